@@ -1,0 +1,51 @@
+//! Vendor-neutral device model shared by the codecs, the fit and the ledger.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// The vendor word HAMi writes into pod device annotations for NVIDIA GPUs.
+pub const NVIDIA_VENDOR: &str = "NVIDIA";
+
+/// One physical GPU as the device plugin registered it on its node.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GpuDevice {
+    /// GPU UUID (`GPU-...`), the key every allocation refers to.
+    pub id: String,
+    /// NVML index on the node.
+    pub index: u32,
+    /// Split count: how many vGPU tasks may share this GPU at once.
+    pub count: u32,
+    /// Registered memory in MiB (already scaled by the device plugin).
+    pub devmem: u64,
+    /// Registered compute in percent of the card (100 x core scaling).
+    pub devcore: u32,
+    /// Card model as registered, e.g. `NVIDIA A100-SXM4-80GB`.
+    pub model: String,
+    /// NUMA node (0 when unknown).
+    pub numa: i32,
+    /// Whether the device plugin reports the GPU healthy.
+    pub health: bool,
+    /// Sharing mode: `hami-core`, `mig` or `mps`.
+    pub mode: String,
+    /// Interconnect scores to other GPUs of the node (from `hami.io/node-nvidia-score`),
+    /// keyed by the other GPU's UUID; higher is better connected.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub pair_scores: BTreeMap<String, i64>,
+}
+
+/// What one container holds on one GPU, as written in `hami.io/vgpu-devices-allocated`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ContainerDevice {
+    /// GPU UUID.
+    pub uuid: String,
+    /// Vendor word (`NVIDIA`), not the card model.
+    pub vendor: String,
+    /// Memory in MiB.
+    pub usedmem: u64,
+    /// Compute in percent.
+    pub usedcores: u32,
+}
+
+/// Devices per container of a pod, init containers first, then regular containers,
+/// exactly one entry per container (an empty entry for a container without GPUs).
+pub type PodDevices = Vec<Vec<ContainerDevice>>;

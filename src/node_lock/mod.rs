@@ -1,0 +1,3 @@
+//! HAMi's per-node lock (`hami.io/mutex.lock`), shared with HAMi's device plugin.
+
+pub mod value;
