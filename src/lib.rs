@@ -2,7 +2,16 @@
 //! places shared-GPU (vGPU) pods on nodes and on specific GPUs, wire-compatible with
 //! HAMi's device plugin and annotations.
 
+pub mod annotations;
+pub mod cluster;
 pub mod device;
+pub mod extender;
+pub mod fit;
+pub mod ledger;
+pub mod metrics;
 pub mod node_lock;
+pub mod policy;
 pub mod quantity;
+pub mod scheduler;
 pub mod server;
+pub mod usage;

@@ -1,6 +1,10 @@
-//! Devices: the vendor-neutral model and the NVIDIA codecs HAMi's device plugin speaks.
+//! Devices: the vendor-neutral model, the device config, request parsing and the
+//! NVIDIA codecs HAMi's device plugin speaks.
 
 pub mod allocation_codec;
+pub mod device_config;
 pub mod model;
 pub mod pair_score;
 pub mod register_codec;
+pub mod request;
+pub mod selectors;

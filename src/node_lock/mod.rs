@@ -1,3 +1,175 @@
-//! HAMi's per-node lock (`hami.io/mutex.lock`), shared with HAMi's device plugin.
+//! HAMi's per-node lock (`hami.io/mutex.lock`), shared with HAMi's device plugin,
+//! which releases it after handing the GPUs to the container.
+//!
+//! Unlike HAMi we never leave a node locked by a lock nobody will release: a lock
+//! whose owner is gone, finished, or already handed its GPUs (bind phase `success` /
+//! `failed`, or bound to another node) is taken over at once, not after the timeout.
 
 pub mod value;
+
+use crate::annotations::{BIND_PHASE, NODE_LOCK};
+use crate::cluster::api::{ApiError, ClusterApi};
+use chrono::Utc;
+use std::collections::BTreeMap;
+use std::time::Duration;
+use value::{LockValue, format_lock_value, parse_lock_value};
+
+/// Why the lock could not be taken.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LockError {
+    /// Another live pod holds the lock.
+    #[error("node {node} has been locked within {timeout:?} by {holder}: node lock contention")]
+    Contention {
+        node: String,
+        timeout: Duration,
+        holder: String,
+    },
+    /// The node does not exist.
+    #[error("node {0:?} not found")]
+    NodeNotFound(String),
+    /// The API call failed.
+    #[error("node lock on {node}: {source}")]
+    Api { node: String, source: ApiError },
+}
+
+/// Attempts on a resourceVersion conflict before giving up.
+const CONFLICT_RETRIES: usize = 5;
+
+async fn owner_is_stale(api: &dyn ClusterApi, lock: &LockValue, node: &str) -> bool {
+    let Some(owner) = &lock.owner else {
+        // A legacy bare timestamp has no owner to ask; only expiry frees it.
+        return false;
+    };
+    match api.get_pod(&owner.namespace, &owner.pod).await {
+        Ok(None) => true,
+        Ok(Some(pod)) => {
+            let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+            if matches!(phase, Some("Succeeded") | Some("Failed")) {
+                return true;
+            }
+            let bound_elsewhere = pod
+                .spec
+                .as_ref()
+                .and_then(|s| s.node_name.as_deref())
+                .is_some_and(|n| n != node);
+            let handed_over = pod
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(BIND_PHASE))
+                .is_some_and(|p| p == "success" || p == "failed");
+            bound_elsewhere || handed_over
+        }
+        Err(_) => false,
+    }
+}
+
+/// Takes the node lock for `namespace/pod`. Re-entrant for the same pod.
+pub async fn acquire(
+    api: &dyn ClusterApi,
+    node: &str,
+    namespace: &str,
+    pod: &str,
+    timeout: Duration,
+) -> Result<(), LockError> {
+    let api_err = |source| LockError::Api {
+        node: node.to_string(),
+        source,
+    };
+    for _ in 0..CONFLICT_RETRIES {
+        let current = api
+            .get_node(node)
+            .await
+            .map_err(api_err)?
+            .ok_or_else(|| LockError::NodeNotFound(node.to_string()))?;
+        let existing = current
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(NODE_LOCK))
+            .cloned();
+        if let Some(raw) = existing {
+            match parse_lock_value(&raw) {
+                Ok(lock) if lock.is_held_by(namespace, pod) => return Ok(()),
+                Ok(lock) => {
+                    let expired = lock.is_expired(Utc::now(), timeout);
+                    if !expired && !owner_is_stale(api, &lock, node).await {
+                        let holder = lock
+                            .owner
+                            .as_ref()
+                            .map(|o| format!("{}/{}", o.namespace, o.pod))
+                            .unwrap_or_else(|| "an unknown owner".into());
+                        return Err(LockError::Contention {
+                            node: node.to_string(),
+                            timeout,
+                            holder,
+                        });
+                    }
+                    tracing::info!(node, lock = %raw, expired, "taking over a stale node lock");
+                }
+                Err(e) => {
+                    // HAMi leaves an unparsable lock forever; nobody can release it, so
+                    // we replace it and say so.
+                    tracing::warn!(node, lock = %raw, error = %e, "replacing an unparsable node lock");
+                }
+            }
+        }
+        let mut patch = BTreeMap::new();
+        patch.insert(
+            NODE_LOCK.to_string(),
+            Some(format_lock_value(Utc::now(), namespace, pod)),
+        );
+        match api
+            .patch_node_annotations(node, &patch, current.metadata.resource_version.as_deref())
+            .await
+        {
+            Ok(()) => return Ok(()),
+            Err(ApiError::Conflict(_)) => continue,
+            Err(e) => return Err(api_err(e)),
+        }
+    }
+    Err(api_err(ApiError::Conflict(format!(
+        "node {node} kept changing while taking its lock"
+    ))))
+}
+
+/// Releases the lock if `namespace/pod` still holds it; never removes another pod's lock.
+pub async fn release(
+    api: &dyn ClusterApi,
+    node: &str,
+    namespace: &str,
+    pod: &str,
+) -> Result<(), LockError> {
+    let api_err = |source| LockError::Api {
+        node: node.to_string(),
+        source,
+    };
+    for _ in 0..CONFLICT_RETRIES {
+        let Some(current) = api.get_node(node).await.map_err(api_err)? else {
+            return Ok(());
+        };
+        let held = current
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(NODE_LOCK))
+            .and_then(|raw| parse_lock_value(raw).ok())
+            .is_some_and(|l| l.is_held_by(namespace, pod));
+        if !held {
+            return Ok(());
+        }
+        let mut patch = BTreeMap::new();
+        patch.insert(NODE_LOCK.to_string(), None);
+        match api
+            .patch_node_annotations(node, &patch, current.metadata.resource_version.as_deref())
+            .await
+        {
+            Ok(()) => return Ok(()),
+            Err(ApiError::Conflict(_)) => continue,
+            Err(e) => return Err(api_err(e)),
+        }
+    }
+    Err(api_err(ApiError::Conflict(format!(
+        "node {node} kept changing while releasing its lock"
+    ))))
+}

@@ -1,0 +1,94 @@
+//! The writes and point reads the scheduler makes against a cluster. Implemented by
+//! the in-memory cluster (`--cluster-file`) and by the live Kubernetes client.
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use k8s_openapi::api::core::v1::{Node, Pod};
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// Why a cluster call failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ApiError {
+    /// The object does not exist.
+    #[error("{kind} {name:?} not found")]
+    NotFound { kind: &'static str, name: String },
+    /// A precondition (resourceVersion, UID, already bound) failed.
+    #[error("conflict: {0}")]
+    Conflict(String),
+    /// Anything else (transport, server error).
+    #[error("{0}")]
+    Other(String),
+}
+
+/// A merge patch of annotations and labels: `Some` sets a key, `None` deletes it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MetadataPatch {
+    /// Annotation changes.
+    pub annotations: BTreeMap<String, Option<String>>,
+    /// Label changes.
+    pub labels: BTreeMap<String, Option<String>>,
+}
+
+/// Severity of an event, as Kubernetes names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum EventType {
+    Normal,
+    Warning,
+}
+
+/// An event about a pod, reported with the scheduler name as source.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SchedulerEvent {
+    /// Pod namespace.
+    pub namespace: String,
+    /// Pod name.
+    pub pod: String,
+    /// `Normal` or `Warning`.
+    #[serde(rename = "type")]
+    pub event_type: EventType,
+    /// `FilteringSucceed`, `FilteringFailed`, `BindingSucceed`, `BindingFailed`.
+    pub reason: String,
+    /// Human-readable message.
+    pub message: String,
+    /// When it happened.
+    pub time: DateTime<Utc>,
+}
+
+/// Cluster operations the scheduler needs.
+#[async_trait]
+pub trait ClusterApi: Send + Sync {
+    /// Makes the pod known to the store if it keeps pods itself (file mode keeps the
+    /// pods kube-scheduler shows it; a live cluster already has them).
+    async fn remember_pod(&self, pod: &Pod);
+    /// Reads a pod.
+    async fn get_pod(&self, namespace: &str, name: &str) -> Result<Option<Pod>, ApiError>;
+    /// Merge-patches a pod's annotations and labels.
+    async fn patch_pod_metadata(
+        &self,
+        namespace: &str,
+        name: &str,
+        patch: &MetadataPatch,
+    ) -> Result<(), ApiError>;
+    /// Creates the pod's Binding to `node`, with the pod UID as precondition.
+    async fn bind_pod(
+        &self,
+        namespace: &str,
+        name: &str,
+        uid: &str,
+        node: &str,
+    ) -> Result<(), ApiError>;
+    /// Reads a node.
+    async fn get_node(&self, name: &str) -> Result<Option<Node>, ApiError>;
+    /// Merge-patches a node's annotations, failing with `Conflict` when its
+    /// resourceVersion is no longer `resource_version`.
+    async fn patch_node_annotations(
+        &self,
+        name: &str,
+        annotations: &BTreeMap<String, Option<String>>,
+        resource_version: Option<&str>,
+    ) -> Result<(), ApiError>;
+    /// Records an event.
+    async fn record_event(&self, event: SchedulerEvent);
+}

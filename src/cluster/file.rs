@@ -1,0 +1,161 @@
+//! Loading a cluster from a file: a multi-document YAML (or JSON) of ordinary
+//! Kubernetes objects, or a `v1 List` of them.
+
+use k8s_openapi::api::core::v1::{Node, Pod, ResourceQuota};
+use serde::Deserialize;
+use std::path::Path;
+
+/// The objects a cluster file holds.
+#[derive(Debug, Default, Clone)]
+pub struct ClusterObjects {
+    /// Nodes, with HAMi register annotations on GPU nodes.
+    pub nodes: Vec<Node>,
+    /// Pods, with or without HAMi annotations.
+    pub pods: Vec<Pod>,
+    /// ResourceQuotas limiting vGPU memory and cores per namespace.
+    pub quotas: Vec<ResourceQuota>,
+}
+
+/// Why a cluster file could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum ClusterFileError {
+    #[error("cannot read cluster file {path}: {source}")]
+    Read {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("cluster file document {document}: {problem}")]
+    Invalid { document: usize, problem: String },
+}
+
+impl ClusterObjects {
+    /// Loads a cluster file.
+    pub fn load(path: &Path) -> Result<Self, ClusterFileError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ClusterFileError::Read {
+            path: path.display().to_string(),
+            source,
+        })?;
+        Self::parse(&text)
+    }
+
+    /// Parses cluster file text.
+    pub fn parse(text: &str) -> Result<Self, ClusterFileError> {
+        let mut objects = ClusterObjects::default();
+        for (i, document) in serde_yaml_ng::Deserializer::from_str(text).enumerate() {
+            let invalid = |problem: String| ClusterFileError::Invalid {
+                document: i + 1,
+                problem,
+            };
+            let value = serde_json::Value::deserialize(document)
+                .map_err(|e| invalid(format!("not valid YAML: {e}")))?;
+            if value.is_null() {
+                continue;
+            }
+            objects.add(value).map_err(invalid)?;
+        }
+        Ok(objects)
+    }
+
+    fn add(&mut self, value: serde_json::Value) -> Result<(), String> {
+        let kind = value
+            .get("kind")
+            .and_then(|k| k.as_str())
+            .ok_or("object has no kind")?
+            .to_string();
+        let named = |v: &serde_json::Value| {
+            v.pointer("/metadata/name")
+                .and_then(|n| n.as_str())
+                .unwrap_or("<unnamed>")
+                .to_string()
+        };
+        match kind.as_str() {
+            "Node" => {
+                let name = named(&value);
+                self.nodes.push(
+                    serde_json::from_value(value).map_err(|e| format!("Node {name}: {e}"))?,
+                );
+            }
+            "Pod" => {
+                let name = named(&value);
+                self.pods
+                    .push(serde_json::from_value(value).map_err(|e| format!("Pod {name}: {e}"))?);
+            }
+            "ResourceQuota" => {
+                let name = named(&value);
+                self.quotas.push(
+                    serde_json::from_value(value)
+                        .map_err(|e| format!("ResourceQuota {name}: {e}"))?,
+                );
+            }
+            k if k == "List" || k.ends_with("List") => {
+                let items = value
+                    .get("items")
+                    .and_then(|i| i.as_array())
+                    .cloned()
+                    .unwrap_or_default();
+                for mut item in items {
+                    // Items of a typed list (NodeList) may omit their own kind.
+                    if item.get("kind").is_none() && k != "List" {
+                        if let Some(obj) = item.as_object_mut() {
+                            obj.insert(
+                                "kind".into(),
+                                serde_json::Value::String(k.trim_end_matches("List").into()),
+                            );
+                        }
+                    }
+                    self.add(item)?;
+                }
+            }
+            // Other objects (Namespaces, Deployments...) may sit in the same file.
+            _ => {}
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn multi_document_yaml_and_lists_load() {
+        let text = r#"
+apiVersion: v1
+kind: Node
+metadata: {name: n1}
+---
+apiVersion: v1
+kind: List
+items:
+- apiVersion: v1
+  kind: Pod
+  metadata: {name: p1, namespace: default, uid: u1}
+  spec: {containers: [{name: c}]}
+- apiVersion: v1
+  kind: ResourceQuota
+  metadata: {name: q, namespace: team}
+  spec: {hard: {limits.nvidia.com/gpumem: "1000"}}
+---
+apiVersion: v1
+kind: NodeList
+items:
+- metadata: {name: n2}
+---
+apiVersion: v1
+kind: Namespace
+metadata: {name: team}
+"#;
+        let objects = ClusterObjects::parse(text).unwrap();
+        assert_eq!(objects.nodes.len(), 2);
+        assert_eq!(objects.pods.len(), 1);
+        assert_eq!(objects.quotas.len(), 1);
+    }
+
+    #[test]
+    fn errors_name_the_document() {
+        let err = ClusterObjects::parse("kind: Node\nmetadata: {name: a}\n---\nfoo: [").unwrap_err();
+        assert!(err.to_string().starts_with("cluster file document 2"), "{err}");
+        let err = ClusterObjects::parse("kind: Pod\nmetadata: {name: p}\nspec: 3\n").unwrap_err();
+        assert!(err.to_string().contains("Pod p"), "{err}");
+    }
+}

@@ -1,0 +1,226 @@
+//! An in-memory cluster: the store behind `--cluster-file`. It behaves like the API
+//! server for the calls the scheduler makes (resourceVersion preconditions, UID
+//! preconditions on binding, 409 when already bound) and, optionally, like HAMi's
+//! device plugin after a bind (marks the pod allocated and releases the node lock),
+//! so a local cluster keeps scheduling without kubelets.
+
+use super::api::{ApiError, ClusterApi, MetadataPatch, SchedulerEvent};
+use crate::annotations::{BIND_PHASE, NODE_LOCK};
+use async_trait::async_trait;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use parking_lot::Mutex;
+use std::collections::{BTreeMap, HashMap, VecDeque};
+
+/// How many events the store keeps for `/debug/state`.
+const EVENT_HISTORY: usize = 1000;
+
+#[derive(Default)]
+struct Store {
+    pods: HashMap<(String, String), Pod>,
+    nodes: BTreeMap<String, Node>,
+    events: VecDeque<SchedulerEvent>,
+    version: u64,
+}
+
+impl Store {
+    fn next_version(&mut self) -> String {
+        self.version += 1;
+        self.version.to_string()
+    }
+}
+
+/// The in-memory cluster.
+pub struct MemoryCluster {
+    store: Mutex<Store>,
+    simulate_device_plugin: bool,
+}
+
+fn key(namespace: &str, name: &str) -> (String, String) {
+    (namespace.to_string(), name.to_string())
+}
+
+fn apply(map: &mut Option<BTreeMap<String, String>>, changes: &BTreeMap<String, Option<String>>) {
+    let m = map.get_or_insert_with(BTreeMap::new);
+    for (k, v) in changes {
+        match v {
+            Some(v) => {
+                m.insert(k.clone(), v.clone());
+            }
+            None => {
+                m.remove(k);
+            }
+        }
+    }
+}
+
+impl MemoryCluster {
+    /// A store holding `nodes` and `pods`.
+    pub fn new(nodes: Vec<Node>, pods: Vec<Pod>, simulate_device_plugin: bool) -> Self {
+        let mut store = Store::default();
+        for mut node in nodes {
+            let v = store.next_version();
+            node.metadata.resource_version = Some(v);
+            if let Some(name) = node.metadata.name.clone() {
+                store.nodes.insert(name, node);
+            }
+        }
+        for pod in pods {
+            let ns = pod.metadata.namespace.clone().unwrap_or_else(|| "default".into());
+            if let Some(name) = pod.metadata.name.clone() {
+                store.pods.insert((ns, name), pod);
+            }
+        }
+        Self {
+            store: Mutex::new(store),
+            simulate_device_plugin,
+        }
+    }
+
+    /// Events recorded so far, oldest first.
+    pub fn events(&self) -> Vec<SchedulerEvent> {
+        self.store.lock().events.iter().cloned().collect()
+    }
+
+    /// Replaces or adds a node (used when kube-scheduler sends full Node objects).
+    pub fn upsert_node(&self, node: Node) {
+        let mut store = self.store.lock();
+        if let Some(name) = node.metadata.name.clone() {
+            let mut node = node;
+            let v = store.next_version();
+            node.metadata.resource_version = Some(v);
+            store.nodes.insert(name, node);
+        }
+    }
+}
+
+#[async_trait]
+impl ClusterApi for MemoryCluster {
+    async fn remember_pod(&self, pod: &Pod) {
+        let ns = pod.metadata.namespace.clone().unwrap_or_else(|| "default".into());
+        let Some(name) = pod.metadata.name.clone() else {
+            return;
+        };
+        let mut store = self.store.lock();
+        let k = (ns, name);
+        let same_uid = store
+            .pods
+            .get(&k)
+            .is_some_and(|p| p.metadata.uid == pod.metadata.uid);
+        if !same_uid {
+            store.pods.insert(k, pod.clone());
+        }
+    }
+
+    async fn get_pod(&self, namespace: &str, name: &str) -> Result<Option<Pod>, ApiError> {
+        Ok(self.store.lock().pods.get(&key(namespace, name)).cloned())
+    }
+
+    async fn patch_pod_metadata(
+        &self,
+        namespace: &str,
+        name: &str,
+        patch: &MetadataPatch,
+    ) -> Result<(), ApiError> {
+        let mut store = self.store.lock();
+        let pod = store
+            .pods
+            .get_mut(&key(namespace, name))
+            .ok_or_else(|| ApiError::NotFound {
+                kind: "pod",
+                name: format!("{namespace}/{name}"),
+            })?;
+        apply(&mut pod.metadata.annotations, &patch.annotations);
+        apply(&mut pod.metadata.labels, &patch.labels);
+        Ok(())
+    }
+
+    async fn bind_pod(
+        &self,
+        namespace: &str,
+        name: &str,
+        uid: &str,
+        node: &str,
+    ) -> Result<(), ApiError> {
+        let mut store = self.store.lock();
+        if !store.nodes.contains_key(node) {
+            return Err(ApiError::NotFound {
+                kind: "node",
+                name: node.to_string(),
+            });
+        }
+        let pod = store
+            .pods
+            .get_mut(&key(namespace, name))
+            .ok_or_else(|| ApiError::NotFound {
+                kind: "pod",
+                name: format!("{namespace}/{name}"),
+            })?;
+        if pod.metadata.uid.as_deref() != Some(uid) {
+            return Err(ApiError::Conflict(format!(
+                "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
+                pod.metadata.uid.as_deref().unwrap_or("")
+            )));
+        }
+        let spec = pod.spec.get_or_insert_with(Default::default);
+        if let Some(existing) = &spec.node_name {
+            return Err(ApiError::Conflict(format!(
+                "pod {name} is already assigned to node \"{existing}\""
+            )));
+        }
+        spec.node_name = Some(node.to_string());
+        if self.simulate_device_plugin {
+            let mut phase = BTreeMap::new();
+            phase.insert(BIND_PHASE.to_string(), Some("success".to_string()));
+            apply(&mut pod.metadata.annotations, &phase);
+            let owner_suffix = format!(",{namespace},{name}");
+            let version = store.next_version();
+            if let Some(n) = store.nodes.get_mut(node) {
+                let anns = n.metadata.annotations.get_or_insert_with(BTreeMap::new);
+                if anns
+                    .get(NODE_LOCK)
+                    .is_some_and(|v| v.ends_with(&owner_suffix))
+                {
+                    anns.remove(NODE_LOCK);
+                    n.metadata.resource_version = Some(version);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    async fn get_node(&self, name: &str) -> Result<Option<Node>, ApiError> {
+        Ok(self.store.lock().nodes.get(name).cloned())
+    }
+
+    async fn patch_node_annotations(
+        &self,
+        name: &str,
+        annotations: &BTreeMap<String, Option<String>>,
+        resource_version: Option<&str>,
+    ) -> Result<(), ApiError> {
+        let mut store = self.store.lock();
+        let version = store.next_version();
+        let node = store.nodes.get_mut(name).ok_or_else(|| ApiError::NotFound {
+            kind: "node",
+            name: name.to_string(),
+        })?;
+        if let Some(expected) = resource_version {
+            if node.metadata.resource_version.as_deref() != Some(expected) {
+                return Err(ApiError::Conflict(format!(
+                    "Operation cannot be fulfilled on nodes \"{name}\": the object has been modified; please apply your changes to the latest version and try again"
+                )));
+            }
+        }
+        apply(&mut node.metadata.annotations, annotations);
+        node.metadata.resource_version = Some(version);
+        Ok(())
+    }
+
+    async fn record_event(&self, event: SchedulerEvent) {
+        let mut store = self.store.lock();
+        if store.events.len() >= EVENT_HISTORY {
+            store.events.pop_front();
+        }
+        store.events.push_back(event);
+    }
+}

@@ -1,0 +1,3 @@
+//! The kube-scheduler extender protocol.
+
+pub mod wire;

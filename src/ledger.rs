@@ -1,0 +1,292 @@
+//! Who holds what: registered GPUs per node and the usage of every pod we track,
+//! kept incrementally so a decision never rescans all pods.
+
+use crate::device::model::{GpuDevice, PodDevices};
+use crate::fit::QuotaHeadroom;
+use crate::usage::{GpuUsage, collapse_pod_usage, usage_totals};
+use serde::Serialize;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::time::Instant;
+
+/// A node as the scheduler knows it.
+#[derive(Debug, Clone, Default)]
+pub struct NodeEntry {
+    /// Registered GPUs (empty when registration failed).
+    pub devices: Vec<GpuDevice>,
+    /// Why the node's GPUs are unusable, if they are (bad annotation, no devices).
+    pub registration_error: Option<String>,
+    /// GPU UUIDs an administrator excluded with `hami.io/device-cordon`.
+    pub cordoned: BTreeSet<String>,
+    /// The raw register annotation, to skip re-decoding unchanged nodes.
+    pub register_raw: Option<String>,
+    /// The raw pair-score annotation.
+    pub score_raw: Option<String>,
+}
+
+/// Where a tracked pod stands.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase", tag = "state")]
+pub enum PodPhase {
+    /// Placed by `/filter`, not yet bound; released at the deadline.
+    Reserved {
+        #[serde(skip)]
+        deadline: Instant,
+    },
+    /// Bound to its node (or observed with our annotations in the cluster).
+    Bound,
+}
+
+/// One pod's hold on GPUs.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PodEntry {
+    /// Pod UID.
+    pub uid: String,
+    /// Namespace.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+    /// Node the GPUs are on.
+    pub node: String,
+    /// Devices per container (init containers first).
+    pub devices: PodDevices,
+    /// How many entries of `devices` are init containers.
+    pub init_count: usize,
+    /// Reservation state.
+    pub phase: PodPhase,
+    /// Collapsed usage per GPU UUID.
+    #[serde(skip)]
+    pub usage: BTreeMap<String, GpuUsage>,
+}
+
+impl PodEntry {
+    /// Builds an entry, computing its collapsed usage.
+    pub fn new(
+        uid: String,
+        namespace: String,
+        name: String,
+        node: String,
+        devices: PodDevices,
+        init_count: usize,
+        phase: PodPhase,
+    ) -> Self {
+        let usage = collapse_pod_usage(&devices, init_count);
+        Self {
+            uid,
+            namespace,
+            name,
+            node,
+            devices,
+            init_count,
+            phase,
+            usage,
+        }
+    }
+}
+
+/// vGPU limits of one ResourceQuota object.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct QuotaLimits {
+    /// Memory limit, MiB (scaled by the memory factor).
+    pub memory: Option<u64>,
+    /// Cores limit, percent.
+    pub cores: Option<u64>,
+}
+
+/// The scheduler's books.
+#[derive(Debug, Default)]
+pub struct Ledger {
+    nodes: BTreeMap<String, NodeEntry>,
+    /// Usage per node per GPU UUID (includes UUIDs not, or no longer, registered).
+    node_usage: HashMap<String, BTreeMap<String, GpuUsage>>,
+    pods: HashMap<String, PodEntry>,
+    /// ResourceQuota limits by namespace, then quota name.
+    quotas: BTreeMap<String, BTreeMap<String, QuotaLimits>>,
+    /// vGPU memory and cores used per namespace.
+    namespace_usage: HashMap<String, (u64, u64)>,
+}
+
+impl Ledger {
+    /// Registers or updates a node.
+    pub fn upsert_node(&mut self, name: &str, entry: NodeEntry) {
+        self.nodes.insert(name.to_string(), entry);
+    }
+
+    /// Forgets a node (its pods stay tracked until they go).
+    pub fn remove_node(&mut self, name: &str) {
+        self.nodes.remove(name);
+    }
+
+    /// A registered node.
+    pub fn node(&self, name: &str) -> Option<&NodeEntry> {
+        self.nodes.get(name)
+    }
+
+    /// All nodes, by name.
+    pub fn nodes(&self) -> &BTreeMap<String, NodeEntry> {
+        &self.nodes
+    }
+
+    /// Usage of each registered device of `node`, in device order.
+    pub fn device_usage(&self, node: &str, devices: &[GpuDevice]) -> Vec<GpuUsage> {
+        let per_uuid = self.node_usage.get(node);
+        devices
+            .iter()
+            .map(|d| {
+                per_uuid
+                    .and_then(|m| m.get(&d.id))
+                    .copied()
+                    .unwrap_or_default()
+            })
+            .collect()
+    }
+
+    /// A tracked pod.
+    pub fn pod(&self, uid: &str) -> Option<&PodEntry> {
+        self.pods.get(uid)
+    }
+
+    /// All tracked pods.
+    pub fn pods(&self) -> impl Iterator<Item = &PodEntry> {
+        self.pods.values()
+    }
+
+    /// Number of tracked pods.
+    pub fn pod_count(&self) -> usize {
+        self.pods.len()
+    }
+
+    /// Adds (or replaces) a pod's hold.
+    pub fn add_pod(&mut self, entry: PodEntry) {
+        self.remove_pod(&entry.uid);
+        let node = self.node_usage.entry(entry.node.clone()).or_default();
+        for (uuid, u) in &entry.usage {
+            node.entry(uuid.clone()).or_default().add(u);
+        }
+        let (mem, cores) = usage_totals(&entry.usage);
+        let ns = self
+            .namespace_usage
+            .entry(entry.namespace.clone())
+            .or_default();
+        ns.0 = ns.0.saturating_add(mem);
+        ns.1 = ns.1.saturating_add(cores);
+        self.pods.insert(entry.uid.clone(), entry);
+    }
+
+    /// Releases a pod's hold; returns what it held.
+    pub fn remove_pod(&mut self, uid: &str) -> Option<PodEntry> {
+        let entry = self.pods.remove(uid)?;
+        if let Some(node) = self.node_usage.get_mut(&entry.node) {
+            for (uuid, u) in &entry.usage {
+                if let Some(slot) = node.get_mut(uuid) {
+                    slot.sub(u);
+                    if *slot == GpuUsage::default() {
+                        node.remove(uuid);
+                    }
+                }
+            }
+            if node.is_empty() {
+                self.node_usage.remove(&entry.node);
+            }
+        }
+        let (mem, cores) = usage_totals(&entry.usage);
+        if let Some(ns) = self.namespace_usage.get_mut(&entry.namespace) {
+            ns.0 = ns.0.saturating_sub(mem);
+            ns.1 = ns.1.saturating_sub(cores);
+        }
+        Some(entry)
+    }
+
+    /// Marks a reserved pod bound (no deadline any more).
+    pub fn mark_bound(&mut self, uid: &str) -> bool {
+        match self.pods.get_mut(uid) {
+            Some(p) => {
+                p.phase = PodPhase::Bound;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Reservations whose deadline passed.
+    pub fn expired_reservations(&self, now: Instant) -> Vec<String> {
+        self.pods
+            .values()
+            .filter(|p| matches!(p.phase, PodPhase::Reserved { deadline } if deadline <= now))
+            .map(|p| p.uid.clone())
+            .collect()
+    }
+
+    /// Sets or replaces a ResourceQuota's vGPU limits.
+    pub fn upsert_quota(&mut self, namespace: &str, name: &str, limits: QuotaLimits) {
+        self.quotas
+            .entry(namespace.to_string())
+            .or_default()
+            .insert(name.to_string(), limits);
+    }
+
+    /// Removes a ResourceQuota.
+    pub fn remove_quota(&mut self, namespace: &str, name: &str) {
+        if let Some(m) = self.quotas.get_mut(namespace) {
+            m.remove(name);
+            if m.is_empty() {
+                self.quotas.remove(namespace);
+            }
+        }
+    }
+
+    /// Quota headroom of a namespace. With several ResourceQuotas each must hold, so
+    /// the smallest limit per dimension applies.
+    pub fn quota_headroom(&self, namespace: &str) -> QuotaHeadroom {
+        let Some(quotas) = self.quotas.get(namespace) else {
+            return QuotaHeadroom::default();
+        };
+        let (mem_used, cores_used) = self
+            .namespace_usage
+            .get(namespace)
+            .copied()
+            .unwrap_or_default();
+        let memory = quotas.values().filter_map(|q| q.memory).min();
+        let cores = quotas.values().filter_map(|q| q.cores).min();
+        QuotaHeadroom {
+            memory: memory.map(|l| (l, mem_used)),
+            cores: cores.map(|l| (l, cores_used)),
+        }
+    }
+
+    /// Namespace usage and limits, for metrics and the debug dump.
+    pub fn quota_report(&self) -> Vec<(String, QuotaLimits, (u64, u64))> {
+        self.quotas
+            .keys()
+            .map(|ns| {
+                let h = self.quota_headroom(ns);
+                let used = self.namespace_usage.get(ns).copied().unwrap_or_default();
+                (
+                    ns.clone(),
+                    QuotaLimits {
+                        memory: h.memory.map(|(l, _)| l),
+                        cores: h.cores.map(|(l, _)| l),
+                    },
+                    used,
+                )
+            })
+            .collect()
+    }
+
+    /// Recomputes every usage from the pod entries, for invariant checks.
+    pub fn recomputed_node_usage(&self) -> HashMap<String, BTreeMap<String, GpuUsage>> {
+        let mut out: HashMap<String, BTreeMap<String, GpuUsage>> = HashMap::new();
+        for p in self.pods.values() {
+            let node = out.entry(p.node.clone()).or_default();
+            for (uuid, u) in &p.usage {
+                node.entry(uuid.clone()).or_default().add(u);
+            }
+        }
+        out
+    }
+
+    /// The incrementally kept usage, for comparison with [`Self::recomputed_node_usage`].
+    pub fn incremental_node_usage(&self) -> &HashMap<String, BTreeMap<String, GpuUsage>> {
+        &self.node_usage
+    }
+}

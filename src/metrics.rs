@@ -1,0 +1,264 @@
+//! Prometheus metrics: HAMi's `hami_*` GPU and quota gauges (computed from the
+//! ledger at scrape time, so they are never stale) plus request latency histograms
+//! and filter/bind outcome counters.
+
+use crate::ledger::Ledger;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+use std::sync::atomic::AtomicU64;
+
+const MIB: f64 = 1_048_576.0;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct VerbLabels {
+    verb: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OutcomeLabels {
+    outcome: String,
+}
+
+/// Counters and histograms updated on the request path.
+pub struct Metrics {
+    registry: Registry,
+    latency: Family<VerbLabels, Histogram>,
+    filter: Family<OutcomeLabels, Counter>,
+    bind: Family<OutcomeLabels, Counter>,
+    /// Reservations released because no bind came in time.
+    pub reservations_expired: Counter,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    /// Registers the request metrics.
+    pub fn new() -> Self {
+        let mut registry = Registry::default();
+        let latency = Family::<VerbLabels, Histogram>::new_with_constructor(|| {
+            Histogram::new(exponential_buckets(0.00005, 2.0, 18))
+        });
+        registry.register(
+            "vgpu_scheduler_request_duration_seconds",
+            "Time to answer an extender or webhook request, by verb",
+            latency.clone(),
+        );
+        let filter = Family::<OutcomeLabels, Counter>::default();
+        registry.register(
+            "vgpu_scheduler_filter",
+            "Filter calls by outcome (fit, nofit, passthrough, error)",
+            filter.clone(),
+        );
+        let bind = Family::<OutcomeLabels, Counter>::default();
+        registry.register(
+            "vgpu_scheduler_bind",
+            "Bind calls by outcome (bound, failed)",
+            bind.clone(),
+        );
+        let reservations_expired = Counter::default();
+        registry.register(
+            "vgpu_scheduler_reservations_expired",
+            "Filter reservations released because no bind came before the TTL",
+            reservations_expired.clone(),
+        );
+        Self {
+            registry,
+            latency,
+            filter,
+            bind,
+            reservations_expired,
+        }
+    }
+
+    /// Records one request's duration.
+    pub fn observe(&self, verb: &str, seconds: f64) {
+        self.latency
+            .get_or_create(&VerbLabels { verb: verb.into() })
+            .observe(seconds);
+    }
+
+    /// Counts a filter outcome.
+    pub fn filter_outcome(&self, outcome: &str) {
+        self.filter
+            .get_or_create(&OutcomeLabels {
+                outcome: outcome.into(),
+            })
+            .inc();
+    }
+
+    /// Counts a bind outcome.
+    pub fn bind_outcome(&self, outcome: &str) {
+        self.bind
+            .get_or_create(&OutcomeLabels {
+                outcome: outcome.into(),
+            })
+            .inc();
+    }
+
+    /// Prometheus text: request metrics, then the GPU/quota gauges of `ledger`.
+    pub fn render(&self, ledger: &Ledger) -> String {
+        let mut out = String::new();
+        let _ = encode(&mut out, &self.registry);
+        // `encode` ends with "# EOF"; the gauges follow in a second registry, so
+        // keep only one terminator at the very end.
+        if let Some(stripped) = out.strip_suffix("# EOF\n") {
+            out.truncate(stripped.len());
+        }
+        let mut gauges = Registry::default();
+        register_ledger_gauges(&mut gauges, ledger);
+        let _ = encode(&mut out, &gauges);
+        out
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct DeviceLabels {
+    zone: String,
+    node: String,
+    device_uuid: String,
+    device_index: String,
+    device_type: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct AllocatedLabels {
+    zone: String,
+    node: String,
+    device_uuid: String,
+    device_index: String,
+    device_cores: String,
+    device_type: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PodDeviceLabels {
+    zone: String,
+    namespace: String,
+    node: String,
+    pod: String,
+    container_index: String,
+    device_uuid: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct QuotaLabels {
+    zone: String,
+    namespace: String,
+    quota_name: String,
+    limit: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct QuotaLimitLabels {
+    zone: String,
+    namespace: String,
+    quota_name: String,
+}
+
+type FGauge = Gauge<f64, AtomicU64>;
+
+fn register_ledger_gauges(r: &mut Registry, ledger: &Ledger) {
+    let zone = || "vGPU".to_string();
+    let mem_limit = Family::<DeviceLabels, FGauge>::default();
+    let core_limit = Family::<DeviceLabels, FGauge>::default();
+    let mem_alloc = Family::<AllocatedLabels, FGauge>::default();
+    let shared = Family::<DeviceLabels, FGauge>::default();
+    let core_alloc = Family::<DeviceLabels, FGauge>::default();
+    let mem_ratio = Family::<DeviceLabels, FGauge>::default();
+    for (name, entry) in ledger.nodes() {
+        let usage = ledger.device_usage(name, &entry.devices);
+        for (d, u) in entry.devices.iter().zip(usage) {
+            let l = DeviceLabels {
+                zone: zone(),
+                node: name.clone(),
+                device_uuid: d.id.clone(),
+                device_index: d.index.to_string(),
+                device_type: d.model.clone(),
+            };
+            mem_limit.get_or_create(&l).set(d.devmem as f64 * MIB);
+            core_limit.get_or_create(&l).set(f64::from(d.devcore));
+            shared.get_or_create(&l).set(f64::from(u.used));
+            core_alloc.get_or_create(&l).set(f64::from(u.usedcores));
+            if d.devmem > 0 {
+                mem_ratio
+                    .get_or_create(&l)
+                    .set(u.usedmem as f64 / d.devmem as f64);
+            }
+            mem_alloc
+                .get_or_create(&AllocatedLabels {
+                    zone: zone(),
+                    node: name.clone(),
+                    device_uuid: d.id.clone(),
+                    device_index: d.index.to_string(),
+                    device_cores: d.devcore.to_string(),
+                    device_type: d.model.clone(),
+                })
+                .set(u.usedmem as f64 * MIB);
+        }
+    }
+    let pod_mem = Family::<PodDeviceLabels, FGauge>::default();
+    let pod_cores = Family::<PodDeviceLabels, FGauge>::default();
+    for p in ledger.pods() {
+        for (uuid, u) in &p.usage {
+            let l = PodDeviceLabels {
+                zone: zone(),
+                namespace: p.namespace.clone(),
+                node: p.node.clone(),
+                pod: p.name.clone(),
+                container_index: "0".into(),
+                device_uuid: uuid.clone(),
+            };
+            pod_mem.get_or_create(&l).set(u.usedmem as f64 * MIB);
+            pod_cores.get_or_create(&l).set(f64::from(u.usedcores));
+        }
+    }
+    let quota_used = Family::<QuotaLabels, FGauge>::default();
+    let quota_limit = Family::<QuotaLimitLabels, FGauge>::default();
+    for (ns, limits, (mem, cores)) in ledger.quota_report() {
+        for (resource, limit, used) in [
+            ("memory", limits.memory, mem),
+            ("cores", limits.cores, cores),
+        ] {
+            quota_used
+                .get_or_create(&QuotaLabels {
+                    zone: zone(),
+                    namespace: ns.clone(),
+                    quota_name: resource.into(),
+                    limit: limit.map(|l| l.to_string()).unwrap_or_default(),
+                })
+                .set(used as f64);
+            if let Some(limit) = limit {
+                quota_limit
+                    .get_or_create(&QuotaLimitLabels {
+                        zone: zone(),
+                        namespace: ns.clone(),
+                        quota_name: resource.into(),
+                    })
+                    .set(limit as f64);
+            }
+        }
+    }
+    r.register("hami_gpu_memory_limit_bytes", "GPU memory registered, bytes", mem_limit);
+    r.register("hami_gpu_core_limit_ratio", "GPU compute registered, percent", core_limit);
+    r.register("hami_gpu_memory_allocated_bytes", "GPU memory allocated, bytes", mem_alloc);
+    r.register("hami_gpu_shared_count", "vGPU tasks sharing the GPU", shared);
+    r.register("hami_gpu_core_allocated_ratio", "GPU compute allocated, percent", core_alloc);
+    r.register(
+        "hami_node_gpu_memory_allocated_ratio",
+        "GPU memory allocated over registered",
+        mem_ratio,
+    );
+    r.register("hami_vgpu_memory_allocated_bytes", "GPU memory a pod holds, bytes", pod_mem);
+    r.register("hami_vgpu_core_allocated_ratio", "GPU compute a pod holds, percent", pod_cores);
+    r.register("hami_resource_quota_used", "vGPU quota used per namespace", quota_used);
+    r.register("hami_resource_quota_limit", "vGPU quota limit per namespace", quota_limit);
+}

@@ -1,0 +1,190 @@
+//! `/bind`: node lock, bind phase, Binding; every failure rolls back.
+
+use super::{PodContext, Scheduler, clear_allocation_patch};
+use crate::annotations::{BIND_PHASE, BIND_TIME};
+use crate::cluster::api::{EventType, MetadataPatch};
+use crate::extender::wire::{ExtenderBindingArgs, ExtenderBindingResult};
+use crate::ledger::PodPhase;
+use crate::node_lock::{self, LockError};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Pause between attempts at a node lock held by another pod.
+const LOCK_RETRY_PAUSE: Duration = Duration::from_millis(50);
+
+impl Scheduler {
+    fn bind_serialiser(&self, node: &str) -> Arc<tokio::sync::Mutex<()>> {
+        self.bind_serialisers
+            .lock()
+            .entry(node.to_string())
+            .or_default()
+            .clone()
+    }
+
+    /// `/bind`.
+    pub async fn bind(&self, args: ExtenderBindingArgs) -> ExtenderBindingResult {
+        let (Some(name), Some(namespace), Some(uid), Some(node)) = (
+            args.pod_name.filter(|s| !s.is_empty()),
+            args.pod_namespace.filter(|s| !s.is_empty()),
+            args.pod_uid.filter(|s| !s.is_empty()),
+            args.node.filter(|s| !s.is_empty()),
+        ) else {
+            return ExtenderBindingResult {
+                error: "bind args need PodName, PodNamespace, PodUID and Node".into(),
+            };
+        };
+        let result = self.bind_pod(&namespace, &name, &uid, &node).await;
+        match result {
+            Ok(()) => {
+                self.metrics.bind_outcome("bound");
+                ExtenderBindingResult::default()
+            }
+            Err(error) => {
+                self.metrics.bind_outcome("failed");
+                tracing::warn!(pod = %format!("{namespace}/{name}"), node = %node, %error, "bind failed");
+                self.event(&namespace, &name, EventType::Warning, "BindingFailed", error.clone())
+                    .await;
+                ExtenderBindingResult { error }
+            }
+        }
+    }
+
+    async fn bind_pod(&self, ns: &str, name: &str, uid: &str, node: &str) -> Result<(), String> {
+        let pod = match self.api.get_pod(ns, name).await {
+            Ok(Some(pod)) => pod,
+            Ok(None) => {
+                self.ledger.write().remove_pod(uid);
+                return Err(format!("pod \"{name}\" not found"));
+            }
+            Err(e) => return Err(format!("get pod {ns}/{name}: {e}")),
+        };
+        if pod.metadata.uid.as_deref() != Some(uid) {
+            // A newer pod with the same name: the request is stale.
+            self.ledger.write().remove_pod(uid);
+            return Err(format!(
+                "pod {ns}/{name} has UID {}, not {uid}: it was recreated",
+                pod.metadata.uid.as_deref().unwrap_or("")
+            ));
+        }
+        if let Some(bound) = pod.spec.as_ref().and_then(|s| s.node_name.as_deref()) {
+            if bound == node {
+                // Idempotent: a retry after a bind whose answer was lost.
+                self.ledger.write().mark_bound(uid);
+                return Ok(());
+            }
+            return Err(format!("pod {ns}/{name} is already bound to node {bound}"));
+        }
+        let ctx = self.pod_context(&pod)?;
+
+        let serialiser = self.bind_serialiser(node);
+        let _turn = serialiser.lock().await;
+
+        if let Some(ctx) = &ctx {
+            self.ensure_reservation(ctx, node).await?;
+        }
+        if let Err(e) = self.lock_node(node, ns, name).await {
+            self.roll_back(ctx.as_ref(), ns, name, node, false).await;
+            return Err(e.to_string());
+        }
+        let mut phase = MetadataPatch::default();
+        phase
+            .annotations
+            .insert(BIND_PHASE.to_string(), Some("allocating".into()));
+        phase.annotations.insert(
+            BIND_TIME.to_string(),
+            Some(chrono::Utc::now().timestamp().to_string()),
+        );
+        if let Err(e) = self.api.patch_pod_metadata(ns, name, &phase).await {
+            self.roll_back(ctx.as_ref(), ns, name, node, true).await;
+            return Err(format!("patch pod {ns}/{name} bind phase: {e}"));
+        }
+        if let Err(e) = self.api.bind_pod(ns, name, uid, node).await {
+            self.roll_back(ctx.as_ref(), ns, name, node, true).await;
+            return Err(format!("bind pod {ns}/{name} to {node}: {e}"));
+        }
+        self.ledger.write().mark_bound(uid);
+        self.event(
+            ns,
+            name,
+            EventType::Normal,
+            "BindingSucceed",
+            format!("Successfully binding node [{node}] to {ns}/{name}"),
+        )
+        .await;
+        Ok(())
+    }
+
+    /// Makes sure the pod holds GPUs on `node`: the `/filter` reservation, or (filter
+    /// mode `all`, an expired reservation, another node chosen) a fresh one.
+    async fn ensure_reservation(&self, ctx: &PodContext, node: &str) -> Result<(), String> {
+        let held_here = self.ledger.read().pod(&ctx.uid).map(|p| p.node == node);
+        match held_here {
+            Some(true) => {
+                // Refresh the deadline: the bind is under way.
+                let mut ledger = self.ledger.write();
+                if let Some(p) = ledger.pod(&ctx.uid).cloned() {
+                    if matches!(p.phase, PodPhase::Reserved { .. }) {
+                        let mut p = p;
+                        p.phase = PodPhase::Reserved {
+                            deadline: Instant::now() + self.config.reservation_ttl,
+                        };
+                        ledger.add_pod(p);
+                    }
+                }
+                Ok(())
+            }
+            _ => {
+                self.ledger.write().remove_pod(&ctx.uid);
+                let placement = self
+                    .reserve(ctx, node)
+                    .map_err(|reason| format!("node {node} cannot take the pod: {reason}"))?;
+                self.publish_allocation(ctx, node, &placement.devices).await
+            }
+        }
+    }
+
+    async fn lock_node(&self, node: &str, ns: &str, name: &str) -> Result<(), LockError> {
+        let give_up = Instant::now() + self.config.node_lock_retry_timeout;
+        loop {
+            match node_lock::acquire(
+                self.api.as_ref(),
+                node,
+                ns,
+                name,
+                self.config.node_lock_timeout,
+            )
+            .await
+            {
+                Err(LockError::Contention { .. }) if Instant::now() < give_up => {
+                    tokio::time::sleep(LOCK_RETRY_PAUSE).await;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    async fn roll_back(
+        &self,
+        ctx: Option<&PodContext>,
+        ns: &str,
+        name: &str,
+        node: &str,
+        locked: bool,
+    ) {
+        if locked {
+            if let Err(e) = node_lock::release(self.api.as_ref(), node, ns, name).await {
+                tracing::warn!(node, error = %e, "could not release node lock after a failed bind");
+            }
+        }
+        if let Some(ctx) = ctx {
+            self.ledger.write().remove_pod(&ctx.uid);
+            if let Err(e) = self
+                .api
+                .patch_pod_metadata(ns, name, &clear_allocation_patch())
+                .await
+            {
+                tracing::debug!(pod = name, error = %e, "could not clear allocation annotations after a failed bind");
+            }
+        }
+    }
+}

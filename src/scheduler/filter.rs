@@ -1,0 +1,303 @@
+//! `/filter` and `/prioritize`.
+
+use super::registration::unusable_reason;
+use super::{FilterMode, PodContext, Scheduler};
+use crate::annotations::{DEVICES_ALLOCATED, DEVICES_TO_ALLOCATE, VGPU_NODE, VGPU_TIME};
+use crate::cluster::api::{EventType, MetadataPatch};
+use crate::device::allocation_codec::encode_pod_devices;
+use crate::device::model::PodDevices;
+use crate::extender::wire::{ExtenderArgs, ExtenderFilterResult, HostPriority, NodeItems};
+use crate::fit::{FitRequest, NodeView, Placement, fit_pod};
+use crate::ledger::{Ledger, PodEntry, PodPhase};
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+/// Attempts at check-and-reserve before answering with an error: another filter may
+/// take the chosen GPUs between the decision and the reservation.
+const RESERVE_ATTEMPTS: usize = 8;
+
+/// Nodes that fit, with their placements, and the reasons for the rest.
+pub(crate) struct Evaluation {
+    pub fits: Vec<(String, Placement)>,
+    pub failed: BTreeMap<String, String>,
+}
+
+impl Scheduler {
+    /// Fits the pod on one node against the ledger as it is.
+    pub(crate) fn fit_on(
+        &self,
+        ledger: &Ledger,
+        ctx: &PodContext,
+        node: &str,
+    ) -> Result<Placement, String> {
+        let Some(entry) = ledger.node(node) else {
+            return Err(super::registration::NODE_UNREGISTERED.to_string());
+        };
+        if let Some(reason) = unusable_reason(entry) {
+            return Err(reason.to_string());
+        }
+        let usage = ledger.device_usage(node, &entry.devices);
+        let request = FitRequest {
+            request: &ctx.request,
+            policies: &ctx.policies,
+            selectors: &ctx.selectors,
+            quota: ledger.quota_headroom(&ctx.namespace),
+        };
+        fit_pod(
+            NodeView {
+                devices: &entry.devices,
+                usage: &usage,
+                cordoned: &entry.cordoned,
+            },
+            &request,
+        )
+    }
+
+    pub(crate) fn evaluate(&self, ctx: &PodContext, names: &[String]) -> Evaluation {
+        let ledger = self.ledger.read();
+        let mut fits = Vec::new();
+        let mut failed = BTreeMap::new();
+        for name in names {
+            match self.fit_on(&ledger, ctx, name) {
+                Ok(p) => fits.push((name.clone(), p)),
+                Err(reason) => {
+                    failed.insert(name.clone(), reason);
+                }
+            }
+        }
+        Evaluation { fits, failed }
+    }
+
+    /// Best node by the pod's node policy; ties go to the smaller node name.
+    fn choose<'a>(&self, ctx: &PodContext, fits: &'a [(String, Placement)]) -> Option<&'a str> {
+        fits.iter()
+            .min_by(|(an, ap), (bn, bp)| {
+                ctx.policies
+                    .node
+                    .prefers(bp.node_score, ap.node_score)
+                    .then_with(|| an.cmp(bn))
+            })
+            .map(|(n, _)| n.as_str())
+    }
+
+    /// Check-and-reserve as one step under the ledger's write lock.
+    pub(crate) fn reserve(&self, ctx: &PodContext, node: &str) -> Result<Placement, String> {
+        let mut ledger = self.ledger.write();
+        let placement = self.fit_on(&ledger, ctx, node)?;
+        ledger.add_pod(PodEntry::new(
+            ctx.uid.clone(),
+            ctx.namespace.clone(),
+            ctx.name.clone(),
+            node.to_string(),
+            placement.devices.clone(),
+            ctx.request.init_count,
+            PodPhase::Reserved {
+                deadline: Instant::now() + self.config.reservation_ttl,
+            },
+        ));
+        Ok(placement)
+    }
+
+    /// Writes the decision onto the pod; rolls the reservation back on failure.
+    pub(crate) async fn publish_allocation(
+        &self,
+        ctx: &PodContext,
+        node: &str,
+        devices: &PodDevices,
+    ) -> Result<(), String> {
+        let encoded = encode_pod_devices(devices);
+        let mut patch = MetadataPatch::default();
+        let mut set = |k: &str, v: String| {
+            patch.annotations.insert(k.to_string(), Some(v));
+        };
+        set(VGPU_NODE, node.to_string());
+        set(VGPU_TIME, chrono::Utc::now().timestamp().to_string());
+        set(DEVICES_TO_ALLOCATE, encoded.clone());
+        set(DEVICES_ALLOCATED, encoded);
+        patch
+            .labels
+            .insert(VGPU_NODE.to_string(), Some(node.to_string()));
+        if let Err(e) = self
+            .api
+            .patch_pod_metadata(&ctx.namespace, &ctx.name, &patch)
+            .await
+        {
+            self.ledger.write().remove_pod(&ctx.uid);
+            return Err(format!("patch pod {}/{}: {e}", ctx.namespace, ctx.name));
+        }
+        Ok(())
+    }
+
+    /// `/filter`.
+    pub async fn filter(&self, args: ExtenderArgs) -> ExtenderFilterResult {
+        let Some(pod) = args.pod.as_ref() else {
+            return ExtenderFilterResult::error("extender args missing pod");
+        };
+        let ctx = match self.pod_context(pod) {
+            Ok(Some(ctx)) => ctx,
+            Ok(None) => {
+                self.metrics.filter_outcome("passthrough");
+                return ExtenderFilterResult {
+                    nodes: args.nodes,
+                    node_names: args.node_names,
+                    ..Default::default()
+                };
+            }
+            Err(e) => {
+                self.metrics.filter_outcome("error");
+                return ExtenderFilterResult::error(e);
+            }
+        };
+        let full_nodes = args.nodes.is_some() && args.node_names.is_none();
+        let names: Vec<String> = match (&args.node_names, &args.nodes) {
+            (Some(names), _) => names.clone(),
+            (None, Some(nodes)) => {
+                for node in &nodes.items {
+                    self.apply_node(node);
+                }
+                nodes
+                    .items
+                    .iter()
+                    .filter_map(|n| n.metadata.name.clone())
+                    .collect()
+            }
+            (None, None) => Vec::new(),
+        };
+        self.api.remember_pod(pod).await;
+        // A re-filter of the same pod replaces its earlier reservation.
+        self.ledger.write().remove_pod(&ctx.uid);
+
+        let answer_nodes = |chosen: &[String]| -> ExtenderFilterResult {
+            if full_nodes {
+                let items = args
+                    .nodes
+                    .as_ref()
+                    .map(|n| {
+                        n.items
+                            .iter()
+                            .filter(|i| {
+                                i.metadata.name.as_ref().is_some_and(|x| chosen.contains(x))
+                            })
+                            .cloned()
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                ExtenderFilterResult {
+                    nodes: Some(NodeItems { items }),
+                    ..Default::default()
+                }
+            } else {
+                ExtenderFilterResult {
+                    node_names: Some(chosen.to_vec()),
+                    ..Default::default()
+                }
+            }
+        };
+
+        if self.config.filter_mode == FilterMode::All {
+            let eval = self.evaluate(&ctx, &names);
+            if eval.fits.is_empty() {
+                return self.no_fit(&ctx, eval.failed).await;
+            }
+            let chosen: Vec<String> = eval.fits.iter().map(|(n, _)| n.clone()).collect();
+            self.metrics.filter_outcome("fit");
+            let mut result = answer_nodes(&chosen);
+            result.failed_nodes = eval.failed;
+            return result;
+        }
+
+        for _ in 0..RESERVE_ATTEMPTS {
+            let eval = self.evaluate(&ctx, &names);
+            let Some(node) = self.choose(&ctx, &eval.fits).map(str::to_string) else {
+                return self.no_fit(&ctx, eval.failed).await;
+            };
+            let placement = match self.reserve(&ctx, &node) {
+                Ok(p) => p,
+                // Someone took the capacity since the decision: decide again.
+                Err(_) => continue,
+            };
+            if let Err(e) = self.publish_allocation(&ctx, &node, &placement.devices).await {
+                self.metrics.filter_outcome("error");
+                self.event(&ctx.namespace, &ctx.name, EventType::Warning, "FilteringFailed", e.clone())
+                    .await;
+                return ExtenderFilterResult::error(e);
+            }
+            self.metrics.filter_outcome("fit");
+            let scores = eval
+                .fits
+                .iter()
+                .map(|(n, p)| format!("{n}:{:.2}", p.node_score))
+                .collect::<Vec<_>>()
+                .join(",");
+            self.event(
+                &ctx.namespace,
+                &ctx.name,
+                EventType::Normal,
+                "FilteringSucceed",
+                format!(
+                    "find fit node({node}), {} nodes not fit, {} nodes fit({scores})",
+                    eval.failed.len(),
+                    eval.fits.len()
+                ),
+            )
+            .await;
+            tracing::info!(pod = %format!("{}/{}", ctx.namespace, ctx.name), node = %node, devices = %encode_pod_devices(&placement.devices), "reserved GPUs");
+            return answer_nodes(&[node]);
+        }
+        self.metrics.filter_outcome("error");
+        ExtenderFilterResult::error(
+            "GPUs kept being taken by concurrent placements; retry scheduling this pod",
+        )
+    }
+
+    async fn no_fit(
+        &self,
+        ctx: &PodContext,
+        failed: BTreeMap<String, String>,
+    ) -> ExtenderFilterResult {
+        self.metrics.filter_outcome("nofit");
+        let mut by_reason: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+        for (node, reason) in &failed {
+            by_reason.entry(reason).or_default().push(node);
+        }
+        let mut message = format!("no available node, {} nodes do not meet", failed.len());
+        for (reason, nodes) in &by_reason {
+            message.push_str(&format!("; {} nodes {reason}({})", nodes.len(), nodes.join(",")));
+        }
+        self.event(&ctx.namespace, &ctx.name, EventType::Warning, "FilteringFailed", message)
+            .await;
+        ExtenderFilterResult {
+            failed_nodes: failed,
+            ..Default::default()
+        }
+    }
+
+    /// `/prioritize`: 0..=10 per node by the pod's node policy; nodes that do not fit
+    /// score 0. Pods without vGPU requests get an empty list (no opinion).
+    pub fn prioritize(&self, args: ExtenderArgs) -> Result<Vec<HostPriority>, String> {
+        let pod = args.pod.as_ref().ok_or("extender args missing pod")?;
+        let Some(ctx) = self.pod_context(pod)? else {
+            return Ok(Vec::new());
+        };
+        let names: Vec<String> = match (&args.node_names, &args.nodes) {
+            (Some(names), _) => names.clone(),
+            (None, Some(nodes)) => nodes
+                .items
+                .iter()
+                .filter_map(|n| n.metadata.name.clone())
+                .collect(),
+            (None, None) => Vec::new(),
+        };
+        let ledger = self.ledger.read();
+        Ok(names
+            .into_iter()
+            .map(|host| {
+                let score = match self.fit_on(&ledger, &ctx, &host) {
+                    Ok(p) => ctx.policies.node.extender_score(p.node_score),
+                    Err(_) => 0,
+                };
+                HostPriority { host, score }
+            })
+            .collect())
+    }
+}

@@ -1,0 +1,273 @@
+//! The scheduler core: the ledger plus the extender verbs. Decisions are pure
+//! functions of the ledger and the pod (see `fit` and `policy`); this module does the
+//! atomic check-and-reserve and hands writes to the cluster API.
+
+mod bind;
+mod debug_state;
+mod filter;
+pub mod registration;
+pub mod tracking;
+
+use crate::cluster::api::{ClusterApi, EventType, MetadataPatch, SchedulerEvent};
+use crate::cluster::file::ClusterObjects;
+use crate::device::device_config::NvidiaConfig;
+use crate::device::request::{PodRequest, parse_pod_request};
+use crate::device::selectors::DeviceSelectors;
+use crate::ledger::{Ledger, QuotaLimits};
+use crate::metrics::Metrics;
+use crate::policy::{GpuPolicy, NodePolicy, PodPolicies};
+use crate::quantity::{quantity_to_count, quantity_to_mib};
+use k8s_openapi::api::core::v1::{Node, Pod, ResourceQuota};
+use parking_lot::{Mutex, RwLock};
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// How `/filter` answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FilterMode {
+    /// HAMi's way: choose one node and its GPUs in `/filter` and reserve them.
+    #[default]
+    Single,
+    /// Return every fitting node, score them in `/prioritize`, pick GPUs in `/bind`.
+    All,
+}
+
+/// Scheduler settings (from flags).
+#[derive(Debug, Clone)]
+pub struct SchedulerConfig {
+    /// Our scheduler name (event source).
+    pub scheduler_name: String,
+    /// Default node policy.
+    pub node_policy: NodePolicy,
+    /// Default GPU policy.
+    pub gpu_policy: GpuPolicy,
+    /// Resource names and request defaults.
+    pub nvidia: NvidiaConfig,
+    /// Filter mode.
+    pub filter_mode: FilterMode,
+    /// How long a `/filter` reservation waits for its `/bind`.
+    pub reservation_ttl: Duration,
+    /// Age after which a node lock is taken over.
+    pub node_lock_timeout: Duration,
+    /// How long `/bind` waits for a node lock held by another pod.
+    pub node_lock_retry_timeout: Duration,
+}
+
+impl Default for SchedulerConfig {
+    fn default() -> Self {
+        Self {
+            scheduler_name: "vgpu-scheduler".into(),
+            node_policy: NodePolicy::Binpack,
+            gpu_policy: GpuPolicy::default(),
+            nvidia: NvidiaConfig::default(),
+            filter_mode: FilterMode::Single,
+            reservation_ttl: Duration::from_secs(120),
+            node_lock_timeout: Duration::from_secs(300),
+            node_lock_retry_timeout: Duration::from_secs(20),
+        }
+    }
+}
+
+/// A vGPU pod, parsed once per call.
+#[derive(Debug, Clone)]
+pub(crate) struct PodContext {
+    pub uid: String,
+    pub namespace: String,
+    pub name: String,
+    pub request: PodRequest,
+    pub policies: PodPolicies,
+    pub selectors: DeviceSelectors,
+}
+
+/// The scheduler.
+pub struct Scheduler {
+    config: SchedulerConfig,
+    ledger: RwLock<Ledger>,
+    api: Arc<dyn ClusterApi>,
+    metrics: Arc<Metrics>,
+    bind_serialisers: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+}
+
+impl Scheduler {
+    /// A scheduler over `api`, with an empty ledger.
+    pub fn new(config: SchedulerConfig, api: Arc<dyn ClusterApi>, metrics: Arc<Metrics>) -> Self {
+        Self {
+            config,
+            ledger: RwLock::new(Ledger::default()),
+            api,
+            metrics,
+            bind_serialisers: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Settings in force.
+    pub fn config(&self) -> &SchedulerConfig {
+        &self.config
+    }
+
+    /// Metrics.
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
+    }
+
+    /// Read access to the ledger (metrics, debug dump, tests).
+    pub fn with_ledger<T>(&self, f: impl FnOnce(&Ledger) -> T) -> T {
+        f(&self.ledger.read())
+    }
+
+    /// Loads nodes, pods and quotas (a cluster file, or a full resync).
+    pub fn load(&self, objects: &ClusterObjects) {
+        for node in &objects.nodes {
+            self.apply_node(node);
+        }
+        for quota in &objects.quotas {
+            self.apply_quota(quota);
+        }
+        for pod in &objects.pods {
+            self.apply_pod(pod);
+        }
+    }
+
+    /// Registers or refreshes a node from its annotations.
+    pub fn apply_node(&self, node: &Node) {
+        let Some(name) = node.metadata.name.as_deref() else {
+            return;
+        };
+        let mut ledger = self.ledger.write();
+        let entry = registration::node_entry(node, ledger.node(name));
+        ledger.upsert_node(name, entry);
+    }
+
+    /// Tracks (or releases) a pod from its annotations and phase.
+    pub fn apply_pod(&self, pod: &Pod) {
+        let uid = pod.metadata.uid.clone().unwrap_or_default();
+        match tracking::pod_entry(pod, self.config.reservation_ttl) {
+            Ok(Some(entry)) => self.ledger.write().add_pod(entry),
+            Ok(None) => {
+                self.ledger.write().remove_pod(&uid);
+            }
+            Err(e) => {
+                tracing::warn!(
+                    pod = %format!("{}/{}", pod.metadata.namespace.as_deref().unwrap_or("default"), pod.metadata.name.as_deref().unwrap_or("")),
+                    error = %e,
+                    "ignoring pod with malformed device annotations"
+                );
+            }
+        }
+    }
+
+    /// Sets a namespace's vGPU limits from a ResourceQuota (`limits.` or `requests.`
+    /// prefixed vGPU memory/cores; memory scaled by the memory factor like requests).
+    pub fn apply_quota(&self, quota: &ResourceQuota) {
+        let ns = quota.metadata.namespace.as_deref().unwrap_or("default");
+        let name = quota.metadata.name.as_deref().unwrap_or_default();
+        let hard = quota.spec.as_ref().and_then(|s| s.hard.as_ref());
+        let pick = |resource: &str, parse: &dyn Fn(&str) -> Option<u64>| {
+            hard.and_then(|h| {
+                [format!("limits.{resource}"), format!("requests.{resource}")]
+                    .iter()
+                    .filter_map(|k| h.get(k))
+                    .filter_map(|q| {
+                        let v = parse(&q.0);
+                        if v.is_none() {
+                            tracing::warn!(namespace = ns, quota = name, resource, value = %q.0, "ignoring unparsable quota value");
+                        }
+                        v
+                    })
+                    .min()
+            })
+        };
+        let factor = u64::from(self.config.nvidia.memory_factor.max(1));
+        let limits = QuotaLimits {
+            memory: pick(&self.config.nvidia.resource_memory_name, &|v| {
+                quantity_to_mib(v).ok().map(|m| m.saturating_mul(factor))
+            }),
+            cores: pick(&self.config.nvidia.resource_core_name, &|v| {
+                quantity_to_count(v).ok()
+            }),
+        };
+        let mut ledger = self.ledger.write();
+        if limits == QuotaLimits::default() {
+            ledger.remove_quota(ns, name);
+        } else {
+            ledger.upsert_quota(ns, name, limits);
+        }
+    }
+
+    /// Parses the pod; `Ok(None)` when it asks for no vGPU.
+    pub(crate) fn pod_context(&self, pod: &Pod) -> Result<Option<PodContext>, String> {
+        let request = parse_pod_request(pod, &self.config.nvidia).map_err(|e| e.to_string())?;
+        if request.is_empty() {
+            return Ok(None);
+        }
+        let empty = Default::default();
+        let annotations = pod.metadata.annotations.as_ref().unwrap_or(&empty);
+        let policies =
+            PodPolicies::resolve(annotations, self.config.node_policy, &self.config.gpu_policy)?;
+        let uid = pod
+            .metadata
+            .uid
+            .clone()
+            .filter(|u| !u.is_empty())
+            .ok_or("pod has no metadata.uid")?;
+        Ok(Some(PodContext {
+            uid,
+            namespace: pod
+                .metadata
+                .namespace
+                .clone()
+                .unwrap_or_else(|| "default".into()),
+            name: pod.metadata.name.clone().unwrap_or_default(),
+            request,
+            policies,
+            selectors: DeviceSelectors::from_annotations(annotations),
+        }))
+    }
+
+    async fn event(&self, ns: &str, pod: &str, kind: EventType, reason: &str, message: String) {
+        self.api
+            .record_event(SchedulerEvent {
+                namespace: ns.to_string(),
+                pod: pod.to_string(),
+                event_type: kind,
+                reason: reason.to_string(),
+                message,
+                time: chrono::Utc::now(),
+            })
+            .await;
+    }
+
+    /// Releases reservations whose `/bind` never came and clears their annotations,
+    /// so a filtered-but-abandoned pod does not hold GPUs forever.
+    pub async fn expire_reservations(&self) -> usize {
+        let expired: Vec<_> = {
+            let mut ledger = self.ledger.write();
+            let uids = ledger.expired_reservations(Instant::now());
+            uids.iter().filter_map(|u| ledger.remove_pod(u)).collect()
+        };
+        for entry in &expired {
+            tracing::info!(pod = %format!("{}/{}", entry.namespace, entry.name), node = %entry.node, "reservation expired without a bind; GPUs released");
+            self.metrics.reservations_expired.inc();
+            if let Err(e) = self
+                .api
+                .patch_pod_metadata(&entry.namespace, &entry.name, &clear_allocation_patch())
+                .await
+            {
+                tracing::debug!(pod = %entry.name, error = %e, "could not clear annotations of an expired reservation");
+            }
+        }
+        expired.len()
+    }
+}
+
+/// A patch removing our allocation annotations from a pod.
+pub(crate) fn clear_allocation_patch() -> MetadataPatch {
+    use crate::annotations::*;
+    let mut p = MetadataPatch::default();
+    for k in [VGPU_NODE, VGPU_TIME, DEVICES_TO_ALLOCATE, DEVICES_ALLOCATED] {
+        p.annotations.insert(k.to_string(), None);
+    }
+    p.labels.insert(VGPU_NODE.to_string(), None);
+    p
+}

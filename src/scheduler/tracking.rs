@@ -1,0 +1,64 @@
+//! Which pods hold GPUs: a pod counts once it carries `hami.io/vgpu-node` and
+//! `hami.io/vgpu-devices-allocated`, until it finishes or is deleted.
+
+use crate::annotations::{DEVICES_ALLOCATED, VGPU_NODE, VGPU_TIME};
+use crate::device::allocation_codec::decode_pod_devices;
+use crate::ledger::{PodEntry, PodPhase};
+use k8s_openapi::api::core::v1::Pod;
+use std::time::{Duration, Instant};
+
+/// Reads a pod's hold on GPUs from its annotations. `Ok(None)` for pods that hold
+/// nothing (no annotations, or finished); `Err` for malformed annotations, which the
+/// caller logs (the pod is then ignored, as HAMi does).
+pub fn pod_entry(pod: &Pod, reservation_ttl: Duration) -> Result<Option<PodEntry>, String> {
+    let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+    if matches!(phase, Some("Succeeded") | Some("Failed")) {
+        return Ok(None);
+    }
+    let Some(annotations) = pod.metadata.annotations.as_ref() else {
+        return Ok(None);
+    };
+    let (Some(node), Some(allocated)) =
+        (annotations.get(VGPU_NODE), annotations.get(DEVICES_ALLOCATED))
+    else {
+        return Ok(None);
+    };
+    let Some(uid) = pod.metadata.uid.clone() else {
+        return Err("pod has no uid".into());
+    };
+    let devices = decode_pod_devices(allocated).map_err(|e| e.to_string())?;
+    let init_count = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.init_containers.as_ref())
+        .map_or(0, Vec::len);
+    let bound = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.node_name.as_ref())
+        .is_some();
+    let pod_phase = if bound {
+        PodPhase::Bound
+    } else {
+        // Filtered but not bound: the reservation lives until its TTL counted from
+        // the filter time, so a restart neither frees it early nor keeps it forever.
+        let age = annotations
+            .get(VGPU_TIME)
+            .and_then(|t| t.parse::<i64>().ok())
+            .map(|t| (chrono::Utc::now().timestamp() - t).max(0) as u64)
+            .unwrap_or(0);
+        let left = reservation_ttl.saturating_sub(Duration::from_secs(age));
+        PodPhase::Reserved {
+            deadline: Instant::now() + left,
+        }
+    };
+    Ok(Some(PodEntry::new(
+        uid,
+        pod.metadata.namespace.clone().unwrap_or_else(|| "default".into()),
+        pod.metadata.name.clone().unwrap_or_default(),
+        node.clone(),
+        devices,
+        init_count,
+        pod_phase,
+    )))
+}
