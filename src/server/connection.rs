@@ -1,0 +1,174 @@
+//! Everything that happens to one accepted TCP connection: the bounded TLS handshake,
+//! deriving the client identity, and serving HTTP on it until it closes or the server
+//! shuts down.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::ConnectInfo;
+use axum::http::StatusCode;
+use axum::response::IntoResponse;
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
+use hyper_util::server::graceful::Watcher;
+use hyper_util::service::TowerToHyperService;
+use tokio::net::TcpStream;
+use tokio_rustls::TlsAcceptor;
+use tower::ServiceExt;
+
+use super::client_identity::ClientIdentity;
+use super::settings::ServerLimits;
+use super::tls_config::ALPN_H2;
+
+/// How often an idle HTTP/2 connection is pinged, so that peers which vanished without
+/// closing (node failure, dropped NAT state) do not hold a task forever.
+const H2_KEEP_ALIVE_INTERVAL: Duration = Duration::from_secs(30);
+/// How long an HTTP/2 ping may go unanswered before the connection is closed.
+const H2_KEEP_ALIVE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// State shared by all connection tasks of one server.
+pub(crate) struct ConnectionContext {
+    router: Router,
+    limits: ServerLimits,
+    /// Pinned to HTTP/1.1, used when ALPN did not select `h2`.
+    http1: auto::Builder<TokioExecutor>,
+    /// Pinned to HTTP/2, used when ALPN selected `h2`.
+    http2: auto::Builder<TokioExecutor>,
+}
+
+impl ConnectionContext {
+    /// Prepares the HTTP builders once per server rather than once per connection.
+    ///
+    /// The protocol is pinned from ALPN instead of letting hyper sniff the first bytes:
+    /// sniffing has no timeout, so a peer that finished the handshake and then went
+    /// quiet would otherwise never be dropped.
+    pub(crate) fn new(router: Router, limits: ServerLimits) -> Self {
+        let mut builder = auto::Builder::new(TokioExecutor::new());
+        builder
+            .http1()
+            .timer(TokioTimer::new())
+            .header_read_timeout(nonzero(limits.header_read_timeout));
+        builder
+            .http2()
+            .timer(TokioTimer::new())
+            .keep_alive_interval(H2_KEEP_ALIVE_INTERVAL)
+            .keep_alive_timeout(H2_KEEP_ALIVE_TIMEOUT);
+        Self {
+            router,
+            limits,
+            http1: builder.clone().http1_only(),
+            http2: builder.http2_only(),
+        }
+    }
+}
+
+/// Serves one accepted connection to completion. Never fails: every problem here is the
+/// peer's and concerns only this connection, so it is logged at debug and the
+/// connection dropped.
+pub(crate) async fn serve_connection(
+    stream: TcpStream,
+    peer: SocketAddr,
+    acceptor: TlsAcceptor,
+    context: Arc<ConnectionContext>,
+    watcher: Watcher,
+) {
+    // Extender and webhook exchanges are small request/response pairs; Nagle's delay
+    // would only add latency to them.
+    if let Err(error) = stream.set_nodelay(true) {
+        tracing::debug!(%peer, %error, "cannot disable Nagle's algorithm");
+    }
+
+    let handshake = acceptor.accept(stream);
+    let handshake = match nonzero(context.limits.handshake_timeout) {
+        Some(limit) => tokio::time::timeout(limit, handshake).await,
+        None => Ok(handshake.await),
+    };
+    let tls = match handshake {
+        Ok(Ok(tls)) => tls,
+        Ok(Err(error)) => {
+            tracing::debug!(%peer, %error, "TLS handshake failed");
+            return;
+        }
+        Err(_) => {
+            tracing::debug!(%peer, "TLS handshake timed out");
+            return;
+        }
+    };
+
+    let (_, session) = tls.get_ref();
+    let identity = ClientIdentity::from_peer_certificates(session.peer_certificates());
+    let use_h2 = session.alpn_protocol() == Some(ALPN_H2);
+    tracing::debug!(%peer, ?identity, http2 = use_h2, "TLS connection established");
+
+    let saw_request = Arc::new(AtomicBool::new(false));
+    let service = {
+        let router = context.router.clone();
+        let request_timeout = nonzero(context.limits.request_timeout);
+        let saw_request = Arc::clone(&saw_request);
+        tower::service_fn(move |mut request: axum::http::Request<Incoming>| {
+            saw_request.store(true, Ordering::Relaxed);
+            request.extensions_mut().insert(identity.clone());
+            request.extensions_mut().insert(ConnectInfo(peer));
+            let response = router.clone().oneshot(request);
+            async move {
+                match request_timeout {
+                    Some(limit) => match tokio::time::timeout(limit, response).await {
+                        Ok(result) => result,
+                        Err(_) => Ok(timed_out()),
+                    },
+                    None => response.await,
+                }
+            }
+        })
+    };
+
+    let builder = if use_h2 {
+        &context.http2
+    } else {
+        &context.http1
+    };
+    let connection = builder
+        .serve_connection_with_upgrades(TokioIo::new(tls), TowerToHyperService::new(service));
+    let mut connection = std::pin::pin!(watcher.watch(connection));
+
+    // HTTP/1 bounds the wait for each request head itself; HTTP/2 has no such bound
+    // before its first stream, so give every connection the same deadline for its first
+    // request and drop it if it never sends one.
+    if let Some(limit) = nonzero(context.limits.header_read_timeout) {
+        tokio::select! {
+            result = &mut connection => {
+                log_connection_end(peer, result);
+                return;
+            }
+            () = tokio::time::sleep(limit) => {}
+        }
+        if !saw_request.load(Ordering::Relaxed) {
+            tracing::debug!(%peer, "no request received in time; closing connection");
+            return;
+        }
+    }
+    log_connection_end(peer, connection.await);
+}
+
+fn log_connection_end(
+    peer: SocketAddr,
+    result: Result<(), Box<dyn std::error::Error + Send + Sync>>,
+) {
+    if let Err(error) = result {
+        tracing::debug!(%peer, %error, "connection ended with an error");
+    }
+}
+
+/// The answer for a request whose handler outlived [`ServerLimits::request_timeout`].
+fn timed_out() -> axum::response::Response {
+    (StatusCode::SERVICE_UNAVAILABLE, "request timed out").into_response()
+}
+
+/// Zero means "no limit" throughout [`ServerLimits`].
+fn nonzero(limit: Duration) -> Option<Duration> {
+    (!limit.is_zero()).then_some(limit)
+}
