@@ -322,7 +322,10 @@ fn fit_container(
         selected = best_connected(node.devices, &selected, nums);
     }
     if selected.len() < nums {
-        tally.add(CardReason::AllocatedCardsInsufficientRequest, selected.len());
+        tally.add(
+            CardReason::AllocatedCardsInsufficientRequest,
+            selected.len(),
+        );
         return Err(tally.render(total));
     }
 
@@ -359,7 +362,11 @@ fn best_connected(devices: &[GpuDevice], candidates: &[usize], n: usize) -> Vec<
         let mut best = candidates[0];
         let mut best_sum = i64::MAX;
         for &c in candidates {
-            let sum: i64 = candidates.iter().filter(|&&o| o != c).map(|&o| pair(c, o)).sum();
+            let sum: i64 = candidates
+                .iter()
+                .filter(|&&o| o != c)
+                .map(|&o| pair(c, o))
+                .sum();
             if sum < best_sum {
                 best_sum = sum;
                 best = c;

@@ -3,7 +3,9 @@
 //! HAMi's device plugin and annotations.
 
 pub mod annotations;
+pub mod app;
 pub mod cluster;
+pub mod config;
 pub mod device;
 pub mod extender;
 pub mod fit;
@@ -12,6 +14,8 @@ pub mod metrics;
 pub mod node_lock;
 pub mod policy;
 pub mod quantity;
+pub mod run;
 pub mod scheduler;
 pub mod server;
 pub mod usage;
+pub mod webhook;

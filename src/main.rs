@@ -1,1 +1,20 @@
-fn main() {}
+use clap::Parser;
+use vgpu_scheduler::config::{Cli, Command};
+use vgpu_scheduler::run;
+
+#[tokio::main]
+async fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Serve(args) => {
+            run::init_logging(args.log_format);
+            match run::serve(*args).await {
+                Ok(()) => std::process::ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("vgpu-scheduler: {e:#}");
+                    std::process::ExitCode::FAILURE
+                }
+            }
+        }
+    }
+}

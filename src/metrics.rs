@@ -247,18 +247,54 @@ fn register_ledger_gauges(r: &mut Registry, ledger: &Ledger) {
             }
         }
     }
-    r.register("hami_gpu_memory_limit_bytes", "GPU memory registered, bytes", mem_limit);
-    r.register("hami_gpu_core_limit_ratio", "GPU compute registered, percent", core_limit);
-    r.register("hami_gpu_memory_allocated_bytes", "GPU memory allocated, bytes", mem_alloc);
-    r.register("hami_gpu_shared_count", "vGPU tasks sharing the GPU", shared);
-    r.register("hami_gpu_core_allocated_ratio", "GPU compute allocated, percent", core_alloc);
+    r.register(
+        "hami_gpu_memory_limit_bytes",
+        "GPU memory registered, bytes",
+        mem_limit,
+    );
+    r.register(
+        "hami_gpu_core_limit_ratio",
+        "GPU compute registered, percent",
+        core_limit,
+    );
+    r.register(
+        "hami_gpu_memory_allocated_bytes",
+        "GPU memory allocated, bytes",
+        mem_alloc,
+    );
+    r.register(
+        "hami_gpu_shared_count",
+        "vGPU tasks sharing the GPU",
+        shared,
+    );
+    r.register(
+        "hami_gpu_core_allocated_ratio",
+        "GPU compute allocated, percent",
+        core_alloc,
+    );
     r.register(
         "hami_node_gpu_memory_allocated_ratio",
         "GPU memory allocated over registered",
         mem_ratio,
     );
-    r.register("hami_vgpu_memory_allocated_bytes", "GPU memory a pod holds, bytes", pod_mem);
-    r.register("hami_vgpu_core_allocated_ratio", "GPU compute a pod holds, percent", pod_cores);
-    r.register("hami_resource_quota_used", "vGPU quota used per namespace", quota_used);
-    r.register("hami_resource_quota_limit", "vGPU quota limit per namespace", quota_limit);
+    r.register(
+        "hami_vgpu_memory_allocated_bytes",
+        "GPU memory a pod holds, bytes",
+        pod_mem,
+    );
+    r.register(
+        "hami_vgpu_core_allocated_ratio",
+        "GPU compute a pod holds, percent",
+        pod_cores,
+    );
+    r.register(
+        "hami_resource_quota_used",
+        "vGPU quota used per namespace",
+        quota_used,
+    );
+    r.register(
+        "hami_resource_quota_limit",
+        "vGPU quota limit per namespace",
+        quota_limit,
+    );
 }

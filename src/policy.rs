@@ -37,7 +37,9 @@ impl NodePolicy {
         match value.trim() {
             "binpack" => Ok(NodePolicy::Binpack),
             "spread" => Ok(NodePolicy::Spread),
-            other => Err(format!("unknown node policy {other:?}: use binpack or spread")),
+            other => Err(format!(
+                "unknown node policy {other:?}: use binpack or spread"
+            )),
         }
     }
 
@@ -158,9 +160,9 @@ impl GpuPolicy {
             self.tokens.first().copied()
         };
         let less: Box<dyn Fn(&DeviceSortKey, &DeviceSortKey) -> Ordering> = match single {
-            Some(GpuPolicyToken::Binpack) if numa_bind => Box::new(move |a, b| {
-                cmp_numa_asc(b, a).then_with(|| cmp_score_asc(a, b))
-            }),
+            Some(GpuPolicyToken::Binpack) if numa_bind => {
+                Box::new(move |a, b| cmp_numa_asc(b, a).then_with(|| cmp_score_asc(a, b)))
+            }
             Some(GpuPolicyToken::Binpack) => {
                 Box::new(move |a, b| cmp_score_asc(a, b).then_with(|| cmp_numa_asc(a, b)))
             }
@@ -269,7 +271,8 @@ impl ScoringWeights {
             if parsed < 0 {
                 return Err(format!("{key:?} weight must not be negative"));
             }
-            let parsed = u32::try_from(parsed).map_err(|_| format!("{key:?} weight is too large"))?;
+            let parsed =
+                u32::try_from(parsed).map_err(|_| format!("{key:?} weight is too large"))?;
             if seen.insert(key, parsed).is_some() {
                 return Err(format!("duplicate {key:?} weight"));
             }
@@ -393,11 +396,20 @@ mod tests {
         for (input, err) in [
             ("slot=1,core=1", "expected slot, core, and memory weights"),
             ("slot=1,core,memory=1", "expected key=value entries"),
-            ("slot=x,core=1,memory=1", "\"slot\" weight must be an integer"),
-            ("slot=-1,core=1,memory=1", "\"slot\" weight must not be negative"),
+            (
+                "slot=x,core=1,memory=1",
+                "\"slot\" weight must be an integer",
+            ),
+            (
+                "slot=-1,core=1,memory=1",
+                "\"slot\" weight must not be negative",
+            ),
             ("slot=1,gpu=1,memory=1", "unknown weight \"gpu\""),
             ("slot=1,slot=1,memory=1", "duplicate \"slot\" weight"),
-            ("slot=0,core=0,memory=0", "at least one weight must be positive"),
+            (
+                "slot=0,core=0,memory=0",
+                "at least one weight must be positive",
+            ),
         ] {
             assert_eq!(ScoringWeights::parse(input).unwrap_err(), err, "{input}");
         }

@@ -79,7 +79,10 @@ pub fn collapse_pod_usage(devices: &PodDevices, init_count: usize) -> BTreeMap<S
 /// Sum of memory and cores over a collapsed usage, for namespace quotas.
 pub fn usage_totals(usage: &BTreeMap<String, GpuUsage>) -> (u64, u64) {
     usage.values().fold((0, 0), |(m, c), u| {
-        (m.saturating_add(u.usedmem), c.saturating_add(u64::from(u.usedcores)))
+        (
+            m.saturating_add(u.usedmem),
+            c.saturating_add(u64::from(u.usedcores)),
+        )
     })
 }
 

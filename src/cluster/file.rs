@@ -71,9 +71,8 @@ impl ClusterObjects {
         match kind.as_str() {
             "Node" => {
                 let name = named(&value);
-                self.nodes.push(
-                    serde_json::from_value(value).map_err(|e| format!("Node {name}: {e}"))?,
-                );
+                self.nodes
+                    .push(serde_json::from_value(value).map_err(|e| format!("Node {name}: {e}"))?);
             }
             "Pod" => {
                 let name = named(&value);
@@ -153,8 +152,12 @@ metadata: {name: team}
 
     #[test]
     fn errors_name_the_document() {
-        let err = ClusterObjects::parse("kind: Node\nmetadata: {name: a}\n---\nfoo: [").unwrap_err();
-        assert!(err.to_string().starts_with("cluster file document 2"), "{err}");
+        let err =
+            ClusterObjects::parse("kind: Node\nmetadata: {name: a}\n---\nfoo: [").unwrap_err();
+        assert!(
+            err.to_string().starts_with("cluster file document 2"),
+            "{err}"
+        );
         let err = ClusterObjects::parse("kind: Pod\nmetadata: {name: p}\nspec: 3\n").unwrap_err();
         assert!(err.to_string().contains("Pod p"), "{err}");
     }

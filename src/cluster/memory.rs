@@ -65,7 +65,11 @@ impl MemoryCluster {
             }
         }
         for pod in pods {
-            let ns = pod.metadata.namespace.clone().unwrap_or_else(|| "default".into());
+            let ns = pod
+                .metadata
+                .namespace
+                .clone()
+                .unwrap_or_else(|| "default".into());
             if let Some(name) = pod.metadata.name.clone() {
                 store.pods.insert((ns, name), pod);
             }
@@ -96,7 +100,11 @@ impl MemoryCluster {
 #[async_trait]
 impl ClusterApi for MemoryCluster {
     async fn remember_pod(&self, pod: &Pod) {
-        let ns = pod.metadata.namespace.clone().unwrap_or_else(|| "default".into());
+        let ns = pod
+            .metadata
+            .namespace
+            .clone()
+            .unwrap_or_else(|| "default".into());
         let Some(name) = pod.metadata.name.clone() else {
             return;
         };
@@ -200,10 +208,13 @@ impl ClusterApi for MemoryCluster {
     ) -> Result<(), ApiError> {
         let mut store = self.store.lock();
         let version = store.next_version();
-        let node = store.nodes.get_mut(name).ok_or_else(|| ApiError::NotFound {
-            kind: "node",
-            name: name.to_string(),
-        })?;
+        let node = store
+            .nodes
+            .get_mut(name)
+            .ok_or_else(|| ApiError::NotFound {
+                kind: "node",
+                name: name.to_string(),
+            })?;
         if let Some(expected) = resource_version {
             if node.metadata.resource_version.as_deref() != Some(expected) {
                 return Err(ApiError::Conflict(format!(

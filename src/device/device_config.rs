@@ -143,7 +143,10 @@ impl DeviceConfig {
                 n.default_cores
             )));
         }
-        if !matches!(n.gpu_core_policy.as_str(), "default" | "force" | "disable" | "") {
+        if !matches!(
+            n.gpu_core_policy.as_str(),
+            "default" | "force" | "disable" | ""
+        ) {
             return Err(invalid(format!(
                 "nvidia.gpuCorePolicy must be default, force or disable, got {:?}",
                 n.gpu_core_policy

@@ -117,8 +117,8 @@ pub fn parse_container_request(
     let Some(count) = resource_value(container, &config.resource_count_name) else {
         return Ok(None);
     };
-    let nums = quantity_to_count(count)
-        .map_err(|e| fail(&config.resource_count_name, e.to_string()))?;
+    let nums =
+        quantity_to_count(count).map_err(|e| fail(&config.resource_count_name, e.to_string()))?;
     if nums == 0 {
         return Ok(None);
     }
@@ -131,7 +131,8 @@ pub fn parse_container_request(
 
     let mut memreq = 0u64;
     if let Some(mem) = resource_value(container, &config.resource_memory_name) {
-        let mib = quantity_to_mib(mem).map_err(|e| fail(&config.resource_memory_name, e.to_string()))?;
+        let mib =
+            quantity_to_mib(mem).map_err(|e| fail(&config.resource_memory_name, e.to_string()))?;
         memreq = mib
             .checked_mul(u64::from(config.memory_factor))
             .filter(|m| *m <= MAX_MEMORY_MIB)
@@ -230,7 +231,10 @@ mod tests {
             expect(2, 4096, None, 0)
         );
         assert_eq!(
-            req(&[("nvidia.com/gpu", "1"), ("nvidia.com/gpumem-percentage", "50")]),
+            req(&[
+                ("nvidia.com/gpu", "1"),
+                ("nvidia.com/gpumem-percentage", "50")
+            ]),
             expect(1, 0, Some(50), 0)
         );
         assert_eq!(
@@ -268,7 +272,10 @@ mod tests {
     #[test]
     fn percentage_is_clamped_and_binary_memory_is_converted() {
         assert_eq!(
-            req(&[("nvidia.com/gpu", "1"), ("nvidia.com/gpumem-percentage", "150")]),
+            req(&[
+                ("nvidia.com/gpu", "1"),
+                ("nvidia.com/gpumem-percentage", "150")
+            ]),
             expect(1, 0, Some(100), 0)
         );
         assert_eq!(
@@ -283,7 +290,11 @@ mod tests {
             memory_factor: 2,
             ..Default::default()
         };
-        let c = container("c", &[("nvidia.com/gpu", "1"), ("nvidia.com/gpumem", "1000")], &[]);
+        let c = container(
+            "c",
+            &[("nvidia.com/gpu", "1"), ("nvidia.com/gpumem", "1000")],
+            &[],
+        );
         assert_eq!(
             parse_container_request(&c, &config).unwrap(),
             expect(1, 2000, None, 0)
@@ -300,10 +311,17 @@ mod tests {
 
     #[test]
     fn invalid_values_name_container_and_resource() {
-        let c = container("trainer", &[("nvidia.com/gpu", "1"), ("nvidia.com/gpumem", "lots")], &[]);
+        let c = container(
+            "trainer",
+            &[("nvidia.com/gpu", "1"), ("nvidia.com/gpumem", "lots")],
+            &[],
+        );
         let err = parse_container_request(&c, &NvidiaConfig::default()).unwrap_err();
         let text = err.to_string();
-        assert!(text.starts_with("container trainer: nvidia.com/gpumem:"), "{text}");
+        assert!(
+            text.starts_with("container trainer: nvidia.com/gpumem:"),
+            "{text}"
+        );
         let c = container("c", &[("nvidia.com/gpu", "0.5")], &[]);
         assert!(parse_container_request(&c, &NvidiaConfig::default()).is_err());
     }

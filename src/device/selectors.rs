@@ -37,7 +37,13 @@ fn list(annotations: &BTreeMap<String, String>, key: &str, lowercase: bool) -> V
             v.split(',')
                 .map(str::trim)
                 .filter(|s| !s.is_empty())
-                .map(|s| if lowercase { s.to_lowercase() } else { s.to_string() })
+                .map(|s| {
+                    if lowercase {
+                        s.to_lowercase()
+                    } else {
+                        s.to_string()
+                    }
+                })
                 .collect()
         })
         .unwrap_or_default()
@@ -117,7 +123,11 @@ mod tests {
 
     #[test]
     fn empty_lists_exclude_nothing() {
-        let s = sel(&[(USE_GPU_TYPE, " , "), (USE_GPU_UUID, ""), (NOUSE_GPU_UUID, ",")]);
+        let s = sel(&[
+            (USE_GPU_TYPE, " , "),
+            (USE_GPU_UUID, ""),
+            (NOUSE_GPU_UUID, ","),
+        ]);
         assert!(s.type_allowed("NVIDIA A10", "hami-core"));
         assert!(s.uuid_allowed("GPU-1"));
     }

@@ -48,7 +48,12 @@ pub struct ExtenderArgs {
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct ExtenderFilterResult {
     /// Surviving nodes as objects (when the request carried objects).
-    #[serde(rename = "Nodes", alias = "nodes", skip_serializing_if = "Option::is_none", default)]
+    #[serde(
+        rename = "Nodes",
+        alias = "nodes",
+        skip_serializing_if = "Option::is_none",
+        default
+    )]
     pub nodes: Option<NodeItems>,
     /// Surviving node names (when the request carried names).
     #[serde(
@@ -77,7 +82,12 @@ pub struct ExtenderFilterResult {
     )]
     pub failed_and_unresolvable_nodes: BTreeMap<String, String>,
     /// Non-empty when the call itself failed.
-    #[serde(rename = "Error", alias = "error", skip_serializing_if = "String::is_empty", default)]
+    #[serde(
+        rename = "Error",
+        alias = "error",
+        skip_serializing_if = "String::is_empty",
+        default
+    )]
     pub error: String,
 }
 
@@ -123,7 +133,13 @@ pub struct ExtenderBindingArgs {
     )]
     pub pod_namespace: Option<String>,
     /// Pod UID (precondition of the Binding).
-    #[serde(default, rename = "PodUID", alias = "podUID", alias = "poduid", alias = "podUid")]
+    #[serde(
+        default,
+        rename = "PodUID",
+        alias = "podUID",
+        alias = "poduid",
+        alias = "podUid"
+    )]
     pub pod_uid: Option<String>,
     /// Target node.
     #[serde(default, rename = "Node", alias = "node")]
@@ -134,7 +150,12 @@ pub struct ExtenderBindingArgs {
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
 pub struct ExtenderBindingResult {
     /// Non-empty when binding failed.
-    #[serde(rename = "Error", alias = "error", skip_serializing_if = "String::is_empty", default)]
+    #[serde(
+        rename = "Error",
+        alias = "error",
+        skip_serializing_if = "String::is_empty",
+        default
+    )]
     pub error: String,
 }
 
@@ -179,6 +200,9 @@ mod tests {
             host: "a".into(),
             score: 3,
         }];
-        assert_eq!(serde_json::to_string(&p).unwrap(), r#"[{"Host":"a","Score":3}]"#);
+        assert_eq!(
+            serde_json::to_string(&p).unwrap(),
+            r#"[{"Host":"a","Score":3}]"#
+        );
     }
 }

@@ -42,8 +42,14 @@ impl Scheduler {
             Err(error) => {
                 self.metrics.bind_outcome("failed");
                 tracing::warn!(pod = %format!("{namespace}/{name}"), node = %node, %error, "bind failed");
-                self.event(&namespace, &name, EventType::Warning, "BindingFailed", error.clone())
-                    .await;
+                self.event(
+                    &namespace,
+                    &name,
+                    EventType::Warning,
+                    "BindingFailed",
+                    error.clone(),
+                )
+                .await;
                 ExtenderBindingResult { error }
             }
         }

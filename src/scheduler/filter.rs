@@ -216,10 +216,19 @@ impl Scheduler {
                 // Someone took the capacity since the decision: decide again.
                 Err(_) => continue,
             };
-            if let Err(e) = self.publish_allocation(&ctx, &node, &placement.devices).await {
+            if let Err(e) = self
+                .publish_allocation(&ctx, &node, &placement.devices)
+                .await
+            {
                 self.metrics.filter_outcome("error");
-                self.event(&ctx.namespace, &ctx.name, EventType::Warning, "FilteringFailed", e.clone())
-                    .await;
+                self.event(
+                    &ctx.namespace,
+                    &ctx.name,
+                    EventType::Warning,
+                    "FilteringFailed",
+                    e.clone(),
+                )
+                .await;
                 return ExtenderFilterResult::error(e);
             }
             self.metrics.filter_outcome("fit");
@@ -262,10 +271,20 @@ impl Scheduler {
         }
         let mut message = format!("no available node, {} nodes do not meet", failed.len());
         for (reason, nodes) in &by_reason {
-            message.push_str(&format!("; {} nodes {reason}({})", nodes.len(), nodes.join(",")));
+            message.push_str(&format!(
+                "; {} nodes {reason}({})",
+                nodes.len(),
+                nodes.join(",")
+            ));
         }
-        self.event(&ctx.namespace, &ctx.name, EventType::Warning, "FilteringFailed", message)
-            .await;
+        self.event(
+            &ctx.namespace,
+            &ctx.name,
+            EventType::Warning,
+            "FilteringFailed",
+            message,
+        )
+        .await;
         ExtenderFilterResult {
             failed_nodes: failed,
             ..Default::default()

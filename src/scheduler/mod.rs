@@ -203,8 +203,11 @@ impl Scheduler {
         }
         let empty = Default::default();
         let annotations = pod.metadata.annotations.as_ref().unwrap_or(&empty);
-        let policies =
-            PodPolicies::resolve(annotations, self.config.node_policy, &self.config.gpu_policy)?;
+        let policies = PodPolicies::resolve(
+            annotations,
+            self.config.node_policy,
+            &self.config.gpu_policy,
+        )?;
         let uid = pod
             .metadata
             .uid

@@ -18,9 +18,10 @@ pub fn pod_entry(pod: &Pod, reservation_ttl: Duration) -> Result<Option<PodEntry
     let Some(annotations) = pod.metadata.annotations.as_ref() else {
         return Ok(None);
     };
-    let (Some(node), Some(allocated)) =
-        (annotations.get(VGPU_NODE), annotations.get(DEVICES_ALLOCATED))
-    else {
+    let (Some(node), Some(allocated)) = (
+        annotations.get(VGPU_NODE),
+        annotations.get(DEVICES_ALLOCATED),
+    ) else {
         return Ok(None);
     };
     let Some(uid) = pod.metadata.uid.clone() else {
@@ -54,7 +55,10 @@ pub fn pod_entry(pod: &Pod, reservation_ttl: Duration) -> Result<Option<PodEntry
     };
     Ok(Some(PodEntry::new(
         uid,
-        pod.metadata.namespace.clone().unwrap_or_else(|| "default".into()),
+        pod.metadata
+            .namespace
+            .clone()
+            .unwrap_or_else(|| "default".into()),
         pod.metadata.name.clone().unwrap_or_default(),
         node.clone(),
         devices,

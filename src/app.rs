@@ -1,0 +1,189 @@
+//! The HTTP surface: one router for the extender verbs, the webhook, probes,
+//! metrics and the debug dump.
+
+use crate::cluster::memory::MemoryCluster;
+use crate::extender::wire::{
+    ExtenderArgs, ExtenderBindingArgs, ExtenderBindingResult, ExtenderFilterResult,
+};
+use crate::scheduler::Scheduler;
+use crate::server::client_certificate_layer;
+use crate::webhook::{WebhookConfig, review};
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{DefaultBodyLimit, State};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+use tracing::Instrument;
+
+/// What the handlers share.
+pub struct AppState {
+    /// The scheduler core.
+    pub scheduler: Arc<Scheduler>,
+    /// Webhook settings.
+    pub webhook: WebhookConfig,
+    /// The in-memory cluster in cluster-file mode (its events appear in /debug/state).
+    pub memory_cluster: Option<Arc<MemoryCluster>>,
+    /// Set once the ledger is built; /readyz and the extender verbs wait for it.
+    pub ready: AtomicBool,
+}
+
+/// Router settings.
+#[derive(Debug, Clone, Copy)]
+pub struct RouterOptions {
+    /// Require a verified client certificate on /filter, /prioritize and /bind.
+    pub require_client_certificate: bool,
+    /// Largest request body accepted.
+    pub max_request_body: usize,
+}
+
+/// Builds the router.
+pub fn router(state: Arc<AppState>, options: RouterOptions) -> Router {
+    let extender = Router::new()
+        .route("/filter", post(filter))
+        .route("/prioritize", post(prioritize))
+        .route("/bind", post(bind))
+        .route_layer(client_certificate_layer(options.require_client_certificate));
+    Router::new()
+        .route("/mutate", post(mutate))
+        .route("/webhook", post(mutate))
+        .route("/healthz", get(|| async { "ok" }))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics))
+        .route("/debug/state", get(debug_state))
+        .merge(extender)
+        .layer(DefaultBodyLimit::max(options.max_request_body))
+        .with_state(state)
+}
+
+fn json_response<T: serde::Serialize>(value: &T) -> Response {
+    match serde_json::to_vec(value) {
+        Ok(body) => ([(header::CONTENT_TYPE, "application/json")], body).into_response(),
+        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
+    }
+}
+
+fn pod_key(args: &ExtenderArgs) -> String {
+    args.pod
+        .as_ref()
+        .map(|p| {
+            format!(
+                "{}/{}",
+                p.metadata.namespace.as_deref().unwrap_or("default"),
+                p.metadata.name.as_deref().unwrap_or("")
+            )
+        })
+        .unwrap_or_default()
+}
+
+const NOT_READY: &str = "scheduler is starting: cluster state not loaded yet";
+
+async fn filter(State(state): State<Arc<AppState>>, body: Bytes) -> Response {
+    let started = Instant::now();
+    let result = match serde_json::from_slice::<ExtenderArgs>(&body) {
+        Err(e) => ExtenderFilterResult::error(format!("decode extender args: {e}")),
+        Ok(_) if !state.ready.load(Ordering::Acquire) => ExtenderFilterResult::error(NOT_READY),
+        Ok(args) => {
+            let span = tracing::info_span!("filter", pod = %pod_key(&args));
+            state.scheduler.filter(args).instrument(span).await
+        }
+    };
+    state
+        .scheduler
+        .metrics()
+        .observe("filter", started.elapsed().as_secs_f64());
+    json_response(&result)
+}
+
+async fn prioritize(State(state): State<Arc<AppState>>, body: Bytes) -> Response {
+    let started = Instant::now();
+    let response = match serde_json::from_slice::<ExtenderArgs>(&body) {
+        Err(e) => (
+            StatusCode::BAD_REQUEST,
+            format!("decode extender args: {e}"),
+        )
+            .into_response(),
+        Ok(args) => {
+            let span = tracing::info_span!("prioritize", pod = %pod_key(&args));
+            let _guard = span.enter();
+            match state.scheduler.prioritize(args) {
+                Ok(list) => json_response(&list),
+                Err(e) => (StatusCode::BAD_REQUEST, e).into_response(),
+            }
+        }
+    };
+    state
+        .scheduler
+        .metrics()
+        .observe("prioritize", started.elapsed().as_secs_f64());
+    response
+}
+
+async fn bind(State(state): State<Arc<AppState>>, body: Bytes) -> Response {
+    let started = Instant::now();
+    let result = match serde_json::from_slice::<ExtenderBindingArgs>(&body) {
+        Err(e) => ExtenderBindingResult {
+            error: format!("decode binding args: {e}"),
+        },
+        Ok(_) if !state.ready.load(Ordering::Acquire) => ExtenderBindingResult {
+            error: NOT_READY.into(),
+        },
+        Ok(args) => {
+            let key = format!(
+                "{}/{}",
+                args.pod_namespace.as_deref().unwrap_or(""),
+                args.pod_name.as_deref().unwrap_or("")
+            );
+            let span = tracing::info_span!("bind", pod = %key);
+            state.scheduler.bind(args).instrument(span).await
+        }
+    };
+    state
+        .scheduler
+        .metrics()
+        .observe("bind", started.elapsed().as_secs_f64());
+    json_response(&result)
+}
+
+async fn mutate(State(state): State<Arc<AppState>>, body: Bytes) -> Response {
+    let started = Instant::now();
+    let answer = review(&body, &state.webhook);
+    state
+        .scheduler
+        .metrics()
+        .observe("mutate", started.elapsed().as_secs_f64());
+    json_response(&answer)
+}
+
+async fn readyz(State(state): State<Arc<AppState>>) -> Response {
+    if state.ready.load(Ordering::Acquire) {
+        "ready".into_response()
+    } else {
+        (StatusCode::SERVICE_UNAVAILABLE, NOT_READY).into_response()
+    }
+}
+
+async fn metrics(State(state): State<Arc<AppState>>) -> Response {
+    let text = state
+        .scheduler
+        .with_ledger(|l| state.scheduler.metrics().render(l));
+    (
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        text,
+    )
+        .into_response()
+}
+
+async fn debug_state(State(state): State<Arc<AppState>>) -> Response {
+    let mut value = state.scheduler.debug_state();
+    if let Some(cluster) = &state.memory_cluster {
+        value["events"] = serde_json::to_value(cluster.events()).unwrap_or_default();
+    }
+    json_response(&value)
+}

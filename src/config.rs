@@ -1,0 +1,203 @@
+//! Command-line flags. Names follow HAMi's scheduler (`--http_bind`, `--cert_file`,
+//! `--key_file` are accepted as aliases of the dashed spellings).
+
+use crate::policy::{GpuPolicy, NodePolicy};
+use crate::scheduler::FilterMode;
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// vgpu-scheduler: kube-scheduler extender and admission webhook for shared GPUs.
+#[derive(Debug, Parser)]
+#[command(name = "vgpu-scheduler", version, about)]
+pub struct Cli {
+    /// What to run.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Serve /filter, /prioritize, /bind, /mutate, probes, metrics and debug state over TLS.
+    Serve(Box<ServeArgs>),
+}
+
+/// Log line format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// Filter modes as flag values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum FilterModeArg {
+    /// Choose one node and its GPUs in /filter (HAMi's behaviour).
+    Single,
+    /// Return all fitting nodes; score in /prioritize; choose GPUs in /bind.
+    All,
+}
+
+impl From<FilterModeArg> for FilterMode {
+    fn from(v: FilterModeArg) -> Self {
+        match v {
+            FilterModeArg::Single => FilterMode::Single,
+            FilterModeArg::All => FilterMode::All,
+        }
+    }
+}
+
+fn parse_duration(v: &str) -> Result<Duration, String> {
+    let v = v.trim();
+    let (number, unit) = v
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .map(|i| v.split_at(i))
+        .unwrap_or((v, "s"));
+    let n: f64 = number
+        .parse()
+        .map_err(|_| format!("invalid duration {v:?}: use e.g. 30s, 5m, 1h, 500ms"))?;
+    let secs = match unit {
+        "ms" => n / 1000.0,
+        "s" | "" => n,
+        "m" => n * 60.0,
+        "h" => n * 3600.0,
+        _ => return Err(format!("invalid duration unit in {v:?}: use ms, s, m or h")),
+    };
+    if !secs.is_finite() || secs < 0.0 {
+        return Err(format!("invalid duration {v:?}"));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+fn parse_node_policy(v: &str) -> Result<NodePolicy, String> {
+    NodePolicy::parse_flag(v)
+}
+
+fn parse_gpu_policy(v: &str) -> Result<GpuPolicy, String> {
+    GpuPolicy::parse_flag(v)
+}
+
+fn parse_size(v: &str) -> Result<usize, String> {
+    crate::quantity::quantity_to_count(v)
+        .map_err(|e| e.to_string())
+        .and_then(|n| usize::try_from(n).map_err(|_| format!("{v} is too large")))
+}
+
+/// Flags of `serve`.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Address to listen on (TLS).
+    #[arg(
+        long = "http-bind",
+        alias = "http_bind",
+        default_value = "127.0.0.1:8443"
+    )]
+    pub http_bind: String,
+    /// Serving certificate (PEM). Without it a self-signed one is made at start.
+    #[arg(long = "cert-file", alias = "cert_file")]
+    pub cert_file: Option<PathBuf>,
+    /// Serving key (PEM).
+    #[arg(long = "key-file", alias = "key_file")]
+    pub key_file: Option<PathBuf>,
+    /// CA whose client certificates the extender verbs (/filter, /prioritize, /bind)
+    /// require; the webhook and probes stay open.
+    #[arg(long = "client-ca-file", alias = "client_ca_file")]
+    pub client_ca_file: Option<PathBuf>,
+    /// Where the self-signed certificate is written (default: a new temp directory).
+    #[arg(long = "self-signed-dir")]
+    pub self_signed_dir: Option<PathBuf>,
+    /// Extra DNS names or IPs for the self-signed certificate.
+    #[arg(long = "self-signed-name")]
+    pub self_signed_names: Vec<String>,
+    /// Name written into spec.schedulerName of vGPU pods (and events' source).
+    #[arg(long = "scheduler-name", default_value = "vgpu-scheduler")]
+    pub scheduler_name: String,
+    /// Default node policy: binpack or spread.
+    #[arg(long = "node-scheduler-policy", default_value = "binpack", value_parser = parse_node_policy)]
+    pub node_scheduler_policy: NodePolicy,
+    /// Default GPU policy: binpack, spread, numa, topology-aware, mutex, or a comma chain.
+    #[arg(long = "gpu-scheduler-policy", default_value = "spread", value_parser = parse_gpu_policy)]
+    pub gpu_scheduler_policy: GpuPolicy,
+    /// HAMi device config (YAML with an `nvidia:` section).
+    #[arg(long = "device-config-file", alias = "device_config_file")]
+    pub device_config_file: Option<PathBuf>,
+    /// Cluster file: multi-document YAML or v1 List of Nodes, Pods, ResourceQuotas.
+    #[arg(long = "cluster-file")]
+    pub cluster_file: Option<PathBuf>,
+    /// In cluster-file mode, act like HAMi's device plugin after a bind (mark the
+    /// pod allocated and release the node lock).
+    #[arg(long = "simulate-device-plugin", default_value_t = true, action = clap::ArgAction::Set)]
+    pub simulate_device_plugin: bool,
+    /// single: choose node and GPUs in /filter; all: return all fitting nodes.
+    #[arg(long = "filter-mode", value_enum, default_value = "single")]
+    pub filter_mode: FilterModeArg,
+    /// How long a /filter reservation waits for its /bind before the GPUs are freed.
+    #[arg(long = "reservation-ttl", default_value = "120s", value_parser = parse_duration)]
+    pub reservation_ttl: Duration,
+    /// Age after which a node lock is taken over.
+    #[arg(long = "node-lock-timeout", default_value = "5m", value_parser = parse_duration)]
+    pub node_lock_timeout: Duration,
+    /// How long /bind waits for a node lock another pod holds.
+    #[arg(long = "node-lock-retry-timeout", default_value = "20s", value_parser = parse_duration)]
+    pub node_lock_retry_timeout: Duration,
+    /// Rewrite spec.schedulerName of vGPU pods that name default-scheduler.
+    #[arg(long = "force-overwrite-default-scheduler", default_value_t = true, action = clap::ArgAction::Set)]
+    pub force_overwrite_default_scheduler: bool,
+    /// Largest request body accepted (full Node lists are large).
+    #[arg(long = "max-request-body", default_value = "32Mi", value_parser = parse_size)]
+    pub max_request_body: usize,
+    /// Time limit for one request.
+    #[arg(long = "request-timeout", default_value = "60s", value_parser = parse_duration)]
+    pub request_timeout: Duration,
+    /// Log format.
+    #[arg(long = "log-format", value_enum, default_value = "text")]
+    pub log_format: LogFormat,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn serve(args: &[&str]) -> ServeArgs {
+        let mut all = vec!["vgpu-scheduler", "serve"];
+        all.extend_from_slice(args);
+        match Cli::try_parse_from(all).unwrap().command {
+            Command::Serve(s) => *s,
+        }
+    }
+
+    #[test]
+    fn hami_underscore_aliases_work() {
+        let s = serve(&[
+            "--http_bind=0.0.0.0:443",
+            "--cert_file",
+            "a",
+            "--key_file",
+            "b",
+        ]);
+        assert_eq!(s.http_bind, "0.0.0.0:443");
+        assert_eq!(s.cert_file.unwrap(), PathBuf::from("a"));
+        assert_eq!(s.key_file.unwrap(), PathBuf::from("b"));
+    }
+
+    #[test]
+    fn policies_and_durations_parse() {
+        let s = serve(&[
+            "--node-scheduler-policy=spread",
+            "--gpu-scheduler-policy=numa,binpack",
+            "--node-lock-timeout=90s",
+            "--reservation-ttl=2m",
+            "--max-request-body=1Mi",
+        ]);
+        assert_eq!(s.node_scheduler_policy, NodePolicy::Spread);
+        assert_eq!(s.node_lock_timeout, Duration::from_secs(90));
+        assert_eq!(s.reservation_ttl, Duration::from_secs(120));
+        assert_eq!(s.max_request_body, 1 << 20);
+        let err = Cli::try_parse_from(["vgpu-scheduler", "serve", "--node-scheduler-policy=pack"])
+            .unwrap_err();
+        assert!(err.to_string().contains("unknown node policy"));
+    }
+}
