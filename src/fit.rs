@@ -403,3 +403,350 @@ fn best_connected(devices: &[GpuDevice], candidates: &[usize], n: usize) -> Vec<
     }
     best.map(|(_, c)| c).unwrap_or_default()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::{GpuPolicy, NodePolicy, PodPolicies, ScoringWeights};
+
+    fn gpu(id: &str, index: u32, numa: i32) -> GpuDevice {
+        GpuDevice {
+            id: id.into(),
+            index,
+            count: 10,
+            devmem: 8000,
+            devcore: 100,
+            model: "NVIDIA A100-SXM4-80GB".into(),
+            numa,
+            health: true,
+            mode: "hami-core".into(),
+            pair_scores: Default::default(),
+        }
+    }
+
+    fn used(used: u32, mem: u64, cores: u32) -> GpuUsage {
+        GpuUsage {
+            used,
+            usedmem: mem,
+            usedcores: cores,
+        }
+    }
+
+    fn request(nums: u32, mem: u64, cores: u32) -> PodRequest {
+        PodRequest {
+            containers: vec![Some(ContainerRequest {
+                nums,
+                memreq: mem,
+                mem_percentage: None,
+                coresreq: cores,
+            })],
+            init_count: 0,
+        }
+    }
+
+    fn policies(gpu: &str) -> PodPolicies {
+        PodPolicies {
+            node: NodePolicy::Binpack,
+            gpu: GpuPolicy::parse(gpu),
+            weights: ScoringWeights::default(),
+        }
+    }
+
+    fn fit(
+        devices: &[GpuDevice],
+        usage: &[GpuUsage],
+        req: &PodRequest,
+        gpu_policy: &str,
+        selectors: &DeviceSelectors,
+        quota: QuotaHeadroom,
+    ) -> Result<Placement, String> {
+        let cordoned = BTreeSet::new();
+        let p = policies(gpu_policy);
+        fit_pod(
+            NodeView {
+                devices,
+                usage,
+                cordoned: &cordoned,
+            },
+            &FitRequest {
+                request: req,
+                policies: &p,
+                selectors,
+                quota,
+            },
+        )
+    }
+
+    fn uuids(p: &Placement) -> Vec<&str> {
+        p.devices
+            .iter()
+            .flatten()
+            .map(|d| d.uuid.as_str())
+            .collect()
+    }
+
+    /// hami-compat §16: node scores 3.0 and 8.0; device choice by GPU policy.
+    #[test]
+    fn worked_example() {
+        let node1 = [gpu("device1", 0, 0), gpu("device2", 1, 0)];
+        let node1_usage = [used(1, 2000, 25), used(0, 0, 0)];
+        let node2 = [gpu("device3", 0, 0), gpu("device4", 1, 0)];
+        let node2_usage = [used(0, 0, 0), used(1, 6000, 75)];
+        let req = request(1, 1000, 20);
+        let none = DeviceSelectors::default();
+        let q = QuotaHeadroom::default();
+        let n1 = fit(&node1, &node1_usage, &req, "binpack", &none, q).unwrap();
+        let n2 = fit(&node2, &node2_usage, &req, "binpack", &none, q).unwrap();
+        assert!((n1.node_score - 3.0).abs() < 1e-9, "{}", n1.node_score);
+        assert!((n2.node_score - 8.0).abs() < 1e-9, "{}", n2.node_score);
+        assert_eq!(uuids(&n2), vec!["device4"]);
+        assert_eq!(
+            crate::device::allocation_codec::encode_pod_devices(&n2.devices),
+            "device4,NVIDIA,1000,20:;"
+        );
+        assert_eq!(
+            uuids(&fit(&node1, &node1_usage, &req, "spread", &none, q).unwrap()),
+            vec!["device2"]
+        );
+        assert_eq!(
+            uuids(&fit(&node2, &node2_usage, &req, "spread", &none, q).unwrap()),
+            vec!["device3"]
+        );
+        assert_eq!(
+            uuids(&fit(&node1, &node1_usage, &req, "binpack", &none, q).unwrap()),
+            vec!["device1"]
+        );
+    }
+
+    #[test]
+    fn reasons_are_counted_per_device_in_hami_format() {
+        let devices = [
+            gpu("a", 0, 0),
+            gpu("b", 1, 0),
+            gpu("c", 2, 0),
+            gpu("d", 3, 0),
+        ];
+        let usage = [
+            used(1, 7500, 0),
+            used(10, 0, 0),
+            used(1, 0, 90),
+            used(0, 0, 0),
+        ];
+        let none = DeviceSelectors::default();
+        let err = fit(
+            &devices,
+            &usage,
+            &request(4, 1000, 20),
+            "spread",
+            &none,
+            QuotaHeadroom::default(),
+        )
+        .unwrap_err();
+        assert_eq!(
+            err,
+            "1/4 AllocatedCardsInsufficientRequest, 1/4 CardInsufficientCore, 1/4 CardInsufficientMemory, 1/4 CardTimeSlicingExhausted"
+        );
+        assert_eq!(
+            fit(
+                &devices,
+                &usage,
+                &request(5, 1, 0),
+                "spread",
+                &none,
+                QuotaHeadroom::default()
+            )
+            .unwrap_err(),
+            NODE_INSUFFICIENT_DEVICE
+        );
+    }
+
+    #[test]
+    fn exclusive_card_and_compute_exhaustion() {
+        let devices = [gpu("a", 0, 0)];
+        let none = DeviceSelectors::default();
+        let q = QuotaHeadroom::default();
+        let err = fit(
+            &devices,
+            &[used(1, 10, 0)],
+            &request(1, 10, 100),
+            "spread",
+            &none,
+            q,
+        )
+        .unwrap_err();
+        assert!(err.contains("ExclusiveDeviceAllocateConflict"), "{err}");
+        let err = fit(
+            &devices,
+            &[used(1, 10, 100)],
+            &request(1, 10, 0),
+            "spread",
+            &none,
+            q,
+        )
+        .unwrap_err();
+        assert!(err.contains("CardComputeUnitsExhausted"), "{err}");
+        let err = fit(
+            &devices,
+            &[used(1, 10, 0)],
+            &request(1, 10, 0),
+            "mutex",
+            &none,
+            q,
+        )
+        .unwrap_err();
+        assert!(err.contains("ExclusiveDeviceAllocateConflict"), "{err}");
+    }
+
+    #[test]
+    fn numa_bind_keeps_a_container_on_one_numa_node() {
+        let devices = [gpu("a", 0, 0), gpu("b", 1, 1), gpu("c", 2, 1)];
+        let usage = [used(0, 0, 0); 3];
+        let mut ann = std::collections::BTreeMap::new();
+        ann.insert("nvidia.com/numa-bind".to_string(), "true".to_string());
+        let numa = DeviceSelectors::from_annotations(&ann);
+        let p = fit(
+            &devices,
+            &usage,
+            &request(2, 100, 0),
+            "spread",
+            &numa,
+            QuotaHeadroom::default(),
+        )
+        .unwrap();
+        let mut got = uuids(&p);
+        got.sort();
+        assert_eq!(got, vec!["b", "c"]);
+        let devices = [gpu("a", 0, 0), gpu("b", 1, 1)];
+        let err = fit(
+            &devices,
+            &[used(0, 0, 0); 2],
+            &request(2, 100, 0),
+            "spread",
+            &numa,
+            QuotaHeadroom::default(),
+        )
+        .unwrap_err();
+        assert!(err.contains("NumaNotFit"), "{err}");
+    }
+
+    #[test]
+    fn quota_blocks_with_its_reason() {
+        let devices = [gpu("a", 0, 0)];
+        let quota = QuotaHeadroom {
+            memory: Some((1500, 1000)),
+            cores: None,
+        };
+        let none = DeviceSelectors::default();
+        let err = fit(
+            &devices,
+            &[used(0, 0, 0)],
+            &request(1, 1000, 0),
+            "spread",
+            &none,
+            quota,
+        )
+        .unwrap_err();
+        assert_eq!(err, "1/1 ResourceQuotaNotFit");
+        assert!(
+            fit(
+                &devices,
+                &[used(0, 0, 0)],
+                &request(1, 500, 0),
+                "spread",
+                &none,
+                quota
+            )
+            .is_ok()
+        );
+    }
+
+    #[test]
+    fn topology_aware_picks_best_connected_pair() {
+        let mut devices = vec![
+            gpu("a", 0, 0),
+            gpu("b", 1, 0),
+            gpu("c", 2, 0),
+            gpu("d", 3, 0),
+        ];
+        let links = [
+            ("a", "b", 10),
+            ("c", "d", 100),
+            ("a", "c", 5),
+            ("b", "d", 5),
+        ];
+        for (x, y, s) in links {
+            for d in devices.iter_mut() {
+                if d.id == x {
+                    d.pair_scores.insert(y.into(), s);
+                }
+                if d.id == y {
+                    d.pair_scores.insert(x.into(), s);
+                }
+            }
+        }
+        let usage = [used(0, 0, 0); 4];
+        let none = DeviceSelectors::default();
+        let p = fit(
+            &devices,
+            &usage,
+            &request(2, 100, 0),
+            "topology-aware",
+            &none,
+            QuotaHeadroom::default(),
+        )
+        .unwrap();
+        let mut got = uuids(&p);
+        got.sort();
+        assert_eq!(got, vec!["c", "d"]);
+        // One GPU: the least connected card, keeping the c-d pair free.
+        let p = fit(
+            &devices,
+            &usage,
+            &request(1, 100, 0),
+            "topology-aware",
+            &none,
+            QuotaHeadroom::default(),
+        )
+        .unwrap();
+        assert_eq!(uuids(&p), vec!["a"]);
+    }
+
+    #[test]
+    fn app_containers_accumulate_and_init_containers_do_not() {
+        let devices = [gpu("a", 0, 0)];
+        let c = |mem| {
+            Some(ContainerRequest {
+                nums: 1,
+                memreq: mem,
+                mem_percentage: None,
+                coresreq: 0,
+            })
+        };
+        let none = DeviceSelectors::default();
+        let q = QuotaHeadroom::default();
+        let both = PodRequest {
+            containers: vec![c(5000), c(5000)],
+            init_count: 0,
+        };
+        assert!(
+            fit(&devices, &[used(0, 0, 0)], &both, "spread", &none, q)
+                .unwrap_err()
+                .contains("CardInsufficientMemory")
+        );
+        let init_then_app = PodRequest {
+            containers: vec![c(6000), None, c(6000)],
+            init_count: 1,
+        };
+        let p = fit(
+            &devices,
+            &[used(0, 0, 0)],
+            &init_then_app,
+            "spread",
+            &none,
+            q,
+        )
+        .unwrap();
+        assert_eq!(p.devices.len(), 3);
+        assert!(p.devices[1].is_empty());
+    }
+}
