@@ -671,7 +671,7 @@ mod tests {
         let links = [
             ("a", "b", 10),
             ("c", "d", 100),
-            ("a", "c", 5),
+            ("a", "c", 4),
             ("b", "d", 5),
         ];
         for (x, y, s) in links {
