@@ -1,1 +1,150 @@
-fn main() {}
+//! Filter decision time against cluster size, next to the floor of decoding the same
+//! kube-scheduler request, so the report can say "decision = N x floor".
+
+use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use k8s_openapi::api::core::v1::{Node, Pod};
+use std::hint::black_box;
+use std::sync::Arc;
+use vgpu_scheduler::cluster::file::ClusterObjects;
+use vgpu_scheduler::cluster::memory::MemoryCluster;
+use vgpu_scheduler::device::allocation_codec::{decode_pod_devices, encode_pod_devices};
+use vgpu_scheduler::device::register_codec::decode_register_annotation;
+use vgpu_scheduler::extender::wire::ExtenderArgs;
+use vgpu_scheduler::metrics::Metrics;
+use vgpu_scheduler::policy::{GpuPolicy, NodePolicy};
+use vgpu_scheduler::scheduler::{Scheduler, SchedulerConfig};
+
+const GPUS_PER_NODE: usize = 8;
+const PODS_PER_NODE: usize = 10;
+
+fn register_annotation(node: usize) -> String {
+    let gpus: Vec<String> = (0..GPUS_PER_NODE)
+        .map(|g| {
+            format!(
+                r#"{{"id":"GPU-{node:08x}-{g:04x}-4b7f-8a61-2c5e9b1d7f03","count":10,"devmem":81559,"devcore":100,"type":"NVIDIA H100 80GB HBM3","numa":{},"health":true,"index":{g},"mode":"hami-core"}}"#,
+                g / 4
+            )
+        })
+        .collect();
+    format!("[{}]", gpus.join(","))
+}
+
+fn cluster(nodes: usize) -> ClusterObjects {
+    let mut objects = ClusterObjects::default();
+    for n in 0..nodes {
+        let node: Node = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": format!("node-{n:05}"),
+                         "annotations": {"hami.io/node-nvidia-register": register_annotation(n)}}
+        }))
+        .expect("node fixture");
+        objects.nodes.push(node);
+        for p in 0..PODS_PER_NODE {
+            let g = (n + p) % GPUS_PER_NODE;
+            let uuid = format!("GPU-{n:08x}-{g:04x}-4b7f-8a61-2c5e9b1d7f03");
+            let pod: Pod = serde_json::from_value(serde_json::json!({
+                "metadata": {"name": format!("run-{n}-{p}"), "namespace": "bench",
+                    "uid": format!("uid-{n}-{p}"),
+                    "annotations": {"hami.io/vgpu-node": format!("node-{n:05}"),
+                        "hami.io/vgpu-devices-allocated": format!("{uuid},NVIDIA,{},{}:;", 4000 + 1000 * (p % 5), 5 * (p % 4))}},
+                "spec": {"nodeName": format!("node-{n:05}"), "containers": [{"name": "c"}]},
+                "status": {"phase": "Running"}
+            }))
+            .expect("pod fixture");
+            objects.pods.push(pod);
+        }
+    }
+    objects
+}
+
+fn scheduler(objects: &ClusterObjects, node: NodePolicy, gpu: &str) -> Scheduler {
+    let api = Arc::new(MemoryCluster::new(Vec::new(), Vec::new(), true));
+    let config = SchedulerConfig {
+        node_policy: node,
+        gpu_policy: GpuPolicy::parse(gpu),
+        ..SchedulerConfig::default()
+    };
+    let s = Scheduler::new(config, api, Arc::new(Metrics::new()));
+    s.load(objects);
+    s
+}
+
+fn filter_request(nodes: usize, gpus: u32) -> String {
+    let names: Vec<String> = (0..nodes).map(|n| format!("node-{n:05}")).collect();
+    serde_json::json!({
+        "Pod": {"metadata": {"name": "trainer", "namespace": "bench", "uid": "uid-new"},
+                "spec": {"containers": [{"name": "c", "resources": {"limits": {
+                    "nvidia.com/gpu": gpus.to_string(), "nvidia.com/gpumem": "8000", "nvidia.com/gpucores": "10"}}}]}},
+        "Nodes": null,
+        "NodeNames": names
+    })
+    .to_string()
+}
+
+fn bench_filter(c: &mut Criterion) {
+    let mut group = c.benchmark_group("filter_decision");
+    group.sample_size(20);
+    for nodes in [100usize, 1000, 5000] {
+        let objects = cluster(nodes);
+        for (label, node_policy, gpu_policy) in [
+            ("binpack", NodePolicy::Binpack, "binpack"),
+            ("spread", NodePolicy::Spread, "spread"),
+        ] {
+            let s = scheduler(&objects, node_policy, gpu_policy);
+            for gpus in [1u32, 8] {
+                let body = filter_request(nodes, gpus);
+                group.throughput(Throughput::Elements(nodes as u64));
+                group.bench_with_input(
+                    BenchmarkId::new(format!("{label}/{gpus}gpu/decode+decide"), nodes),
+                    &body,
+                    |b, body| {
+                        b.iter(|| {
+                            let args: ExtenderArgs =
+                                serde_json::from_str(black_box(body)).expect("args");
+                            let pod = args.pod.expect("pod");
+                            let names = args.node_names.expect("names");
+                            black_box(s.decide(&pod, &names).expect("decision"))
+                        })
+                    },
+                );
+            }
+        }
+        let body = filter_request(nodes, 1);
+        group.bench_with_input(
+            BenchmarkId::new("floor/decode_only", nodes),
+            &body,
+            |b, body| {
+                b.iter(|| {
+                    black_box(serde_json::from_str::<ExtenderArgs>(black_box(body)).expect("args"))
+                })
+            },
+        );
+    }
+    group.finish();
+}
+
+fn bench_codecs(c: &mut Criterion) {
+    let register = register_annotation(7);
+    c.bench_function("codec/decode_register_8gpu", |b| {
+        b.iter(|| decode_register_annotation(black_box(&register)).expect("decode"))
+    });
+    let devices = decode_pod_devices(
+        "GPU-aa6e500d-328b-a510-73d1-5877a2e60bdc,NVIDIA,8000,10:GPU-4f3c1a52-9d0e-4b7f-8a61-2c5e9b1d7f03,NVIDIA,8000,10:;;",
+    )
+    .expect("fixture");
+    c.bench_function("codec/encode_pod_devices", |b| {
+        b.iter(|| encode_pod_devices(black_box(&devices)))
+    });
+}
+
+fn bench_rebuild(c: &mut Criterion) {
+    let objects = cluster(5000);
+    let mut group = c.benchmark_group("ledger");
+    group.sample_size(10);
+    group.bench_function("rebuild_5000_nodes_50000_pods", |b| {
+        b.iter(|| black_box(scheduler(&objects, NodePolicy::Binpack, "spread")))
+    });
+    group.finish();
+}
+
+criterion_group!(benches, bench_filter, bench_codecs, bench_rebuild);
+criterion_main!(benches);

@@ -9,6 +9,7 @@ use crate::device::model::PodDevices;
 use crate::extender::wire::{ExtenderArgs, ExtenderFilterResult, HostPriority, NodeItems};
 use crate::fit::{FitRequest, NodeView, Placement, fit_pod};
 use crate::ledger::{Ledger, PodEntry, PodPhase};
+use k8s_openapi::api::core::v1::Pod;
 use std::collections::BTreeMap;
 use std::time::Instant;
 
@@ -126,6 +127,19 @@ impl Scheduler {
             return Err(format!("patch pod {}/{}: {e}", ctx.namespace, ctx.name));
         }
         Ok(())
+    }
+
+    /// The node and GPUs `/filter` would choose now, without reserving anything
+    /// (`Ok(None)`: nothing fits; `Err`: the pod is invalid or asks for no vGPU).
+    pub fn decide(
+        &self,
+        pod: &Pod,
+        names: &[String],
+    ) -> Result<Option<(String, Placement)>, String> {
+        let ctx = self.pod_context(pod)?.ok_or("pod asks for no vGPU")?;
+        let eval = self.evaluate(&ctx, names);
+        let chosen = self.choose(&ctx, &eval.fits).map(str::to_string);
+        Ok(chosen.and_then(|n| eval.fits.into_iter().find(|(m, _)| *m == n)))
     }
 
     /// `/filter`.
