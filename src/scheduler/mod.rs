@@ -5,6 +5,8 @@
 mod bind;
 mod debug_state;
 mod filter;
+#[cfg(test)]
+mod invariant_tests;
 pub mod registration;
 pub mod tracking;
 
