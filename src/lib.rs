@@ -18,4 +18,3 @@ pub mod run;
 pub mod scheduler;
 pub mod server;
 pub mod usage;
-pub mod webhook;
