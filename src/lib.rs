@@ -15,3 +15,4 @@ pub mod quantity;
 pub mod scheduler;
 pub mod server;
 pub mod usage;
+pub mod webhook;
