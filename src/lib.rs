@@ -18,3 +18,4 @@ pub mod run;
 pub mod scheduler;
 pub mod server;
 pub mod usage;
+pub mod webhook;

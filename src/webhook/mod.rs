@@ -1,0 +1,43 @@
+//! The mutating admission webhook: prepares vGPU pods for this scheduler when they are
+//! created, as HAMi's webhook does.
+//!
+//! The API server sends every pod CREATE here (an `AdmissionReview`). Pods that ask
+//! for vGPU resources get `spec.schedulerName` pointed at this scheduler, a GPU count
+//! when they only gave memory or cores, and exclusive compute when they asked for
+//! whole cards; invalid vGPU quantities are refused at admission instead of silently
+//! bypassing the scheduler later. The answer carries an RFC 6902 JSON Patch.
+//!
+//! Entry point: [`review`], which turns a request body into the `AdmissionReview`
+//! answer the HTTP handler sends back with status 200.
+
+mod container;
+mod patch;
+mod pod;
+mod review;
+mod wire;
+
+#[cfg(test)]
+mod tests;
+
+pub use pod::{Admission, admit_pod};
+pub use review::review;
+pub use wire::{
+    ADMISSION_V1, ADMISSION_V1BETA1, AdmissionResponse, AdmissionReviewResponse, PATCH_TYPE_JSON,
+    ResponseStatus,
+};
+
+use crate::device::device_config::NvidiaConfig;
+
+/// What the webhook needs to know to mutate pods.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WebhookConfig {
+    /// This scheduler's name (`--scheduler-name`), written into `spec.schedulerName`
+    /// of vGPU pods. Empty means the webhook never redirects pods to a scheduler.
+    pub scheduler_name: String,
+    /// Whether pods that name `default-scheduler` explicitly are still taken over.
+    /// Most controllers fill `default-scheduler` in on their own, so without this the
+    /// webhook could not tell a deliberate choice from a default.
+    pub force_overwrite_default_scheduler: bool,
+    /// Resource names and defaults for NVIDIA vGPUs.
+    pub nvidia: NvidiaConfig,
+}

@@ -1,0 +1,130 @@
+//! The admission decision for one pod CREATE: which pods are ours, how they are
+//! mutated, and which are refused.
+
+use super::WebhookConfig;
+use super::container::{is_privileged, mutate_container};
+use k8s_openapi::api::core::v1::Pod;
+
+/// The scheduler name Kubernetes fills in when a pod names none.
+const DEFAULT_SCHEDULER: &str = "default-scheduler";
+
+/// What to do with a pod.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Admission {
+    /// Store the pod, after replacing it with `mutated` when that is given.
+    Allow {
+        /// The pod to store; `None` keeps the pod exactly as received.
+        mutated: Option<Box<Pod>>,
+        /// Warnings for the client.
+        warnings: Vec<String>,
+        /// Why, for the log.
+        note: String,
+    },
+    /// Refuse the pod.
+    Deny {
+        /// 403 for pods we refuse on purpose.
+        code: u16,
+        /// Shown to the user.
+        message: String,
+    },
+}
+
+impl Admission {
+    fn unchanged(note: impl Into<String>) -> Self {
+        Self::Allow {
+            mutated: None,
+            warnings: Vec::new(),
+            note: note.into(),
+        }
+    }
+
+    fn forbidden(message: impl Into<String>) -> Self {
+        Self::Deny {
+            code: 403,
+            message: message.into(),
+        }
+    }
+}
+
+/// Decides on a pod being created, following HAMi's webhook step by step, with three
+/// deliberate differences: invalid vGPU quantities are refused (HAMi answered 500
+/// or let the pod bypass the scheduler), privileged containers are allowed unchanged
+/// with a warning (HAMi refused them), and requests count like limits when deciding
+/// whether a container asks for a vGPU.
+pub fn admit_pod(pod: &Pod, config: &WebhookConfig) -> Admission {
+    let Some(spec) = pod.spec.as_ref().filter(|s| !s.containers.is_empty()) else {
+        return Admission::forbidden("pod has no containers");
+    };
+
+    if let Some(current) = spec.scheduler_name.as_deref().filter(|s| !s.is_empty()) {
+        let may_take_over =
+            current == DEFAULT_SCHEDULER && config.force_overwrite_default_scheduler;
+        if !may_take_over && (config.scheduler_name.is_empty() || config.scheduler_name != current)
+        {
+            return Admission::unchanged("pod already has different scheduler assigned");
+        }
+    }
+
+    let mut mutated = pod.clone();
+    let mut has_resource = false;
+    let mut privileged = Vec::new();
+    if let Some(spec) = mutated.spec.as_mut() {
+        let init = spec.init_containers.iter_mut().flatten();
+        for container in init.chain(spec.containers.iter_mut()) {
+            match mutate_container(container, &config.nvidia) {
+                Ok(uses_vgpu) => has_resource |= uses_vgpu,
+                Err(e) => return Admission::forbidden(e.to_string()),
+            }
+            if is_privileged(container) {
+                privileged.push(container.name.clone());
+            }
+        }
+    }
+
+    if has_resource && !privileged.is_empty() {
+        // A privileged container sees every GPU on the node, so vGPU limits cannot
+        // hold for it. Refusing (as HAMi does) breaks operators that run privileged
+        // GPU tooling; the pod is left to the default scheduler untouched instead.
+        let warnings = privileged
+            .iter()
+            .map(|name| format!(
+                    "vGPU limits do not apply to privileged container {name}: it can use every GPU on its node"
+                ))
+            .collect();
+        return Admission::Allow {
+            mutated: None,
+            warnings,
+            note: "privileged container, vGPU limits not applied".into(),
+        };
+    }
+
+    if let Some(spec) = mutated.spec.as_mut() {
+        if has_resource {
+            let runtime_class = &config.nvidia.runtime_class_name;
+            let unset = spec.runtime_class_name.as_deref().is_none_or(str::is_empty);
+            if unset && !runtime_class.is_empty() {
+                spec.runtime_class_name = Some(runtime_class.clone());
+            }
+        }
+        if has_resource && !config.scheduler_name.is_empty() {
+            spec.scheduler_name = Some(config.scheduler_name.clone());
+            if let Some(node) = spec.node_name.as_deref().filter(|n| !n.is_empty()) {
+                return Admission::forbidden(format!(
+                    "pod is pinned to node {node} with spec.nodeName; vGPU pods must be placed by {}: remove spec.nodeName",
+                    config.scheduler_name
+                ));
+            }
+        }
+    }
+
+    let note = if has_resource {
+        "vGPU pod mutated"
+    } else {
+        "pod asks for no vGPU"
+    };
+    Admission::Allow {
+        mutated: Some(Box::new(mutated)),
+        warnings: Vec::new(),
+        note: note.into(),
+    }
+}
