@@ -262,15 +262,15 @@ fn fit_container(
             tally.add(CardReason::CardTypeMismatch, 1);
             continue;
         }
-        if pod.selectors.numa_bind && !topology {
-            if let Some(&last) = selected.last() {
-                if node.devices[last].numa != d.numa {
-                    tally.add(CardReason::NumaNotFit, selected.len());
-                    selected.clear();
-                    sel_mem = 0;
-                    sel_cores = 0;
-                }
-            }
+        if pod.selectors.numa_bind
+            && !topology
+            && let Some(&last) = selected.last()
+            && node.devices[last].numa != d.numa
+        {
+            tally.add(CardReason::NumaNotFit, selected.len());
+            selected.clear();
+            sel_mem = 0;
+            sel_cores = 0;
         }
         if !pod.selectors.uuid_allowed(&d.id) {
             tally.add(CardReason::CardUuidMismatch, 1);

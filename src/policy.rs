@@ -159,7 +159,7 @@ impl GpuPolicy {
         } else {
             self.tokens.first().copied()
         };
-        let less: Box<dyn Fn(&DeviceSortKey, &DeviceSortKey) -> Ordering> = match single {
+        let less: DeviceOrder = match single {
             Some(GpuPolicyToken::Binpack) if numa_bind => {
                 Box::new(move |a, b| cmp_numa_asc(b, a).then_with(|| cmp_score_asc(a, b)))
             }
@@ -213,6 +213,9 @@ impl GpuPolicy {
         order.sort_by(|&x, &y| less(&keys[x], &keys[y]));
     }
 }
+
+/// A "less" function over device sort keys.
+type DeviceOrder = Box<dyn Fn(&DeviceSortKey, &DeviceSortKey) -> Ordering>;
 
 /// What the device order looks at.
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -94,13 +94,14 @@ impl ClusterObjects {
                     .unwrap_or_default();
                 for mut item in items {
                     // Items of a typed list (NodeList) may omit their own kind.
-                    if item.get("kind").is_none() && k != "List" {
-                        if let Some(obj) = item.as_object_mut() {
-                            obj.insert(
-                                "kind".into(),
-                                serde_json::Value::String(k.trim_end_matches("List").into()),
-                            );
-                        }
+                    if item.get("kind").is_none()
+                        && k != "List"
+                        && let Some(obj) = item.as_object_mut()
+                    {
+                        obj.insert(
+                            "kind".into(),
+                            serde_json::Value::String(k.trim_end_matches("List").into()),
+                        );
                     }
                     self.add(item)?;
                 }

@@ -215,12 +215,12 @@ impl ClusterApi for MemoryCluster {
                 kind: "node",
                 name: name.to_string(),
             })?;
-        if let Some(expected) = resource_version {
-            if node.metadata.resource_version.as_deref() != Some(expected) {
-                return Err(ApiError::Conflict(format!(
-                    "Operation cannot be fulfilled on nodes \"{name}\": the object has been modified; please apply your changes to the latest version and try again"
-                )));
-            }
+        if let Some(expected) = resource_version
+            && node.metadata.resource_version.as_deref() != Some(expected)
+        {
+            return Err(ApiError::Conflict(format!(
+                "Operation cannot be fulfilled on nodes \"{name}\": the object has been modified; please apply your changes to the latest version and try again"
+            )));
         }
         apply(&mut node.metadata.annotations, annotations);
         node.metadata.resource_version = Some(version);

@@ -75,10 +75,10 @@ impl DeviceSelectors {
         if self.nouse_types.iter().any(|t| model.contains(t)) {
             return false;
         }
-        if let Some(wanted) = &self.vgpu_mode {
-            if !wanted.contains(mode) {
-                return false;
-            }
+        if let Some(wanted) = &self.vgpu_mode
+            && !wanted.contains(mode)
+        {
+            return false;
         }
         true
     }

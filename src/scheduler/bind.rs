@@ -128,14 +128,14 @@ impl Scheduler {
             Some(true) => {
                 // Refresh the deadline: the bind is under way.
                 let mut ledger = self.ledger.write();
-                if let Some(p) = ledger.pod(&ctx.uid).cloned() {
-                    if matches!(p.phase, PodPhase::Reserved { .. }) {
-                        let mut p = p;
-                        p.phase = PodPhase::Reserved {
-                            deadline: Instant::now() + self.config.reservation_ttl,
-                        };
-                        ledger.add_pod(p);
-                    }
+                if let Some(p) = ledger.pod(&ctx.uid).cloned()
+                    && matches!(p.phase, PodPhase::Reserved { .. })
+                {
+                    let mut p = p;
+                    p.phase = PodPhase::Reserved {
+                        deadline: Instant::now() + self.config.reservation_ttl,
+                    };
+                    ledger.add_pod(p);
                 }
                 Ok(())
             }
@@ -177,10 +177,8 @@ impl Scheduler {
         node: &str,
         locked: bool,
     ) {
-        if locked {
-            if let Err(e) = node_lock::release(self.api.as_ref(), node, ns, name).await {
-                tracing::warn!(node, error = %e, "could not release node lock after a failed bind");
-            }
+        if locked && let Err(e) = node_lock::release(self.api.as_ref(), node, ns, name).await {
+            tracing::warn!(node, error = %e, "could not release node lock after a failed bind");
         }
         if let Some(ctx) = ctx {
             self.ledger.write().remove_pod(&ctx.uid);

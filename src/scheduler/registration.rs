@@ -29,12 +29,13 @@ pub fn node_entry(node: &Node, previous: Option<&NodeEntry>) -> NodeEntry {
         })
         .unwrap_or_default();
 
-    if let Some(prev) = previous {
-        if prev.register_raw == register_raw && prev.score_raw == score_raw {
-            let mut same = prev.clone();
-            same.cordoned = cordoned;
-            return same;
-        }
+    if let Some(prev) = previous
+        && prev.register_raw == register_raw
+        && prev.score_raw == score_raw
+    {
+        let mut same = prev.clone();
+        same.cordoned = cordoned;
+        return same;
     }
 
     let mut entry = NodeEntry {
