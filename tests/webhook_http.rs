@@ -1,0 +1,325 @@
+//! Black-box tests of the mutating admission webhook (`/webhook`, `/mutate`):
+//! AdmissionReview v1 and v1beta1 in, the same apiVersion out, uid echoed, HAMi's
+//! mutations as an RFC 6902 patch.
+
+mod support;
+
+use serde_json::{Value, json};
+use support::*;
+
+const SCHEDULER: &str = "hami-vgpu";
+
+async fn webhook_server() -> Server {
+    Server::start(
+        vec![node(
+            "gpu-a",
+            &[h100("GPU-aa6e500d-328b-a510-73d1-5877a2e60bdc", 0)],
+            &[],
+        )],
+        &["--scheduler-name", SCHEDULER],
+    )
+    .await
+}
+
+/// A pod as the API server hands it to a mutating webhook on CREATE: defaulted
+/// (`schedulerName: default-scheduler`), no uid, no nodeName.
+fn admitted_pod(name: &str, containers: Vec<Value>) -> Value {
+    json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": "team-a",
+            "labels": {"app": name},
+        },
+        "spec": {
+            "containers": containers,
+            "restartPolicy": "Always",
+            "schedulerName": "default-scheduler",
+            "dnsPolicy": "ClusterFirst",
+            "serviceAccountName": "default",
+            "terminationGracePeriodSeconds": 30,
+            "enableServiceLinks": true,
+            "preemptionPolicy": "PreemptLowerPriority",
+            "priority": 0,
+        },
+        "status": {},
+    })
+}
+
+fn review(api_version: &str, uid: &str, pod: &Value) -> Value {
+    json!({
+        "apiVersion": api_version,
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": uid,
+            "kind": {"group": "", "version": "v1", "kind": "Pod"},
+            "resource": {"group": "", "version": "v1", "resource": "pods"},
+            "requestKind": {"group": "", "version": "v1", "kind": "Pod"},
+            "requestResource": {"group": "", "version": "v1", "resource": "pods"},
+            "name": pod["metadata"]["name"],
+            "namespace": "team-a",
+            "operation": "CREATE",
+            "userInfo": {
+                "username": "system:serviceaccount:kube-system:replicaset-controller",
+                "uid": "4b1e1c7e-8a2d-4f43-9d1c-6f0b2a3c4d5e",
+                "groups": ["system:serviceaccounts", "system:authenticated"],
+            },
+            "object": pod,
+            "oldObject": null,
+            "dryRun": false,
+            "options": {"apiVersion": "meta.k8s.io/v1", "kind": "CreateOptions"},
+        }
+    })
+}
+
+/// POSTs a review to `path`; asserts HTTP 200, AdmissionReview kind, same
+/// apiVersion and the echoed uid. Returns `response`.
+async fn admit_at(server: &Server, path: &str, api_version: &str, pod: &Value) -> Value {
+    let uid = uid_for(&format!("review/{}", pod["metadata"]["name"]));
+    let (status, answer) = server
+        .post_json(path, &review(api_version, &uid, pod))
+        .await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(
+        answer["apiVersion"], api_version,
+        "same apiVersion: {answer}"
+    );
+    assert_eq!(answer["kind"], "AdmissionReview", "{answer}");
+    assert_eq!(
+        answer["response"]["uid"],
+        uid.as_str(),
+        "uid echoed: {answer}"
+    );
+    answer["response"].clone()
+}
+
+async fn admit(server: &Server, pod: &Value) -> Value {
+    admit_at(server, "/webhook", "admission.k8s.io/v1", pod).await
+}
+
+/// The JSON patch of a response (empty when there is none).
+fn patch_ops(response: &Value) -> Vec<Value> {
+    match response.get("patch") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(p) => {
+            assert_eq!(response["patchType"], "JSONPatch", "{response}");
+            let bytes = base64_decode(p.as_str().expect("patch is a base64 string"));
+            serde_json::from_slice(&bytes).expect("patch is a JSON array")
+        }
+    }
+}
+
+fn apply(pod: &Value, ops: &[Value]) -> Value {
+    let patch: json_patch::Patch =
+        serde_json::from_value(Value::Array(ops.to_vec())).expect("RFC 6902 patch");
+    let mut doc = pod.clone();
+    json_patch::patch(&mut doc, &patch).expect("patch applies to the pod");
+    doc
+}
+
+fn gpu_only(name: &str) -> Value {
+    container(name, &[("nvidia.com/gpu", "1")])
+}
+
+#[tokio::test]
+async fn vgpu_pod_gets_scheduler_name_and_exclusive_cores() {
+    let server = webhook_server().await;
+    for (path, api_version) in [
+        ("/webhook", "admission.k8s.io/v1"),
+        ("/webhook", "admission.k8s.io/v1beta1"),
+        ("/mutate", "admission.k8s.io/v1"),
+    ] {
+        let pod = admitted_pod("whole-gpu", vec![gpu_only("cuda")]);
+        let response = admit_at(&server, path, api_version, &pod).await;
+        assert_eq!(
+            response["allowed"], true,
+            "{path} {api_version}: {response}"
+        );
+        let ops = patch_ops(&response);
+        assert!(
+            ops.iter()
+                .any(|op| op["path"] == "/spec/schedulerName" && op["value"] == SCHEDULER),
+            "patch sets /spec/schedulerName: {ops:?}"
+        );
+        assert!(
+            ops.iter().any(|op| op["path"]
+                .as_str()
+                .is_some_and(|p| p.ends_with("nvidia.com~1gpucores"))
+                && op["value"] == "100"),
+            "patch adds nvidia.com/gpucores 100: {ops:?}"
+        );
+        let mutated = apply(&pod, &ops);
+        assert_eq!(mutated["spec"]["schedulerName"], SCHEDULER);
+        assert_eq!(
+            mutated["spec"]["containers"][0]["resources"]["limits"],
+            json!({"nvidia.com/gpu": "1", "nvidia.com/gpucores": "100"})
+        );
+    }
+}
+
+#[tokio::test]
+async fn shareable_vgpu_pod_keeps_its_request() {
+    let server = webhook_server().await;
+    let pod = admitted_pod(
+        "shared-gpu",
+        vec![container(
+            "cuda",
+            &[("nvidia.com/gpu", "1"), ("nvidia.com/gpumem", "8192")],
+        )],
+    );
+    let response = admit(&server, &pod).await;
+    assert_eq!(response["allowed"], true, "{response}");
+    let mutated = apply(&pod, &patch_ops(&response));
+    assert_eq!(mutated["spec"]["schedulerName"], SCHEDULER);
+    assert_eq!(
+        mutated["spec"]["containers"][0]["resources"]["limits"],
+        json!({"nvidia.com/gpu": "1", "nvidia.com/gpumem": "8192"}),
+        "gpumem given: no exclusive default"
+    );
+}
+
+#[tokio::test]
+async fn node_pinned_vgpu_pod_is_denied() {
+    let server = webhook_server().await;
+    let mut pod = admitted_pod("pinned", vec![gpu_only("cuda")]);
+    pod["spec"]["nodeName"] = json!("gpu-a");
+    let response = admit(&server, &pod).await;
+    assert_eq!(response["allowed"], false, "{response}");
+    assert_eq!(response["status"]["code"], 403, "{response}");
+}
+
+#[tokio::test]
+async fn non_gpu_pod_is_allowed_without_a_patch() {
+    let server = webhook_server().await;
+    let pod = admitted_pod(
+        "web",
+        vec![container("nginx", &[("cpu", "500m"), ("memory", "256Mi")])],
+    );
+    let response = admit(&server, &pod).await;
+    assert_eq!(response["allowed"], true, "{response}");
+    assert!(patch_ops(&response).is_empty(), "no patch: {response}");
+}
+
+#[tokio::test]
+async fn privileged_vgpu_pod_is_allowed_unchanged_with_a_warning() {
+    let server = webhook_server().await;
+    let mut c = gpu_only("debugger");
+    c["securityContext"] = json!({"privileged": true});
+    let pod = admitted_pod("privileged", vec![c]);
+    let response = admit(&server, &pod).await;
+    assert_eq!(response["allowed"], true, "{response}");
+    assert!(patch_ops(&response).is_empty(), "unchanged: {response}");
+    assert!(
+        response["warnings"]
+            .as_array()
+            .is_some_and(|w| !w.is_empty()),
+        "a warning explains why: {response}"
+    );
+}
+
+#[tokio::test]
+async fn memory_percentage_over_100_is_denied_naming_container_and_field() {
+    let server = webhook_server().await;
+    let pod = admitted_pod(
+        "bad-percentage",
+        vec![container(
+            "trainer",
+            &[
+                ("nvidia.com/gpu", "1"),
+                ("nvidia.com/gpumem-percentage", "150"),
+            ],
+        )],
+    );
+    let response = admit(&server, &pod).await;
+    assert_eq!(response["allowed"], false, "{response}");
+    let message = response["status"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("trainer") && message.contains("nvidia.com/gpumem-percentage"),
+        "message names container and field: {response}"
+    );
+}
+
+#[tokio::test]
+async fn garbage_body_is_answered_with_code_400() {
+    let server = webhook_server().await;
+    for body in ["this is not an admission review", "{\"request\":"] {
+        let (status, text) = server.post_raw("/webhook", body).await;
+        assert_eq!(status, 200, "{text}");
+        let answer: Value = serde_json::from_str(&text)
+            .unwrap_or_else(|e| panic!("answer is JSON ({e}): {text:?}"));
+        assert_eq!(answer["response"]["allowed"], false, "{answer}");
+        assert_eq!(answer["response"]["status"]["code"], 400, "{answer}");
+    }
+}
+
+#[tokio::test]
+async fn memory_only_request_gets_a_gpu_count() {
+    let server = webhook_server().await;
+    let pod = admitted_pod(
+        "memory-only",
+        vec![container("cuda", &[("nvidia.com/gpumem", "4096")])],
+    );
+    let response = admit(&server, &pod).await;
+    assert_eq!(response["allowed"], true, "{response}");
+    let mutated = apply(&pod, &patch_ops(&response));
+    assert_eq!(mutated["spec"]["schedulerName"], SCHEDULER);
+    assert_eq!(
+        mutated["spec"]["containers"][0]["resources"]["limits"],
+        json!({"nvidia.com/gpu": "1", "nvidia.com/gpumem": "4096"}),
+        "HAMi's defaultGPUNum (1) is added"
+    );
+}
+
+#[tokio::test]
+async fn init_container_vgpu_request_is_mutated_too() {
+    let server = webhook_server().await;
+    let mut pod = admitted_pod("init-gpu", vec![container("app", &[("cpu", "1")])]);
+    pod["spec"]["initContainers"] = json!([gpu_only("warmup")]);
+    let response = admit(&server, &pod).await;
+    assert_eq!(response["allowed"], true, "{response}");
+    let mutated = apply(&pod, &patch_ops(&response));
+    assert_eq!(mutated["spec"]["schedulerName"], SCHEDULER);
+    assert_eq!(
+        mutated["spec"]["initContainers"][0]["resources"]["limits"]["nvidia.com/gpucores"],
+        "100"
+    );
+}
+
+#[tokio::test]
+async fn pod_of_another_scheduler_is_left_alone() {
+    let server = webhook_server().await;
+    let mut pod = admitted_pod("volcano-job", vec![gpu_only("cuda")]);
+    pod["spec"]["schedulerName"] = json!("volcano");
+    let response = admit(&server, &pod).await;
+    assert_eq!(response["allowed"], true, "{response}");
+    assert!(patch_ops(&response).is_empty(), "no patch: {response}");
+}
+
+#[tokio::test]
+async fn pod_without_containers_is_denied() {
+    let server = webhook_server().await;
+    let pod = admitted_pod("empty", vec![]);
+    let response = admit(&server, &pod).await;
+    assert_eq!(response["allowed"], false, "{response}");
+    assert_eq!(response["status"]["code"], 403, "{response}");
+}
+
+#[tokio::test]
+async fn invalid_vgpu_quantity_is_denied_at_admission() {
+    let server = webhook_server().await;
+    let pod = admitted_pod(
+        "bad-memory",
+        vec![container(
+            "trainer",
+            &[("nvidia.com/gpu", "1"), ("nvidia.com/gpumem", "lots")],
+        )],
+    );
+    let response = admit(&server, &pod).await;
+    assert_eq!(response["allowed"], false, "{response}");
+    let message = response["status"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("trainer") && message.contains("nvidia.com/gpumem"),
+        "{response}"
+    );
+}
