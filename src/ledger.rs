@@ -32,6 +32,8 @@ pub enum PodPhase {
         #[serde(skip)]
         deadline: Instant,
     },
+    /// `/bind` is under way: not expired by the sweeper, whatever the lock wait.
+    Binding,
     /// Bound to its node (or observed with our annotations in the cluster).
     Bound,
 }
@@ -199,9 +201,14 @@ impl Ledger {
 
     /// Marks a reserved pod bound (no deadline any more).
     pub fn mark_bound(&mut self, uid: &str) -> bool {
+        self.set_phase(uid, PodPhase::Bound)
+    }
+
+    /// Changes a tracked pod's phase; false when the pod is not tracked.
+    pub fn set_phase(&mut self, uid: &str, phase: PodPhase) -> bool {
         match self.pods.get_mut(uid) {
             Some(p) => {
-                p.phase = PodPhase::Bound;
+                p.phase = phase;
                 true
             }
             None => false,

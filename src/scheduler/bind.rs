@@ -88,7 +88,10 @@ impl Scheduler {
         if let Some(ctx) = &ctx {
             self.ensure_reservation(ctx, node).await?;
         }
-        if let Err(e) = self.lock_node(node, ns, name).await {
+        // Only pods with GPUs take the node lock: HAMi's device plugin releases it
+        // in Allocate, which never runs for a pod without GPUs.
+        let locked = ctx.is_some();
+        if locked && let Err(e) = self.lock_node(node, ns, name).await {
             self.roll_back(ctx.as_ref(), ns, name, node, false).await;
             return Err(e.to_string());
         }
@@ -101,11 +104,11 @@ impl Scheduler {
             Some(chrono::Utc::now().timestamp().to_string()),
         );
         if let Err(e) = self.api.patch_pod_metadata(ns, name, &phase).await {
-            self.roll_back(ctx.as_ref(), ns, name, node, true).await;
+            self.roll_back(ctx.as_ref(), ns, name, node, locked).await;
             return Err(format!("patch pod {ns}/{name} bind phase: {e}"));
         }
         if let Err(e) = self.api.bind_pod(ns, name, uid, node).await {
-            self.roll_back(ctx.as_ref(), ns, name, node, true).await;
+            self.roll_back(ctx.as_ref(), ns, name, node, locked).await;
             return Err(format!("bind pod {ns}/{name} to {node}: {e}"));
         }
         self.ledger.write().mark_bound(uid);
@@ -121,32 +124,22 @@ impl Scheduler {
     }
 
     /// Makes sure the pod holds GPUs on `node`: the `/filter` reservation, or (filter
-    /// mode `all`, an expired reservation, another node chosen) a fresh one.
+    /// mode `all`, an expired reservation, another node chosen) a fresh one. The hold
+    /// is then marked `Binding`, so it cannot expire while the bind waits for the lock.
     async fn ensure_reservation(&self, ctx: &PodContext, node: &str) -> Result<(), String> {
-        let held_here = self.ledger.read().pod(&ctx.uid).map(|p| p.node == node);
-        match held_here {
-            Some(true) => {
-                // Refresh the deadline: the bind is under way.
-                let mut ledger = self.ledger.write();
-                if let Some(p) = ledger.pod(&ctx.uid).cloned()
-                    && matches!(p.phase, PodPhase::Reserved { .. })
-                {
-                    let mut p = p;
-                    p.phase = PodPhase::Reserved {
-                        deadline: Instant::now() + self.config.reservation_ttl,
-                    };
-                    ledger.add_pod(p);
-                }
-                Ok(())
+        {
+            let mut ledger = self.ledger.write();
+            if ledger.pod(&ctx.uid).is_some_and(|p| p.node == node) {
+                ledger.set_phase(&ctx.uid, PodPhase::Binding);
+                return Ok(());
             }
-            _ => {
-                self.ledger.write().remove_pod(&ctx.uid);
-                let placement = self
-                    .reserve(ctx, node)
-                    .map_err(|reason| format!("node {node} cannot take the pod: {reason}"))?;
-                self.publish_allocation(ctx, node, &placement.devices).await
-            }
+            ledger.remove_pod(&ctx.uid);
         }
+        let placement = self
+            .reserve(ctx, node)
+            .map_err(|reason| format!("node {node} cannot take the pod: {reason}"))?;
+        self.ledger.write().set_phase(&ctx.uid, PodPhase::Binding);
+        self.publish_allocation(ctx, node, &placement.devices).await
     }
 
     async fn lock_node(&self, node: &str, ns: &str, name: &str) -> Result<(), LockError> {

@@ -44,6 +44,7 @@ impl Scheduler {
                         "Reserved",
                         Some(deadline.saturating_duration_since(now).as_secs_f64()),
                     ),
+                    PodPhase::Binding => ("Binding", None),
                     PodPhase::Bound => ("Bound", None),
                 };
                 json!({

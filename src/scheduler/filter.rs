@@ -178,35 +178,27 @@ impl Scheduler {
             (None, None) => Vec::new(),
         };
         self.api.remember_pod(pod).await;
+        // A pod that is bound (or being bound) keeps its GPUs: answer with its node
+        // rather than dropping a booking the device plugin may already have used.
+        let held = self
+            .ledger
+            .read()
+            .pod(&ctx.uid)
+            .filter(|p| !matches!(p.phase, PodPhase::Reserved { .. }))
+            .map(|p| p.node.clone());
+        if let Some(node) = held {
+            if names.contains(&node) {
+                return answer_nodes_for(full_nodes, &args, &[node]);
+            }
+            return ExtenderFilterResult::error(format!(
+                "pod {}/{} already holds GPUs on node {node}",
+                ctx.namespace, ctx.name
+            ));
+        }
         // A re-filter of the same pod replaces its earlier reservation.
         self.ledger.write().remove_pod(&ctx.uid);
 
-        let answer_nodes = |chosen: &[String]| -> ExtenderFilterResult {
-            if full_nodes {
-                let items = args
-                    .nodes
-                    .as_ref()
-                    .map(|n| {
-                        n.items
-                            .iter()
-                            .filter(|i| {
-                                i.metadata.name.as_ref().is_some_and(|x| chosen.contains(x))
-                            })
-                            .cloned()
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                ExtenderFilterResult {
-                    nodes: Some(NodeItems { items }),
-                    ..Default::default()
-                }
-            } else {
-                ExtenderFilterResult {
-                    node_names: Some(chosen.to_vec()),
-                    ..Default::default()
-                }
-            }
-        };
+        let answer_nodes = |chosen: &[String]| answer_nodes_for(full_nodes, &args, chosen);
 
         if self.config.filter_mode == FilterMode::All {
             let eval = self.evaluate(&ctx, &names);
@@ -332,5 +324,36 @@ impl Scheduler {
                 HostPriority { host, score }
             })
             .collect())
+    }
+}
+
+/// The surviving nodes in the form the request used: objects for `Nodes`, names for
+/// `NodeNames`.
+fn answer_nodes_for(
+    full_nodes: bool,
+    args: &ExtenderArgs,
+    chosen: &[String],
+) -> ExtenderFilterResult {
+    if full_nodes {
+        let items = args
+            .nodes
+            .as_ref()
+            .map(|n| {
+                n.items
+                    .iter()
+                    .filter(|i| i.metadata.name.as_ref().is_some_and(|x| chosen.contains(x)))
+                    .cloned()
+                    .collect()
+            })
+            .unwrap_or_default();
+        ExtenderFilterResult {
+            nodes: Some(NodeItems { items }),
+            ..Default::default()
+        }
+    } else {
+        ExtenderFilterResult {
+            node_names: Some(chosen.to_vec()),
+            ..Default::default()
+        }
     }
 }
