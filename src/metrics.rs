@@ -140,6 +140,22 @@ struct AllocatedLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OverviewLabels {
+    zone: String,
+    node: String,
+    device_uuid: String,
+    device_index: String,
+    device_cores: String,
+    device_memory_limit: String,
+    device_type: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct BuildLabels {
+    version: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct PodDeviceLabels {
     zone: String,
     namespace: String,
@@ -174,6 +190,13 @@ fn register_ledger_gauges(r: &mut Registry, ledger: &Ledger) {
     let shared = Family::<DeviceLabels, FGauge>::default();
     let core_alloc = Family::<DeviceLabels, FGauge>::default();
     let mem_ratio = Family::<DeviceLabels, FGauge>::default();
+    let overview = Family::<OverviewLabels, FGauge>::default();
+    let build = Family::<BuildLabels, FGauge>::default();
+    build
+        .get_or_create(&BuildLabels {
+            version: env!("CARGO_PKG_VERSION").to_string(),
+        })
+        .set(1.0);
     for (name, entry) in ledger.nodes() {
         let usage = ledger.device_usage(name, &entry.devices);
         for (d, u) in entry.devices.iter().zip(usage) {
@@ -193,6 +216,17 @@ fn register_ledger_gauges(r: &mut Registry, ledger: &Ledger) {
                     .get_or_create(&l)
                     .set(u.usedmem as f64 / d.devmem as f64);
             }
+            overview
+                .get_or_create(&OverviewLabels {
+                    zone: zone(),
+                    node: name.clone(),
+                    device_uuid: d.id.clone(),
+                    device_index: d.index.to_string(),
+                    device_cores: d.devcore.to_string(),
+                    device_memory_limit: (d.devmem as f64 * MIB).to_string(),
+                    device_type: d.model.clone(),
+                })
+                .set(u.usedmem as f64 * MIB);
             mem_alloc
                 .get_or_create(&AllocatedLabels {
                     zone: zone(),
@@ -247,6 +281,12 @@ fn register_ledger_gauges(r: &mut Registry, ledger: &Ledger) {
             }
         }
     }
+    r.register("hami_build_info", "Build information", build);
+    r.register(
+        "hami_node_gpu_overview",
+        "GPU memory allocated, bytes, with the card's limits as labels",
+        overview,
+    );
     r.register(
         "hami_gpu_memory_limit_bytes",
         "GPU memory registered, bytes",

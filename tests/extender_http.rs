@@ -1065,6 +1065,16 @@ async fn metrics_expose_gpu_gauges_and_request_latency() {
         Some(0.0),
         "{text}"
     );
+    assert_eq!(
+        metric_value(
+            &text,
+            "hami_node_gpu_overview",
+            &[("node", "node2"), ("device_uuid", DEVICE4)]
+        ),
+        Some(6000.0 * 1_048_576.0),
+        "{text}"
+    );
+    assert!(text.contains("hami_build_info{"), "{text}");
     let count = metric_value(
         &text,
         "vgpu_scheduler_request_duration_seconds_count",
