@@ -44,6 +44,21 @@ pub struct ExtenderArgs {
     pub node_names: Option<Vec<String>>,
 }
 
+impl ExtenderArgs {
+    /// Names of the candidate nodes, from `NodeNames` or else from `Nodes`.
+    pub fn candidate_names(&self) -> Vec<String> {
+        match (&self.node_names, &self.nodes) {
+            (Some(names), _) => names.clone(),
+            (None, Some(nodes)) => nodes
+                .items
+                .iter()
+                .filter_map(|n| n.metadata.name.clone())
+                .collect(),
+            (None, None) => Vec::new(),
+        }
+    }
+}
+
 /// Answer of `/filter`.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct ExtenderFilterResult {

@@ -163,20 +163,13 @@ impl Scheduler {
             }
         };
         let full_nodes = args.nodes.is_some() && args.node_names.is_none();
-        let names: Vec<String> = match (&args.node_names, &args.nodes) {
-            (Some(names), _) => names.clone(),
-            (None, Some(nodes)) => {
-                for node in &nodes.items {
-                    self.apply_node(node);
-                }
-                nodes
-                    .items
-                    .iter()
-                    .filter_map(|n| n.metadata.name.clone())
-                    .collect()
+        if let (None, Some(nodes)) = (&args.node_names, &args.nodes) {
+            // Full Node objects are the freshest registration we can get.
+            for node in &nodes.items {
+                self.apply_node(node);
             }
-            (None, None) => Vec::new(),
-        };
+        }
+        let names = args.candidate_names();
         self.api.remember_pod(pod).await;
         // A pod that is bound (or being bound) keeps its GPUs: answer with its node
         // rather than dropping a booking the device plugin may already have used.
@@ -304,15 +297,7 @@ impl Scheduler {
         let Some(ctx) = self.pod_context(pod)? else {
             return Ok(Vec::new());
         };
-        let names: Vec<String> = match (&args.node_names, &args.nodes) {
-            (Some(names), _) => names.clone(),
-            (None, Some(nodes)) => nodes
-                .items
-                .iter()
-                .filter_map(|n| n.metadata.name.clone())
-                .collect(),
-            (None, None) => Vec::new(),
-        };
+        let names = args.candidate_names();
         let ledger = self.ledger.read();
         Ok(names
             .into_iter()
