@@ -88,7 +88,13 @@ async fn filter(State(state): State<Arc<AppState>>, body: Bytes) -> Response {
         Ok(_) if !state.ready.load(Ordering::Acquire) => ExtenderFilterResult::error(NOT_READY),
         Ok(args) => {
             let span = tracing::info_span!("filter", pod = %pod_key(&args));
-            state.scheduler.filter(args).instrument(span).await
+            // Run to completion even if kube-scheduler hangs up: a reservation and
+            // its annotation patch must not be cut in half.
+            let scheduler = state.scheduler.clone();
+            match tokio::spawn(async move { scheduler.filter(args).await }.instrument(span)).await {
+                Ok(result) => result,
+                Err(e) => ExtenderFilterResult::error(format!("filter task failed: {e}")),
+            }
         }
     };
     state
@@ -138,7 +144,14 @@ async fn bind(State(state): State<Arc<AppState>>, body: Bytes) -> Response {
                 args.pod_name.as_deref().unwrap_or("")
             );
             let span = tracing::info_span!("bind", pod = %key);
-            state.scheduler.bind(args).instrument(span).await
+            // Run to completion even if kube-scheduler hangs up mid-bind.
+            let scheduler = state.scheduler.clone();
+            match tokio::spawn(async move { scheduler.bind(args).await }.instrument(span)).await {
+                Ok(result) => result,
+                Err(e) => ExtenderBindingResult {
+                    error: format!("bind task failed: {e}"),
+                },
+            }
         }
     };
     state

@@ -125,8 +125,28 @@ pub struct ServeArgs {
     #[arg(long = "device-config-file", alias = "device_config_file")]
     pub device_config_file: Option<PathBuf>,
     /// Cluster file: multi-document YAML or v1 List of Nodes, Pods, ResourceQuotas.
+    /// Without it the scheduler talks to Kubernetes.
     #[arg(long = "cluster-file")]
     pub cluster_file: Option<PathBuf>,
+    /// Kubeconfig for live mode (default: in-cluster config, then $KUBECONFIG / ~/.kube/config).
+    #[arg(long = "kubeconfig")]
+    pub kubeconfig: Option<PathBuf>,
+    /// Only nodes matching this label selector (`k=v,k2=v2`) are registered.
+    #[arg(long = "node-label-selector")]
+    pub node_label_selector: Option<String>,
+    /// Elect a leader among replicas with a Lease; only the leader writes handshakes,
+    /// repairs locks and clears expired reservations. All replicas serve requests.
+    #[arg(long = "leader-elect", default_value_t = false, action = clap::ArgAction::Set)]
+    pub leader_elect: bool,
+    /// Lease name (default: the scheduler name).
+    #[arg(long = "leader-elect-resource-name")]
+    pub leader_elect_resource_name: Option<String>,
+    /// Lease namespace (default: $POD_NAMESPACE, else kube-system).
+    #[arg(long = "leader-elect-resource-namespace")]
+    pub leader_elect_resource_namespace: Option<String>,
+    /// How often the ledger is compared with a full list of pods (drift repair).
+    #[arg(long = "resync-period", default_value = "5m", value_parser = parse_duration)]
+    pub resync_period: Duration,
     /// In cluster-file mode, act like HAMi's device plugin after a bind (mark the
     /// pod allocated and release the node lock).
     #[arg(long = "simulate-device-plugin", default_value_t = true, action = clap::ArgAction::Set)]

@@ -13,8 +13,11 @@ use std::time::Instant;
 pub struct NodeEntry {
     /// Registered GPUs (empty when registration failed).
     pub devices: Vec<GpuDevice>,
-    /// Why the node's GPUs are unusable, if they are (bad annotation, no devices).
+    /// Why the node's GPUs are unusable, if they are (bad annotation, no devices,
+    /// device plugin gone), in words for operators.
     pub registration_error: Option<String>,
+    /// The same as a low-cardinality reason for kube-scheduler.
+    pub unusable_reason: Option<&'static str>,
     /// GPU UUIDs an administrator excluded with `hami.io/device-cordon`.
     pub cordoned: BTreeSet<String>,
     /// The raw register annotation, to skip re-decoding unchanged nodes.

@@ -3,6 +3,9 @@
 use crate::app::{AppState, RouterOptions, router};
 use crate::cluster::api::ClusterApi;
 use crate::cluster::file::ClusterObjects;
+use crate::cluster::kube::housekeeping::{self, HousekeepingConfig};
+use crate::cluster::kube::leader::{self, LeaderConfig, Leadership};
+use crate::cluster::kube::{KubeCluster, watch};
 use crate::cluster::memory::MemoryCluster;
 use crate::config::{LogFormat, ServeArgs};
 use crate::device::device_config::DeviceConfig;
@@ -47,29 +50,14 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         reservation_ttl: args.reservation_ttl,
         node_lock_timeout: args.node_lock_timeout,
         node_lock_retry_timeout: args.node_lock_retry_timeout,
+        check_device_plugin_health: args.cluster_file.is_none(),
     };
-    let Some(cluster_file) = &args.cluster_file else {
-        anyhow::bail!(
-            "--cluster-file is required: live Kubernetes mode is not available in this build; \
-             try --cluster-file examples/cluster.yaml"
-        );
+    let metrics = Arc::new(Metrics::new());
+    let source = match &args.cluster_file {
+        Some(path) => file_source(path, config, metrics, args.simulate_device_plugin)?,
+        None => live_source(&args, config, metrics).await?,
     };
-    let objects = ClusterObjects::load(cluster_file)?;
-    let memory = Arc::new(MemoryCluster::new(
-        objects.nodes.clone(),
-        objects.pods.clone(),
-        args.simulate_device_plugin,
-    ));
-    let api: Arc<dyn ClusterApi> = memory.clone();
-    let scheduler = Arc::new(Scheduler::new(config, api, Arc::new(Metrics::new())));
-    scheduler.load(&objects);
-    tracing::info!(
-        file = %cluster_file.display(),
-        nodes = objects.nodes.len(),
-        pods = objects.pods.len(),
-        quotas = objects.quotas.len(),
-        "cluster loaded"
-    );
+    let scheduler = source.scheduler.clone();
 
     let mut names = default_self_signed_names();
     names.extend(args.self_signed_names.iter().cloned());
@@ -92,7 +80,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             force_overwrite_default_scheduler: args.force_overwrite_default_scheduler,
             nvidia: devices.nvidia.clone(),
         },
-        memory_cluster: Some(memory),
+        memory_cluster: source.memory.clone(),
         ready: Default::default(),
     });
     let app = router(
@@ -107,25 +95,155 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         .with_context(|| format!("listen on {}", args.http_bind))?;
     tracing::info!(address = %listener.local_addr()?, "serving HTTPS");
 
+    let background = source.background;
+    {
+        let state = state.clone();
+        let synced = source.synced;
+        tokio::spawn(async move {
+            while !synced() {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            state.ready.store(true, Ordering::Release);
+            tracing::info!("ready: ledger built");
+        });
+    }
+    let limits = ServerLimits {
+        request_timeout: args.request_timeout,
+        ..ServerLimits::default()
+    };
+    let result = tls.serve(listener, app, limits, shutdown_signal()).await;
+    for task in background {
+        task.abort();
+    }
+    tracing::info!("stopped");
+    result
+}
+
+/// A cluster source and the tasks that keep the ledger in line with it.
+struct Source {
+    scheduler: Arc<Scheduler>,
+    memory: Option<Arc<MemoryCluster>>,
+    synced: Box<dyn Fn() -> bool + Send + Sync>,
+    background: Vec<tokio::task::JoinHandle<()>>,
+}
+
+fn file_source(
+    path: &std::path::Path,
+    config: SchedulerConfig,
+    metrics: Arc<Metrics>,
+    simulate_device_plugin: bool,
+) -> anyhow::Result<Source> {
+    let objects = ClusterObjects::load(path)?;
+    let memory = Arc::new(MemoryCluster::new(
+        objects.nodes.clone(),
+        objects.pods.clone(),
+        simulate_device_plugin,
+    ));
+    let api: Arc<dyn ClusterApi> = memory.clone();
+    let scheduler = Arc::new(Scheduler::new(config, api, metrics));
+    scheduler.load(&objects);
+    tracing::info!(
+        file = %path.display(),
+        nodes = objects.nodes.len(),
+        pods = objects.pods.len(),
+        quotas = objects.quotas.len(),
+        "cluster loaded"
+    );
     let sweeper = {
         let scheduler = scheduler.clone();
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(SWEEP_INTERVAL);
             loop {
                 tick.tick().await;
-                scheduler.expire_reservations().await;
+                scheduler.expire_reservations(true).await;
             }
         })
     };
-    state.ready.store(true, Ordering::Release);
-    let limits = ServerLimits {
-        request_timeout: args.request_timeout,
-        ..ServerLimits::default()
+    Ok(Source {
+        scheduler,
+        memory: Some(memory),
+        synced: Box::new(|| true),
+        background: vec![sweeper],
+    })
+}
+
+async fn live_source(
+    args: &ServeArgs,
+    config: SchedulerConfig,
+    metrics: Arc<Metrics>,
+) -> anyhow::Result<Source> {
+    let kube_config = match &args.kubeconfig {
+        Some(path) => {
+            let file = kube::config::Kubeconfig::read_from(path)
+                .with_context(|| format!("read kubeconfig {}", path.display()))?;
+            kube::Config::from_custom_kubeconfig(file, &kube::config::KubeConfigOptions::default())
+                .await
+                .with_context(|| format!("use kubeconfig {}", path.display()))?
+        }
+        None => kube::Config::infer().await.context(
+            "no cluster configuration: run in a pod, pass --kubeconfig, or use --cluster-file",
+        )?,
     };
-    let result = tls.serve(listener, app, limits, shutdown_signal()).await;
-    sweeper.abort();
-    tracing::info!("stopped");
-    result
+    let client = kube::Client::try_from(kube_config).context("build Kubernetes client")?;
+    let node_lock_timeout = config.node_lock_timeout;
+    let scheduler_name = config.scheduler_name.clone();
+    let api_dyn: Arc<dyn ClusterApi> =
+        Arc::new(KubeCluster::new(client.clone(), scheduler_name.clone()));
+    let scheduler = Arc::new(Scheduler::new(config, api_dyn.clone(), metrics));
+    let watches = watch::start(
+        client.clone(),
+        scheduler.clone(),
+        args.node_label_selector.clone(),
+    );
+    let mut background = watches.tasks;
+    let leadership = if args.leader_elect {
+        let identity = std::env::var("POD_NAME")
+            .ok()
+            .or_else(|| std::env::var("HOSTNAME").ok())
+            .unwrap_or_else(|| format!("{scheduler_name}-{}", std::process::id()));
+        let leader_config = LeaderConfig {
+            namespace: args
+                .leader_elect_resource_namespace
+                .clone()
+                .or_else(|| std::env::var("POD_NAMESPACE").ok())
+                .unwrap_or_else(|| "kube-system".into()),
+            name: args
+                .leader_elect_resource_name
+                .clone()
+                .unwrap_or_else(|| scheduler_name.clone()),
+            identity,
+            lease_duration: Duration::from_secs(15),
+            retry_period: Duration::from_secs(2),
+        };
+        let leadership = Leadership::follower();
+        background.push(tokio::spawn(leader::run(
+            client.clone(),
+            leader_config,
+            leadership.clone(),
+        )));
+        leadership
+    } else {
+        Leadership::always()
+    };
+    background.extend(housekeeping::start(
+        client,
+        api_dyn,
+        scheduler.clone(),
+        watches.nodes,
+        leadership,
+        HousekeepingConfig {
+            node_period: Duration::from_secs(15),
+            resync_period: args.resync_period,
+            node_lock_timeout,
+        },
+    ));
+    let sync = watches.sync;
+    Ok(Source {
+        scheduler,
+        memory: None,
+        synced: Box::new(move || sync.synced()),
+        background,
+    })
 }
 
 async fn shutdown_signal() {

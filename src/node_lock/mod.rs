@@ -173,3 +173,48 @@ pub async fn release(
         "node {node} kept changing while releasing its lock"
     ))))
 }
+
+/// Removes a node lock nobody will release: expired, unparsable, or held by a pod
+/// that is gone, finished, bound elsewhere or already handed its GPUs. Returns the
+/// removed value. Run by the leader so a crashed bind or a pod deleted before its
+/// device plugin ran does not block the node until the timeout.
+pub async fn release_if_stale(
+    api: &dyn ClusterApi,
+    node: &str,
+    timeout: Duration,
+) -> Result<Option<String>, LockError> {
+    let api_err = |source| LockError::Api {
+        node: node.to_string(),
+        source,
+    };
+    let Some(current) = api.get_node(node).await.map_err(api_err)? else {
+        return Ok(None);
+    };
+    let Some(raw) = current
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(NODE_LOCK))
+        .cloned()
+    else {
+        return Ok(None);
+    };
+    let stale = match parse_lock_value(&raw) {
+        Ok(lock) => lock.is_expired(Utc::now(), timeout) || owner_is_stale(api, &lock, node).await,
+        Err(_) => true,
+    };
+    if !stale {
+        return Ok(None);
+    }
+    let mut patch = BTreeMap::new();
+    patch.insert(NODE_LOCK.to_string(), None);
+    match api
+        .patch_node_annotations(node, &patch, current.metadata.resource_version.as_deref())
+        .await
+    {
+        Ok(()) => Ok(Some(raw)),
+        // Someone changed the node meanwhile; the next round looks again.
+        Err(ApiError::Conflict(_)) => Ok(None),
+        Err(e) => Err(api_err(e)),
+    }
+}

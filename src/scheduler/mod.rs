@@ -15,7 +15,7 @@ use crate::cluster::file::ClusterObjects;
 use crate::device::device_config::NvidiaConfig;
 use crate::device::request::{PodRequest, parse_pod_request};
 use crate::device::selectors::DeviceSelectors;
-use crate::ledger::{Ledger, QuotaLimits};
+use crate::ledger::{Ledger, PodPhase, QuotaLimits};
 use crate::metrics::Metrics;
 use crate::policy::{GpuPolicy, NodePolicy, PodPolicies};
 use crate::quantity::{quantity_to_count, quantity_to_mib};
@@ -54,6 +54,9 @@ pub struct SchedulerConfig {
     pub node_lock_timeout: Duration,
     /// How long `/bind` waits for a node lock held by another pod.
     pub node_lock_retry_timeout: Duration,
+    /// Judge device plugin liveness from the handshake and allocatable GPUs (live
+    /// clusters; a cluster file is a static picture).
+    pub check_device_plugin_health: bool,
 }
 
 impl Default for SchedulerConfig {
@@ -67,6 +70,7 @@ impl Default for SchedulerConfig {
             reservation_ttl: Duration::from_secs(120),
             node_lock_timeout: Duration::from_secs(300),
             node_lock_retry_timeout: Duration::from_secs(20),
+            check_device_plugin_health: false,
         }
     }
 }
@@ -137,17 +141,63 @@ impl Scheduler {
             return;
         };
         let mut ledger = self.ledger.write();
-        let entry = registration::node_entry(node, ledger.node(name));
+        let mut entry = registration::node_entry(node, ledger.node(name));
+        if self.config.check_device_plugin_health {
+            let ready = registration::device_plugin_ready(
+                node,
+                &self.config.nvidia.resource_count_name,
+                chrono::Local::now().naive_local(),
+            );
+            registration::apply_health(&mut entry, ready);
+        }
         ledger.upsert_node(name, entry);
     }
 
-    /// Tracks (or releases) a pod from its annotations and phase.
+    /// Tracks (or releases) a pod from its annotations and phase, as a watch event or
+    /// a cluster file shows it.
+    ///
+    /// Events can be older than what this process already did: a pod event without
+    /// our annotations may predate the patch of a reservation we just made, and an
+    /// unbound pod with annotations may arrive while we are binding it. So an
+    /// in-flight reservation (`Reserved`/`Binding`) survives an event without
+    /// annotations, and `Binding` is not demoted back to `Reserved`; only a finished
+    /// pod, a deletion, or the reservation TTL releases it.
     pub fn apply_pod(&self, pod: &Pod) {
         let uid = pod.metadata.uid.clone().unwrap_or_default();
+        let finished = matches!(
+            pod.status.as_ref().and_then(|s| s.phase.as_deref()),
+            Some("Succeeded") | Some("Failed")
+        );
         match tracking::pod_entry(pod, self.config.reservation_ttl) {
-            Ok(Some(entry)) => self.ledger.write().add_pod(entry),
+            Ok(Some(mut entry)) => {
+                let mut ledger = self.ledger.write();
+                if let Some(existing) = ledger.pod(&uid) {
+                    let same_place =
+                        existing.node == entry.node && existing.devices == entry.devices;
+                    match (&existing.phase, &entry.phase) {
+                        (PodPhase::Binding, PodPhase::Reserved { .. }) if same_place => {
+                            entry.phase = PodPhase::Binding;
+                        }
+                        (PodPhase::Reserved { deadline }, PodPhase::Reserved { .. })
+                            if same_place =>
+                        {
+                            entry.phase = PodPhase::Reserved {
+                                deadline: *deadline,
+                            };
+                        }
+                        _ => {}
+                    }
+                }
+                ledger.add_pod(entry);
+            }
             Ok(None) => {
-                self.ledger.write().remove_pod(&uid);
+                let mut ledger = self.ledger.write();
+                let in_flight = ledger
+                    .pod(&uid)
+                    .is_some_and(|p| !matches!(p.phase, PodPhase::Bound));
+                if finished || !in_flight {
+                    ledger.remove_pod(&uid);
+                }
             }
             Err(e) => {
                 tracing::warn!(
@@ -156,6 +206,55 @@ impl Scheduler {
                     "ignoring pod with malformed device annotations"
                 );
             }
+        }
+    }
+
+    /// Releases a deleted pod's GPUs.
+    pub fn forget_pod(&self, uid: &str) {
+        self.ledger.write().remove_pod(uid);
+    }
+
+    /// Forgets a deleted node.
+    pub fn forget_node(&self, name: &str) {
+        self.ledger.write().remove_node(name);
+    }
+
+    /// Forgets a deleted ResourceQuota.
+    pub fn forget_quota(&self, namespace: &str, name: &str) {
+        self.ledger.write().remove_quota(namespace, name);
+    }
+
+    /// After a full list: releases every tracked pod that no longer exists and
+    /// returns what was released (a missed delete event is repaired here).
+    pub fn retain_pods(&self, existing: &std::collections::HashSet<String>) -> Vec<String> {
+        let mut ledger = self.ledger.write();
+        let gone: Vec<String> = ledger
+            .pods()
+            .filter(|p| !existing.contains(&p.uid))
+            .map(|p| format!("{}/{} on {}", p.namespace, p.name, p.node))
+            .collect();
+        let uids: Vec<String> = ledger
+            .pods()
+            .filter(|p| !existing.contains(&p.uid))
+            .map(|p| p.uid.clone())
+            .collect();
+        for uid in uids {
+            ledger.remove_pod(&uid);
+        }
+        gone
+    }
+
+    /// After a full list: forgets nodes that no longer exist.
+    pub fn retain_nodes(&self, existing: &std::collections::HashSet<String>) {
+        let mut ledger = self.ledger.write();
+        let gone: Vec<String> = ledger
+            .nodes()
+            .keys()
+            .filter(|n| !existing.contains(*n))
+            .cloned()
+            .collect();
+        for n in gone {
+            ledger.remove_node(&n);
         }
     }
 
@@ -245,7 +344,7 @@ impl Scheduler {
 
     /// Releases reservations whose `/bind` never came and clears their annotations,
     /// so a filtered-but-abandoned pod does not hold GPUs forever.
-    pub async fn expire_reservations(&self) -> usize {
+    pub async fn expire_reservations(&self, clear_annotations: bool) -> usize {
         let expired: Vec<_> = {
             let mut ledger = self.ledger.write();
             let uids = ledger.expired_reservations(Instant::now());
@@ -254,6 +353,9 @@ impl Scheduler {
         for entry in &expired {
             tracing::info!(pod = %format!("{}/{}", entry.namespace, entry.name), node = %entry.node, "reservation expired without a bind; GPUs released");
             self.metrics.reservations_expired.inc();
+            if !clear_annotations {
+                continue;
+            }
             if let Err(e) = self
                 .api
                 .patch_pod_metadata(&entry.namespace, &entry.name, &clear_allocation_patch())

@@ -10,6 +10,63 @@ use k8s_openapi::api::core::v1::Node;
 pub const NODE_UNREGISTERED: &str = "node unregistered";
 /// Low-cardinality reason for nodes whose registration annotation is malformed.
 pub const NODE_REGISTRATION_INVALID: &str = "node GPU registration invalid";
+/// Low-cardinality reason for nodes whose device plugin stopped answering.
+pub const NODE_DEVICE_PLUGIN_NOT_READY: &str = "node GPU device plugin not ready";
+/// Node annotation of the scheduler / device plugin handshake.
+pub const NODE_HANDSHAKE: &str = "hami.io/node-handshake";
+/// Time layout of the handshake (Go's `2006-01-02 15:04:05`, local time).
+pub const HANDSHAKE_LAYOUT: &str = "%Y-%m-%d %H:%M:%S";
+/// How long a `Requesting_` handshake may stay unanswered.
+const HANDSHAKE_GRACE: chrono::Duration = chrono::Duration::seconds(60);
+
+/// Whether the node's device plugin looks alive (HAMi's rule): it advertises GPUs in
+/// `status.allocatable`, or our `Requesting_<time>` handshake is younger than 60 s
+/// (or absent or unparsable, in which case the scheduler writes a fresh one).
+pub fn device_plugin_ready(node: &Node, count_resource: &str, now: chrono::NaiveDateTime) -> bool {
+    let allocatable = node
+        .status
+        .as_ref()
+        .and_then(|s| s.allocatable.as_ref())
+        .and_then(|a| a.get(count_resource))
+        .and_then(|q| crate::quantity::quantity_to_count(&q.0).ok())
+        .unwrap_or(0);
+    if allocatable > 0 {
+        return true;
+    }
+    let Some(handshake) = node
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(NODE_HANDSHAKE))
+    else {
+        return true;
+    };
+    if !handshake.contains("Requesting") {
+        return true;
+    }
+    let Some((_, time)) = handshake.split_once('_') else {
+        return true;
+    };
+    match chrono::NaiveDateTime::parse_from_str(time.trim(), HANDSHAKE_LAYOUT) {
+        Ok(asked) => now - asked <= HANDSHAKE_GRACE,
+        Err(_) => true,
+    }
+}
+
+/// Marks the node's GPUs unusable when its device plugin is not ready.
+pub fn apply_health(entry: &mut NodeEntry, ready: bool) {
+    let marked = entry.unusable_reason == Some(NODE_DEVICE_PLUGIN_NOT_READY);
+    if !ready && entry.unusable_reason.is_none() {
+        entry.unusable_reason = Some(NODE_DEVICE_PLUGIN_NOT_READY);
+        entry.registration_error = Some(
+            "device plugin not reporting: handshake unanswered for 60s and no allocatable GPUs"
+                .into(),
+        );
+    } else if ready && marked {
+        entry.unusable_reason = None;
+        entry.registration_error = None;
+    }
+}
 
 /// Decodes a node's GPUs. A malformed annotation disables this node's GPUs with the
 /// reason logged and kept for `/debug/state`; it never fails anything else.
@@ -41,12 +98,14 @@ pub fn node_entry(node: &Node, previous: Option<&NodeEntry>) -> NodeEntry {
     let mut entry = NodeEntry {
         devices: Vec::new(),
         registration_error: None,
+        unusable_reason: None,
         cordoned,
         register_raw: register_raw.clone(),
         score_raw: score_raw.clone(),
     };
     let Some(raw) = register_raw else {
         entry.registration_error = Some(format!("annotation {NODE_REGISTER} not found"));
+        entry.unusable_reason = Some(NODE_UNREGISTERED);
         return entry;
     };
     match decode_register_annotation(&raw) {
@@ -64,6 +123,7 @@ pub fn node_entry(node: &Node, previous: Option<&NodeEntry>) -> NodeEntry {
         Err(e) => {
             tracing::warn!(node = name, error = %e, "node GPUs disabled: malformed {NODE_REGISTER} annotation");
             entry.registration_error = Some(format!("malformed {NODE_REGISTER} annotation: {e}"));
+            entry.unusable_reason = Some(NODE_REGISTRATION_INVALID);
         }
     }
     entry
@@ -71,9 +131,8 @@ pub fn node_entry(node: &Node, previous: Option<&NodeEntry>) -> NodeEntry {
 
 /// The reason shown to kube-scheduler for a node that cannot take vGPU pods at all.
 pub fn unusable_reason(entry: &NodeEntry) -> Option<&'static str> {
-    match &entry.registration_error {
-        Some(e) if e.starts_with("annotation ") => Some(NODE_UNREGISTERED),
-        Some(_) => Some(NODE_REGISTRATION_INVALID),
+    match entry.unusable_reason {
+        Some(reason) => Some(reason),
         None if entry.devices.is_empty() => Some(NODE_UNREGISTERED),
         None => None,
     }

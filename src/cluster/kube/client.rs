@@ -1,0 +1,189 @@
+//! [`ClusterApi`] over the Kubernetes API: merge patches with resourceVersion
+//! preconditions, Bindings with the pod UID as precondition, Events with our
+//! scheduler name as source.
+
+use crate::cluster::api::{ApiError, ClusterApi, EventType, MetadataPatch, SchedulerEvent};
+use async_trait::async_trait;
+use k8s_openapi::api::core::v1::{Event, Node, ObjectReference, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, Time};
+use kube::Client;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use serde_json::{Map, Value, json};
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Writes and point reads against a live cluster.
+pub struct KubeCluster {
+    client: Client,
+    scheduler_name: String,
+    event_counter: AtomicU64,
+}
+
+fn api_error(e: kube::Error, kind: &'static str, name: &str) -> ApiError {
+    match e {
+        kube::Error::Api(status) if status.code == 404 => ApiError::NotFound {
+            kind,
+            name: name.to_string(),
+        },
+        kube::Error::Api(status) if status.code == 409 => ApiError::Conflict(status.message),
+        other => ApiError::Other(other.to_string()),
+    }
+}
+
+fn changes(map: &BTreeMap<String, Option<String>>) -> Value {
+    let mut m = Map::new();
+    for (k, v) in map {
+        m.insert(k.clone(), v.clone().map_or(Value::Null, Value::String));
+    }
+    Value::Object(m)
+}
+
+impl KubeCluster {
+    /// A cluster client.
+    pub fn new(client: Client, scheduler_name: String) -> Self {
+        Self {
+            client,
+            scheduler_name,
+            event_counter: AtomicU64::new(0),
+        }
+    }
+
+    /// The underlying client.
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+}
+
+#[async_trait]
+impl ClusterApi for KubeCluster {
+    async fn remember_pod(&self, _pod: &Pod) {}
+
+    async fn get_pod(&self, namespace: &str, name: &str) -> Result<Option<Pod>, ApiError> {
+        // The API, not the watch cache: bind must see the latest UID and nodeName.
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
+        api.get_opt(name)
+            .await
+            .map_err(|e| api_error(e, "pod", &format!("{namespace}/{name}")))
+    }
+
+    async fn patch_pod_metadata(
+        &self,
+        namespace: &str,
+        name: &str,
+        patch: &MetadataPatch,
+    ) -> Result<(), ApiError> {
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
+        let mut metadata = Map::new();
+        if !patch.annotations.is_empty() {
+            metadata.insert("annotations".into(), changes(&patch.annotations));
+        }
+        if !patch.labels.is_empty() {
+            metadata.insert("labels".into(), changes(&patch.labels));
+        }
+        let body = json!({ "metadata": metadata });
+        api.patch(name, &PatchParams::default(), &Patch::Merge(&body))
+            .await
+            .map(|_| ())
+            .map_err(|e| api_error(e, "pod", &format!("{namespace}/{name}")))
+    }
+
+    async fn bind_pod(
+        &self,
+        namespace: &str,
+        name: &str,
+        uid: &str,
+        node: &str,
+    ) -> Result<(), ApiError> {
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
+        let binding = json!({
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": {"name": name, "namespace": namespace, "uid": uid},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": node}
+        });
+        api.create_subresource::<Value, Value>("binding", name, &PostParams::default(), &binding)
+            .await
+            .map(|_| ())
+            .map_err(|e| api_error(e, "pod", &format!("{namespace}/{name}")))
+    }
+
+    async fn get_node(&self, name: &str) -> Result<Option<Node>, ApiError> {
+        let api: Api<Node> = Api::all(self.client.clone());
+        api.get_opt(name)
+            .await
+            .map_err(|e| api_error(e, "node", name))
+    }
+
+    async fn patch_node_annotations(
+        &self,
+        name: &str,
+        annotations: &BTreeMap<String, Option<String>>,
+        resource_version: Option<&str>,
+    ) -> Result<(), ApiError> {
+        let api: Api<Node> = Api::all(self.client.clone());
+        let mut metadata = Map::new();
+        metadata.insert("annotations".into(), changes(annotations));
+        if let Some(rv) = resource_version {
+            // A resourceVersion in a merge patch makes the API server refuse the
+            // write with 409 when the node changed since we read it.
+            metadata.insert("resourceVersion".into(), Value::String(rv.to_string()));
+        }
+        let body = json!({ "metadata": metadata });
+        api.patch(name, &PatchParams::default(), &Patch::Merge(&body))
+            .await
+            .map(|_| ())
+            .map_err(|e| api_error(e, "node", name))
+    }
+
+    async fn record_event(&self, event: SchedulerEvent) {
+        let n = self.event_counter.fetch_add(1, Ordering::Relaxed);
+        let now = event.time;
+        let stamp = k8s_openapi::jiff::Timestamp::from_microsecond(now.timestamp_micros())
+            .unwrap_or_else(|_| k8s_openapi::jiff::Timestamp::now());
+        let object = Event {
+            metadata: ObjectMeta {
+                name: Some(format!(
+                    "{}.{:x}{:04x}",
+                    event.pod,
+                    now.timestamp_micros(),
+                    n % 0x10000
+                )),
+                namespace: Some(event.namespace.clone()),
+                ..Default::default()
+            },
+            involved_object: ObjectReference {
+                api_version: Some("v1".into()),
+                kind: Some("Pod".into()),
+                name: Some(event.pod.clone()),
+                namespace: Some(event.namespace.clone()),
+                ..Default::default()
+            },
+            reason: Some(event.reason.clone()),
+            message: Some(event.message.clone()),
+            type_: Some(match event.event_type {
+                EventType::Normal => "Normal".into(),
+                EventType::Warning => "Warning".into(),
+            }),
+            source: Some(k8s_openapi::api::core::v1::EventSource {
+                component: Some(self.scheduler_name.clone()),
+                host: None,
+            }),
+            reporting_component: Some(self.scheduler_name.clone()),
+            reporting_instance: Some(self.scheduler_name.clone()),
+            action: Some(if event.reason.starts_with("Binding") {
+                "Binding".into()
+            } else {
+                "Scheduling".into()
+            }),
+            first_timestamp: Some(Time(stamp)),
+            last_timestamp: Some(Time(stamp)),
+            event_time: Some(MicroTime(stamp)),
+            count: Some(1),
+            ..Default::default()
+        };
+        let api: Api<Event> = Api::namespaced(self.client.clone(), &event.namespace);
+        if let Err(e) = api.create(&PostParams::default(), &object).await {
+            tracing::debug!(error = %e, reason = %event.reason, "could not record event");
+        }
+    }
+}

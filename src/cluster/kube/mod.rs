@@ -1,0 +1,9 @@
+//! The live Kubernetes source: watches feed the ledger, writes go through one
+//! client, a Lease picks the replica that does cluster-wide housekeeping.
+
+pub mod client;
+pub mod housekeeping;
+pub mod leader;
+pub mod watch;
+
+pub use client::KubeCluster;

@@ -1,0 +1,172 @@
+//! Watches that feed the ledger: Nodes (optionally by label), Pods, ResourceQuotas.
+//! Every (re)list ends with a sweep that releases what vanished while we were not
+//! watching, so a missed delete event cannot leave GPUs booked.
+
+use crate::scheduler::Scheduler;
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Node, Pod, ResourceQuota};
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, Client};
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use tokio::task::JoinHandle;
+
+/// Which watches finished their first full list.
+#[derive(Debug, Default)]
+pub struct SyncState {
+    nodes: AtomicBool,
+    pods: AtomicBool,
+    quotas: AtomicBool,
+}
+
+impl SyncState {
+    /// True once nodes, pods and quotas were all listed once.
+    pub fn synced(&self) -> bool {
+        self.nodes.load(Ordering::Acquire)
+            && self.pods.load(Ordering::Acquire)
+            && self.quotas.load(Ordering::Acquire)
+    }
+}
+
+/// The running watches and their caches.
+pub struct Watches {
+    /// Node cache (housekeeping walks it).
+    pub nodes: Store<Node>,
+    /// First-list progress.
+    pub sync: Arc<SyncState>,
+    /// The watch tasks.
+    pub tasks: Vec<JoinHandle<()>>,
+}
+
+fn pod_key(p: &Pod) -> String {
+    format!(
+        "{}/{}",
+        p.metadata.namespace.as_deref().unwrap_or(""),
+        p.metadata.name.as_deref().unwrap_or("")
+    )
+}
+
+/// Starts the watches.
+pub fn start(client: Client, scheduler: Arc<Scheduler>, node_selector: Option<String>) -> Watches {
+    let sync = Arc::new(SyncState::default());
+    let mut tasks = Vec::new();
+
+    {
+        let api: Api<Pod> = Api::all(client.clone());
+        let scheduler = scheduler.clone();
+        let sync = sync.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut seen: HashSet<String> = HashSet::new();
+            // No pod cache: the ledger keeps what scheduling needs, and a copy of every
+            // Pod would dominate memory in large clusters.
+            let stream = watcher(api, watcher::Config::default()).default_backoff();
+            futures::pin_mut!(stream);
+            while let Some(event) = stream.next().await {
+                match event {
+                    Ok(watcher::Event::Init) => seen.clear(),
+                    Ok(watcher::Event::InitApply(p)) => {
+                        if let Some(uid) = &p.metadata.uid {
+                            seen.insert(uid.clone());
+                        }
+                        scheduler.apply_pod(&p);
+                    }
+                    Ok(watcher::Event::InitDone) => {
+                        let released = scheduler.retain_pods(&seen);
+                        for pod in &released {
+                            tracing::warn!(pod = %pod, "released GPUs of a pod that no longer exists (missed delete)");
+                        }
+                        seen.clear();
+                        if !sync.pods.swap(true, Ordering::AcqRel) {
+                            tracing::info!("pods listed");
+                        }
+                    }
+                    Ok(watcher::Event::Apply(p)) => scheduler.apply_pod(&p),
+                    Ok(watcher::Event::Delete(p)) => {
+                        if let Some(uid) = &p.metadata.uid {
+                            tracing::debug!(pod = %pod_key(&p), "pod deleted; releasing its GPUs");
+                            scheduler.forget_pod(uid);
+                        }
+                    }
+                    Err(e) => tracing::warn!(error = %e, "pod watch error; retrying"),
+                }
+            }
+        }));
+    }
+
+    let (node_store, node_writer) = reflector::store::<Node>();
+    {
+        let api: Api<Node> = Api::all(client.clone());
+        let mut config = watcher::Config::default();
+        if let Some(sel) = &node_selector {
+            config = config.labels(sel);
+        }
+        let scheduler = scheduler.clone();
+        let sync = sync.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut seen: HashSet<String> = HashSet::new();
+            let stream = reflector::reflector(node_writer, watcher(api, config)).default_backoff();
+            futures::pin_mut!(stream);
+            while let Some(event) = stream.next().await {
+                match event {
+                    Ok(watcher::Event::Init) => seen.clear(),
+                    Ok(watcher::Event::InitApply(n)) => {
+                        if let Some(name) = &n.metadata.name {
+                            seen.insert(name.clone());
+                        }
+                        scheduler.apply_node(&n);
+                    }
+                    Ok(watcher::Event::InitDone) => {
+                        scheduler.retain_nodes(&seen);
+                        seen.clear();
+                        if !sync.nodes.swap(true, Ordering::AcqRel) {
+                            tracing::info!("nodes listed");
+                        }
+                    }
+                    Ok(watcher::Event::Apply(n)) => scheduler.apply_node(&n),
+                    Ok(watcher::Event::Delete(n)) => {
+                        if let Some(name) = &n.metadata.name {
+                            scheduler.forget_node(name);
+                        }
+                    }
+                    Err(e) => tracing::warn!(error = %e, "node watch error; retrying"),
+                }
+            }
+        }));
+    }
+
+    {
+        let api: Api<ResourceQuota> = Api::all(client);
+        let scheduler = scheduler.clone();
+        let sync = sync.clone();
+        tasks.push(tokio::spawn(async move {
+            let stream = watcher(api, watcher::Config::default()).default_backoff();
+            futures::pin_mut!(stream);
+            while let Some(event) = stream.next().await {
+                match event {
+                    Ok(watcher::Event::InitApply(q)) | Ok(watcher::Event::Apply(q)) => {
+                        scheduler.apply_quota(&q)
+                    }
+                    Ok(watcher::Event::Delete(q)) => scheduler.forget_quota(
+                        q.metadata.namespace.as_deref().unwrap_or("default"),
+                        q.metadata.name.as_deref().unwrap_or(""),
+                    ),
+                    Ok(watcher::Event::InitDone) => {
+                        if !sync.quotas.swap(true, Ordering::AcqRel) {
+                            tracing::info!("resource quotas listed");
+                        }
+                    }
+                    Ok(watcher::Event::Init) => {}
+                    Err(e) => tracing::warn!(error = %e, "resource quota watch error; retrying"),
+                }
+            }
+        }));
+    }
+
+    Watches {
+        nodes: node_store,
+        sync,
+        tasks,
+    }
+}
