@@ -4,6 +4,8 @@
 
 mod bind;
 mod debug_state;
+#[cfg(test)]
+mod event_order_tests;
 mod filter;
 #[cfg(test)]
 mod invariant_tests;
@@ -175,8 +177,10 @@ impl Scheduler {
                     let same_place =
                         existing.node == entry.node && existing.devices == entry.devices;
                     match (&existing.phase, &entry.phase) {
-                        (PodPhase::Binding, PodPhase::Reserved { .. }) if same_place => {
-                            entry.phase = PodPhase::Binding;
+                        (PodPhase::Binding | PodPhase::Bound, PodPhase::Reserved { .. })
+                            if same_place =>
+                        {
+                            entry.phase = existing.phase.clone();
                         }
                         (PodPhase::Reserved { deadline }, PodPhase::Reserved { .. })
                             if same_place =>
