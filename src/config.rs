@@ -131,6 +131,12 @@ pub struct ServeArgs {
     /// Kubeconfig for live mode (default: in-cluster config, then $KUBECONFIG / ~/.kube/config).
     #[arg(long = "kubeconfig")]
     pub kubeconfig: Option<PathBuf>,
+    /// Kubernetes API calls per second (0: unlimited).
+    #[arg(long = "kube-qps", default_value_t = 500)]
+    pub kube_qps: u32,
+    /// Burst of Kubernetes API calls above the QPS.
+    #[arg(long = "kube-burst", default_value_t = 1000)]
+    pub kube_burst: u32,
     /// Only nodes matching this label selector (`k=v,k2=v2`) are registered.
     #[arg(long = "node-label-selector")]
     pub node_label_selector: Option<String>,

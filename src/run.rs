@@ -187,8 +187,12 @@ async fn live_source(
     let client = kube::Client::try_from(kube_config).context("build Kubernetes client")?;
     let node_lock_timeout = config.node_lock_timeout;
     let scheduler_name = config.scheduler_name.clone();
-    let api_dyn: Arc<dyn ClusterApi> =
-        Arc::new(KubeCluster::new(client.clone(), scheduler_name.clone()));
+    let api_dyn: Arc<dyn ClusterApi> = Arc::new(KubeCluster::new(
+        client.clone(),
+        scheduler_name.clone(),
+        args.kube_qps,
+        args.kube_burst,
+    ));
     let scheduler = Arc::new(Scheduler::new(config, api_dyn.clone(), metrics));
     let watches = watch::start(
         client.clone(),

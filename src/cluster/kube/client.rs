@@ -12,11 +12,17 @@ use serde_json::{Map, Value, json};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+/// Client-side limit on API calls (HAMi's `--kube-qps` / `--kube-burst`), so a
+/// gang release cannot flood the API server, sized so that hundreds of binds in a
+/// burst are not throttled.
+type Limiter = governor::DefaultDirectRateLimiter;
+
 /// Writes and point reads against a live cluster.
 pub struct KubeCluster {
     client: Client,
     scheduler_name: String,
     event_counter: AtomicU64,
+    limiter: Option<Limiter>,
 }
 
 fn api_error(e: kube::Error, kind: &'static str, name: &str) -> ApiError {
@@ -39,12 +45,24 @@ fn changes(map: &BTreeMap<String, Option<String>>) -> Value {
 }
 
 impl KubeCluster {
-    /// A cluster client.
-    pub fn new(client: Client, scheduler_name: String) -> Self {
+    /// A cluster client making at most `qps` calls per second with bursts of `burst`
+    /// (`qps == 0`: no limit).
+    pub fn new(client: Client, scheduler_name: String, qps: u32, burst: u32) -> Self {
+        let limiter = std::num::NonZeroU32::new(qps).map(|qps| {
+            let burst = std::num::NonZeroU32::new(burst.max(qps.get())).unwrap_or(qps);
+            governor::RateLimiter::direct(governor::Quota::per_second(qps).allow_burst(burst))
+        });
         Self {
             client,
             scheduler_name,
             event_counter: AtomicU64::new(0),
+            limiter,
+        }
+    }
+
+    async fn admit(&self) {
+        if let Some(limiter) = &self.limiter {
+            limiter.until_ready().await;
         }
     }
 
@@ -59,6 +77,7 @@ impl ClusterApi for KubeCluster {
     async fn remember_pod(&self, _pod: &Pod) {}
 
     async fn get_pod(&self, namespace: &str, name: &str) -> Result<Option<Pod>, ApiError> {
+        self.admit().await;
         // The API, not the watch cache: bind must see the latest UID and nodeName.
         let api: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
         api.get_opt(name)
@@ -72,6 +91,7 @@ impl ClusterApi for KubeCluster {
         name: &str,
         patch: &MetadataPatch,
     ) -> Result<(), ApiError> {
+        self.admit().await;
         let api: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
         let mut metadata = Map::new();
         if !patch.annotations.is_empty() {
@@ -94,6 +114,7 @@ impl ClusterApi for KubeCluster {
         uid: &str,
         node: &str,
     ) -> Result<(), ApiError> {
+        self.admit().await;
         let api: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
         let binding = json!({
             "apiVersion": "v1",
@@ -108,6 +129,7 @@ impl ClusterApi for KubeCluster {
     }
 
     async fn get_node(&self, name: &str) -> Result<Option<Node>, ApiError> {
+        self.admit().await;
         let api: Api<Node> = Api::all(self.client.clone());
         api.get_opt(name)
             .await
@@ -120,6 +142,7 @@ impl ClusterApi for KubeCluster {
         annotations: &BTreeMap<String, Option<String>>,
         resource_version: Option<&str>,
     ) -> Result<(), ApiError> {
+        self.admit().await;
         let api: Api<Node> = Api::all(self.client.clone());
         let mut metadata = Map::new();
         metadata.insert("annotations".into(), changes(annotations));
@@ -136,6 +159,7 @@ impl ClusterApi for KubeCluster {
     }
 
     async fn record_event(&self, event: SchedulerEvent) {
+        self.admit().await;
         let n = self.event_counter.fetch_add(1, Ordering::Relaxed);
         let now = event.time;
         let stamp = k8s_openapi::jiff::Timestamp::from_microsecond(now.timestamp_micros())
