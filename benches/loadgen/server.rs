@@ -1,0 +1,189 @@
+//! Starting the release `vgpu-scheduler serve` on a free loopback port and talking
+//! HTTPS to it with keep-alive.
+
+use std::fs::File;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// HTTP version the client speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HttpVersion {
+    /// HTTP/1.1 with a pool of keep-alive connections (one per in-flight request).
+    Http1,
+    /// HTTP/2 negotiated by ALPN (as client-go does), requests multiplexed.
+    Http2,
+}
+
+/// A running server; killed (and reaped) on drop.
+pub struct ServerProcess {
+    child: Child,
+    /// Its process id (for /proc/<pid>/status).
+    pub pid: u32,
+    /// `https://127.0.0.1:<port>`.
+    pub base: String,
+    /// Keep-alive client trusting the server's self-signed certificate.
+    pub client: reqwest::Client,
+    /// From spawning the process to the first 200 of /readyz.
+    pub startup: Duration,
+    log_path: PathBuf,
+}
+
+impl Drop for ServerProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// How to start the server.
+pub struct Launch<'a> {
+    /// Directory for the certificate and the log.
+    pub dir: &'a Path,
+    /// The cluster file.
+    pub cluster_file: &'a Path,
+    /// Extra `serve` flags.
+    pub extra_args: &'a [String],
+    /// `RUST_LOG` of the server.
+    pub log_level: &'a str,
+    /// Client protocol.
+    pub http: HttpVersion,
+    /// Idle connections kept per host.
+    pub pool: usize,
+    /// Give up waiting for /readyz after this long.
+    pub ready_timeout: Duration,
+}
+
+fn free_port() -> std::io::Result<u16> {
+    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+fn client(root_pem: &str, http: HttpVersion, pool: usize) -> Result<reqwest::Client, String> {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let root = reqwest::Certificate::from_pem(root_pem.as_bytes()).map_err(|e| e.to_string())?;
+    let mut builder = reqwest::Client::builder()
+        .use_rustls_tls()
+        .tls_built_in_root_certs(false)
+        .add_root_certificate(root)
+        .no_proxy()
+        .tcp_nodelay(true)
+        .pool_max_idle_per_host(pool)
+        .pool_idle_timeout(Duration::from_secs(120))
+        .timeout(Duration::from_secs(60));
+    if http == HttpVersion::Http1 {
+        builder = builder.http1_only();
+    }
+    builder.build().map_err(|e| e.to_string())
+}
+
+impl ServerProcess {
+    /// Starts the server; retries on another port if the chosen one was taken.
+    pub async fn start(launch: &Launch<'_>) -> Result<ServerProcess, String> {
+        let mut last = String::new();
+        for attempt in 0..3 {
+            match Self::try_start(launch, attempt).await {
+                Ok(server) => return Ok(server),
+                Err(e) => last = e,
+            }
+        }
+        Err(last)
+    }
+
+    async fn try_start(launch: &Launch<'_>, attempt: usize) -> Result<ServerProcess, String> {
+        let port = free_port().map_err(|e| format!("free port: {e}"))?;
+        let cert_dir = launch.dir.join(format!("tls-{attempt}"));
+        let log_path = launch.dir.join(format!("server-{attempt}.log"));
+        let log = File::create(&log_path).map_err(|e| e.to_string())?;
+        let log_err = log.try_clone().map_err(|e| e.to_string())?;
+        let spawned = Instant::now();
+        let child = Command::new(env!("CARGO_BIN_EXE_vgpu-scheduler"))
+            .arg("serve")
+            .arg("--cluster-file")
+            .arg(launch.cluster_file)
+            .arg("--http-bind")
+            .arg(format!("127.0.0.1:{port}"))
+            .arg("--self-signed-dir")
+            .arg(&cert_dir)
+            .arg("--reservation-ttl")
+            .arg("1h")
+            .args(launch.extra_args)
+            .env("RUST_LOG", launch.log_level)
+            .stdin(Stdio::null())
+            .stdout(log)
+            .stderr(log_err)
+            .spawn()
+            .map_err(|e| format!("spawn vgpu-scheduler: {e}"))?;
+        let mut server = ServerProcess {
+            pid: child.id(),
+            child,
+            base: format!("https://127.0.0.1:{port}"),
+            client: reqwest::Client::new(),
+            startup: Duration::ZERO,
+            log_path,
+        };
+        let mut have_client = false;
+        loop {
+            if let Ok(Some(status)) = server.child.try_wait() {
+                return Err(format!(
+                    "server exited with {status} before becoming ready:\n{}",
+                    server.log_tail()
+                ));
+            }
+            if spawned.elapsed() > launch.ready_timeout {
+                return Err(format!(
+                    "server not ready after {:?}:\n{}",
+                    launch.ready_timeout,
+                    server.log_tail()
+                ));
+            }
+            if !have_client
+                && let Ok(pem) = std::fs::read_to_string(cert_dir.join("cert.pem"))
+                && pem.contains("END CERTIFICATE")
+            {
+                server.client = client(&pem, launch.http, launch.pool)?;
+                have_client = true;
+            }
+            if have_client
+                && let Ok(resp) = server.client.get(server.url("/readyz")).send().await
+                && resp.status().as_u16() == 200
+            {
+                server.startup = spawned.elapsed();
+                return Ok(server);
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
+    /// Full URL of `path`.
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    /// The last lines of the server's log.
+    pub fn log_tail(&self) -> String {
+        let text = std::fs::read_to_string(&self.log_path).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(20)..].join("\n")
+    }
+
+    /// Size of the server's log, bytes.
+    pub fn log_bytes(&self) -> u64 {
+        std::fs::metadata(&self.log_path).map_or(0, |m| m.len())
+    }
+
+    /// `VmRSS` and `VmHWM` (peak) of the server, MiB.
+    pub fn rss_mib(&self) -> (Option<f64>, Option<f64>) {
+        let status =
+            std::fs::read_to_string(format!("/proc/{}/status", self.pid)).unwrap_or_default();
+        let field = |name: &str| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(name))
+                .and_then(|rest| rest.split_whitespace().next())
+                .and_then(|kb| kb.parse::<f64>().ok())
+                .map(|kb| kb / 1024.0)
+        };
+        (field("VmRSS:"), field("VmHWM:"))
+    }
+}
