@@ -1,0 +1,64 @@
+//! Test-controlled misbehaviour (injected conflicts and errors, latency) and
+//! the request log.
+
+use std::time::Duration;
+
+struct Rule {
+    pattern: String,
+    status: u16,
+    remaining: usize,
+}
+
+/// A logged request: method, path and query, HTTP status.
+pub type LogEntry = (String, String, u16);
+
+#[derive(Default)]
+pub struct Faults {
+    conflicts: Vec<Rule>,
+    errors: Vec<Rule>,
+    pub latency: Duration,
+    pub log: Vec<LogEntry>,
+}
+
+fn take(rules: &mut Vec<Rule>, line: &str) -> Option<u16> {
+    let rule = rules
+        .iter_mut()
+        .find(|r| r.remaining > 0 && line.contains(&r.pattern))?;
+    rule.remaining -= 1;
+    let status = rule.status;
+    rules.retain(|r| r.remaining > 0);
+    Some(status)
+}
+
+impl Faults {
+    pub fn add_conflicts(&mut self, pattern: &str, count: usize) {
+        self.conflicts.push(Rule {
+            pattern: pattern.to_string(),
+            status: 409,
+            remaining: count,
+        });
+    }
+
+    pub fn add_errors(&mut self, pattern: &str, status: u16, count: usize) {
+        self.errors.push(Rule {
+            pattern: pattern.to_string(),
+            status,
+            remaining: count,
+        });
+    }
+
+    /// Whether the write `"METHOD /path?query"` must answer 409.
+    pub fn take_conflict(&mut self, line: &str) -> bool {
+        take(&mut self.conflicts, line).is_some()
+    }
+
+    /// The status an injected error rule gives `"METHOD /path?query"`.
+    pub fn take_error(&mut self, line: &str) -> Option<u16> {
+        take(&mut self.errors, line)
+    }
+
+    pub fn clear(&mut self) {
+        self.conflicts.clear();
+        self.errors.clear();
+    }
+}

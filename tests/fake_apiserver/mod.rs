@@ -1,0 +1,408 @@
+//! A fake kube-apiserver for integration tests: plain HTTP on 127.0.0.1, the
+//! REST subset the scheduler uses, behaving like the real server (status codes,
+//! `Status` bodies, watch semantics) as far as we know it.
+//!
+//! ```ignore
+//! mod fake_apiserver;
+//! use fake_apiserver::FakeApiServer;
+//!
+//! let api = FakeApiServer::start().await;
+//! api.create(serde_json::json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"}}));
+//! let kubeconfig = api.write_kubeconfig(tmp.path());   // point the binary at it
+//! // ... drive the product ...
+//! assert!(api.wait_until(Duration::from_secs(5), |a| a.get("Pod", Some("default"), "p")
+//!     .is_some_and(|p| p["spec"]["nodeName"] == "n1")).await);
+//! api.shutdown().await;
+//! ```
+//!
+//! Served: core v1 `namespaces`, `nodes`, `pods` (+ `status`, `binding`,
+//! `eviction`), `resourcequotas`, `events`; `events.k8s.io/v1` `events` (the same
+//! stored events, converted); `coordination.k8s.io/v1` `leases`; discovery
+//! (`/api`, `/apis`, `/version`) and `/healthz`. Known differences from the real
+//! server are listed in `README.md` next to this file.
+
+#![allow(dead_code)]
+
+mod crud;
+mod discovery;
+mod events;
+mod faults;
+mod handlers;
+mod kubeconfig;
+mod lists;
+mod objects;
+mod patch;
+mod pods;
+mod query;
+mod resources;
+mod routes;
+mod selectors;
+mod server;
+mod state;
+mod status;
+mod store;
+mod view;
+mod watch;
+
+use crud::Origin;
+use faults::Faults;
+use parking_lot::Mutex;
+use resources::{Resource, Storage};
+use serde_json::{Value, json};
+use state::{Config, Shared};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use store::Store;
+use tokio::sync::oneshot;
+
+/// A running fake apiserver; stops when dropped (or on [`FakeApiServer::shutdown`]).
+pub struct FakeApiServer {
+    state: Arc<Shared>,
+    url: String,
+    stop: Option<oneshot::Sender<()>>,
+    done: Option<oneshot::Receiver<()>>,
+}
+
+fn resource_named(kind: &str) -> &'static Resource {
+    resources::by_name(kind).unwrap_or_else(|| panic!("fake apiserver: unknown kind {kind:?}"))
+}
+
+fn resource_of(object: &Value) -> &'static Resource {
+    let kind = object.get("kind").and_then(Value::as_str).unwrap_or("");
+    match object.get("apiVersion").and_then(Value::as_str) {
+        Some(av) => resources::for_object(av, kind)
+            .unwrap_or_else(|| panic!("fake apiserver: unsupported {av} {kind}")),
+        None => resource_named(kind),
+    }
+}
+
+impl FakeApiServer {
+    /// Binds 127.0.0.1 on a free port and starts serving.
+    pub async fn start() -> Self {
+        Self::start_blocking()
+    }
+
+    /// [`FakeApiServer::start`] for tests without an async runtime (the server
+    /// runs on its own thread either way).
+    pub fn start_blocking() -> Self {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
+        listener
+            .set_nonblocking(true)
+            .expect("non-blocking listener");
+        let address = listener.local_addr().expect("local address").to_string();
+        let state = Arc::new(Shared {
+            store: Mutex::new(Store::new()),
+            faults: Mutex::new(Faults::default()),
+            config: Mutex::new(Config::default()),
+            token: format!("fake-token-{:016x}", objects::random_u64()),
+            address: address.clone(),
+        });
+        {
+            let mut store = state.store.lock();
+            let ns = resources::canonical(Storage::Namespaces);
+            for name in ["default", "kube-system", "kube-public", "kube-node-lease"] {
+                crud::create(
+                    &mut store,
+                    ns,
+                    "",
+                    json!({"metadata": {"name": name}}),
+                    Origin::Test,
+                )
+                .expect("create namespace");
+            }
+        }
+        let thread = server::spawn(listener, state.clone());
+        FakeApiServer {
+            state,
+            url: format!("http://{address}"),
+            stop: Some(thread.stop),
+            done: Some(thread.done),
+        }
+    }
+
+    /// `http://127.0.0.1:port`.
+    pub fn url(&self) -> String {
+        self.url.clone()
+    }
+
+    /// The bearer token API requests must carry (it is in the kubeconfig).
+    pub fn token(&self) -> String {
+        self.state.token.clone()
+    }
+
+    /// Writes `dir/kubeconfig` (cluster `server` = [`FakeApiServer::url`], a
+    /// token user, context `fake`, namespace `default`) and returns its path.
+    pub fn write_kubeconfig(&self, dir: &Path) -> PathBuf {
+        kubeconfig::write(dir, &self.url, &self.state.token)
+    }
+
+    /// Creates any supported object (namespace defaults to `default`), emitting
+    /// ADDED. Keeps a given `status`, `uid` and `creationTimestamp`; applies the
+    /// same defaults as the API (pods get schedulerName, requests from limits,
+    /// phase Pending, ...). Panics when the API would refuse it.
+    pub fn create(&self, object: Value) -> Value {
+        self.try_create(object)
+            .unwrap_or_else(|status| panic!("fake apiserver: create failed: {status}"))
+    }
+
+    /// [`FakeApiServer::create`], returning the refusal as a `Status` object.
+    pub fn try_create(&self, object: Value) -> Result<Value, Value> {
+        let res = resource_of(&object);
+        let ns = if res.namespaced {
+            let ns = objects::namespace(&object);
+            if ns.is_empty() { "default" } else { ns }.to_string()
+        } else {
+            String::new()
+        };
+        crud::create(&mut self.state.store.lock(), res, &ns, object, Origin::Test)
+            .map_err(|e| e.to_status())
+    }
+
+    /// The stored object (as last written: events keep the API version they
+    /// were written with). `kind` is a kind, plural or short name.
+    pub fn get(&self, kind: &str, namespace: Option<&str>, name: &str) -> Option<Value> {
+        let res = resource_named(kind);
+        self.state
+            .store
+            .lock()
+            .get(res.storage, namespace.unwrap_or(""), name)
+            .cloned()
+    }
+
+    /// Every stored object of `kind`, sorted by namespace and name.
+    pub fn list(&self, kind: &str) -> Vec<Value> {
+        let res = resource_named(kind);
+        self.state
+            .store
+            .lock()
+            .objects(res.storage)
+            .cloned()
+            .collect()
+    }
+
+    /// Unconditional replace (test-side changes such as pod status), emitting
+    /// MODIFIED; creates the object when absent. `uid` and
+    /// `creationTimestamp` are kept when the new object has none.
+    pub fn update(&self, object: Value) {
+        let res = resource_of(&object);
+        let ns = if res.namespaced {
+            let ns = objects::namespace(&object);
+            if ns.is_empty() { "default" } else { ns }.to_string()
+        } else {
+            String::new()
+        };
+        let name = objects::name(&object).to_string();
+        let mut store = self.state.store.lock();
+        let Some(old) = store.get(res.storage, &ns, &name).cloned() else {
+            drop(store);
+            self.create(object);
+            return;
+        };
+        let mut new = object;
+        new["apiVersion"] = json!(res.api_version());
+        new["kind"] = json!(res.kind);
+        let old_meta = objects::meta(&old).cloned().unwrap_or_default();
+        let meta = objects::meta_mut(&mut new);
+        if res.namespaced {
+            meta.insert("namespace".into(), json!(ns));
+        }
+        for f in ["uid", "creationTimestamp"] {
+            if !meta.contains_key(f)
+                && let Some(v) = old_meta.get(f)
+            {
+                meta.insert(f.into(), v.clone());
+            }
+        }
+        store.replace(res.storage, new);
+    }
+
+    /// Sets `status.phase` of a pod (MODIFIED).
+    pub fn set_pod_phase(&self, ns: &str, name: &str, phase: &str) {
+        let mut store = self.state.store.lock();
+        let mut pod = store
+            .get(Storage::Pods, ns, name)
+            .cloned()
+            .unwrap_or_else(|| panic!("fake apiserver: no pod {ns}/{name}"));
+        if !pod.get("status").is_some_and(Value::is_object) {
+            pod["status"] = json!({});
+        }
+        pod["status"]["phase"] = json!(phase);
+        store.replace(Storage::Pods, pod);
+    }
+
+    /// Removes an object at once (DELETED), ignoring finalizers and grace.
+    pub fn delete(&self, kind: &str, namespace: Option<&str>, name: &str) -> Option<Value> {
+        let res = resource_named(kind);
+        self.state
+            .store
+            .lock()
+            .remove(res.storage, namespace.unwrap_or(""), name)
+    }
+
+    /// Starts graceful termination of a pod, as a DELETE with the pod's grace
+    /// period would: sets deletionTimestamp and deletionGracePeriodSeconds
+    /// (MODIFIED).
+    pub fn begin_termination(&self, ns: &str, name: &str) {
+        let res = resources::canonical(Storage::Pods);
+        let mut store = self.state.store.lock();
+        let pod = store
+            .get(Storage::Pods, ns, name)
+            .cloned()
+            .unwrap_or_else(|| panic!("fake apiserver: no pod {ns}/{name}"));
+        let grace = pod
+            .pointer("/spec/terminationGracePeriodSeconds")
+            .and_then(Value::as_i64)
+            .unwrap_or(30);
+        crud::mark_terminating(&mut store, res, &pod, grace);
+    }
+
+    /// Removes a (terminating) pod, as the kubelet's final delete does (DELETED).
+    pub fn finish_deletion(&self, ns: &str, name: &str) {
+        self.state.store.lock().remove(Storage::Pods, ns, name);
+    }
+
+    /// The next `count` writes (POST/PUT/PATCH/DELETE) whose `"METHOD
+    /// /path?query"` contains `pattern` answer 409 Conflict.
+    pub fn inject_conflicts(&self, pattern: &str, count: usize) {
+        self.state.faults.lock().add_conflicts(pattern, count);
+    }
+
+    /// The next `count` requests whose `"METHOD /path?query"` contains `pattern`
+    /// answer `status` with the real server's generic Status for that code
+    /// (429/503/504 carry `Retry-After: 1`).
+    pub fn inject_errors(&self, pattern: &str, status: u16, count: usize) {
+        self.state.faults.lock().add_errors(pattern, status, count);
+    }
+
+    /// Forgets pending injected conflicts and errors.
+    pub fn clear_faults(&self) {
+        self.state.faults.lock().clear();
+    }
+
+    /// Delay added before every request is handled.
+    pub fn set_latency(&self, d: Duration) {
+        self.state.faults.lock().latency = d;
+    }
+
+    /// Closes every open watch stream (clients must re-watch).
+    pub fn drop_watches(&self) {
+        self.state.store.lock().drop_watchers();
+    }
+
+    /// Open watch streams.
+    pub fn watch_count(&self) -> usize {
+        self.state.store.lock().watcher_count()
+    }
+
+    /// Waits until at least `n` watches are open.
+    pub async fn wait_for_watches(&self, n: usize, timeout: Duration) -> bool {
+        self.wait_until(timeout, |s| s.watch_count() >= n).await
+    }
+
+    /// Polls `pred` every 20 ms until it holds or `timeout` passes.
+    pub async fn wait_until(&self, timeout: Duration, mut pred: impl FnMut(&Self) -> bool) -> bool {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if pred(self) {
+                return true;
+            }
+            if Instant::now() >= deadline {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Every request so far: (method, path with query, status).
+    pub fn request_log(&self) -> Vec<(String, String, u16)> {
+        self.state.faults.lock().log.clone()
+    }
+
+    pub fn clear_request_log(&self) {
+        self.state.faults.lock().log.clear();
+    }
+
+    /// How many logged requests had `method` and a path+query containing
+    /// `contains`.
+    pub fn requests_matching(&self, method: &str, contains: &str) -> usize {
+        self.state
+            .faults
+            .lock()
+            .log
+            .iter()
+            .filter(|(m, p, _)| m == method && p.contains(contains))
+            .count()
+    }
+
+    /// Stored events (either API version) about pod `ns/pod`
+    /// (`involvedObject` / `regarding` name), oldest first.
+    pub fn events_for(&self, ns: &str, pod: &str) -> Vec<Value> {
+        let mut evs: Vec<Value> = self
+            .state
+            .store
+            .lock()
+            .objects(Storage::Events)
+            .filter(|e| events::involves_pod(e, ns, pod))
+            .cloned()
+            .collect();
+        evs.sort_by_key(|e| {
+            objects::resource_version(e)
+                .parse::<u64>()
+                .unwrap_or_default()
+        });
+        evs
+    }
+
+    /// The current (global) resourceVersion.
+    pub fn resource_version(&self) -> u64 {
+        self.state.store.lock().resource_version()
+    }
+
+    /// Drops the change history: watches and continue tokens from an older
+    /// resourceVersion get 410 Expired (like an etcd compaction).
+    pub fn compact(&self) {
+        self.state.store.lock().compact();
+    }
+
+    /// How many changes are kept for watch resumption (default 10,000).
+    pub fn set_history_limit(&self, n: usize) {
+        self.state.store.lock().set_history_limit(n);
+    }
+
+    /// BOOKMARK period of watches with `allowWatchBookmarks` (default 1 s; the
+    /// real server sends about one a minute). Applies to watches opened later.
+    pub fn set_bookmark_interval(&self, d: Duration) {
+        self.state.config.lock().bookmark_interval = d.max(Duration::from_millis(10));
+    }
+
+    /// When on, DELETE of a pod bound to a node (and not finished) only sets
+    /// deletionTimestamp, as on a real cluster; [`FakeApiServer::finish_deletion`]
+    /// plays the kubelet. Off by default: pods vanish at once.
+    pub fn set_graceful_pod_deletion(&self, on: bool) {
+        self.state.config.lock().graceful_pod_deletion = on;
+    }
+
+    /// Whether API requests need the kubeconfig's bearer token (default on).
+    pub fn set_require_auth(&self, on: bool) {
+        self.state.config.lock().require_auth = on;
+    }
+
+    /// Closes watches, stops serving and waits for the server thread.
+    pub async fn shutdown(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(done) = self.done.take() {
+            let _ = done.await;
+        }
+    }
+}
+
+impl Drop for FakeApiServer {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+}

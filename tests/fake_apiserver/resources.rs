@@ -1,0 +1,262 @@
+//! The resource types the fake serves: their REST names, kinds, scope and the
+//! behaviour that differs between them on the real server.
+
+/// Where objects of a resource live. Two API resources can share one storage
+/// (core `events` and `events.k8s.io` `events`, like on the real server).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Storage {
+    Namespaces,
+    Nodes,
+    Pods,
+    ResourceQuotas,
+    Events,
+    Leases,
+}
+
+/// One REST resource (group/version/plural).
+#[derive(Debug)]
+pub struct Resource {
+    pub group: &'static str,
+    pub version: &'static str,
+    pub plural: &'static str,
+    pub singular: &'static str,
+    pub kind: &'static str,
+    pub namespaced: bool,
+    pub storage: Storage,
+    /// Whether a `status` subresource exists (then writes to the main resource
+    /// keep the stored status, as on the real server).
+    pub status_subresource: bool,
+    /// Whether DELETE answers with the deleted object (true for pods and
+    /// namespaces) or with a `Status` (everything else).
+    pub returns_deleted_object: bool,
+    /// Field selector labels the real server accepts for this resource.
+    pub field_labels: &'static [&'static str],
+    pub short_names: &'static [&'static str],
+    /// PUT of a missing object creates it (only events on the real server).
+    pub create_on_update: bool,
+}
+
+impl Resource {
+    /// `v1` or `group/version`.
+    pub fn api_version(&self) -> String {
+        if self.group.is_empty() {
+            self.version.to_string()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
+    }
+
+    /// The group-qualified resource used in messages: `pods`,
+    /// `leases.coordination.k8s.io`.
+    pub fn qualified(&self) -> String {
+        if self.group.is_empty() {
+            self.plural.to_string()
+        } else {
+            format!("{}.{}", self.plural, self.group)
+        }
+    }
+
+    /// The group-qualified kind used in `Invalid` messages: `Pod`,
+    /// `Lease.coordination.k8s.io`.
+    pub fn qualified_kind(&self) -> String {
+        if self.group.is_empty() {
+            self.kind.to_string()
+        } else {
+            format!("{}.{}", self.kind, self.group)
+        }
+    }
+
+    pub fn list_kind(&self) -> String {
+        format!("{}List", self.kind)
+    }
+
+    /// The subresources the discovery document lists.
+    pub fn subresources(&self) -> &'static [&'static str] {
+        match self.storage {
+            Storage::Pods => &["binding", "eviction", "status"],
+            Storage::Nodes | Storage::ResourceQuotas | Storage::Namespaces => &["status"],
+            _ => &[],
+        }
+    }
+}
+
+const META: &[&str] = &["metadata.name", "metadata.namespace"];
+
+const POD_FIELDS: &[&str] = &[
+    "metadata.name",
+    "metadata.namespace",
+    "spec.nodeName",
+    "spec.restartPolicy",
+    "spec.schedulerName",
+    "spec.serviceAccountName",
+    "spec.hostNetwork",
+    "status.phase",
+    "status.podIP",
+    "status.nominatedNodeName",
+];
+
+const EVENT_FIELDS: &[&str] = &[
+    "metadata.name",
+    "metadata.namespace",
+    "involvedObject.kind",
+    "involvedObject.namespace",
+    "involvedObject.name",
+    "involvedObject.uid",
+    "involvedObject.apiVersion",
+    "involvedObject.resourceVersion",
+    "involvedObject.fieldPath",
+    "reason",
+    "reportingComponent",
+    "source",
+    "type",
+    // events.k8s.io spellings, mapped onto the core ones.
+    "regarding.kind",
+    "regarding.namespace",
+    "regarding.name",
+    "regarding.uid",
+    "regarding.apiVersion",
+    "regarding.resourceVersion",
+    "regarding.fieldPath",
+    "reportingController",
+];
+
+/// Every resource the fake serves.
+pub static RESOURCES: &[Resource] = &[
+    Resource {
+        group: "",
+        version: "v1",
+        plural: "namespaces",
+        singular: "namespace",
+        kind: "Namespace",
+        namespaced: false,
+        storage: Storage::Namespaces,
+        status_subresource: true,
+        returns_deleted_object: true,
+        field_labels: &["metadata.name", "status.phase"],
+        short_names: &["ns"],
+        create_on_update: false,
+    },
+    Resource {
+        group: "",
+        version: "v1",
+        plural: "nodes",
+        singular: "node",
+        kind: "Node",
+        namespaced: false,
+        storage: Storage::Nodes,
+        status_subresource: true,
+        returns_deleted_object: false,
+        field_labels: &["metadata.name", "spec.unschedulable"],
+        short_names: &["no"],
+        create_on_update: false,
+    },
+    Resource {
+        group: "",
+        version: "v1",
+        plural: "pods",
+        singular: "pod",
+        kind: "Pod",
+        namespaced: true,
+        storage: Storage::Pods,
+        status_subresource: true,
+        returns_deleted_object: true,
+        field_labels: POD_FIELDS,
+        short_names: &["po"],
+        create_on_update: false,
+    },
+    Resource {
+        group: "",
+        version: "v1",
+        plural: "resourcequotas",
+        singular: "resourcequota",
+        kind: "ResourceQuota",
+        namespaced: true,
+        storage: Storage::ResourceQuotas,
+        status_subresource: true,
+        returns_deleted_object: false,
+        field_labels: META,
+        short_names: &["quota"],
+        create_on_update: false,
+    },
+    Resource {
+        group: "",
+        version: "v1",
+        plural: "events",
+        singular: "event",
+        kind: "Event",
+        namespaced: true,
+        storage: Storage::Events,
+        status_subresource: false,
+        returns_deleted_object: false,
+        field_labels: EVENT_FIELDS,
+        short_names: &["ev"],
+        create_on_update: true,
+    },
+    Resource {
+        group: "events.k8s.io",
+        version: "v1",
+        plural: "events",
+        singular: "event",
+        kind: "Event",
+        namespaced: true,
+        storage: Storage::Events,
+        status_subresource: false,
+        returns_deleted_object: false,
+        field_labels: EVENT_FIELDS,
+        short_names: &["ev"],
+        create_on_update: true,
+    },
+    Resource {
+        group: "coordination.k8s.io",
+        version: "v1",
+        plural: "leases",
+        singular: "lease",
+        kind: "Lease",
+        namespaced: true,
+        storage: Storage::Leases,
+        status_subresource: false,
+        returns_deleted_object: false,
+        field_labels: META,
+        short_names: &[],
+        create_on_update: false,
+    },
+];
+
+/// The resource served at `group/version/plural`.
+pub fn lookup(group: &str, version: &str, plural: &str) -> Option<&'static Resource> {
+    RESOURCES
+        .iter()
+        .find(|r| r.group == group && r.version == version && r.plural == plural)
+}
+
+/// The resource for a control-API name: a kind (`Pod`), plural (`pods`),
+/// singular (`pod`) or short name, optionally prefixed by a group
+/// (`events.k8s.io/Event`). Plain `Event` means core v1 events.
+pub fn by_name(name: &str) -> Option<&'static Resource> {
+    let (group, name) = match name.rsplit_once('/') {
+        Some((g, n)) => (Some(g.split('/').next().unwrap_or(g)), n),
+        None => (None, name),
+    };
+    RESOURCES.iter().find(|r| {
+        group.is_none_or(|g| g == r.group || (g == "v1" && r.group.is_empty()))
+            && (r.kind == name
+                || r.plural == name
+                || r.singular == name
+                || r.short_names.contains(&name))
+    })
+}
+
+/// The resource an object belongs to, from its `apiVersion` and `kind`.
+pub fn for_object(api_version: &str, kind: &str) -> Option<&'static Resource> {
+    RESOURCES
+        .iter()
+        .find(|r| r.api_version() == api_version && r.kind == kind)
+}
+
+/// The canonical resource of a storage (core events for [`Storage::Events`]).
+pub fn canonical(storage: Storage) -> &'static Resource {
+    RESOURCES
+        .iter()
+        .find(|r| r.storage == storage)
+        .expect("every storage has a resource")
+}

@@ -1,0 +1,36 @@
+//! State shared by the HTTP side and the test-side handle.
+
+use super::faults::Faults;
+use super::store::Store;
+use parking_lot::Mutex;
+use std::time::Duration;
+
+/// Knobs a test can turn.
+pub struct Config {
+    /// How often watches with `allowWatchBookmarks` get a BOOKMARK.
+    pub bookmark_interval: Duration,
+    /// DELETE of a pod on a node sets deletionTimestamp (like the real server)
+    /// instead of removing it at once.
+    pub graceful_pod_deletion: bool,
+    /// Reject API requests without the kubeconfig's bearer token (401).
+    pub require_auth: bool,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            bookmark_interval: Duration::from_secs(1),
+            graceful_pod_deletion: false,
+            require_auth: true,
+        }
+    }
+}
+
+pub struct Shared {
+    pub store: Mutex<Store>,
+    pub faults: Mutex<Faults>,
+    pub config: Mutex<Config>,
+    pub token: String,
+    /// `127.0.0.1:port`.
+    pub address: String,
+}

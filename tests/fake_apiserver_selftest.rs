@@ -1,0 +1,1236 @@
+//! Checks that the fake kube-apiserver in `tests/fake_apiserver/` answers like
+//! the real one: over reqwest, and once over a raw TCP socket to see the wire
+//! format of a watch.
+
+mod fake_apiserver;
+
+use fake_apiserver::FakeApiServer;
+use serde_json::{Value, json};
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+const MERGE: &str = "application/merge-patch+json";
+const JSON_PATCH: &str = "application/json-patch+json";
+const STRATEGIC: &str = "application/strategic-merge-patch+json";
+
+struct Api {
+    server: FakeApiServer,
+    http: reqwest::Client,
+}
+
+impl Api {
+    async fn start() -> Self {
+        let server = FakeApiServer::start().await;
+        let mut headers = reqwest::header::HeaderMap::new();
+        headers.insert(
+            reqwest::header::AUTHORIZATION,
+            format!("Bearer {}", server.token()).parse().unwrap(),
+        );
+        let http = reqwest::Client::builder()
+            .default_headers(headers)
+            .build()
+            .unwrap();
+        Api { server, http }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.server.url())
+    }
+
+    async fn send(&self, req: reqwest::RequestBuilder) -> (u16, Value) {
+        let resp = req.send().await.expect("request");
+        let code = resp.status().as_u16();
+        let ct = resp
+            .headers()
+            .get("content-type")
+            .map(|v| v.to_str().unwrap().to_string())
+            .unwrap_or_default();
+        let text = resp.text().await.unwrap();
+        if ct.starts_with("application/json") {
+            (code, serde_json::from_str(&text).expect("JSON body"))
+        } else {
+            (code, Value::String(text))
+        }
+    }
+
+    async fn get(&self, path: &str) -> (u16, Value) {
+        self.send(self.http.get(self.url(path))).await
+    }
+
+    async fn post(&self, path: &str, body: &Value) -> (u16, Value) {
+        self.send(self.http.post(self.url(path)).json(body)).await
+    }
+
+    async fn put(&self, path: &str, body: &Value) -> (u16, Value) {
+        self.send(self.http.put(self.url(path)).json(body)).await
+    }
+
+    async fn delete(&self, path: &str) -> (u16, Value) {
+        self.send(self.http.delete(self.url(path))).await
+    }
+
+    async fn patch(&self, path: &str, content_type: &str, body: &Value) -> (u16, Value) {
+        self.send(
+            self.http
+                .patch(self.url(path))
+                .header("content-type", content_type)
+                .body(body.to_string()),
+        )
+        .await
+    }
+
+    async fn watch(&self, path_and_query: &str) -> Watch {
+        let resp = self
+            .http
+            .get(self.url(path_and_query))
+            .send()
+            .await
+            .expect("watch");
+        assert_eq!(resp.status(), 200, "watch {path_and_query}");
+        assert_eq!(resp.headers()["content-type"], "application/json");
+        Watch {
+            resp,
+            buf: Vec::new(),
+        }
+    }
+}
+
+fn pod(ns: &str, name: &str, labels: Value) -> Value {
+    json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": ns, "labels": labels},
+        "spec": {"containers": [{"name": "main", "image": "busybox:1.36",
+            "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}
+    })
+}
+
+fn rv_of(obj: &Value) -> u64 {
+    obj["metadata"]["resourceVersion"]
+        .as_str()
+        .expect("resourceVersion")
+        .parse()
+        .unwrap()
+}
+
+/// A watch response read line by line.
+struct Watch {
+    resp: reqwest::Response,
+    buf: Vec<u8>,
+}
+
+impl Watch {
+    /// The next event; None when the stream ended or nothing came in `wait`.
+    async fn next_within(&mut self, wait: Duration) -> Option<Value> {
+        let deadline = tokio::time::Instant::now() + wait;
+        loop {
+            if let Some(pos) = self.buf.iter().position(|&b| b == b'\n') {
+                let line: Vec<u8> = self.buf.drain(..=pos).collect();
+                return Some(serde_json::from_slice(&line).expect("event line is JSON"));
+            }
+            match tokio::time::timeout_at(deadline, self.resp.chunk()).await {
+                Ok(Ok(Some(chunk))) => self.buf.extend_from_slice(&chunk),
+                _ => return None,
+            }
+        }
+    }
+
+    async fn next(&mut self) -> Value {
+        self.next_within(Duration::from_secs(5))
+            .await
+            .expect("a watch event")
+    }
+
+    /// The next non-BOOKMARK event.
+    async fn next_change(&mut self) -> Value {
+        loop {
+            let ev = self.next().await;
+            if ev["type"] != "BOOKMARK" {
+                return ev;
+            }
+        }
+    }
+
+    /// Whether the server closed the stream within `wait`.
+    async fn ends_within(&mut self, wait: Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + wait;
+        loop {
+            match tokio::time::timeout_at(deadline, self.resp.chunk()).await {
+                Ok(Ok(Some(chunk))) => self.buf.extend_from_slice(&chunk),
+                Ok(Ok(None)) | Ok(Err(_)) => return true,
+                Err(_) => return false,
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn discovery_auth_unknown_paths_and_methods() {
+    let api = Api::start().await;
+    let anonymous = reqwest::Client::new();
+    let v: Value = anonymous
+        .get(api.url("/version"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(v["major"], "1");
+    let resp = anonymous.get(api.url("/api/v1/pods")).send().await.unwrap();
+    assert_eq!(resp.status(), 401);
+    let body: Value = resp.json().await.unwrap();
+    assert_eq!(body["reason"], "Unauthorized");
+    assert_eq!(body["kind"], "Status");
+
+    let (code, body) = api.get("/api").await;
+    assert_eq!((code, body["versions"][0].as_str()), (200, Some("v1")));
+    let (_, body) = api.get("/apis").await;
+    let groups: Vec<&str> = body["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["name"].as_str().unwrap())
+        .collect();
+    assert!(groups.contains(&"coordination.k8s.io") && groups.contains(&"events.k8s.io"));
+    let (_, body) = api.get("/api/v1").await;
+    assert!(
+        body["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["name"] == "pods/binding")
+    );
+
+    let (code, body) = api.get("/api/v1/widgets").await;
+    assert_eq!(code, 404);
+    assert_eq!(body["reason"], "NotFound");
+    assert_eq!(body["code"], 404);
+    let (code, body) = api.put("/api/v1/namespaces/default/pods", &json!({})).await;
+    assert_eq!(code, 405);
+    assert_eq!(body["reason"], "MethodNotAllowed");
+    let (code, _) = api.get("/api/v1/namespaces/default/pods/x/logs").await;
+    assert_eq!(code, 404);
+}
+
+#[tokio::test]
+async fn create_get_update_delete_answer_like_the_apiserver() {
+    let api = Api::start().await;
+    let (code, created) = api
+        .post(
+            "/api/v1/namespaces/default/pods",
+            &pod("default", "p1", json!({"app": "a"})),
+        )
+        .await;
+    assert_eq!(code, 201);
+    assert_eq!(created["kind"], "Pod");
+    assert_eq!(created["metadata"]["namespace"], "default");
+    assert_eq!(created["metadata"]["uid"].as_str().unwrap().len(), 36);
+    assert!(created["metadata"]["creationTimestamp"].is_string());
+    assert_eq!(created["spec"]["schedulerName"], "default-scheduler");
+    assert_eq!(created["status"]["phase"], "Pending");
+    assert_eq!(
+        created["spec"]["containers"][0]["resources"]["requests"]["nvidia.com/gpu"], "1",
+        "requests default to limits"
+    );
+    let rv1 = rv_of(&created);
+
+    let (code, body) = api
+        .post(
+            "/api/v1/namespaces/default/pods",
+            &pod("default", "p1", json!({})),
+        )
+        .await;
+    assert_eq!(code, 409);
+    assert_eq!(body["reason"], "AlreadyExists");
+    assert_eq!(body["message"], "pods \"p1\" already exists");
+
+    let (code, body) = api.get("/api/v1/namespaces/default/pods/x").await;
+    assert_eq!(code, 404);
+    assert_eq!(
+        body,
+        json!({"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",
+            "message":"pods \"x\" not found","reason":"NotFound",
+            "details":{"name":"x","kind":"pods"},"code":404})
+    );
+
+    // PUT with a stale resourceVersion.
+    let mut stale = created.clone();
+    stale["metadata"]["labels"]["app"] = json!("b");
+    stale["metadata"]["resourceVersion"] = json!((rv1 - 1).to_string());
+    let (code, body) = api.put("/api/v1/namespaces/default/pods/p1", &stale).await;
+    assert_eq!(code, 409);
+    assert_eq!(body["reason"], "Conflict");
+    assert_eq!(
+        body["message"],
+        "Operation cannot be fulfilled on pods \"p1\": the object has been modified; please apply your changes to the latest version and try again"
+    );
+    stale["metadata"]["resourceVersion"] = json!(rv1.to_string());
+    let (code, updated) = api.put("/api/v1/namespaces/default/pods/p1", &stale).await;
+    assert_eq!(code, 200);
+    assert!(rv_of(&updated) > rv1);
+    assert_eq!(updated["metadata"]["uid"], created["metadata"]["uid"]);
+    // A no-op update keeps the resourceVersion.
+    let (code, same) = api
+        .put("/api/v1/namespaces/default/pods/p1", &updated)
+        .await;
+    assert_eq!((code, rv_of(&same)), (200, rv_of(&updated)));
+
+    let (code, body) = api.delete("/api/v1/namespaces/default/pods/p1").await;
+    assert_eq!(code, 200);
+    assert_eq!(body["kind"], "Pod", "pods return the deleted object");
+    assert!(api.server.get("Pod", Some("default"), "p1").is_none());
+
+    // Leases: AlreadyExists and a Status on delete.
+    let lease = json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+        "metadata": {"name": "vgpu-scheduler"},
+        "spec": {"holderIdentity": "a", "leaseDurationSeconds": 15}});
+    let path = "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases";
+    let (code, l) = api.post(path, &lease).await;
+    assert_eq!(
+        (code, l["metadata"]["namespace"].as_str()),
+        (201, Some("kube-system"))
+    );
+    let (code, body) = api.post(path, &lease).await;
+    assert_eq!(code, 409);
+    assert_eq!(
+        body["message"],
+        "leases.coordination.k8s.io \"vgpu-scheduler\" already exists"
+    );
+    assert_eq!(body["details"]["group"], "coordination.k8s.io");
+    let (code, body) = api.delete(&format!("{path}/vgpu-scheduler")).await;
+    assert_eq!(code, 200);
+    assert_eq!(body["kind"], "Status");
+    assert_eq!(body["status"], "Success");
+    assert_eq!(body["details"]["uid"], l["metadata"]["uid"]);
+
+    // generateName, a bad name, a namespace mismatch.
+    let mut gen_pod = pod("default", "", json!({}));
+    gen_pod["metadata"] = json!({"generateName": "job-"});
+    let (code, body) = api.post("/api/v1/namespaces/default/pods", &gen_pod).await;
+    assert_eq!(code, 201);
+    assert!(
+        body["metadata"]["name"]
+            .as_str()
+            .unwrap()
+            .starts_with("job-")
+    );
+    let (code, body) = api
+        .post(
+            "/api/v1/namespaces/default/pods",
+            &pod("default", "Bad_Name", json!({})),
+        )
+        .await;
+    assert_eq!((code, body["reason"].as_str()), (422, Some("Invalid")));
+    let (code, _) = api
+        .post(
+            "/api/v1/namespaces/other/pods",
+            &pod("default", "p2", json!({})),
+        )
+        .await;
+    assert_eq!(code, 400);
+}
+
+#[tokio::test]
+async fn list_then_watch_resumes_from_resource_version_with_bookmarks() {
+    let api = Api::start().await;
+    api.server.set_bookmark_interval(Duration::from_millis(100));
+    for i in 0..3 {
+        api.server
+            .create(pod("default", &format!("p{i}"), json!({})));
+    }
+    let (code, list) = api.get("/api/v1/pods?limit=500&resourceVersion=0").await;
+    assert_eq!(code, 200);
+    assert_eq!(list["kind"], "PodList");
+    assert_eq!(list["apiVersion"], "v1");
+    assert_eq!(list["items"].as_array().unwrap().len(), 3);
+    assert!(
+        list["items"][0].get("kind").is_none(),
+        "the real server leaves kind off list items"
+    );
+    let list_rv = list["metadata"]["resourceVersion"].as_str().unwrap();
+
+    let mut w = api
+        .watch(&format!(
+            "/api/v1/pods?&watch=true&timeoutSeconds=290&allowWatchBookmarks=true&resourceVersion={list_rv}"
+        ))
+        .await;
+    api.server.create(pod("default", "p3", json!({})));
+    let ev = w.next_change().await;
+    assert_eq!(ev["type"], "ADDED");
+    assert_eq!(ev["object"]["kind"], "Pod");
+    assert_eq!(ev["object"]["metadata"]["name"], "p3");
+    let added_rv = rv_of(&ev["object"]);
+    api.server.set_pod_phase("default", "p3", "Running");
+    let ev = w.next_change().await;
+    assert_eq!(ev["type"], "MODIFIED");
+    assert_eq!(ev["object"]["status"]["phase"], "Running");
+    let (code, _) = api.delete("/api/v1/namespaces/default/pods/p0").await;
+    assert_eq!(code, 200);
+    let ev = w.next_change().await;
+    assert_eq!(ev["type"], "DELETED");
+    assert_eq!(ev["object"]["metadata"]["name"], "p0");
+    let deleted_rv = rv_of(&ev["object"]);
+    // A bookmark carries only type meta and a resourceVersion at least as new.
+    let bm = loop {
+        let ev = w.next().await;
+        if ev["type"] == "BOOKMARK" {
+            break ev;
+        }
+    };
+    assert_eq!(bm["object"]["kind"], "Pod");
+    assert!(rv_of(&bm["object"]) >= deleted_rv);
+    assert!(bm["object"].get("spec").is_none());
+    drop(w);
+
+    // Resume after the ADDED: only the later changes come again.
+    let mut w = api
+        .watch(&format!("/api/v1/pods?watch=1&resourceVersion={added_rv}"))
+        .await;
+    assert_eq!(w.next().await["type"], "MODIFIED");
+    assert_eq!(w.next().await["type"], "DELETED");
+    assert!(w.next_within(Duration::from_millis(300)).await.is_none());
+
+    // Without a resourceVersion the watch starts with the current state.
+    let mut w = api
+        .watch("/api/v1/namespaces/default/pods?watch=true")
+        .await;
+    let mut names = Vec::new();
+    for _ in 0..3 {
+        let ev = w.next().await;
+        assert_eq!(ev["type"], "ADDED");
+        names.push(
+            ev["object"]["metadata"]["name"]
+                .as_str()
+                .unwrap()
+                .to_string(),
+        );
+    }
+    assert_eq!(names, ["p1", "p2", "p3"]);
+}
+
+#[tokio::test]
+async fn streaming_list_ends_initial_events_with_annotated_bookmark() {
+    let api = Api::start().await;
+    api.server.create(pod("default", "a", json!({})));
+    api.server.create(pod("default", "b", json!({})));
+    let mut w = api
+        .watch("/api/v1/pods?watch=true&timeoutSeconds=290&allowWatchBookmarks=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&resourceVersion=0")
+        .await;
+    assert_eq!(w.next().await["type"], "ADDED");
+    assert_eq!(w.next().await["type"], "ADDED");
+    let bm = w.next().await;
+    assert_eq!(bm["type"], "BOOKMARK");
+    assert_eq!(
+        bm["object"]["metadata"]["annotations"]["k8s.io/initial-events-end"],
+        "true"
+    );
+    assert_eq!(rv_of(&bm["object"]), api.server.resource_version());
+
+    let (code, body) = api
+        .get("/api/v1/pods?watch=true&sendInitialEvents=true&allowWatchBookmarks=true")
+        .await;
+    assert_eq!(code, 422);
+    assert_eq!(body["reason"], "Invalid");
+    assert_eq!(
+        body["message"],
+        "ListOptions.meta.k8s.io \"\" is invalid: resourceVersionMatch: Forbidden: sendInitialEvents requires setting resourceVersionMatch to NotOlderThan"
+    );
+    assert_eq!(body["details"]["kind"], "ListOptions");
+    assert!(body["details"].get("name").is_none());
+    let (code, _) = api.get("/api/v1/pods?sendInitialEvents=true").await;
+    assert_eq!(code, 422);
+}
+
+#[tokio::test]
+async fn watch_from_an_expired_resource_version_gets_410_error_event() {
+    let api = Api::start().await;
+    api.server.set_history_limit(5);
+    let first = api.server.create(pod("default", "p", json!({})));
+    for i in 0..10 {
+        api.server
+            .update(pod("default", "p", json!({"i": i.to_string()})));
+    }
+    let mut w = api
+        .watch(&format!(
+            "/api/v1/namespaces/default/pods?watch=true&resourceVersion={}",
+            rv_of(&first)
+        ))
+        .await;
+    let ev = w.next().await;
+    assert_eq!(ev["type"], "ERROR");
+    assert_eq!(ev["object"]["kind"], "Status");
+    assert_eq!(ev["object"]["code"], 410);
+    assert_eq!(ev["object"]["reason"], "Expired");
+    assert!(
+        ev["object"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("too old resource version: ")
+    );
+    assert!(w.ends_within(Duration::from_secs(2)).await);
+
+    // A recent rv still works; after a compaction it does not.
+    let current = api.server.resource_version();
+    let mut w = api
+        .watch(&format!(
+            "/api/v1/pods?watch=true&resourceVersion={current}"
+        ))
+        .await;
+    api.server.set_pod_phase("default", "p", "Running");
+    assert_eq!(w.next().await["type"], "MODIFIED");
+    api.server.compact();
+    let mut w = api
+        .watch(&format!(
+            "/api/v1/pods?watch=true&resourceVersion={current}"
+        ))
+        .await;
+    assert_eq!(w.next().await["object"]["code"], 410);
+
+    let (code, body) = api
+        .get(&format!(
+            "/api/v1/pods?resourceVersion={current}&resourceVersionMatch=Exact"
+        ))
+        .await;
+    assert_eq!((code, body["reason"].as_str()), (410, Some("Expired")));
+}
+
+#[tokio::test]
+async fn label_and_field_selectors_on_list_and_watch() {
+    let api = Api::start().await;
+    api.server
+        .create(pod("default", "a", json!({"app": "web", "tier": "front"})));
+    api.server.create(pod("default", "b", json!({"app": "db"})));
+    api.server.create(pod("other", "c", json!({"app": "web"})));
+    let mut bound = pod("default", "d", json!({}));
+    bound["spec"]["nodeName"] = json!("n1");
+    api.server.create(bound);
+
+    let names = |list: &Value| -> Vec<String> {
+        list["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["metadata"]["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    for (selector, want) in [
+        ("app%3Dweb", vec!["a", "c"]),
+        ("app%3D%3Dweb", vec!["a", "c"]),
+        ("app!%3Dweb", vec!["b", "d"]),
+        ("app%20in%20(web,db)", vec!["a", "b", "c"]),
+        ("app%20notin%20(web)", vec!["b", "d"]),
+        ("tier", vec!["a"]),
+        ("!app", vec!["d"]),
+        ("app%3Dweb,tier%3Dfront", vec!["a"]),
+    ] {
+        let (code, list) = api
+            .get(&format!("/api/v1/pods?labelSelector={selector}"))
+            .await;
+        assert_eq!(code, 200, "{selector}");
+        assert_eq!(names(&list), want, "{selector}");
+    }
+    let (_, list) = api
+        .get("/api/v1/pods?fieldSelector=spec.nodeName%3Dn1")
+        .await;
+    assert_eq!(names(&list), ["d"]);
+    let (_, list) = api.get("/api/v1/pods?fieldSelector=spec.nodeName%3D").await;
+    assert_eq!(names(&list), ["a", "b", "c"]);
+    let (_, list) = api
+        .get("/api/v1/namespaces/default/pods?fieldSelector=metadata.name%3Db")
+        .await;
+    assert_eq!(names(&list), ["b"]);
+    let (_, list) = api
+        .get("/api/v1/pods?fieldSelector=metadata.namespace%3Dother")
+        .await;
+    assert_eq!(names(&list), ["c"]);
+    let (code, body) = api.get("/api/v1/pods?fieldSelector=spec.foo%3Dx").await;
+    assert_eq!(code, 400);
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap()
+            .contains("field label not supported: spec.foo")
+    );
+    let (code, _) = api.get("/api/v1/pods?labelSelector=app%20in%20(").await;
+    assert_eq!(code, 400);
+
+    // An object that stops matching leaves the watch as DELETED, and comes back
+    // as ADDED.
+    let current = api.server.resource_version();
+    let mut w = api
+        .watch(&format!(
+            "/api/v1/namespaces/default/pods?watch=true&labelSelector=app%3Dweb&resourceVersion={current}"
+        ))
+        .await;
+    let (code, _) = api
+        .patch(
+            "/api/v1/namespaces/default/pods/a",
+            MERGE,
+            &json!({"metadata": {"labels": {"app": "api"}}}),
+        )
+        .await;
+    assert_eq!(code, 200);
+    let ev = w.next().await;
+    assert_eq!(ev["type"], "DELETED");
+    assert_eq!(
+        ev["object"]["metadata"]["labels"]["app"], "web",
+        "previous content"
+    );
+    assert_eq!(rv_of(&ev["object"]), api.server.resource_version());
+    api.server.set_pod_phase("default", "b", "Running"); // never matched
+    let (code, _) = api
+        .patch(
+            "/api/v1/namespaces/default/pods/a",
+            MERGE,
+            &json!({"metadata": {"labels": {"app": "web"}}}),
+        )
+        .await;
+    assert_eq!(code, 200);
+    let ev = w.next().await;
+    assert_eq!(ev["type"], "ADDED");
+    assert_eq!(ev["object"]["metadata"]["name"], "a");
+}
+
+#[tokio::test]
+async fn patches_merge_json_strategic_and_their_failures() {
+    let api = Api::start().await;
+    let mut node = json!({"apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": "n1", "annotations": {"keep": "1", "drop": "2"}},
+        "status": {"conditions": [{"type": "Ready", "status": "True"}]}});
+    node = api.server.create(node);
+    let rv = rv_of(&node);
+    let path = "/api/v1/nodes/n1";
+
+    // Merge patch carrying a stale resourceVersion: 409.
+    let (code, body) = api
+        .patch(
+            path,
+            MERGE,
+            &json!({"metadata": {"resourceVersion": (rv - 1).to_string(),
+                "annotations": {"hami.io/node-lock": "x"}}}),
+        )
+        .await;
+    assert_eq!(code, 409);
+    assert_eq!(
+        body["message"],
+        "Operation cannot be fulfilled on nodes \"n1\": the object has been modified; please apply your changes to the latest version and try again"
+    );
+    // With the current one it applies; null deletes a key.
+    let (code, patched) = api
+        .patch(
+            path,
+            MERGE,
+            &json!({"metadata": {"resourceVersion": rv.to_string(),
+                "annotations": {"hami.io/node-lock": "x", "drop": null}}}),
+        )
+        .await;
+    assert_eq!(code, 200);
+    assert_eq!(
+        patched["metadata"]["annotations"],
+        json!({"keep": "1", "hami.io/node-lock": "x"})
+    );
+
+    // JSON patch: a failing test op is 422 with the generic message.
+    let (code, body) = api
+        .patch(
+            path,
+            JSON_PATCH,
+            &json!([
+                {"op": "test", "path": "/metadata/annotations/hami.io~1node-lock", "value": "y"},
+                {"op": "remove", "path": "/metadata/annotations/hami.io~1node-lock"}
+            ]),
+        )
+        .await;
+    assert_eq!(code, 422);
+    assert_eq!(
+        body,
+        json!({"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",
+            "message":"the server rejected our request due to an error in our request",
+            "reason":"Invalid","details":{},"code":422})
+    );
+    let (code, patched) = api
+        .patch(
+            path,
+            JSON_PATCH,
+            &json!([
+                {"op": "test", "path": "/metadata/annotations/hami.io~1node-lock", "value": "x"},
+                {"op": "remove", "path": "/metadata/annotations/hami.io~1node-lock"}
+            ]),
+        )
+        .await;
+    assert_eq!(code, 200);
+    assert_eq!(patched["metadata"]["annotations"], json!({"keep": "1"}));
+    let (code, _) = api.patch(path, JSON_PATCH, &json!({"op": "add"})).await;
+    assert_eq!(code, 400);
+
+    // Strategic merge: lists with a merge key merge by it.
+    let (code, patched) = api
+        .patch(
+            "/api/v1/nodes/n1/status",
+            STRATEGIC,
+            &json!({"status": {"conditions": [{"type": "MemoryPressure", "status": "False"}]}}),
+        )
+        .await;
+    assert_eq!(code, 200);
+    assert_eq!(patched["status"]["conditions"].as_array().unwrap().len(), 2);
+
+    // Status changes through the main resource are ignored (status subresource).
+    let (code, patched) = api
+        .patch(path, MERGE, &json!({"status": {"conditions": []}}))
+        .await;
+    assert_eq!(code, 200);
+    assert_eq!(patched["status"]["conditions"].as_array().unwrap().len(), 2);
+
+    let (code, body) = api.patch(path, "application/json", &json!({})).await;
+    assert_eq!(
+        (code, body["reason"].as_str()),
+        (415, Some("UnsupportedMediaType"))
+    );
+    let (code, _) = api
+        .patch(
+            path,
+            "application/apply-patch+yaml",
+            &json!({"metadata": {}}),
+        )
+        .await;
+    assert_eq!(code, 422, "apply needs a fieldManager");
+    let (code, _) = api
+        .patch("/api/v1/nodes/missing", MERGE, &json!({"metadata": {}}))
+        .await;
+    assert_eq!(code, 404);
+}
+
+#[tokio::test]
+async fn pod_updates_follow_the_real_rules() {
+    let api = Api::start().await;
+    let mut gated = pod("default", "g", json!({}));
+    gated["spec"]["schedulingGates"] = json!([{"name": "vgpu.io/gang"}, {"name": "other"}]);
+    api.server.create(gated);
+    let path = "/api/v1/namespaces/default/pods/g";
+    let (code, body) = api
+        .patch(path, MERGE, &json!({"spec": {"nodeName": "n1"}}))
+        .await;
+    assert_eq!(code, 422);
+    assert!(
+        body["message"].as_str().unwrap().starts_with(
+            "Pod \"g\" is invalid: spec: Forbidden: pod updates may not change fields"
+        )
+    );
+    let (code, body) = api
+        .patch(
+            path,
+            JSON_PATCH,
+            &json!([{"op": "add", "path": "/spec/schedulingGates/-", "value": {"name": "new"}}]),
+        )
+        .await;
+    assert_eq!(code, 422);
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap()
+            .contains("only deletion is allowed")
+    );
+    let (code, patched) = api
+        .patch(
+            path,
+            STRATEGIC,
+            &json!({"spec": {"schedulingGates": [{"name": "vgpu.io/gang", "$patch": "delete"}]}}),
+        )
+        .await;
+    assert_eq!(code, 200);
+    assert_eq!(
+        patched["spec"]["schedulingGates"],
+        json!([{"name": "other"}])
+    );
+    let (code, patched) = api
+        .patch(
+            path,
+            JSON_PATCH,
+            &json!([{"op": "remove", "path": "/spec/schedulingGates"}]),
+        )
+        .await;
+    assert_eq!(code, 200);
+    assert!(patched["spec"].get("schedulingGates").is_none());
+
+    // Status goes through pods/status.
+    let (code, patched) = api
+        .patch(
+            &format!("{path}/status"),
+            MERGE,
+            &json!({"status": {"phase": "Running"}}),
+        )
+        .await;
+    assert_eq!(
+        (code, patched["status"]["phase"].as_str()),
+        (200, Some("Running"))
+    );
+    let (code, patched) = api
+        .patch(path, MERGE, &json!({"status": {"phase": "Failed"}}))
+        .await;
+    assert_eq!(
+        (code, patched["status"]["phase"].as_str()),
+        (200, Some("Running"))
+    );
+}
+
+#[tokio::test]
+async fn binding_checks_uid_and_existing_assignment() {
+    let api = Api::start().await;
+    let p = api.server.create(pod("default", "p", json!({})));
+    let uid = p["metadata"]["uid"].as_str().unwrap().to_string();
+    let path = "/api/v1/namespaces/default/pods/p/binding";
+    let binding = |uid: &str, node: &str| {
+        json!({"apiVersion": "v1", "kind": "Binding",
+            "metadata": {"name": "p", "namespace": "default", "uid": uid},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": node}})
+    };
+    let mut w = api
+        .watch(&format!(
+            "/api/v1/pods?watch=true&resourceVersion={}",
+            api.server.resource_version()
+        ))
+        .await;
+
+    let (code, body) = api.post(path, &binding("wrong-uid", "n1")).await;
+    assert_eq!(code, 409);
+    assert_eq!(body["reason"], "Conflict");
+    let msg = body["message"].as_str().unwrap();
+    assert!(
+        msg.starts_with(
+            "Operation cannot be fulfilled on pods \"p\": StorageError: invalid object"
+        )
+    );
+    assert!(msg.ends_with(&format!(
+        "Precondition failed: UID in precondition: wrong-uid, UID in object meta: {uid}"
+    )));
+
+    let (code, body) = api.post(path, &binding(&uid, "n1")).await;
+    assert_eq!(code, 201);
+    assert_eq!(
+        body,
+        json!({"kind":"Status","apiVersion":"v1","metadata":{},"status":"Success","code":201})
+    );
+    let ev = w.next().await;
+    assert_eq!(ev["type"], "MODIFIED");
+    assert_eq!(ev["object"]["spec"]["nodeName"], "n1");
+    assert_eq!(
+        ev["object"]["status"]["conditions"][0]["type"],
+        "PodScheduled"
+    );
+
+    let (code, body) = api.post(path, &binding(&uid, "n2")).await;
+    assert_eq!(code, 409);
+    assert_eq!(
+        body["message"],
+        "Operation cannot be fulfilled on pods/binding \"p\": pod p is already assigned to node \"n1\""
+    );
+    let (code, _) = api
+        .post(
+            "/api/v1/namespaces/default/pods/nope/binding",
+            &json!({"metadata": {"name": "nope"}, "target": {"kind": "Node", "name": "n1"}}),
+        )
+        .await;
+    assert_eq!(code, 404);
+    let (code, _) = api
+        .post(
+            path,
+            &json!({"metadata": {"name": "p"}, "target": {"kind": "Node"}}),
+        )
+        .await;
+    assert_eq!(code, 422);
+    let (code, _) = api.get(path).await;
+    assert_eq!(code, 405);
+}
+
+#[tokio::test]
+async fn drop_watches_closes_open_streams() {
+    let api = Api::start().await;
+    let mut w1 = api.watch("/api/v1/pods?watch=true").await;
+    let mut w2 = api
+        .watch("/apis/coordination.k8s.io/v1/namespaces/kube-system/leases?watch=true")
+        .await;
+    assert!(api.server.wait_for_watches(2, Duration::from_secs(2)).await);
+    api.server.drop_watches();
+    assert!(w1.ends_within(Duration::from_secs(2)).await);
+    assert!(w2.ends_within(Duration::from_secs(2)).await);
+    assert_eq!(api.server.watch_count(), 0);
+}
+
+#[tokio::test]
+async fn watch_ends_after_timeout_seconds() {
+    let api = Api::start().await;
+    let mut w = api.watch("/api/v1/nodes?watch=true&timeoutSeconds=1").await;
+    let started = std::time::Instant::now();
+    assert!(w.ends_within(Duration::from_secs(3)).await);
+    assert!(started.elapsed() >= Duration::from_millis(900));
+}
+
+#[tokio::test]
+async fn injected_conflicts_errors_latency_and_request_log() {
+    let api = Api::start().await;
+    let p = api.server.create(pod("default", "p", json!({})));
+    api.server.inject_conflicts("/binding", 1);
+    let body = json!({"metadata": {"name": "p", "uid": p["metadata"]["uid"]},
+        "target": {"kind": "Node", "name": "n1"}});
+    let path = "/api/v1/namespaces/default/pods/p/binding";
+    let (code, resp) = api.post(path, &body).await;
+    assert_eq!((code, resp["reason"].as_str()), (409, Some("Conflict")));
+    let (code, _) = api.post(path, &body).await;
+    assert_eq!(code, 201);
+
+    api.server.inject_errors("GET /api/v1/nodes", 503, 2);
+    for _ in 0..2 {
+        let resp = api.http.get(api.url("/api/v1/nodes")).send().await.unwrap();
+        assert_eq!(resp.status(), 503);
+        assert_eq!(resp.headers()["retry-after"], "1");
+        let body: Value = resp.json().await.unwrap();
+        assert_eq!(body["reason"], "ServiceUnavailable");
+    }
+    let (code, _) = api.get("/api/v1/nodes").await;
+    assert_eq!(code, 200);
+
+    api.server.set_latency(Duration::from_millis(200));
+    let started = std::time::Instant::now();
+    api.get("/api/v1/nodes").await;
+    assert!(started.elapsed() >= Duration::from_millis(200));
+    api.server.set_latency(Duration::ZERO);
+
+    let log = api.server.request_log();
+    assert!(log.contains(&("POST".into(), path.into(), 409)));
+    assert!(log.contains(&("POST".into(), path.into(), 201)));
+    assert_eq!(
+        log.iter()
+            .filter(|(m, p, s)| m == "GET" && p == "/api/v1/nodes" && *s == 503)
+            .count(),
+        2
+    );
+    assert_eq!(api.server.requests_matching("POST", "/binding"), 2);
+}
+
+#[tokio::test]
+async fn pagination_with_continue_reads_a_consistent_snapshot() {
+    let api = Api::start().await;
+    for i in 0..7 {
+        api.server
+            .create(pod("default", &format!("p{i}"), json!({})));
+    }
+    let (code, page1) = api.get("/api/v1/namespaces/default/pods?limit=3").await;
+    assert_eq!(code, 200);
+    assert_eq!(page1["items"].as_array().unwrap().len(), 3);
+    assert_eq!(page1["metadata"]["remainingItemCount"], 4);
+    let token = page1["metadata"]["continue"].as_str().unwrap().to_string();
+    // Changes after the first page do not show up in later pages.
+    api.server.create(pod("default", "p9", json!({})));
+    api.server.delete("Pod", Some("default"), "p5");
+    let (code, page2) = api
+        .get(&format!(
+            "/api/v1/namespaces/default/pods?limit=3&continue={token}"
+        ))
+        .await;
+    assert_eq!(code, 200);
+    assert_eq!(
+        page2["metadata"]["resourceVersion"],
+        page1["metadata"]["resourceVersion"]
+    );
+    let names: Vec<&str> = page2["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["metadata"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["p3", "p4", "p5"]);
+    let token2 = page2["metadata"]["continue"].as_str().unwrap().to_string();
+    let (_, page3) = api
+        .get(&format!(
+            "/api/v1/namespaces/default/pods?limit=3&continue={token2}"
+        ))
+        .await;
+    assert_eq!(page3["items"].as_array().unwrap().len(), 1);
+    assert!(page3["metadata"].get("continue").is_none());
+
+    let (code, _) = api
+        .get(&format!(
+            "/api/v1/namespaces/default/pods?limit=3&continue={token}&resourceVersion=5"
+        ))
+        .await;
+    assert_eq!(code, 400);
+    let (code, _) = api.get("/api/v1/pods?limit=3&continue=garbage!").await;
+    assert_eq!(code, 400);
+
+    // After a compaction the token has expired; the Status offers a new one.
+    api.server.compact();
+    let (code, body) = api
+        .get(&format!(
+            "/api/v1/namespaces/default/pods?limit=3&continue={token}"
+        ))
+        .await;
+    assert_eq!(code, 410);
+    assert_eq!(body["reason"], "Expired");
+    let fresh = body["metadata"]["continue"].as_str().unwrap();
+    let (code, page) = api
+        .get(&format!(
+            "/api/v1/namespaces/default/pods?limit=10&continue={fresh}"
+        ))
+        .await;
+    assert_eq!(code, 200);
+    let names: Vec<&str> = page["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["metadata"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["p3", "p4", "p6", "p9"]);
+}
+
+#[tokio::test]
+async fn list_resource_version_semantics() {
+    let api = Api::start().await;
+    let a = api.server.create(pod("default", "a", json!({})));
+    api.server.create(pod("default", "b", json!({})));
+    let (code, list) = api
+        .get(&format!(
+            "/api/v1/pods?resourceVersion={}&resourceVersionMatch=Exact",
+            rv_of(&a)
+        ))
+        .await;
+    assert_eq!(code, 200);
+    assert_eq!(list["items"].as_array().unwrap().len(), 1);
+    assert_eq!(list["metadata"]["resourceVersion"], rv_of(&a).to_string());
+    let (code, _) = api.get("/api/v1/pods?resourceVersionMatch=Exact").await;
+    assert_eq!(code, 422);
+
+    // A future resourceVersion waits for it.
+    let want = api.server.resource_version() + 1;
+    let server_writes = async {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        api.server.create(pod("default", "c", json!({})));
+    };
+    let future_path = format!("/api/v1/pods?resourceVersion={want}");
+    let ((code, list), ()) = tokio::join!(api.get(&future_path), server_writes);
+    assert_eq!(code, 200);
+    assert_eq!(list["items"].as_array().unwrap().len(), 3);
+}
+
+#[tokio::test]
+async fn events_in_both_api_versions() {
+    let api = Api::start().await;
+    let (code, ev) = api
+        .post(
+            "/apis/events.k8s.io/v1/namespaces/default/events",
+            &json!({"apiVersion": "events.k8s.io/v1", "kind": "Event",
+                "metadata": {"name": "p.1"},
+                "eventTime": "2025-01-01T00:00:00.000000Z",
+                "reportingController": "vgpu-scheduler", "reportingInstance": "vgpu-scheduler-0",
+                "action": "Binding", "reason": "Scheduled", "type": "Normal",
+                "note": "placed on n1",
+                "regarding": {"kind": "Pod", "namespace": "default", "name": "p", "uid": "u"}}),
+        )
+        .await;
+    assert_eq!(code, 201, "{ev}");
+    let (code, _) = api
+        .post(
+            "/api/v1/namespaces/default/events",
+            &json!({"metadata": {"name": "p.2"}, "reason": "FailedScheduling",
+                "message": "0/3 nodes are available", "type": "Warning",
+                "involvedObject": {"kind": "Pod", "namespace": "default", "name": "p"}}),
+        )
+        .await;
+    assert_eq!(code, 201);
+    let (_, core) = api
+        .get("/api/v1/namespaces/default/events?fieldSelector=involvedObject.name%3Dp")
+        .await;
+    let items = core["items"].as_array().unwrap();
+    assert_eq!(items.len(), 2);
+    assert_eq!(items[0]["message"], "placed on n1");
+    assert_eq!(items[0]["involvedObject"]["name"], "p");
+    let (_, new) = api.get("/apis/events.k8s.io/v1/events").await;
+    assert_eq!(new["items"][1]["note"], "0/3 nodes are available");
+    let evs = api.server.events_for("default", "p");
+    assert_eq!(evs.len(), 2);
+    assert_eq!(evs[0]["apiVersion"], "events.k8s.io/v1");
+    assert_eq!(evs[1]["reason"], "FailedScheduling");
+
+    let (code, body) = api
+        .post(
+            "/apis/events.k8s.io/v1/namespaces/default/events",
+            &json!({"metadata": {"name": "bad"}, "reason": "X", "type": "Normal",
+                "regarding": {"kind": "Pod", "namespace": "default", "name": "p"}}),
+        )
+        .await;
+    assert_eq!(code, 422);
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap()
+            .contains("eventTime: Required value")
+    );
+}
+
+#[tokio::test]
+async fn graceful_deletion_finalizers_and_termination_controls() {
+    let api = Api::start().await;
+    api.server.set_graceful_pod_deletion(true);
+    let mut p = pod("default", "p", json!({}));
+    p["spec"]["nodeName"] = json!("n1");
+    api.server.create(p);
+    let (code, body) = api.delete("/api/v1/namespaces/default/pods/p").await;
+    assert_eq!(code, 200);
+    assert!(body["metadata"]["deletionTimestamp"].is_string());
+    assert_eq!(body["metadata"]["deletionGracePeriodSeconds"], 30);
+    assert!(api.server.get("pods", Some("default"), "p").is_some());
+    api.server.finish_deletion("default", "p");
+    assert!(api.server.get("pods", Some("default"), "p").is_none());
+    // Unbound pods go at once even in graceful mode.
+    api.server.create(pod("default", "q", json!({})));
+    api.delete("/api/v1/namespaces/default/pods/q").await;
+    assert!(api.server.get("pods", Some("default"), "q").is_none());
+
+    // Finalizers hold an object until the last one is removed.
+    let mut f = pod("default", "f", json!({}));
+    f["metadata"]["finalizers"] = json!(["example.com/hold"]);
+    api.server.create(f);
+    let (code, _) = api.delete("/api/v1/namespaces/default/pods/f").await;
+    assert_eq!(code, 200);
+    assert!(api.server.get("pods", Some("default"), "f").is_some());
+    let (code, _) = api
+        .patch(
+            "/api/v1/namespaces/default/pods/f",
+            MERGE,
+            &json!({"metadata": {"finalizers": null}}),
+        )
+        .await;
+    assert_eq!(code, 200);
+    assert!(api.server.get("pods", Some("default"), "f").is_none());
+
+    // Delete preconditions.
+    api.server.create(pod("default", "r", json!({})));
+    let (code, body) = api
+        .send(
+            api.http
+                .delete(api.url("/api/v1/namespaces/default/pods/r"))
+                .json(&json!({"preconditions": {"uid": "other"}})),
+        )
+        .await;
+    assert_eq!((code, body["reason"].as_str()), (409, Some("Conflict")));
+
+    // begin_termination is visible to watchers.
+    let mut w = api
+        .watch(&format!(
+            "/api/v1/pods?watch=true&resourceVersion={}",
+            api.server.resource_version()
+        ))
+        .await;
+    api.server.begin_termination("default", "r");
+    let ev = w.next().await;
+    assert_eq!(ev["type"], "MODIFIED");
+    assert!(ev["object"]["metadata"]["deletionTimestamp"].is_string());
+    api.server.finish_deletion("default", "r");
+    assert_eq!(w.next().await["type"], "DELETED");
+}
+
+#[tokio::test]
+async fn control_api_and_kubeconfig() {
+    let api = Api::start().await;
+    let node = api.server.create(json!({"apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": "gpu-1", "labels": {"gpu": "on"}},
+        "status": {"allocatable": {"nvidia.com/gpu": "8"}}}));
+    assert_eq!(node["status"]["allocatable"]["nvidia.com/gpu"], "8");
+    assert!(node["metadata"].get("namespace").is_none());
+    let quota = api
+        .server
+        .create(json!({"apiVersion": "v1", "kind": "ResourceQuota",
+        "metadata": {"name": "q", "namespace": "team-a"},
+        "spec": {"hard": {"requests.nvidia.com/gpu": "4"}}}));
+    assert_eq!(quota["metadata"]["namespace"], "team-a");
+    let (_, list) = api.get("/api/v1/resourcequotas").await;
+    assert_eq!(list["items"][0]["metadata"]["name"], "q");
+    assert_eq!(api.server.list("Node").len(), 1);
+    assert_eq!(api.server.list("namespaces").len(), 4);
+
+    let mut changed = node.clone();
+    changed["metadata"]["labels"]["gpu"] = json!("off");
+    changed["metadata"].as_object_mut().unwrap().remove("uid");
+    api.server.update(changed);
+    let stored = api.server.get("Node", None, "gpu-1").unwrap();
+    assert_eq!(stored["metadata"]["labels"]["gpu"], "off");
+    assert_eq!(stored["metadata"]["uid"], node["metadata"]["uid"]);
+    assert!(rv_of(&stored) > rv_of(&node));
+    assert!(api.server.delete("Node", None, "gpu-1").is_some());
+    assert!(
+        api.server
+            .try_create(json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "x"}, "spec": {}}))
+            .is_ok()
+    );
+    let refused = api
+        .server
+        .try_create(json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "x"}}))
+        .unwrap_err();
+    assert_eq!(refused["reason"], "AlreadyExists");
+
+    let dir = tempfile::tempdir().unwrap();
+    let path = api.server.write_kubeconfig(dir.path());
+    let text = std::fs::read_to_string(path).unwrap();
+    assert!(text.contains(&format!("server: {}", api.server.url())));
+    assert!(text.contains(&format!("token: {}", api.server.token())));
+    assert!(text.contains("current-context: fake"));
+    assert!(text.contains("namespace: default"));
+
+    api.server.shutdown().await;
+}
+
+/// The watch wire format as a client sees it on the socket.
+#[tokio::test]
+async fn raw_http_watch_is_chunked_json_lines() {
+    let api = Api::start().await;
+    api.server.create(pod("default", "raw", json!({})));
+    let addr = api.server.url().trim_start_matches("http://").to_string();
+    let mut sock = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    let request = format!(
+        "GET /api/v1/namespaces/default/pods?&watch=true&timeoutSeconds=1&allowWatchBookmarks=true&resourceVersion=0 HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {}\r\nAccept: application/json\r\n\r\n",
+        api.server.token()
+    );
+    sock.write_all(request.as_bytes()).await.unwrap();
+    let mut raw = Vec::new();
+    // The server closes the watch after timeoutSeconds; read until the final
+    // chunk arrives.
+    let read = tokio::time::timeout(Duration::from_secs(5), async {
+        let mut buf = [0u8; 4096];
+        loop {
+            let n = sock.read(&mut buf).await.unwrap();
+            if n == 0 {
+                break;
+            }
+            raw.extend_from_slice(&buf[..n]);
+            if raw.ends_with(b"0\r\n\r\n") {
+                break;
+            }
+        }
+    })
+    .await;
+    assert!(read.is_ok(), "watch ended");
+    let text = String::from_utf8(raw).unwrap();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap();
+    let head = head.to_ascii_lowercase();
+    assert!(head.starts_with("http/1.1 200 ok"), "{head}");
+    assert!(head.contains("content-type: application/json"));
+    assert!(head.contains("transfer-encoding: chunked"));
+    assert!(head.contains("cache-control: no-cache, private"));
+    // De-chunk.
+    let mut rest = body;
+    let mut payload = String::new();
+    loop {
+        let (size, after) = rest.split_once("\r\n").unwrap();
+        let size = usize::from_str_radix(size.trim(), 16).unwrap();
+        if size == 0 {
+            break;
+        }
+        payload.push_str(&after[..size]);
+        rest = &after[size + 2..];
+    }
+    let first: Value = serde_json::from_str(payload.lines().next().unwrap()).unwrap();
+    assert_eq!(first["type"], "ADDED");
+    assert_eq!(first["object"]["metadata"]["name"], "raw");
+    assert!(payload.ends_with('\n'));
+}
