@@ -118,6 +118,10 @@ pub struct NodeView<'a> {
     pub usage: &'a [GpuUsage],
     /// UUIDs listed in `hami.io/device-cordon`.
     pub cordoned: &'a BTreeSet<String>,
+    /// Whether each device is an NVIDIA GPU.
+    pub is_vendor: &'a [bool],
+    /// Each device's model in lower case.
+    pub model_lower: &'a [String],
 }
 
 /// A successful fit: the devices per container and the node's score before placing.
@@ -160,10 +164,6 @@ fn device_score(d: &GpuDevice, u: &GpuUsage, req: &ContainerRequest, w: &Scoring
     10.0 * (f64::from(w.slot) * slot + f64::from(w.core) * core + f64::from(w.memory) * mem)
 }
 
-fn is_vendor_device(d: &GpuDevice) -> bool {
-    d.model.to_ascii_lowercase().contains("nvidia")
-}
-
 /// Fits the whole pod on one node, or says why not.
 pub fn fit_pod(node: NodeView<'_>, pod: &FitRequest<'_>) -> Result<Placement, String> {
     let score = node_score(node.devices, node.usage);
@@ -197,7 +197,7 @@ pub fn fit_pod(node: NodeView<'_>, pod: &FitRequest<'_>) -> Result<Placement, St
     }
     let (mem, cores) = usage_totals(&collapse_pod_usage(&devices, pod.request.init_count));
     if !pod.quota.allows(mem, cores) {
-        let total = node.devices.iter().filter(|d| is_vendor_device(d)).count();
+        let total = node.is_vendor.iter().filter(|v| **v).count();
         let mut tally = Tally::default();
         tally.add(CardReason::ResourceQuotaNotFit, total);
         return Err(tally.render(total));
@@ -218,7 +218,7 @@ fn fit_container(
     cores_before: u64,
 ) -> Result<Vec<ContainerDevice>, String> {
     let candidates: Vec<usize> = (0..node.devices.len())
-        .filter(|&i| is_vendor_device(&node.devices[i]))
+        .filter(|&i| node.is_vendor.get(i).copied().unwrap_or(false))
         .collect();
     let total = candidates.len();
     let nums = req.nums as usize;
@@ -258,7 +258,8 @@ fn fit_container(
             tally.add(CardReason::CardCordoned, 1);
             continue;
         }
-        if !pod.selectors.type_allowed(&d.model, &d.mode) {
+        let model = node.model_lower.get(i).map_or("", String::as_str);
+        if !pod.selectors.type_allowed_lower(model, &d.mode) {
             tally.add(CardReason::CardTypeMismatch, 1);
             continue;
         }
@@ -462,11 +463,15 @@ mod tests {
     ) -> Result<Placement, String> {
         let cordoned = BTreeSet::new();
         let p = policies(gpu_policy);
+        let model_lower: Vec<String> = devices.iter().map(|d| d.model.to_lowercase()).collect();
+        let is_vendor: Vec<bool> = model_lower.iter().map(|m| m.contains("nvidia")).collect();
         fit_pod(
             NodeView {
                 devices,
                 usage,
                 cordoned: &cordoned,
+                is_vendor: &is_vendor,
+                model_lower: &model_lower,
             },
             &FitRequest {
                 request: req,

@@ -2,6 +2,7 @@
 //! kept incrementally so a decision never rescans all pods.
 
 use crate::device::model::{GpuDevice, PodDevices};
+
 use crate::fit::QuotaHeadroom;
 use crate::usage::{GpuUsage, collapse_pod_usage, usage_totals};
 use serde::Serialize;
@@ -24,6 +25,43 @@ pub struct NodeEntry {
     pub register_raw: Option<String>,
     /// The raw pair-score annotation.
     pub score_raw: Option<String>,
+    /// Current usage per device, parallel to `devices` (kept by the ledger).
+    pub usage: Vec<GpuUsage>,
+    /// Whether each device is an NVIDIA GPU (model contains "nvidia").
+    pub is_vendor: Vec<bool>,
+    /// Each device's model in lower case, for type selectors.
+    pub model_lower: Vec<String>,
+}
+
+impl NodeEntry {
+    /// Fills the per-device fields derived from `devices`, once per registration
+    /// instead of once per decision.
+    fn index_devices(&mut self, usage: Option<&BTreeMap<String, GpuUsage>>) {
+        self.model_lower = self
+            .devices
+            .iter()
+            .map(|d| d.model.to_lowercase())
+            .collect();
+        self.is_vendor = self
+            .model_lower
+            .iter()
+            .map(|m| m.contains("nvidia"))
+            .collect();
+        self.usage = self
+            .devices
+            .iter()
+            .map(|d| {
+                usage
+                    .and_then(|m| m.get(&d.id))
+                    .copied()
+                    .unwrap_or_default()
+            })
+            .collect();
+    }
+
+    fn device_position(&self, uuid: &str) -> Option<usize> {
+        self.devices.iter().position(|d| d.id == uuid)
+    }
 }
 
 /// Where a tracked pod stands.
@@ -101,7 +139,7 @@ pub struct QuotaLimits {
 /// The scheduler's books.
 #[derive(Debug, Default)]
 pub struct Ledger {
-    nodes: BTreeMap<String, NodeEntry>,
+    nodes: HashMap<String, NodeEntry>,
     /// Usage per node per GPU UUID (includes UUIDs not, or no longer, registered).
     node_usage: HashMap<String, BTreeMap<String, GpuUsage>>,
     pods: HashMap<String, PodEntry>,
@@ -113,7 +151,8 @@ pub struct Ledger {
 
 impl Ledger {
     /// Registers or updates a node.
-    pub fn upsert_node(&mut self, name: &str, entry: NodeEntry) {
+    pub fn upsert_node(&mut self, name: &str, mut entry: NodeEntry) {
+        entry.index_devices(self.node_usage.get(name));
         self.nodes.insert(name.to_string(), entry);
     }
 
@@ -127,23 +166,16 @@ impl Ledger {
         self.nodes.get(name)
     }
 
-    /// All nodes, by name.
-    pub fn nodes(&self) -> &BTreeMap<String, NodeEntry> {
-        &self.nodes
+    /// All nodes, sorted by name (for dumps and metrics, not the hot path).
+    pub fn nodes(&self) -> Vec<(&String, &NodeEntry)> {
+        let mut nodes: Vec<_> = self.nodes.iter().collect();
+        nodes.sort_by(|a, b| a.0.cmp(b.0));
+        nodes
     }
 
-    /// Usage of each registered device of `node`, in device order.
-    pub fn device_usage(&self, node: &str, devices: &[GpuDevice]) -> Vec<GpuUsage> {
-        let per_uuid = self.node_usage.get(node);
-        devices
-            .iter()
-            .map(|d| {
-                per_uuid
-                    .and_then(|m| m.get(&d.id))
-                    .copied()
-                    .unwrap_or_default()
-            })
-            .collect()
+    /// Names of all registered nodes.
+    pub fn node_names(&self) -> impl Iterator<Item = &String> {
+        self.nodes.keys()
     }
 
     /// A tracked pod.
@@ -168,6 +200,13 @@ impl Ledger {
         for (uuid, u) in &entry.usage {
             node.entry(uuid.clone()).or_default().add(u);
         }
+        if let Some(n) = self.nodes.get_mut(&entry.node) {
+            for (uuid, u) in &entry.usage {
+                if let Some(i) = n.device_position(uuid) {
+                    n.usage[i].add(u);
+                }
+            }
+        }
         let (mem, cores) = usage_totals(&entry.usage);
         let ns = self
             .namespace_usage
@@ -181,6 +220,13 @@ impl Ledger {
     /// Releases a pod's hold; returns what it held.
     pub fn remove_pod(&mut self, uid: &str) -> Option<PodEntry> {
         let entry = self.pods.remove(uid)?;
+        if let Some(n) = self.nodes.get_mut(&entry.node) {
+            for (uuid, u) in &entry.usage {
+                if let Some(i) = n.device_position(uuid) {
+                    n.usage[i].sub(u);
+                }
+            }
+        }
         if let Some(node) = self.node_usage.get_mut(&entry.node) {
             for (uuid, u) in &entry.usage {
                 if let Some(slot) = node.get_mut(uuid) {

@@ -200,7 +200,7 @@ fn register_ledger_gauges(r: &mut Registry, ledger: &Ledger) {
         })
         .set(1.0);
     for (name, entry) in ledger.nodes() {
-        let usage = ledger.device_usage(name, &entry.devices);
+        let usage = entry.usage.iter().copied();
         for (d, u) in entry.devices.iter().zip(usage) {
             let l = DeviceLabels {
                 zone: zone(),

@@ -68,7 +68,14 @@ impl DeviceSelectors {
 
     /// Whether the card model and mode are acceptable (`CardTypeMismatch` otherwise).
     pub fn type_allowed(&self, model: &str, mode: &str) -> bool {
-        let model = model.to_lowercase();
+        self.type_allowed_lower(&model.to_lowercase(), mode)
+    }
+
+    /// [`Self::type_allowed`] for a model already in lower case (the hot path).
+    pub fn type_allowed_lower(&self, model: &str, mode: &str) -> bool {
+        if self.use_types.is_empty() && self.nouse_types.is_empty() && self.vgpu_mode.is_none() {
+            return true;
+        }
         if !self.use_types.is_empty() && !self.use_types.iter().any(|t| model.contains(t)) {
             return false;
         }

@@ -14,7 +14,7 @@ impl Scheduler {
             .nodes()
             .iter()
             .map(|(name, entry)| {
-                let usage = ledger.device_usage(name, &entry.devices);
+                let usage = entry.usage.iter().copied();
                 let gpus: Vec<Value> = entry
                     .devices
                     .iter()

@@ -71,12 +71,8 @@ fn build(nodes: &[Node]) -> (Scheduler, Arc<MemoryCluster>) {
 fn check_invariants(s: &Scheduler) -> Result<(), TestCaseError> {
     s.with_ledger(|l| {
         prop_assert_eq!(l.incremental_node_usage(), &l.recomputed_node_usage());
-        for (name, entry) in l.nodes() {
-            for (d, u) in entry
-                .devices
-                .iter()
-                .zip(l.device_usage(name, &entry.devices))
-            {
+        for (_, entry) in l.nodes() {
+            for (d, u) in entry.devices.iter().zip(entry.usage.iter().copied()) {
                 prop_assert!(u.used <= d.count, "{} slots {} > {}", d.id, u.used, d.count);
                 prop_assert!(
                     u.usedmem <= d.devmem,

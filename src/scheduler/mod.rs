@@ -252,8 +252,7 @@ impl Scheduler {
     pub fn retain_nodes(&self, existing: &std::collections::HashSet<String>) {
         let mut ledger = self.ledger.write();
         let gone: Vec<String> = ledger
-            .nodes()
-            .keys()
+            .node_names()
             .filter(|n| !existing.contains(*n))
             .cloned()
             .collect();

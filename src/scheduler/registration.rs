@@ -102,6 +102,7 @@ pub fn node_entry(node: &Node, previous: Option<&NodeEntry>) -> NodeEntry {
         cordoned,
         register_raw: register_raw.clone(),
         score_raw: score_raw.clone(),
+        ..NodeEntry::default()
     };
     let Some(raw) = register_raw else {
         entry.registration_error = Some(format!("annotation {NODE_REGISTER} not found"));
