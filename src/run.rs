@@ -135,8 +135,8 @@ fn file_source(
 ) -> anyhow::Result<Source> {
     let objects = ClusterObjects::load(path)?;
     let memory = Arc::new(MemoryCluster::new(
-        objects.nodes.clone(),
-        objects.pods.clone(),
+        Vec::new(),
+        Vec::new(),
         simulate_device_plugin,
     ));
     let api: Arc<dyn ClusterApi> = memory.clone();
@@ -149,6 +149,7 @@ fn file_source(
         quotas = objects.quotas.len(),
         "cluster loaded"
     );
+    memory.insert_all(objects.nodes, objects.pods);
     let sweeper = {
         let scheduler = scheduler.clone();
         tokio::spawn(async move {

@@ -14,9 +14,33 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 /// How many events the store keeps for `/debug/state`.
 const EVENT_HISTORY: usize = 1000;
 
+/// A pod kept as compact JSON: a typed `Pod` is several KiB in memory, and a
+/// cluster file may hold tens of thousands of pods that are only read back when one
+/// of them is bound or owns a node lock.
+struct StoredPod {
+    uid: Option<String>,
+    json: Box<[u8]>,
+}
+
+impl StoredPod {
+    fn new(pod: &Pod) -> Self {
+        Self {
+            uid: pod.metadata.uid.clone(),
+            json: serde_json::to_vec(pod)
+                .unwrap_or_default()
+                .into_boxed_slice(),
+        }
+    }
+
+    fn pod(&self) -> Result<Pod, ApiError> {
+        serde_json::from_slice(&self.json)
+            .map_err(|e| ApiError::Other(format!("stored pod is unreadable: {e}")))
+    }
+}
+
 #[derive(Default)]
 struct Store {
-    pods: HashMap<(String, String), Pod>,
+    pods: HashMap<(String, String), StoredPod>,
     nodes: BTreeMap<String, Node>,
     events: VecDeque<SchedulerEvent>,
     version: u64,
@@ -56,7 +80,18 @@ fn apply(map: &mut Option<BTreeMap<String, String>>, changes: &BTreeMap<String, 
 impl MemoryCluster {
     /// A store holding `nodes` and `pods`.
     pub fn new(nodes: Vec<Node>, pods: Vec<Pod>, simulate_device_plugin: bool) -> Self {
-        let mut store = Store::default();
+        let cluster = Self {
+            store: Mutex::new(Store::default()),
+            simulate_device_plugin,
+        };
+        cluster.insert_all(nodes, pods);
+        cluster
+    }
+
+    /// Adds nodes and pods, consuming them (each typed pod is dropped as soon as it
+    /// is stored compactly).
+    pub fn insert_all(&self, nodes: Vec<Node>, pods: Vec<Pod>) {
+        let mut store = self.store.lock();
         for mut node in nodes {
             let v = store.next_version();
             node.metadata.resource_version = Some(v);
@@ -71,12 +106,8 @@ impl MemoryCluster {
                 .clone()
                 .unwrap_or_else(|| "default".into());
             if let Some(name) = pod.metadata.name.clone() {
-                store.pods.insert((ns, name), pod);
+                store.pods.insert((ns, name), StoredPod::new(&pod));
             }
-        }
-        Self {
-            store: Mutex::new(store),
-            simulate_device_plugin,
         }
     }
 
@@ -113,14 +144,19 @@ impl ClusterApi for MemoryCluster {
         let same_uid = store
             .pods
             .get(&k)
-            .is_some_and(|p| p.metadata.uid == pod.metadata.uid);
+            .is_some_and(|p| p.uid == pod.metadata.uid);
         if !same_uid {
-            store.pods.insert(k, pod.clone());
+            store.pods.insert(k, StoredPod::new(pod));
         }
     }
 
     async fn get_pod(&self, namespace: &str, name: &str) -> Result<Option<Pod>, ApiError> {
-        Ok(self.store.lock().pods.get(&key(namespace, name)).cloned())
+        self.store
+            .lock()
+            .pods
+            .get(&key(namespace, name))
+            .map(StoredPod::pod)
+            .transpose()
     }
 
     async fn patch_pod_metadata(
@@ -130,15 +166,18 @@ impl ClusterApi for MemoryCluster {
         patch: &MetadataPatch,
     ) -> Result<(), ApiError> {
         let mut store = self.store.lock();
-        let pod = store
-            .pods
-            .get_mut(&key(namespace, name))
-            .ok_or_else(|| ApiError::NotFound {
-                kind: "pod",
-                name: format!("{namespace}/{name}"),
-            })?;
+        let stored =
+            store
+                .pods
+                .get_mut(&key(namespace, name))
+                .ok_or_else(|| ApiError::NotFound {
+                    kind: "pod",
+                    name: format!("{namespace}/{name}"),
+                })?;
+        let mut pod = stored.pod()?;
         apply(&mut pod.metadata.annotations, &patch.annotations);
         apply(&mut pod.metadata.labels, &patch.labels);
+        *stored = StoredPod::new(&pod);
         Ok(())
     }
 
@@ -156,13 +195,15 @@ impl ClusterApi for MemoryCluster {
                 name: node.to_string(),
             });
         }
-        let pod = store
-            .pods
-            .get_mut(&key(namespace, name))
-            .ok_or_else(|| ApiError::NotFound {
-                kind: "pod",
-                name: format!("{namespace}/{name}"),
-            })?;
+        let stored =
+            store
+                .pods
+                .get_mut(&key(namespace, name))
+                .ok_or_else(|| ApiError::NotFound {
+                    kind: "pod",
+                    name: format!("{namespace}/{name}"),
+                })?;
+        let mut pod = stored.pod()?;
         if pod.metadata.uid.as_deref() != Some(uid) {
             return Err(ApiError::Conflict(format!(
                 "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
@@ -180,6 +221,9 @@ impl ClusterApi for MemoryCluster {
             let mut phase = BTreeMap::new();
             phase.insert(BIND_PHASE.to_string(), Some("success".to_string()));
             apply(&mut pod.metadata.annotations, &phase);
+        }
+        *stored = StoredPod::new(&pod);
+        if self.simulate_device_plugin {
             let owner_suffix = format!(",{namespace},{name}");
             let version = store.next_version();
             if let Some(n) = store.nodes.get_mut(node) {
