@@ -195,7 +195,7 @@ pub fn fit_pod(node: NodeView<'_>, pod: &FitRequest<'_>) -> Result<Placement, St
             None => devices.push(Vec::new()),
         }
     }
-    let (mem, cores) = usage_totals(&collapse_pod_usage(&devices, pod.request.init_count));
+    let (mem, cores) = usage_totals(collapse_pod_usage(&devices, pod.request.init_count).values());
     if !pod.quota.allows(mem, cores) {
         let total = node.is_vendor.iter().filter(|v| **v).count();
         let mut tally = Tally::default();

@@ -97,9 +97,10 @@ pub struct PodEntry {
     pub init_count: usize,
     /// Reservation state.
     pub phase: PodPhase,
-    /// Collapsed usage per GPU UUID.
+    /// Collapsed usage per GPU UUID, sorted by UUID (a small vector: a map per pod
+    /// costs more memory than the pod's whole record).
     #[serde(skip)]
-    pub usage: BTreeMap<String, GpuUsage>,
+    pub usage: Vec<(String, GpuUsage)>,
 }
 
 impl PodEntry {
@@ -113,7 +114,9 @@ impl PodEntry {
         init_count: usize,
         phase: PodPhase,
     ) -> Self {
-        let usage = collapse_pod_usage(&devices, init_count);
+        let usage = collapse_pod_usage(&devices, init_count)
+            .into_iter()
+            .collect();
         Self {
             uid,
             namespace,
@@ -207,7 +210,7 @@ impl Ledger {
                 }
             }
         }
-        let (mem, cores) = usage_totals(&entry.usage);
+        let (mem, cores) = usage_totals(entry.usage.iter().map(|(_, u)| u));
         let ns = self
             .namespace_usage
             .entry(entry.namespace.clone())
@@ -240,7 +243,7 @@ impl Ledger {
                 self.node_usage.remove(&entry.node);
             }
         }
-        let (mem, cores) = usage_totals(&entry.usage);
+        let (mem, cores) = usage_totals(entry.usage.iter().map(|(_, u)| u));
         if let Some(ns) = self.namespace_usage.get_mut(&entry.namespace) {
             ns.0 = ns.0.saturating_sub(mem);
             ns.1 = ns.1.saturating_sub(cores);

@@ -2,7 +2,7 @@
 
 use crate::app::{AppState, RouterOptions, router};
 use crate::cluster::api::ClusterApi;
-use crate::cluster::file::ClusterObjects;
+use crate::cluster::file::{ClusterObject, visit_file};
 use crate::cluster::kube::housekeeping::{self, HousekeepingConfig};
 use crate::cluster::kube::leader::{self, LeaderConfig, Leadership};
 use crate::cluster::kube::{KubeCluster, watch};
@@ -133,7 +133,6 @@ fn file_source(
     metrics: Arc<Metrics>,
     simulate_device_plugin: bool,
 ) -> anyhow::Result<Source> {
-    let objects = ClusterObjects::load(path)?;
     let memory = Arc::new(MemoryCluster::new(
         Vec::new(),
         Vec::new(),
@@ -141,15 +140,24 @@ fn file_source(
     ));
     let api: Arc<dyn ClusterApi> = memory.clone();
     let scheduler = Arc::new(Scheduler::new(config, api, metrics));
-    scheduler.load(&objects);
-    tracing::info!(
-        file = %path.display(),
-        nodes = objects.nodes.len(),
-        pods = objects.pods.len(),
-        quotas = objects.quotas.len(),
-        "cluster loaded"
-    );
-    memory.insert_all(objects.nodes, objects.pods);
+    let (mut nodes, mut pods, mut quotas) = (0usize, 0usize, 0usize);
+    visit_file(path, |object| match object {
+        ClusterObject::Node(node) => {
+            nodes += 1;
+            scheduler.apply_node(&node);
+            memory.insert_node(*node);
+        }
+        ClusterObject::Pod(pod) => {
+            pods += 1;
+            scheduler.apply_pod(&pod);
+            memory.insert_pod(&pod);
+        }
+        ClusterObject::Quota(quota) => {
+            quotas += 1;
+            scheduler.apply_quota(&quota);
+        }
+    })?;
+    tracing::info!(file = %path.display(), nodes, pods, quotas, "cluster loaded");
     let sweeper = {
         let scheduler = scheduler.clone();
         tokio::spawn(async move {

@@ -77,8 +77,8 @@ pub fn collapse_pod_usage(devices: &PodDevices, init_count: usize) -> BTreeMap<S
 }
 
 /// Sum of memory and cores over a collapsed usage, for namespace quotas.
-pub fn usage_totals(usage: &BTreeMap<String, GpuUsage>) -> (u64, u64) {
-    usage.values().fold((0, 0), |(m, c), u| {
+pub fn usage_totals<'a>(usage: impl IntoIterator<Item = &'a GpuUsage>) -> (u64, u64) {
+    usage.into_iter().fold((0, 0), |(m, c), u| {
         (
             m.saturating_add(u.usedmem),
             c.saturating_add(u64::from(u.usedcores)),
@@ -134,6 +134,6 @@ mod tests {
         assert_eq!(u["b"].used, 1);
         let init_only = collapse_pod_usage(&vec![vec![d("c", 10, 1)], vec![]], 1);
         assert_eq!(init_only["c"].used, 1);
-        assert_eq!(usage_totals(&u), (5300, 50));
+        assert_eq!(usage_totals(u.values()), (5300, 50));
     }
 }

@@ -28,88 +28,125 @@ pub enum ClusterFileError {
     Invalid { document: usize, problem: String },
 }
 
+/// One object of a cluster file.
+#[derive(Debug, Clone)]
+pub enum ClusterObject {
+    /// A Node.
+    Node(Box<Node>),
+    /// A Pod.
+    Pod(Box<Pod>),
+    /// A ResourceQuota.
+    Quota(Box<ResourceQuota>),
+}
+
+/// Reads a cluster file and hands each object to `sink` as soon as it is decoded,
+/// so a file with tens of thousands of pods never exists as typed objects all at
+/// once (a typed Pod takes several KiB).
+pub fn visit_file(path: &Path, sink: impl FnMut(ClusterObject)) -> Result<(), ClusterFileError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ClusterFileError::Read {
+        path: path.display().to_string(),
+        source,
+    })?;
+    visit(&text, sink)
+}
+
+/// [`visit_file`] over text.
+pub fn visit(text: &str, mut sink: impl FnMut(ClusterObject)) -> Result<(), ClusterFileError> {
+    for (i, document) in serde_yaml_ng::Deserializer::from_str(text).enumerate() {
+        let invalid = |problem: String| ClusterFileError::Invalid {
+            document: i + 1,
+            problem,
+        };
+        let value = serde_json::Value::deserialize(document)
+            .map_err(|e| invalid(format!("not valid YAML: {e}")))?;
+        if value.is_null() {
+            continue;
+        }
+        decode(value, &mut sink).map_err(invalid)?;
+    }
+    Ok(())
+}
+
+fn decode(
+    mut value: serde_json::Value,
+    sink: &mut impl FnMut(ClusterObject),
+) -> Result<(), String> {
+    let kind = value
+        .get("kind")
+        .and_then(|k| k.as_str())
+        .ok_or("object has no kind")?
+        .to_string();
+    let named = |v: &serde_json::Value| {
+        v.pointer("/metadata/name")
+            .and_then(|n| n.as_str())
+            .unwrap_or("<unnamed>")
+            .to_string()
+    };
+    match kind.as_str() {
+        "Node" => {
+            let name = named(&value);
+            sink(ClusterObject::Node(
+                serde_json::from_value(value).map_err(|e| format!("Node {name}: {e}"))?,
+            ));
+        }
+        "Pod" => {
+            let name = named(&value);
+            sink(ClusterObject::Pod(
+                serde_json::from_value(value).map_err(|e| format!("Pod {name}: {e}"))?,
+            ));
+        }
+        "ResourceQuota" => {
+            let name = named(&value);
+            sink(ClusterObject::Quota(
+                serde_json::from_value(value).map_err(|e| format!("ResourceQuota {name}: {e}"))?,
+            ));
+        }
+        k if k == "List" || k.ends_with("List") => {
+            let items = match value.get_mut("items").map(serde_json::Value::take) {
+                Some(serde_json::Value::Array(items)) => items,
+                _ => Vec::new(),
+            };
+            for mut item in items {
+                // Items of a typed list (NodeList) may omit their own kind.
+                if item.get("kind").is_none()
+                    && k != "List"
+                    && let Some(obj) = item.as_object_mut()
+                {
+                    obj.insert(
+                        "kind".into(),
+                        serde_json::Value::String(k.trim_end_matches("List").into()),
+                    );
+                }
+                decode(item, sink)?;
+            }
+        }
+        // Other objects (Namespaces, Deployments...) may sit in the same file.
+        _ => {}
+    }
+    Ok(())
+}
+
 impl ClusterObjects {
-    /// Loads a cluster file.
+    /// Loads a cluster file into memory as typed objects.
     pub fn load(path: &Path) -> Result<Self, ClusterFileError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ClusterFileError::Read {
-            path: path.display().to_string(),
-            source,
-        })?;
-        Self::parse(&text)
+        let mut objects = ClusterObjects::default();
+        visit_file(path, |o| objects.push(o))?;
+        Ok(objects)
     }
 
     /// Parses cluster file text.
     pub fn parse(text: &str) -> Result<Self, ClusterFileError> {
         let mut objects = ClusterObjects::default();
-        for (i, document) in serde_yaml_ng::Deserializer::from_str(text).enumerate() {
-            let invalid = |problem: String| ClusterFileError::Invalid {
-                document: i + 1,
-                problem,
-            };
-            let value = serde_json::Value::deserialize(document)
-                .map_err(|e| invalid(format!("not valid YAML: {e}")))?;
-            if value.is_null() {
-                continue;
-            }
-            objects.add(value).map_err(invalid)?;
-        }
+        visit(text, |o| objects.push(o))?;
         Ok(objects)
     }
 
-    fn add(&mut self, value: serde_json::Value) -> Result<(), String> {
-        let kind = value
-            .get("kind")
-            .and_then(|k| k.as_str())
-            .ok_or("object has no kind")?
-            .to_string();
-        let named = |v: &serde_json::Value| {
-            v.pointer("/metadata/name")
-                .and_then(|n| n.as_str())
-                .unwrap_or("<unnamed>")
-                .to_string()
-        };
-        match kind.as_str() {
-            "Node" => {
-                let name = named(&value);
-                self.nodes
-                    .push(serde_json::from_value(value).map_err(|e| format!("Node {name}: {e}"))?);
-            }
-            "Pod" => {
-                let name = named(&value);
-                self.pods
-                    .push(serde_json::from_value(value).map_err(|e| format!("Pod {name}: {e}"))?);
-            }
-            "ResourceQuota" => {
-                let name = named(&value);
-                self.quotas.push(
-                    serde_json::from_value(value)
-                        .map_err(|e| format!("ResourceQuota {name}: {e}"))?,
-                );
-            }
-            k if k == "List" || k.ends_with("List") => {
-                let items = value
-                    .get("items")
-                    .and_then(|i| i.as_array())
-                    .cloned()
-                    .unwrap_or_default();
-                for mut item in items {
-                    // Items of a typed list (NodeList) may omit their own kind.
-                    if item.get("kind").is_none()
-                        && k != "List"
-                        && let Some(obj) = item.as_object_mut()
-                    {
-                        obj.insert(
-                            "kind".into(),
-                            serde_json::Value::String(k.trim_end_matches("List").into()),
-                        );
-                    }
-                    self.add(item)?;
-                }
-            }
-            // Other objects (Namespaces, Deployments...) may sit in the same file.
-            _ => {}
+    fn push(&mut self, object: ClusterObject) {
+        match object {
+            ClusterObject::Node(n) => self.nodes.push(*n),
+            ClusterObject::Pod(p) => self.pods.push(*p),
+            ClusterObject::Quota(q) => self.quotas.push(*q),
         }
-        Ok(())
     }
 }
 

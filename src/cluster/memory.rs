@@ -111,6 +111,26 @@ impl MemoryCluster {
         }
     }
 
+    /// Adds one node.
+    pub fn insert_node(&self, node: Node) {
+        self.insert_all(vec![node], Vec::new());
+    }
+
+    /// Adds one pod (stored compactly).
+    pub fn insert_pod(&self, pod: &Pod) {
+        let ns = pod
+            .metadata
+            .namespace
+            .clone()
+            .unwrap_or_else(|| "default".into());
+        if let Some(name) = pod.metadata.name.clone() {
+            self.store
+                .lock()
+                .pods
+                .insert((ns, name), StoredPod::new(pod));
+        }
+    }
+
     /// Events recorded so far, oldest first.
     pub fn events(&self) -> Vec<SchedulerEvent> {
         self.store.lock().events.iter().cloned().collect()

@@ -51,7 +51,7 @@ impl Scheduler {
                     "uid": p.uid, "namespace": p.namespace, "name": p.name, "node": p.node,
                     "phase": phase, "reservationExpiresInSeconds": expires,
                     "devices": p.devices,
-                    "usage": p.usage,
+                    "usage": p.usage.iter().map(|(k, u)| (k.clone(), *u)).collect::<std::collections::BTreeMap<_, _>>(),
                 })
             })
             .collect();
