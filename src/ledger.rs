@@ -21,10 +21,9 @@ pub struct NodeEntry {
     pub unusable_reason: Option<&'static str>,
     /// GPU UUIDs an administrator excluded with `hami.io/device-cordon`.
     pub cordoned: BTreeSet<String>,
-    /// The raw register annotation, to skip re-decoding unchanged nodes.
-    pub register_raw: Option<String>,
-    /// The raw pair-score annotation.
-    pub score_raw: Option<String>,
+    /// Fingerprint of the register and pair-score annotations, to skip re-decoding
+    /// unchanged nodes on every watch event without keeping the text around.
+    pub source_fingerprint: Option<u64>,
     /// Current usage per device, parallel to `devices` (kept by the ledger).
     pub usage: Vec<GpuUsage>,
     /// Whether each device is an NVIDIA GPU (model contains "nvidia").

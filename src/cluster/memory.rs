@@ -38,10 +38,32 @@ impl StoredPod {
     }
 }
 
+/// A node kept as compact JSON, like pods (its register annotation is most of it).
+struct StoredNode {
+    resource_version: Option<String>,
+    json: Box<[u8]>,
+}
+
+impl StoredNode {
+    fn new(node: &Node) -> Self {
+        Self {
+            resource_version: node.metadata.resource_version.clone(),
+            json: serde_json::to_vec(node)
+                .unwrap_or_default()
+                .into_boxed_slice(),
+        }
+    }
+
+    fn node(&self) -> Result<Node, ApiError> {
+        serde_json::from_slice(&self.json)
+            .map_err(|e| ApiError::Other(format!("stored node is unreadable: {e}")))
+    }
+}
+
 #[derive(Default)]
 struct Store {
     pods: HashMap<(String, String), StoredPod>,
-    nodes: BTreeMap<String, Node>,
+    nodes: BTreeMap<String, StoredNode>,
     events: VecDeque<SchedulerEvent>,
     version: u64,
 }
@@ -96,7 +118,7 @@ impl MemoryCluster {
             let v = store.next_version();
             node.metadata.resource_version = Some(v);
             if let Some(name) = node.metadata.name.clone() {
-                store.nodes.insert(name, node);
+                store.nodes.insert(name, StoredNode::new(&node));
             }
         }
         for pod in pods {
@@ -134,17 +156,6 @@ impl MemoryCluster {
     /// Events recorded so far, oldest first.
     pub fn events(&self) -> Vec<SchedulerEvent> {
         self.store.lock().events.iter().cloned().collect()
-    }
-
-    /// Replaces or adds a node (used when kube-scheduler sends full Node objects).
-    pub fn upsert_node(&self, node: Node) {
-        let mut store = self.store.lock();
-        if let Some(name) = node.metadata.name.clone() {
-            let mut node = node;
-            let v = store.next_version();
-            node.metadata.resource_version = Some(v);
-            store.nodes.insert(name, node);
-        }
     }
 }
 
@@ -246,7 +257,9 @@ impl ClusterApi for MemoryCluster {
         if self.simulate_device_plugin {
             let owner_suffix = format!(",{namespace},{name}");
             let version = store.next_version();
-            if let Some(n) = store.nodes.get_mut(node) {
+            if let Some(stored) = store.nodes.get_mut(node)
+                && let Ok(mut n) = stored.node()
+            {
                 let anns = n.metadata.annotations.get_or_insert_with(BTreeMap::new);
                 if anns
                     .get(NODE_LOCK)
@@ -254,6 +267,7 @@ impl ClusterApi for MemoryCluster {
                 {
                     anns.remove(NODE_LOCK);
                     n.metadata.resource_version = Some(version);
+                    *stored = StoredNode::new(&n);
                 }
             }
         }
@@ -261,7 +275,12 @@ impl ClusterApi for MemoryCluster {
     }
 
     async fn get_node(&self, name: &str) -> Result<Option<Node>, ApiError> {
-        Ok(self.store.lock().nodes.get(name).cloned())
+        self.store
+            .lock()
+            .nodes
+            .get(name)
+            .map(StoredNode::node)
+            .transpose()
     }
 
     async fn patch_node_annotations(
@@ -272,7 +291,7 @@ impl ClusterApi for MemoryCluster {
     ) -> Result<(), ApiError> {
         let mut store = self.store.lock();
         let version = store.next_version();
-        let node = store
+        let stored = store
             .nodes
             .get_mut(name)
             .ok_or_else(|| ApiError::NotFound {
@@ -280,14 +299,16 @@ impl ClusterApi for MemoryCluster {
                 name: name.to_string(),
             })?;
         if let Some(expected) = resource_version
-            && node.metadata.resource_version.as_deref() != Some(expected)
+            && stored.resource_version.as_deref() != Some(expected)
         {
             return Err(ApiError::Conflict(format!(
                 "Operation cannot be fulfilled on nodes \"{name}\": the object has been modified; please apply your changes to the latest version and try again"
             )));
         }
+        let mut node = stored.node()?;
         apply(&mut node.metadata.annotations, annotations);
         node.metadata.resource_version = Some(version);
+        *stored = StoredNode::new(&node);
         Ok(())
     }
 

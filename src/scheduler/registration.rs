@@ -73,9 +73,16 @@ pub fn apply_health(entry: &mut NodeEntry, ready: bool) {
 pub fn node_entry(node: &Node, previous: Option<&NodeEntry>) -> NodeEntry {
     let name = node.metadata.name.as_deref().unwrap_or_default();
     let annotations = node.metadata.annotations.as_ref();
-    let get = |k: &str| annotations.and_then(|a| a.get(k)).cloned();
+    let get = |k: &str| annotations.and_then(|a| a.get(k));
     let register_raw = get(NODE_REGISTER);
     let score_raw = get(NODE_SCORE);
+    let fingerprint = {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        register_raw.hash(&mut h);
+        score_raw.hash(&mut h);
+        h.finish()
+    };
     let cordoned = get(DEVICE_CORDON)
         .map(|v| {
             v.split(',')
@@ -87,8 +94,7 @@ pub fn node_entry(node: &Node, previous: Option<&NodeEntry>) -> NodeEntry {
         .unwrap_or_default();
 
     if let Some(prev) = previous
-        && prev.register_raw == register_raw
-        && prev.score_raw == score_raw
+        && prev.source_fingerprint == Some(fingerprint)
     {
         let mut same = prev.clone();
         same.cordoned = cordoned;
@@ -100,8 +106,7 @@ pub fn node_entry(node: &Node, previous: Option<&NodeEntry>) -> NodeEntry {
         registration_error: None,
         unusable_reason: None,
         cordoned,
-        register_raw: register_raw.clone(),
-        score_raw: score_raw.clone(),
+        source_fingerprint: Some(fingerprint),
         ..NodeEntry::default()
     };
     let Some(raw) = register_raw else {
@@ -109,10 +114,10 @@ pub fn node_entry(node: &Node, previous: Option<&NodeEntry>) -> NodeEntry {
         entry.unusable_reason = Some(NODE_UNREGISTERED);
         return entry;
     };
-    match decode_register_annotation(&raw) {
+    match decode_register_annotation(raw) {
         Ok(mut devices) => {
             if let Some(scores) = score_raw {
-                match decode_pair_scores(&scores) {
+                match decode_pair_scores(scores) {
                     Ok(scores) => attach_pair_scores(&mut devices, &scores),
                     Err(e) => {
                         tracing::warn!(node = name, error = %e, "ignoring malformed {NODE_SCORE} annotation; topology-aware placement treats all pairs as unconnected");
