@@ -1,0 +1,162 @@
+//! Leader election in live mode: two replicas on one API server hold exactly one
+//! `coordination.k8s.io/v1` Lease between them, both serve, the leader alone does
+//! cluster-wide housekeeping, and when the leader dies the other takes over.
+
+mod fake_apiserver;
+mod live_support;
+mod support;
+
+use fake_apiserver::FakeApiServer;
+use live_support::*;
+use serde_json::Value;
+use std::time::{Duration, Instant};
+
+const NS: &str = "inference";
+const LEASE_NS: &str = "default";
+
+fn replica(name: &str) -> LiveOptions {
+    LiveOptions::args(&[
+        "--leader-elect=true",
+        "--leader-elect-resource-namespace",
+        LEASE_NS,
+        "--reservation-ttl",
+        "3s",
+    ])
+    .env("POD_NAME", name)
+}
+
+fn leases(api: &FakeApiServer) -> Vec<Value> {
+    api.list("Lease")
+}
+
+fn holder(api: &FakeApiServer) -> Option<String> {
+    api.get("Lease", Some(LEASE_NS), SCHEDULER)
+        .and_then(|l| l["spec"]["holderIdentity"].as_str().map(String::from))
+}
+
+#[tokio::test]
+async fn one_leader_both_serve_and_failover_within_twenty_seconds() {
+    let api = FakeApiServer::start().await;
+    add_node(&api, "gpu-a", 2, 10);
+    add_node(&api, "gpu-b", 2, 10);
+    let mut a = LiveServer::start_with(&api, replica("replica-a")).await;
+    let mut b = LiveServer::start_with(&api, replica("replica-b")).await;
+
+    assert!(
+        api.wait_until(Duration::from_secs(10), |x| holder(x).is_some())
+            .await,
+        "a Lease {LEASE_NS}/{SCHEDULER} with a holder appears: {:?}",
+        leases(&api)
+    );
+    // Stable: one Lease, one holder, over a few renew periods.
+    let first = holder(&api).expect("holder");
+    assert!(
+        first == "replica-a" || first == "replica-b",
+        "holder {first}"
+    );
+    for _ in 0..4 {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let all = leases(&api);
+        assert_eq!(all.len(), 1, "exactly one Lease: {all:?}");
+        assert_eq!(all[0]["metadata"]["name"], SCHEDULER);
+        assert_eq!(all[0]["metadata"]["namespace"], LEASE_NS);
+        assert_eq!(holder(&api).as_deref(), Some(first.as_str()), "no flapping");
+    }
+    let renewed = |x: &FakeApiServer| {
+        x.get("Lease", Some(LEASE_NS), SCHEDULER)
+            .and_then(|l| l["spec"]["renewTime"].as_str().map(String::from))
+    };
+    let renew_before = renewed(&api);
+    assert!(
+        api.wait_until(Duration::from_secs(6), |x| renewed(x) != renew_before)
+            .await,
+        "the leader renews its lease"
+    );
+
+    // Both replicas are ready and answer the extender.
+    for s in [&a, &b] {
+        assert_eq!(s.get("/readyz").await.0, 200);
+    }
+    create_pod(&api, gpu_pod(NS, "via-a", 1, 10000, 10));
+    create_pod(&api, gpu_pod(NS, "via-b", 1, 10000, 10));
+    a.filter_one(&api, NS, "via-a", &["gpu-a", "gpu-b"]).await;
+    b.filter_one(&api, NS, "via-b", &["gpu-a", "gpu-b"]).await;
+    let uid_a = uid_of(&api_pod(&api, NS, "via-a"));
+    let uid_b = uid_of(&api_pod(&api, NS, "via-b"));
+    // Each replica learns the other's reservation from the watch.
+    for s in [&a, &b] {
+        let (state, ok) = s
+            .wait_state(Duration::from_secs(2), |st| {
+                st.pod(&uid_a).is_some() && st.pod(&uid_b).is_some()
+            })
+            .await;
+        assert!(
+            ok,
+            "both reservations in every replica's ledger: {}",
+            state.0
+        );
+    }
+    // Unbound reservations expire; the leader clears the annotations of both,
+    // including the one the follower made.
+    assert!(
+        api.wait_until(Duration::from_secs(10), |x| {
+            ["via-a", "via-b"].iter().all(|n| {
+                x.get("Pod", Some(NS), n)
+                    .is_some_and(|p| annotation(&p, "hami.io/vgpu-node").is_none())
+            })
+        })
+        .await,
+        "the leader clears expired reservations: {} / {}",
+        api_pod(&api, NS, "via-a"),
+        api_pod(&api, NS, "via-b")
+    );
+    for s in [&a, &b] {
+        let (state, ok) = s
+            .wait_state(Duration::from_secs(5), |st| st.pods().is_empty())
+            .await;
+        assert!(ok, "{}", state.0);
+    }
+
+    // Kill the leader: the other replica takes the lease over.
+    let (leader, follower, survivor) = if first == "replica-a" {
+        (&mut a, "replica-b", &b)
+    } else {
+        (&mut b, "replica-a", &a)
+    };
+    let transitions_before = api
+        .get("Lease", Some(LEASE_NS), SCHEDULER)
+        .and_then(|l| l["spec"]["leaseTransitions"].as_i64())
+        .unwrap_or(0);
+    leader.kill();
+    let killed = Instant::now();
+    let took_over = api
+        .wait_until(Duration::from_secs(25), |x| {
+            holder(x).as_deref() == Some(follower)
+        })
+        .await;
+    let elapsed = killed.elapsed();
+    eprintln!("lease taken over by {follower} after {elapsed:?}");
+    assert!(
+        took_over,
+        "{follower} did not take the lease within 25 s: {:?}\nlog:\n{}",
+        leases(&api),
+        survivor.log_tail(20)
+    );
+    assert!(
+        elapsed <= Duration::from_secs(22),
+        "takeover took {elapsed:?}"
+    );
+    let lease = api.get("Lease", Some(LEASE_NS), SCHEDULER).expect("lease");
+    assert_eq!(
+        lease["spec"]["leaseTransitions"].as_i64(),
+        Some(transitions_before + 1),
+        "{lease}"
+    );
+    assert_eq!(leases(&api).len(), 1);
+
+    // The survivor schedules and binds.
+    create_pod(&api, gpu_pod(NS, "after-failover", 1, 10000, 10));
+    survivor
+        .schedule(&api, NS, "after-failover", &["gpu-a", "gpu-b"])
+        .await;
+}
