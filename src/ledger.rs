@@ -4,6 +4,7 @@
 use crate::device::model::{GpuDevice, PodDevices};
 
 use crate::fit::QuotaHeadroom;
+use crate::freshness::{FORGET_AFTER, LocalMark, PodMeta};
 use crate::usage::{GpuUsage, collapse_pod_usage, usage_totals};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -149,6 +150,8 @@ pub struct Ledger {
     quotas: BTreeMap<String, BTreeMap<String, QuotaLimits>>,
     /// vGPU memory and cores used per namespace.
     namespace_usage: HashMap<String, (u64, u64)>,
+    /// How new our knowledge of each pod is (see `freshness`).
+    meta: HashMap<String, PodMeta>,
 }
 
 impl Ledger {
@@ -195,9 +198,68 @@ impl Ledger {
         self.pods.len()
     }
 
+    /// Freshness bookkeeping of a pod.
+    pub fn meta(&self, uid: &str) -> Option<&PodMeta> {
+        self.meta.get(uid)
+    }
+
+    fn touch(&mut self, uid: &str) -> &mut PodMeta {
+        let now = Instant::now();
+        let meta = self
+            .meta
+            .entry(uid.to_string())
+            .or_insert_with(|| PodMeta::new(now));
+        meta.touched = now;
+        meta
+    }
+
+    /// Records our own placement of a pod (after a reservation).
+    pub fn mark_local_held(&mut self, uid: &str, node: &str, devices: &PodDevices) {
+        let mark = LocalMark::Held {
+            node: node.to_string(),
+            devices: devices.clone(),
+        };
+        self.touch(uid).local = Some((mark, Instant::now()));
+    }
+
+    /// Records that we released a pod's GPUs ourselves (rollback, expiry).
+    pub fn mark_local_released(&mut self, uid: &str) {
+        self.remove_pod(uid);
+        self.touch(uid).local = Some((LocalMark::Released, Instant::now()));
+    }
+
+    /// Records that a pod is gone or finished for good, releasing its GPUs.
+    pub fn mark_finished(&mut self, uid: &str) {
+        self.remove_pod(uid);
+        let meta = self.touch(uid);
+        meta.finished = true;
+        meta.local = None;
+    }
+
+    /// Marks a watch event as the confirmation of our own last write.
+    pub fn confirm_local(&mut self, uid: &str) {
+        self.touch(uid).local = None;
+    }
+
+    /// Records that the ledger heard of the pod now (a watch event, even one that
+    /// changed nothing), so older snapshots leave it alone.
+    pub fn heard_of(&mut self, uid: &str) {
+        self.touch(uid);
+    }
+
+    /// Drops bookkeeping of pods the ledger no longer holds and has not heard of
+    /// for a long time.
+    pub fn prune_meta(&mut self, now: Instant) {
+        let pods = &self.pods;
+        self.meta.retain(|uid, m| {
+            pods.contains_key(uid) || now.duration_since(m.touched) < FORGET_AFTER
+        });
+    }
+
     /// Adds (or replaces) a pod's hold.
     pub fn add_pod(&mut self, entry: PodEntry) {
         self.remove_pod(&entry.uid);
+        self.touch(&entry.uid);
         let node = self.node_usage.entry(entry.node.clone()).or_default();
         for (uuid, u) in &entry.usage {
             node.entry(uuid.clone()).or_default().add(u);
@@ -222,6 +284,7 @@ impl Ledger {
     /// Releases a pod's hold; returns what it held.
     pub fn remove_pod(&mut self, uid: &str) -> Option<PodEntry> {
         let entry = self.pods.remove(uid)?;
+        self.touch(uid);
         if let Some(n) = self.nodes.get_mut(&entry.node) {
             for (uuid, u) in &entry.usage {
                 if let Some(i) = n.device_position(uuid) {
@@ -257,6 +320,9 @@ impl Ledger {
 
     /// Changes a tracked pod's phase; false when the pod is not tracked.
     pub fn set_phase(&mut self, uid: &str, phase: PodPhase) -> bool {
+        if self.pods.contains_key(uid) {
+            self.touch(uid);
+        }
         match self.pods.get_mut(uid) {
             Some(p) => {
                 p.phase = phase;

@@ -9,6 +9,7 @@ pub mod config;
 pub mod device;
 pub mod extender;
 pub mod fit;
+pub mod freshness;
 pub mod ledger;
 pub mod metrics;
 pub mod node_lock;

@@ -59,14 +59,15 @@ impl Scheduler {
         let pod = match self.api.get_pod(ns, name).await {
             Ok(Some(pod)) => pod,
             Ok(None) => {
-                self.ledger.write().remove_pod(uid);
+                self.ledger.write().mark_finished(uid);
                 return Err(format!("pod \"{name}\" not found"));
             }
             Err(e) => return Err(format!("get pod {ns}/{name}: {e}")),
         };
         if pod.metadata.uid.as_deref() != Some(uid) {
-            // A newer pod with the same name: the request is stale.
-            self.ledger.write().remove_pod(uid);
+            // A newer pod with the same name: the request is stale, and the pod
+            // with this UID is gone for good.
+            self.ledger.write().mark_finished(uid);
             return Err(format!(
                 "pod {ns}/{name} has UID {}, not {uid}: it was recreated",
                 pod.metadata.uid.as_deref().unwrap_or("")
@@ -174,7 +175,7 @@ impl Scheduler {
             tracing::warn!(node, error = %e, "could not release node lock after a failed bind");
         }
         if let Some(ctx) = ctx {
-            self.ledger.write().remove_pod(&ctx.uid);
+            self.ledger.write().mark_local_released(&ctx.uid);
             if let Err(e) = self
                 .api
                 .patch_pod_metadata(ns, name, &clear_allocation_patch())

@@ -124,17 +124,70 @@ async fn an_event_of_our_own_patch_keeps_the_reservation_deadline_and_binding_ph
 }
 
 #[tokio::test]
-async fn a_relist_releases_pods_that_vanished() {
-    let (s, _) = scheduler(
+async fn a_relist_releases_pods_that_vanished_but_not_newer_reservations() {
+    let (s, memory) = scheduler(
         vec![node("n1", serde_json::json!({}))],
         SchedulerConfig::default(),
     );
     filter(&s, &pod("c")).await;
     filter(&s, &pod("d")).await;
+    // The watch echoes both reservations, confirming them.
+    for name in ["c", "d"] {
+        s.apply_pod(&memory.get_pod("ns", name).await.unwrap().unwrap());
+    }
+    let list_started = std::time::Instant::now();
+    // Reserved while the list was being read: not in the list, must survive.
+    filter(&s, &pod("e")).await;
     let keep: HashSet<String> = ["uid-d".to_string()].into();
-    let released = s.retain_pods(&keep);
+    let released = s.retain_pods(&keep, list_started);
     assert_eq!(released, vec!["ns/c on n1".to_string()]);
-    assert_eq!(s.with_ledger(|l| l.pod_count()), 1);
+    assert_eq!(s.with_ledger(|l| l.pod_count()), 2);
+    // A deleted pod is final: a stale list that still has it does not bring it back.
+    let c = memory.get_pod("ns", "c").await.unwrap().unwrap();
+    s.apply_pod_snapshot(&c, std::time::Instant::now());
+    s.apply_pod(&c);
+    assert_eq!(phase(&s, "uid-c"), None);
+}
+
+#[tokio::test]
+async fn a_stale_snapshot_does_not_touch_a_pod_changed_after_it_started() {
+    let (s, memory) = scheduler(
+        vec![node("n1", serde_json::json!({}))],
+        SchedulerConfig::default(),
+    );
+    let p = pod("f");
+    let before = std::time::Instant::now();
+    filter(&s, &p).await;
+    // The list (started before the filter) shows the pod without annotations.
+    s.apply_pod_snapshot(&p, before);
+    assert!(matches!(
+        phase(&s, "uid-f"),
+        Some(PodPhase::Reserved { .. })
+    ));
+    s.retain_pods(&HashSet::new(), before);
+    assert!(phase(&s, "uid-f").is_some());
+    let _ = memory;
+}
+
+#[tokio::test]
+async fn late_events_do_not_undo_a_released_reservation() {
+    let (s, memory) = scheduler(
+        vec![node("n1", serde_json::json!({}))],
+        SchedulerConfig::default(),
+    );
+    let p = pod("g");
+    filter(&s, &p).await;
+    let annotated = memory.get_pod("ns", "g").await.unwrap().unwrap();
+    // Our rollback: release and clear.
+    s.with_ledger_mut(|l| l.mark_local_released("uid-g"));
+    // The late event of the earlier patch still carries the annotations: stale.
+    s.apply_pod(&annotated);
+    assert_eq!(phase(&s, "uid-g"), None);
+    // The event of the clearing patch confirms; afterwards events are authoritative.
+    s.apply_pod(&p);
+    assert_eq!(phase(&s, "uid-g"), None);
+    s.apply_pod(&annotated);
+    assert!(phase(&s, "uid-g").is_some());
 }
 
 #[test]

@@ -133,6 +133,7 @@ impl Scheduler {
                 deadline: Instant::now() + self.config.reservation_ttl,
             },
         ));
+        ledger.mark_local_held(&ctx.uid, node, &placement.devices);
         Ok(placement)
     }
 
@@ -160,7 +161,7 @@ impl Scheduler {
             .patch_pod_metadata(&ctx.namespace, &ctx.name, &patch)
             .await
         {
-            self.ledger.write().remove_pod(&ctx.uid);
+            self.ledger.write().mark_local_released(&ctx.uid);
             return Err(format!("patch pod {}/{}: {e}", ctx.namespace, ctx.name));
         }
         Ok(())
@@ -175,6 +176,17 @@ impl Scheduler {
     ) -> Result<Option<(String, Placement)>, String> {
         let ctx = self.pod_context(pod)?.ok_or("pod asks for no vGPU")?;
         Ok(self.choose_node(&ctx, names).ok())
+    }
+
+    /// Clears a pod's allocation annotations after we released its reservation.
+    pub(crate) async fn clear_allocation(&self, ctx: &PodContext) {
+        if let Err(e) = self
+            .api
+            .patch_pod_metadata(&ctx.namespace, &ctx.name, &super::clear_allocation_patch())
+            .await
+        {
+            tracing::debug!(pod = %ctx.name, error = %e, "could not clear allocation annotations");
+        }
     }
 
     /// `/filter`.
@@ -223,12 +235,23 @@ impl Scheduler {
                 ctx.namespace, ctx.name
             ));
         }
-        // A re-filter of the same pod replaces its earlier reservation.
-        self.ledger.write().remove_pod(&ctx.uid);
+        // A re-filter of the same pod replaces its earlier reservation; if nothing
+        // fits now, the old annotations are cleared too.
+        let had_reservation = {
+            let mut ledger = self.ledger.write();
+            let had = ledger.pod(&ctx.uid).is_some();
+            if had {
+                ledger.mark_local_released(&ctx.uid);
+            }
+            had
+        };
 
         let answer_nodes = |chosen: &[String]| answer_nodes_for(full_nodes, &args, chosen);
 
         if self.config.filter_mode == FilterMode::All {
+            if had_reservation {
+                self.clear_allocation(&ctx).await;
+            }
             let eval = self.evaluate(&ctx, &names);
             if eval.fits.is_empty() {
                 return self.no_fit(&ctx, eval.failed).await;
@@ -243,7 +266,12 @@ impl Scheduler {
         for _ in 0..RESERVE_ATTEMPTS {
             let node = match self.choose_node(&ctx, &names) {
                 Ok((node, _)) => node,
-                Err(failed) => return self.no_fit(&ctx, failed).await,
+                Err(failed) => {
+                    if had_reservation {
+                        self.clear_allocation(&ctx).await;
+                    }
+                    return self.no_fit(&ctx, failed).await;
+                }
             };
             let placement = match self.reserve(&ctx, &node) {
                 Ok(p) => p,

@@ -17,6 +17,7 @@ use crate::cluster::file::ClusterObjects;
 use crate::device::device_config::NvidiaConfig;
 use crate::device::request::{PodRequest, parse_pod_request};
 use crate::device::selectors::DeviceSelectors;
+use crate::freshness::LocalMark;
 use crate::ledger::{Ledger, PodPhase, QuotaLimits};
 use crate::metrics::Metrics;
 use crate::policy::{GpuPolicy, NodePolicy, PodPolicies};
@@ -95,6 +96,7 @@ pub struct Scheduler {
     api: Arc<dyn ClusterApi>,
     metrics: Arc<Metrics>,
     bind_serialisers: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    last_prune: Mutex<Instant>,
 }
 
 impl Scheduler {
@@ -106,6 +108,7 @@ impl Scheduler {
             api,
             metrics,
             bind_serialisers: Mutex::new(HashMap::new()),
+            last_prune: Mutex::new(Instant::now()),
         }
     }
 
@@ -122,6 +125,11 @@ impl Scheduler {
     /// Read access to the ledger (metrics, debug dump, tests).
     pub fn with_ledger<T>(&self, f: impl FnOnce(&Ledger) -> T) -> T {
         f(&self.ledger.read())
+    }
+
+    #[cfg(test)]
+    pub(crate) fn with_ledger_mut<T>(&self, f: impl FnOnce(&mut Ledger) -> T) -> T {
+        f(&mut self.ledger.write())
     }
 
     /// Loads nodes, pods and quotas (a cluster file, or a full resync).
@@ -155,24 +163,52 @@ impl Scheduler {
         ledger.upsert_node(name, entry);
     }
 
-    /// Tracks (or releases) a pod from its annotations and phase, as a watch event or
-    /// a cluster file shows it.
-    ///
-    /// Events can be older than what this process already did: a pod event without
-    /// our annotations may predate the patch of a reservation we just made, and an
-    /// unbound pod with annotations may arrive while we are binding it. So an
-    /// in-flight reservation (`Reserved`/`Binding`) survives an event without
-    /// annotations, and `Binding` is not demoted back to `Reserved`; only a finished
-    /// pod, a deletion, or the reservation TTL releases it.
+    /// Applies a pod as a watch event shows it (events of one pod arrive in order).
+    /// See `freshness` for why an event may be ignored.
     pub fn apply_pod(&self, pod: &Pod) {
-        let uid = pod.metadata.uid.clone().unwrap_or_default();
+        let Some(uid) = pod.metadata.uid.clone() else {
+            return;
+        };
         let finished = matches!(
             pod.status.as_ref().and_then(|s| s.phase.as_deref()),
             Some("Succeeded") | Some("Failed")
         );
-        match tracking::pod_entry(pod, self.config.reservation_ttl) {
-            Ok(Some(mut entry)) => {
-                let mut ledger = self.ledger.write();
+        let parsed = match tracking::pod_entry(pod, self.config.reservation_ttl) {
+            Ok(parsed) => parsed,
+            Err(e) => {
+                tracing::warn!(
+                    pod = %format!("{}/{}", pod.metadata.namespace.as_deref().unwrap_or("default"), pod.metadata.name.as_deref().unwrap_or("")),
+                    error = %e,
+                    "ignoring pod with malformed device annotations"
+                );
+                return;
+            }
+        };
+        let now = Instant::now();
+        let mut ledger = self.ledger.write();
+        if ledger.meta(&uid).is_some_and(|m| m.finished) {
+            return;
+        }
+        if finished {
+            ledger.mark_finished(&uid);
+            return;
+        }
+        ledger.heard_of(&uid);
+        let mark = ledger.meta(&uid).and_then(|m| m.active_mark(now)).cloned();
+        match (mark, parsed) {
+            (Some(LocalMark::Held { node, devices }), Some(entry)) => {
+                if entry.node == node && entry.devices == devices {
+                    // The event echoes our placement: from now on events are newer.
+                    ledger.confirm_local(&uid);
+                    if matches!(entry.phase, PodPhase::Bound) {
+                        ledger.set_phase(&uid, PodPhase::Bound);
+                    }
+                }
+            }
+            (Some(LocalMark::Released), None) => ledger.confirm_local(&uid),
+            // Contradicts our own newer write: a stale event.
+            (Some(_), _) => {}
+            (None, Some(mut entry)) => {
                 if let Some(existing) = ledger.pod(&uid) {
                     let same_place =
                         existing.node == entry.node && existing.devices == entry.devices;
@@ -194,28 +230,31 @@ impl Scheduler {
                 }
                 ledger.add_pod(entry);
             }
-            Ok(None) => {
-                let mut ledger = self.ledger.write();
-                let in_flight = ledger
-                    .pod(&uid)
-                    .is_some_and(|p| !matches!(p.phase, PodPhase::Bound));
-                if finished || !in_flight {
-                    ledger.remove_pod(&uid);
-                }
-            }
-            Err(e) => {
-                tracing::warn!(
-                    pod = %format!("{}/{}", pod.metadata.namespace.as_deref().unwrap_or("default"), pod.metadata.name.as_deref().unwrap_or("")),
-                    error = %e,
-                    "ignoring pod with malformed device annotations"
-                );
+            (None, None) => {
+                ledger.remove_pod(&uid);
             }
         }
     }
 
-    /// Releases a deleted pod's GPUs.
+    /// Applies a pod from a list that started at `since`: pods the ledger heard of
+    /// after that, or that carry our own unconfirmed write, are left alone.
+    pub fn apply_pod_snapshot(&self, pod: &Pod, since: Instant) {
+        let Some(uid) = pod.metadata.uid.as_deref() else {
+            return;
+        };
+        let may = self
+            .ledger
+            .read()
+            .meta(uid)
+            .is_none_or(|m| m.snapshot_may_change(since, Instant::now()));
+        if may {
+            self.apply_pod(pod);
+        }
+    }
+
+    /// Releases a deleted pod's GPUs; the pod is never tracked again.
     pub fn forget_pod(&self, uid: &str) {
-        self.ledger.write().remove_pod(uid);
+        self.ledger.write().mark_finished(uid);
     }
 
     /// Forgets a deleted node.
@@ -228,24 +267,35 @@ impl Scheduler {
         self.ledger.write().remove_quota(namespace, name);
     }
 
-    /// After a full list: releases every tracked pod that no longer exists and
-    /// returns what was released (a missed delete event is repaired here).
-    pub fn retain_pods(&self, existing: &std::collections::HashSet<String>) -> Vec<String> {
+    /// After a list that started at `since`: releases every tracked pod the list did
+    /// not contain (a missed delete), unless the ledger heard of it after the list
+    /// started. Returns what was released.
+    pub fn retain_pods(
+        &self,
+        existing: &std::collections::HashSet<String>,
+        since: Instant,
+    ) -> Vec<String> {
+        let now = Instant::now();
         let mut ledger = self.ledger.write();
-        let gone: Vec<String> = ledger
+        let gone: Vec<(String, String)> = ledger
             .pods()
             .filter(|p| !existing.contains(&p.uid))
-            .map(|p| format!("{}/{} on {}", p.namespace, p.name, p.node))
+            .filter(|p| {
+                ledger
+                    .meta(&p.uid)
+                    .is_none_or(|m| m.snapshot_may_change(since, now))
+            })
+            .map(|p| {
+                (
+                    p.uid.clone(),
+                    format!("{}/{} on {}", p.namespace, p.name, p.node),
+                )
+            })
             .collect();
-        let uids: Vec<String> = ledger
-            .pods()
-            .filter(|p| !existing.contains(&p.uid))
-            .map(|p| p.uid.clone())
-            .collect();
-        for uid in uids {
-            ledger.remove_pod(&uid);
+        for (uid, _) in &gone {
+            ledger.mark_finished(uid);
         }
-        gone
+        gone.into_iter().map(|(_, shown)| shown).collect()
     }
 
     /// After a full list: forgets nodes that no longer exist.
@@ -350,8 +400,22 @@ impl Scheduler {
     pub async fn expire_reservations(&self, clear_annotations: bool) -> usize {
         let expired: Vec<_> = {
             let mut ledger = self.ledger.write();
-            let uids = ledger.expired_reservations(Instant::now());
-            uids.iter().filter_map(|u| ledger.remove_pod(u)).collect()
+            let now = Instant::now();
+            let uids = ledger.expired_reservations(now);
+            let expired: Vec<_> = uids
+                .iter()
+                .filter_map(|u| {
+                    let entry = ledger.pod(u).cloned();
+                    ledger.mark_local_released(u);
+                    entry
+                })
+                .collect();
+            let mut last = self.last_prune.lock();
+            if now.duration_since(*last) > Duration::from_secs(60) {
+                ledger.prune_meta(now);
+                *last = now;
+            }
+            expired
         };
         for entry in &expired {
             tracing::info!(pod = %format!("{}/{}", entry.namespace, entry.name), node = %entry.node, "reservation expired without a bind; GPUs released");

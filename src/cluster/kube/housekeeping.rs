@@ -114,6 +114,7 @@ async fn node_round(api: &dyn ClusterApi, node: &Node, lock_timeout: Duration) {
 /// Lists every pod and brings the ledger in line, logging each difference.
 pub async fn resync(client: &Client, scheduler: &Scheduler) -> Result<usize, kube::Error> {
     let api: Api<Pod> = Api::all(client.clone());
+    let since = std::time::Instant::now();
     let pods = api.list(&ListParams::default()).await?;
     let before = scheduler.with_ledger(|l| {
         l.pods()
@@ -125,9 +126,11 @@ pub async fn resync(client: &Client, scheduler: &Scheduler) -> Result<usize, kub
         if let Some(uid) = &pod.metadata.uid {
             seen.insert(uid.clone());
         }
-        scheduler.apply_pod(pod);
+        // The list is a snapshot: pods that changed since it started keep the
+        // ledger's newer view.
+        scheduler.apply_pod_snapshot(pod, since);
     }
-    let released = scheduler.retain_pods(&seen);
+    let released = scheduler.retain_pods(&seen, since);
     let after = scheduler.with_ledger(|l| {
         l.pods()
             .map(|p| (p.uid.clone(), (p.node.clone(), p.devices.clone())))

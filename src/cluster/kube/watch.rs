@@ -11,6 +11,7 @@ use kube::{Api, Client};
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
 use tokio::task::JoinHandle;
 
 /// Which watches finished their first full list.
@@ -59,21 +60,27 @@ pub fn start(client: Client, scheduler: Arc<Scheduler>, node_selector: Option<St
         let sync = sync.clone();
         tasks.push(tokio::spawn(async move {
             let mut seen: HashSet<String> = HashSet::new();
+            let mut list_started = Instant::now();
             // No pod cache: the ledger keeps what scheduling needs, and a copy of every
             // Pod would dominate memory in large clusters.
             let stream = watcher(api, watcher::Config::default()).default_backoff();
             futures::pin_mut!(stream);
             while let Some(event) = stream.next().await {
                 match event {
-                    Ok(watcher::Event::Init) => seen.clear(),
+                    Ok(watcher::Event::Init) => {
+                        seen.clear();
+                        list_started = Instant::now();
+                    }
                     Ok(watcher::Event::InitApply(p)) => {
                         if let Some(uid) = &p.metadata.uid {
                             seen.insert(uid.clone());
                         }
-                        scheduler.apply_pod(&p);
+                        // A (re)list is a snapshot: it must not undo what this
+                        // process did while the list was being read.
+                        scheduler.apply_pod_snapshot(&p, list_started);
                     }
                     Ok(watcher::Event::InitDone) => {
-                        let released = scheduler.retain_pods(&seen);
+                        let released = scheduler.retain_pods(&seen, list_started);
                         for pod in &released {
                             tracing::warn!(pod = %pod, "released GPUs of a pod that no longer exists (missed delete)");
                         }
