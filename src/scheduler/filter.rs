@@ -106,9 +106,16 @@ impl Scheduler {
                     Some((node_score(&entry.devices, &entry.usage), name))
                 })
                 .collect();
-            ranked.sort_by(|(sa, na), (sb, nb)| {
+            let order = |(sa, na): &(f64, &String), (sb, nb): &(f64, &String)| {
                 ctx.policies.node.prefers(*sb, *sa).then_with(|| na.cmp(nb))
-            });
+            };
+            // Usually the best node fits: find it in one pass before sorting.
+            if let Some(best) = ranked.iter().copied().min_by(order)
+                && let Ok(p) = self.fit_with_quota(&ledger, ctx, best.1, quota)
+            {
+                return Ok((best.1.clone(), p));
+            }
+            ranked.sort_by(order);
             for (_, name) in ranked {
                 if let Ok(p) = self.fit_with_quota(&ledger, ctx, name, quota) {
                     return Ok((name.clone(), p));
