@@ -23,6 +23,30 @@ struct StoredPod {
 }
 
 impl StoredPod {
+    /// Stores a pod loaded from the cluster file. A pod already on a node is only
+    /// ever read back for its identity, annotations, node and phase (lock owners,
+    /// idempotent binds), so its containers are not kept.
+    fn loaded(pod: &Pod) -> Self {
+        let placed = pod.spec.as_ref().is_some_and(|s| s.node_name.is_some());
+        if !placed {
+            return Self::new(pod);
+        }
+        let mut metadata = pod.metadata.clone();
+        metadata.managed_fields = None;
+        let slim = Pod {
+            metadata,
+            spec: Some(k8s_openapi::api::core::v1::PodSpec {
+                node_name: pod.spec.as_ref().and_then(|s| s.node_name.clone()),
+                ..Default::default()
+            }),
+            status: Some(k8s_openapi::api::core::v1::PodStatus {
+                phase: pod.status.as_ref().and_then(|s| s.phase.clone()),
+                ..Default::default()
+            }),
+        };
+        Self::new(&slim)
+    }
+
     fn new(pod: &Pod) -> Self {
         Self {
             uid: pod.metadata.uid.clone(),
@@ -149,7 +173,7 @@ impl MemoryCluster {
             self.store
                 .lock()
                 .pods
-                .insert((ns, name), StoredPod::new(pod));
+                .insert((ns, name), StoredPod::loaded(pod));
         }
     }
 
