@@ -6,6 +6,7 @@ use crate::device::model::{GpuDevice, PodDevices};
 use crate::fit::QuotaHeadroom;
 use crate::freshness::{FORGET_AFTER, LocalMark, PodMeta};
 use crate::usage::{GpuUsage, collapse_pod_usage, usage_totals};
+use rustc_hash::FxHashMap;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::Instant;
@@ -31,6 +32,9 @@ pub struct NodeEntry {
     pub is_vendor: Vec<bool>,
     /// Each device's model in lower case, for type selectors.
     pub model_lower: Vec<String>,
+    /// Node score (utilisation before placing), kept current with `usage`, so
+    /// ranking thousands of nodes per filter costs a lookup each.
+    pub score: f64,
 }
 
 impl NodeEntry {
@@ -57,6 +61,11 @@ impl NodeEntry {
                     .unwrap_or_default()
             })
             .collect();
+        self.rescore();
+    }
+
+    fn rescore(&mut self) {
+        self.score = crate::fit::node_score(&self.devices, &self.usage);
     }
 
     fn device_position(&self, uuid: &str) -> Option<usize> {
@@ -142,7 +151,9 @@ pub struct QuotaLimits {
 /// The scheduler's books.
 #[derive(Debug, Default)]
 pub struct Ledger {
-    nodes: HashMap<String, NodeEntry>,
+    /// Looked up once per candidate node on every filter: a fast non-cryptographic
+    /// hash (node names come from the API server, not from untrusted clients).
+    nodes: FxHashMap<String, NodeEntry>,
     /// Usage per node per GPU UUID (includes UUIDs not, or no longer, registered).
     node_usage: HashMap<String, BTreeMap<String, GpuUsage>>,
     pods: HashMap<String, PodEntry>,
@@ -270,6 +281,7 @@ impl Ledger {
                     n.usage[i].add(u);
                 }
             }
+            n.rescore();
         }
         let (mem, cores) = usage_totals(entry.usage.iter().map(|(_, u)| u));
         let ns = self
@@ -291,6 +303,7 @@ impl Ledger {
                     n.usage[i].sub(u);
                 }
             }
+            n.rescore();
         }
         if let Some(node) = self.node_usage.get_mut(&entry.node) {
             for (uuid, u) in &entry.usage {

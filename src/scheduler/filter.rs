@@ -7,7 +7,7 @@ use crate::cluster::api::{EventType, MetadataPatch};
 use crate::device::allocation_codec::encode_pod_devices;
 use crate::device::model::PodDevices;
 use crate::extender::wire::{ExtenderArgs, ExtenderFilterResult, HostPriority, NodeItems};
-use crate::fit::{FitRequest, NodeView, Placement, QuotaHeadroom, fit_pod, node_score};
+use crate::fit::{FitRequest, NodeView, Placement, QuotaHeadroom, fit_pod};
 use crate::ledger::{Ledger, PodEntry, PodPhase};
 use k8s_openapi::api::core::v1::Pod;
 use std::collections::BTreeMap;
@@ -103,7 +103,7 @@ impl Scheduler {
                     if unusable_reason(entry).is_some() {
                         return None;
                     }
-                    Some((node_score(&entry.devices, &entry.usage), name))
+                    Some((entry.score, name))
                 })
                 .collect();
             let order = |(sa, na): &(f64, &String), (sb, nb): &(f64, &String)| {
