@@ -19,7 +19,29 @@ const EVENT_HISTORY: usize = 1000;
 /// of them is bound or owns a node lock.
 struct StoredPod {
     uid: Option<String>,
-    json: Box<[u8]>,
+    json: CompactJson<Pod>,
+}
+
+/// An object serialised to JSON bytes, decoded on each read.
+struct CompactJson<T> {
+    bytes: Box<[u8]>,
+    kind: std::marker::PhantomData<T>,
+}
+
+impl<T: serde::Serialize + serde::de::DeserializeOwned> CompactJson<T> {
+    fn encode(object: &T) -> Self {
+        Self {
+            bytes: serde_json::to_vec(object)
+                .unwrap_or_default()
+                .into_boxed_slice(),
+            kind: std::marker::PhantomData,
+        }
+    }
+
+    fn decode(&self, kind: &str) -> Result<T, ApiError> {
+        serde_json::from_slice(&self.bytes)
+            .map_err(|e| ApiError::Other(format!("stored {kind} is unreadable: {e}")))
+    }
 }
 
 impl StoredPod {
@@ -50,37 +72,31 @@ impl StoredPod {
     fn new(pod: &Pod) -> Self {
         Self {
             uid: pod.metadata.uid.clone(),
-            json: serde_json::to_vec(pod)
-                .unwrap_or_default()
-                .into_boxed_slice(),
+            json: CompactJson::encode(pod),
         }
     }
 
     fn pod(&self) -> Result<Pod, ApiError> {
-        serde_json::from_slice(&self.json)
-            .map_err(|e| ApiError::Other(format!("stored pod is unreadable: {e}")))
+        self.json.decode("pod")
     }
 }
 
 /// A node kept as compact JSON, like pods (its register annotation is most of it).
 struct StoredNode {
     resource_version: Option<String>,
-    json: Box<[u8]>,
+    json: CompactJson<Node>,
 }
 
 impl StoredNode {
     fn new(node: &Node) -> Self {
         Self {
             resource_version: node.metadata.resource_version.clone(),
-            json: serde_json::to_vec(node)
-                .unwrap_or_default()
-                .into_boxed_slice(),
+            json: CompactJson::encode(node),
         }
     }
 
     fn node(&self) -> Result<Node, ApiError> {
-        serde_json::from_slice(&self.json)
-            .map_err(|e| ApiError::Other(format!("stored node is unreadable: {e}")))
+        self.json.decode("node")
     }
 }
 
