@@ -64,6 +64,20 @@ async fn owner_is_stale(api: &dyn ClusterApi, lock: &LockValue, node: &str) -> b
     }
 }
 
+/// Sets (`Some`) or removes (`None`) the lock annotation, provided the node is
+/// still at `resource_version` (a concurrent change answers `Conflict`).
+async fn write_lock(
+    api: &dyn ClusterApi,
+    node: &str,
+    value: Option<String>,
+    resource_version: Option<&str>,
+) -> Result<(), ApiError> {
+    let mut patch = BTreeMap::new();
+    patch.insert(NODE_LOCK.to_string(), value);
+    api.patch_node_annotations(node, &patch, resource_version)
+        .await
+}
+
 /// Takes the node lock for `namespace/pod`. Re-entrant for the same pod.
 pub async fn acquire(
     api: &dyn ClusterApi,
@@ -114,14 +128,14 @@ pub async fn acquire(
                 }
             }
         }
-        let mut patch = BTreeMap::new();
-        patch.insert(
-            NODE_LOCK.to_string(),
-            Some(format_lock_value(Utc::now(), namespace, pod)),
-        );
-        match api
-            .patch_node_annotations(node, &patch, current.metadata.resource_version.as_deref())
-            .await
+        let value = Some(format_lock_value(Utc::now(), namespace, pod));
+        match write_lock(
+            api,
+            node,
+            value,
+            current.metadata.resource_version.as_deref(),
+        )
+        .await
         {
             Ok(()) => return Ok(()),
             Err(ApiError::Conflict(_)) => continue,
@@ -158,11 +172,13 @@ pub async fn release(
         if !held {
             return Ok(());
         }
-        let mut patch = BTreeMap::new();
-        patch.insert(NODE_LOCK.to_string(), None);
-        match api
-            .patch_node_annotations(node, &patch, current.metadata.resource_version.as_deref())
-            .await
+        match write_lock(
+            api,
+            node,
+            None,
+            current.metadata.resource_version.as_deref(),
+        )
+        .await
         {
             Ok(()) => return Ok(()),
             Err(ApiError::Conflict(_)) => continue,
@@ -206,11 +222,13 @@ pub async fn release_if_stale(
     if !stale {
         return Ok(None);
     }
-    let mut patch = BTreeMap::new();
-    patch.insert(NODE_LOCK.to_string(), None);
-    match api
-        .patch_node_annotations(node, &patch, current.metadata.resource_version.as_deref())
-        .await
+    match write_lock(
+        api,
+        node,
+        None,
+        current.metadata.resource_version.as_deref(),
+    )
+    .await
     {
         Ok(()) => Ok(Some(raw)),
         // Someone changed the node meanwhile; the next round looks again.
