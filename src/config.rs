@@ -21,6 +21,9 @@ pub struct Cli {
 pub enum Command {
     /// Serve /filter, /prioritize, /bind, /mutate, probes, metrics and debug state over TLS.
     Serve(Box<ServeArgs>),
+    /// Create or renew the webhook's CA and serving certificate: store them in a
+    /// Secret and put the CA into the MutatingWebhookConfiguration's caBundle.
+    Certs(Box<CertsArgs>),
 }
 
 /// Log line format.
@@ -64,7 +67,12 @@ fn parse_duration(v: &str) -> Result<Duration, String> {
         "s" | "" => n,
         "m" => n * 60.0,
         "h" => n * 3600.0,
-        _ => return Err(format!("invalid duration unit in {v:?}: use ms, s, m or h")),
+        "d" => n * 86400.0,
+        _ => {
+            return Err(format!(
+                "invalid duration unit in {v:?}: use ms, s, m, h or d"
+            ));
+        }
     };
     if !secs.is_finite() || secs < 0.0 {
         return Err(format!("invalid duration {v:?}"));
@@ -183,6 +191,67 @@ pub struct ServeArgs {
     pub log_format: LogFormat,
 }
 
+/// Flags of `certs`.
+#[derive(Debug, Args)]
+pub struct CertsArgs {
+    /// Namespace of the Secret and of the Service the webhook calls.
+    #[arg(long, default_value = "vgpu-system", env = "POD_NAMESPACE")]
+    pub namespace: String,
+    /// Secret holding tls.crt, tls.key, ca.crt (the trusted CAs) and ca.key.
+    #[arg(long = "secret-name", default_value = "vgpu-scheduler-tls")]
+    pub secret_name: String,
+    /// Service the webhook calls: the serving certificate names `<svc>`, `<svc>.<ns>`,
+    /// `<svc>.<ns>.svc` and `<svc>.<ns>.svc.cluster.local`.
+    #[arg(long = "service-name", default_value = "vgpu-scheduler")]
+    pub service_name: String,
+    /// Extra DNS names or IPs for the serving certificate (repeatable).
+    #[arg(long = "extra-name")]
+    pub extra_names: Vec<String>,
+    /// MutatingWebhookConfiguration whose webhooks get the CA bundle; empty: none.
+    #[arg(long = "webhook-name", default_value = "vgpu-scheduler")]
+    pub webhook_name: String,
+    /// A missing MutatingWebhookConfiguration is not an error (a pre-install hook
+    /// runs before it exists; the post-install run fills its caBundle).
+    #[arg(long = "allow-missing-webhook", default_value_t = false)]
+    pub allow_missing_webhook: bool,
+    /// Also issue a client certificate for kube-scheduler's calls to the extender
+    /// verbs (client.crt, client.key in the Secret; pass ca.crt to `serve
+    /// --client-ca-file`).
+    #[arg(long = "client-cert", default_value_t = false)]
+    pub client_cert: bool,
+    /// Common name of the client certificate.
+    #[arg(
+        long = "client-cert-name",
+        default_value = "kube-scheduler-extender-client"
+    )]
+    pub client_cert_name: String,
+    /// Kubeconfig (default: in-cluster config, then $KUBECONFIG / ~/.kube/config).
+    #[arg(long)]
+    pub kubeconfig: Option<PathBuf>,
+    /// Lifetime of a new CA.
+    #[arg(long = "ca-validity", default_value = "3650d", value_parser = parse_duration)]
+    pub ca_validity: Duration,
+    /// Replace the CA when it expires within this (the old one stays trusted until it expires).
+    #[arg(long = "ca-renew-before", default_value = "365d", value_parser = parse_duration)]
+    pub ca_renew_before: Duration,
+    /// Lifetime of a new serving or client certificate (never beyond the CA's).
+    #[arg(long = "cert-validity", default_value = "365d", value_parser = parse_duration)]
+    pub cert_validity: Duration,
+    /// Replace the serving or client certificate when it expires within this.
+    #[arg(long = "renew-before", default_value = "30d", value_parser = parse_duration)]
+    pub renew_before: Duration,
+    /// Issue a new serving (and client) certificate now, from the current CA.
+    #[arg(long, default_value_t = false)]
+    pub rotate: bool,
+    /// Make a new CA now and issue new certificates from it; the old CA stays in
+    /// ca.crt and the caBundle until it expires. Also replaces unreadable Secret content.
+    #[arg(long = "rotate-ca", default_value_t = false)]
+    pub rotate_ca: bool,
+    /// Log format.
+    #[arg(long = "log-format", value_enum, default_value = "text")]
+    pub log_format: LogFormat,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -192,6 +261,7 @@ mod tests {
         all.extend_from_slice(args);
         match Cli::try_parse_from(all).unwrap().command {
             Command::Serve(s) => *s,
+            Command::Certs(_) => unreachable!("serve was parsed"),
         }
     }
 

@@ -4,6 +4,7 @@
 
 pub mod annotations;
 pub mod app;
+pub mod certs;
 pub mod cluster;
 pub mod config;
 pub mod device;

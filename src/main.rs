@@ -23,5 +23,15 @@ async fn main() -> std::process::ExitCode {
                 }
             }
         }
+        Command::Certs(args) => {
+            run::init_logging(args.log_format);
+            match vgpu_scheduler::certs::run(*args).await {
+                Ok(()) => std::process::ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("vgpu-scheduler certs: {e:#}");
+                    std::process::ExitCode::FAILURE
+                }
+            }
+        }
     }
 }

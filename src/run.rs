@@ -177,12 +177,10 @@ fn file_source(
     })
 }
 
-async fn live_source(
-    args: &ServeArgs,
-    config: SchedulerConfig,
-    metrics: Arc<Metrics>,
-) -> anyhow::Result<Source> {
-    let kube_config = match &args.kubeconfig {
+/// A Kubernetes client from `kubeconfig`, else the in-cluster config, else
+/// `$KUBECONFIG` / `~/.kube/config`.
+pub async fn kube_client(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<kube::Client> {
+    let kube_config = match kubeconfig {
         Some(path) => {
             let file = kube::config::Kubeconfig::read_from(path)
                 .with_context(|| format!("read kubeconfig {}", path.display()))?;
@@ -190,11 +188,21 @@ async fn live_source(
                 .await
                 .with_context(|| format!("use kubeconfig {}", path.display()))?
         }
-        None => kube::Config::infer().await.context(
-            "no cluster configuration: run in a pod, pass --kubeconfig, or use --cluster-file",
-        )?,
+        None => kube::Config::infer()
+            .await
+            .context("no in-cluster config and no usable kubeconfig")?,
     };
-    let client = kube::Client::try_from(kube_config).context("build Kubernetes client")?;
+    kube::Client::try_from(kube_config).context("build Kubernetes client")
+}
+
+async fn live_source(
+    args: &ServeArgs,
+    config: SchedulerConfig,
+    metrics: Arc<Metrics>,
+) -> anyhow::Result<Source> {
+    let client = kube_client(args.kubeconfig.as_deref()).await.context(
+        "no cluster configuration: run in a pod, pass --kubeconfig, or use --cluster-file",
+    )?;
     let node_lock_timeout = config.node_lock_timeout;
     let scheduler_name = config.scheduler_name.clone();
     let api_dyn: Arc<dyn ClusterApi> = Arc::new(KubeCluster::new(
