@@ -202,6 +202,27 @@ fn creates_the_secret_patches_every_webhook_and_reruns_write_nothing() {
     assert!(out.contains("caBundle set on 1 webhook"), "{out}");
     assert_eq!(rv(&secret(&api)), rv(&s));
     assert_eq!(ca_bundles(&webhook(&api)), vec![ca.clone(), ca]);
+
+    // Only the verbs the chart's certs RBAC grants, on the two objects it names
+    // (a create cannot be limited to a name).
+    let log = api.request_log();
+    assert!(log.len() >= 8, "{log:?}");
+    for (method, path, _) in log {
+        let path = path.split('?').next().unwrap().to_string();
+        let allowed = match method.as_str() {
+            "GET" | "PUT" => [
+                "/api/v1/namespaces/vgpu-system/secrets/vgpu-scheduler-tls",
+                "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/vgpu-scheduler",
+            ]
+            .contains(&path.as_str())
+                && !(method == "PUT" && path.contains("mutatingwebhook")),
+            "POST" => path == "/api/v1/namespaces/vgpu-system/secrets",
+            "PATCH" => path
+                == "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/vgpu-scheduler",
+            _ => false,
+        };
+        assert!(allowed, "{method} {path} is not granted to the certs Job");
+    }
 }
 
 #[test]

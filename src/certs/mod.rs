@@ -9,7 +9,8 @@
 //!   certificate for the extender verbs (`serve --client-ca-file` takes `ca.crt`);
 //!
 //! and sets `caBundle` of every webhook of the MutatingWebhookConfiguration to
-//! `ca.crt`. A run that finds everything valid writes nothing. Certificates are
+//! `ca.crt`. API verbs: Secret get, create, update; MutatingWebhookConfiguration
+//! get, patch. A run that finds everything valid writes nothing. Certificates are
 //! renewed when they expire within `--renew-before`, the CA within
 //! `--ca-renew-before`; a new CA is added to the bundle before anything it signed
 //! is served, so webhook calls keep verifying while pods pick up the new files
@@ -24,7 +25,7 @@ use k8s_openapi::ByteString;
 use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::api::{Api, PostParams};
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use pki::{CertInfo, Leaf, Pair};
 use std::collections::BTreeMap;
 
@@ -379,9 +380,15 @@ async fn patch_webhook(
         println!("{what}: caBundle unchanged");
         return Ok(());
     }
-    api.replace(&args.webhook_name, &PostParams::default(), &config)
+    // A merge patch of the whole list, with the read resourceVersion as precondition:
+    // a concurrent change to the webhooks is a conflict, not overwritten.
+    let body = serde_json::json!({
+        "metadata": {"resourceVersion": config.metadata.resource_version},
+        "webhooks": config.webhooks,
+    });
+    api.patch(&args.webhook_name, &PatchParams::default(), &Patch::Merge(&body))
         .await
-        .with_context(|| format!("update {what}"))?;
+        .with_context(|| format!("patch {what}"))?;
     println!("{what}: caBundle set on {changed} webhook(s)");
     Ok(())
 }
