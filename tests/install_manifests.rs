@@ -1,46 +1,48 @@
-//! The plain-YAML install (`manifests/install/`) and `manifests/*.yaml`: every
-//! document parses into its Kubernetes type (k8s-openapi) with no field the type does
-//! not know, and the pieces fit together and fit the binary: the
-//! KubeSchedulerConfiguration names only routes the server serves and resources it
-//! manages, the extender flags are ones `vgpu-scheduler serve` accepts, the webhook
-//! fails closed but matches narrowly, and RBAC grants exactly what the live mode uses.
+//! The plain-YAML install (`manifests/install/`), `manifests/*.yaml` and the Helm
+//! chart (`charts/vgpu-scheduler/`, rendered by `tests/helm_render/` with default
+//! and with non-default values): every document parses into its Kubernetes type
+//! (k8s-openapi) with no field the type does not know, and the pieces fit together
+//! and fit the binary: the KubeSchedulerConfiguration names only routes the server
+//! serves and resources it manages, the flags are ones `vgpu-scheduler serve` and
+//! `vgpu-scheduler certs` accept, the webhook fails closed (by default) but matches
+//! narrowly, RBAC grants exactly what the code uses, and the chart's default render
+//! is the plain install.
+
+mod helm_render;
 
 use k8s_openapi::Resource;
 use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
 use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{
     ConfigMap, Container, Namespace, PodSpec, Service, ServiceAccount,
 };
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde::Serialize;
 use serde::de::{Deserialize, DeserializeOwned};
-use serde_json::Value;
+use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use vgpu_scheduler::device::device_config::DeviceConfig;
 
 /// Routes the server serves for kube-scheduler (src/app.rs).
 const EXTENDER_ROUTES: [&str; 3] = ["filter", "prioritize", "bind"];
-/// Resource names the server manages.
-const MANAGED_RESOURCES: [&str; 5] = [
-    "nvidia.com/gpu",
-    "nvidia.com/gpumem",
-    "nvidia.com/gpumem-percentage",
-    "nvidia.com/gpucores",
-    "nvidia.com/priority",
-];
-/// Resources a pod asks for that make it a vGPU pod (the webhook's matchConditions).
-const POD_RESOURCES: [&str; 4] = [
-    "nvidia.com/gpu",
-    "nvidia.com/gpumem",
-    "nvidia.com/gpumem-percentage",
-    "nvidia.com/gpucores",
+/// Annotations that make a pod a gang or queue member (the webhook's matchConditions).
+const GANG_ANNOTATIONS: [&str; 4] = [
+    "scheduling.k8s.io/group-name",
+    "scheduling.volcano.sh/group-name",
+    "scheduling.volcano.sh/queue-name",
+    "volcano.sh/queue-name",
 ];
 const NAMESPACE: &str = "vgpu-system";
 const EXTENDER: &str = "extender";
 const KUBE_SCHEDULER: &str = "kube-scheduler";
+
+mod fake_apiserver;
 
 /// One YAML document and where it came from.
 struct Doc {
@@ -148,7 +150,7 @@ fn typed<T: Resource + DeserializeOwned + Serialize>(doc: &Doc) -> T {
     object
 }
 
-/// Every object of the manifests, by type.
+/// Every object of a set of manifests, by type.
 #[derive(Default)]
 struct Objects {
     namespaces: Vec<Namespace>,
@@ -162,9 +164,22 @@ struct Objects {
     services: Vec<Service>,
     pod_disruption_budgets: Vec<PodDisruptionBudget>,
     webhooks: Vec<MutatingWebhookConfiguration>,
+    jobs: Vec<Job>,
+    crds: Vec<CustomResourceDefinition>,
+    /// cert-manager and prometheus-operator objects (no k8s-openapi type).
+    extensions: Vec<Doc>,
     /// KubeSchedulerConfiguration documents, with where they came from.
     scheduler_configs: Vec<Doc>,
+    /// Every document, for comparisons.
+    docs: Vec<Doc>,
 }
+
+/// Kinds of other projects' CRDs the chart may render, with their apiVersion.
+const EXTENSION_KINDS: [(&str, &str); 3] = [
+    ("cert-manager.io/v1", "Issuer"),
+    ("cert-manager.io/v1", "Certificate"),
+    ("monitoring.coreos.com/v1", "ServiceMonitor"),
+];
 
 fn load(docs: Vec<Doc>) -> Objects {
     let mut objects = Objects::default();
@@ -182,6 +197,8 @@ fn load(docs: Vec<Doc>) -> Objects {
             "Service" => objects.services.push(typed(&doc)),
             "PodDisruptionBudget" => objects.pod_disruption_budgets.push(typed(&doc)),
             "MutatingWebhookConfiguration" => objects.webhooks.push(typed(&doc)),
+            "Job" => objects.jobs.push(typed(&doc)),
+            "CustomResourceDefinition" => objects.crds.push(typed(&doc)),
             "KubeSchedulerConfiguration" => {
                 assert_eq!(
                     doc.value["apiVersion"].as_str(),
@@ -189,10 +206,30 @@ fn load(docs: Vec<Doc>) -> Objects {
                     "{}",
                     doc.file
                 );
-                objects.scheduler_configs.push(doc);
+                objects.scheduler_configs.push(Doc {
+                    file: doc.file.clone(),
+                    value: doc.value.clone(),
+                });
             }
-            other => panic!("{}: unexpected kind {other:?}", doc.file),
+            other => {
+                let api_version = doc.value["apiVersion"].as_str().unwrap_or("");
+                assert!(
+                    EXTENSION_KINDS.contains(&(api_version, other)),
+                    "{}: unexpected kind {api_version} {other:?}",
+                    doc.file
+                );
+                assert!(
+                    doc.value["metadata"]["name"].is_string(),
+                    "{}: no name",
+                    doc.file
+                );
+                objects.extensions.push(Doc {
+                    file: doc.file.clone(),
+                    value: doc.value.clone(),
+                });
+            }
         }
+        objects.docs.push(doc);
     }
     objects
 }
@@ -202,6 +239,110 @@ fn install() -> Objects {
     assert!(!files.is_empty(), "manifests/install holds no YAML");
     load(documents(&files))
 }
+
+fn chart_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("charts/vgpu-scheduler")
+}
+
+/// `helm template <release> charts/vgpu-scheduler -n <namespace> --kube-version
+/// <version>` with `overrides` on top of values.yaml, parsed.
+fn render(release: &str, namespace: &str, kube_version: &str, overrides: &Value) -> Objects {
+    let rendered = helm_render::render(
+        &chart_dir(),
+        &helm_render::Release {
+            name: release,
+            namespace,
+            kube_version,
+        },
+        overrides,
+    );
+    let mut docs = Vec::new();
+    for (file, text) in rendered {
+        docs.extend(parse_yaml_documents(
+            &format!("charts/vgpu-scheduler/templates/{file}"),
+            &text,
+        ));
+    }
+    load(docs)
+}
+
+fn render_default() -> Objects {
+    render(
+        "vgpu-scheduler",
+        NAMESPACE,
+        "v1.33.0",
+        &helm_render::no_overrides(),
+    )
+}
+
+/// Non-default values: every switch the chart has, away from its default.
+fn non_default_values() -> Value {
+    json!({
+        "schedulerName": "gpu-sched",
+        "resourceMem": "example.com/vgpu-memory",
+        "scheduler": {
+            "replicas": 3,
+            "defaultSchedulerPolicy": {"nodeSchedulerPolicy": "spread",
+                                       "gpuSchedulerPolicy": "binpack"},
+            "filterMode": "all",
+            "leaderElect": true,
+            "nodeLabelSelector": "gpu=on",
+            "extenderClientAuth": false,
+            "extraArgs": ["--reservation-ttl=90s"],
+            "tolerations": [{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}],
+            "podAnnotations": {"example.com/team": "ml"},
+            "kubeScheduler": {"leaseName": "gpu-sched-ks"},
+            "extender": {"imageTag": "9.9.9"},
+            "admissionWebhook": {
+                "failurePolicy": "Ignore",
+                "whitelistNamespaces": ["batch-system"],
+                "namespaceSelector": {"matchExpressions": [
+                    {"key": "tier", "operator": "NotIn", "values": ["system"]}]},
+                "objectSelector": {"matchExpressions": [
+                    {"key": "example.com/skip", "operator": "DoesNotExist"}]}
+            }
+        },
+        "devices": {"nvidia": {"defaultMemory": 1024, "memoryFactor": 2}},
+        "certManager": {"enabled": true},
+        "serviceMonitor": {"enabled": true, "labels": {"release": "prom"}}
+    })
+}
+
+fn render_non_default() -> Objects {
+    render("gpu", "gpu-ops", "v1.31.1+k3s1", &non_default_values())
+}
+
+/// Where an install is and what it was asked to be.
+struct Setup {
+    what: &'static str,
+    namespace: &'static str,
+    /// Name of the Deployment, Service, Secret prefix, ClusterRole, webhook configuration.
+    name: &'static str,
+    failure_policy: &'static str,
+    cert_manager: bool,
+}
+
+const PLAIN: Setup = Setup {
+    what: "manifests/install",
+    namespace: NAMESPACE,
+    name: "vgpu-scheduler",
+    failure_policy: "Fail",
+    cert_manager: false,
+};
+const CHART_DEFAULT: Setup = Setup {
+    what: "chart (default values)",
+    namespace: NAMESPACE,
+    name: "vgpu-scheduler",
+    failure_policy: "Fail",
+    cert_manager: false,
+};
+const CHART_NON_DEFAULT: Setup = Setup {
+    what: "chart (non-default values)",
+    namespace: "gpu-ops",
+    name: "gpu",
+    failure_policy: "Ignore",
+    cert_manager: true,
+};
 
 fn one<'a, T>(items: &'a [T], what: &str) -> &'a T {
     assert_eq!(items.len(), 1, "expected exactly one {what}");
@@ -302,11 +443,43 @@ fn help_default(help: &str, name: &str) -> String {
     section[start..end].to_string()
 }
 
+fn certs_help() -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_vgpu-scheduler"))
+        .args(["certs", "--help"])
+        .output()
+        .expect("run vgpu-scheduler certs --help");
+    assert!(out.status.success(), "certs --help failed: {out:?}");
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn named<
+    'a,
+    T: k8s_openapi::Metadata<Ty = k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta>,
+>(
+    items: &'a [T],
+    name: &str,
+) -> Option<&'a T> {
+    items
+        .iter()
+        .find(|x| x.metadata().name.as_deref() == Some(name))
+}
+
 /// What a KubeSchedulerConfiguration must agree with.
 struct Expect<'a> {
     what: &'a str,
     extender_port: u16,
     scheduler_name: &'a str,
+    /// Resource names the server manages (from its device config).
+    managed: Vec<String>,
+    /// `--filter-mode=all`: prioritizeVerb must be there (and only then).
+    filter_all: bool,
+}
+
+fn managed_resources(devices: &DeviceConfig) -> Vec<String> {
+    let n = &devices.nvidia;
+    let mut out: Vec<String> = n.resource_names().iter().map(|s| s.to_string()).collect();
+    out.push(n.resource_priority_name.clone());
+    out
 }
 
 fn check_scheduler_config(config: &Value, expect: &Expect) {
@@ -361,11 +534,20 @@ fn check_scheduler_config(config: &Value, expect: &Expect) {
     }
     assert_eq!(verbs.get("filterVerb"), Some(&"filter"), "{what}");
     assert_eq!(verbs.get("bindVerb"), Some(&"bind"), "{what}");
+    assert_eq!(
+        verbs.contains_key("prioritizeVerb"),
+        expect.filter_all,
+        "{what}: prioritizeVerb exactly when --filter-mode=all"
+    );
+    assert!(
+        !verbs.contains_key("preemptVerb"),
+        "{what}: no /preempt route"
+    );
 
     let url = extender["urlPrefix"].as_str().expect("urlPrefix");
     assert!(
-        url.starts_with("https://"),
-        "{what}: the server only speaks TLS"
+        url.starts_with("https://127.0.0.1:"),
+        "{what}: loopback, and the server only speaks TLS"
     );
     assert_eq!(extender["enableHTTPS"], Value::Bool(true), "{what}");
     assert_eq!(
@@ -374,6 +556,7 @@ fn check_scheduler_config(config: &Value, expect: &Expect) {
         "{what}: urlPrefix port is the extender's --http-bind port"
     );
     assert_eq!(extender["nodeCacheCapable"], Value::Bool(true), "{what}");
+    assert!(extender["httpTimeout"].is_string(), "{what}: httpTimeout");
 
     let managed = extender["managedResources"]
         .as_array()
@@ -382,8 +565,9 @@ fn check_scheduler_config(config: &Value, expect: &Expect) {
     for resource in managed {
         let name = resource["name"].as_str().expect("managed resource name");
         assert!(
-            MANAGED_RESOURCES.contains(&name),
-            "{what}: managed resource {name:?} is not one the server manages"
+            expect.managed.iter().any(|m| m == name),
+            "{what}: managed resource {name:?} is not one the server manages ({:?})",
+            expect.managed
         );
         assert_eq!(
             resource["ignoredByScheduler"],
@@ -393,93 +577,79 @@ fn check_scheduler_config(config: &Value, expect: &Expect) {
     }
 }
 
-#[test]
-fn every_manifest_parses_into_its_kubernetes_type() {
-    let mut files = yaml_files_in(&manifests_dir());
-    files.extend(yaml_files_in(&manifests_dir().join("install")));
-    let objects = load(documents(&files));
-    assert_eq!(objects.namespaces.len(), 1);
-    assert_eq!(objects.deployments.len(), 1);
-    assert_eq!(objects.webhooks.len(), 1);
-    // manifests/kube-scheduler-config.yaml.
-    assert_eq!(objects.scheduler_configs.len(), 1);
+/// The file behind `path` in `container`: the ConfigMap or Secret key mounted there.
+enum Mounted<'a> {
+    ConfigMap(&'a ConfigMap, String),
+    Secret(String, String),
 }
 
-#[test]
-fn unknown_kinds_and_fields_are_refused() {
-    let unknown = parse_yaml_documents("t", "apiVersion: v1\nkind: Secret\nmetadata: {name: x}\n");
-    assert!(std::panic::catch_unwind(|| load(unknown)).is_err());
-    let misspelled = parse_yaml_documents(
-        "t",
-        "apiVersion: v1\nkind: Service\nmetadata: {name: x}\nspec: {selectr: {a: b}}\n",
-    );
-    assert!(std::panic::catch_unwind(|| load(misspelled)).is_err());
-    let wrong_version = parse_yaml_documents(
-        "t",
-        "apiVersion: apps/v1beta1\nkind: Deployment\nmetadata: {name: x}\n",
-    );
-    assert!(std::panic::catch_unwind(|| load(wrong_version)).is_err());
-}
-
-#[test]
-fn namespaced_objects_live_in_vgpu_system() {
-    let o = install();
-    let ns = one(&o.namespaces, "Namespace");
-    assert_eq!(ns.metadata.name.as_deref(), Some(NAMESPACE));
-    assert_eq!(
-        ns.metadata
-            .labels
-            .as_ref()
-            .and_then(|l| l.get("vgpu.io/webhook"))
-            .map(String::as_str),
-        Some("ignore")
-    );
-    let namespaces = o
-        .service_accounts
+fn mounted<'a>(o: &'a Objects, spec: &PodSpec, container: &Container, path: &str) -> Mounted<'a> {
+    let (dir, file) = path.rsplit_once('/').unwrap();
+    let mount = container
+        .volume_mounts
         .iter()
-        .map(|x| &x.metadata)
-        .chain(o.roles.iter().map(|x| &x.metadata))
-        .chain(o.config_maps.iter().map(|x| &x.metadata))
-        .chain(o.deployments.iter().map(|x| &x.metadata))
-        .chain(o.services.iter().map(|x| &x.metadata))
-        .chain(o.pod_disruption_budgets.iter().map(|x| &x.metadata));
-    for meta in namespaces {
-        assert_eq!(
-            meta.namespace.as_deref(),
-            Some(NAMESPACE),
-            "{:?}",
-            meta.name
-        );
+        .flatten()
+        .find(|m| m.mount_path.trim_end_matches('/') == dir)
+        .unwrap_or_else(|| panic!("{}: {path}: nothing mounted at {dir}", container.name));
+    let volume = spec
+        .volumes
+        .iter()
+        .flatten()
+        .find(|v| v.name == mount.name)
+        .unwrap_or_else(|| panic!("no volume {}", mount.name));
+    if let Some(cm) = &volume.config_map {
+        let config_map =
+            named(&o.config_maps, &cm.name).unwrap_or_else(|| panic!("no ConfigMap {}", cm.name));
+        return Mounted::ConfigMap(config_map, file.to_string());
     }
-    for binding in &o.role_bindings {
-        let ns = binding.metadata.namespace.as_deref();
-        // kube-scheduler's reader of extension-apiserver-authentication is the one
-        // binding outside our namespace.
-        if binding.role_ref.name == "extension-apiserver-authentication-reader" {
-            assert_eq!(ns, Some("kube-system"));
-        } else {
-            assert_eq!(ns, Some(NAMESPACE), "{:?}", binding.metadata.name);
-        }
+    let secret = volume
+        .secret
+        .as_ref()
+        .unwrap_or_else(|| panic!("volume {} is neither ConfigMap nor Secret", volume.name));
+    let key = match &secret.items {
+        Some(items) => items
+            .iter()
+            .find(|i| i.path == file)
+            .unwrap_or_else(|| panic!("{path}: not among the items of {}", volume.name))
+            .key
+            .clone(),
+        None => file.to_string(),
+    };
+    Mounted::Secret(secret.secret_name.clone().expect("secretName"), key)
+}
+
+fn config_map_text(o: &Objects, spec: &PodSpec, container: &Container, path: &str) -> String {
+    match mounted(o, spec, container, path) {
+        Mounted::ConfigMap(cm, key) => cm
+            .data
+            .as_ref()
+            .and_then(|d| d.get(&key))
+            .unwrap_or_else(|| panic!("ConfigMap has no key {key}"))
+            .clone(),
+        Mounted::Secret(..) => panic!("{path} is not from a ConfigMap"),
     }
 }
 
-#[test]
-fn scheduler_configurations_name_only_what_the_server_serves() {
-    let help = serve_help();
-    let o = install();
+fn check_scheduler_wiring(o: &Objects, s: &Setup, help: &str) {
+    let what = s.what;
     let deployment = one(&o.deployments, "Deployment");
     let args = flags(&extender_args(deployment));
-    let bind = args
-        .get("http-bind")
-        .cloned()
-        .unwrap_or_else(|| help_default(&help, "http-bind"));
-    let scheduler_name = args
-        .get("scheduler-name")
-        .cloned()
-        .unwrap_or_else(|| help_default(&help, "scheduler-name"));
+    let arg = |name: &str| {
+        args.get(name)
+            .cloned()
+            .unwrap_or_else(|| help_default(help, name))
+    };
+    let bind = arg("http-bind");
+    let scheduler_name = arg("scheduler-name");
+    let spec = pod_spec(deployment);
+    let extender = container(spec, EXTENDER);
+    let devices = match args.get("device-config-file") {
+        Some(path) => DeviceConfig::parse(&config_map_text(o, spec, extender, path))
+            .unwrap_or_else(|e| panic!("{what}: device config: {e}")),
+        None => DeviceConfig::default(),
+    };
 
     // The ConfigMap the kube-scheduler container reads.
-    let spec = pod_spec(deployment);
     let kube_scheduler = container(spec, KUBE_SCHEDULER);
     let mut command = kube_scheduler.command.clone().unwrap_or_default();
     command.extend(kube_scheduler.args.clone().unwrap_or_default());
@@ -487,54 +657,35 @@ fn scheduler_configurations_name_only_what_the_server_serves() {
         .get("config")
         .cloned()
         .expect("kube-scheduler --config");
-    let (dir, key) = config_path.rsplit_once('/').unwrap();
-    let mount = kube_scheduler
-        .volume_mounts
-        .iter()
-        .flatten()
-        .find(|m| m.mount_path.trim_end_matches('/') == dir)
-        .unwrap_or_else(|| panic!("nothing mounted at {dir}"));
-    let volume = spec
-        .volumes
-        .iter()
-        .flatten()
-        .find(|v| v.name == mount.name)
-        .expect("the config volume");
-    let config_map_name = &volume.config_map.as_ref().expect("a ConfigMap volume").name;
-    let config_map = o
-        .config_maps
-        .iter()
-        .find(|c| c.metadata.name.as_deref() == Some(config_map_name))
-        .unwrap_or_else(|| panic!("no ConfigMap {config_map_name}"));
-    let text = config_map
-        .data
-        .as_ref()
-        .and_then(|d| d.get(key))
-        .unwrap_or_else(|| panic!("ConfigMap {config_map_name} has no key {key}"));
-    let docs = parse_yaml_documents("ConfigMap config.yaml", text);
+    let text = config_map_text(o, spec, kube_scheduler, &config_path);
+    let docs = parse_yaml_documents("ConfigMap config.yaml", &text);
     let config = &one(&docs, "KubeSchedulerConfiguration").value;
     check_scheduler_config(
         config,
         &Expect {
-            what: "install ConfigMap",
+            what,
             extender_port: port_of(&bind),
             scheduler_name: &scheduler_name,
+            managed: managed_resources(&devices),
+            filter_all: arg("filter-mode") == "all",
         },
     );
     assert_eq!(
         config["leaderElection"]["resourceNamespace"].as_str(),
-        Some(NAMESPACE)
+        Some(s.namespace),
+        "{what}"
     );
 
     // kube-scheduler's Lease is not the extender's Lease.
     let extender_lease = (
         args.get("leader-elect-resource-namespace")
             .cloned()
-            .unwrap_or_else(|| NAMESPACE.into()),
+            .unwrap_or_else(|| s.namespace.into()),
         args.get("leader-elect-resource-name")
             .cloned()
             .unwrap_or_else(|| scheduler_name.clone()),
     );
+    assert_eq!(args.get("leader-elect").map(String::as_str), Some("true"));
     let scheduler_lease = (
         config["leaderElection"]["resourceNamespace"]
             .as_str()
@@ -547,27 +698,51 @@ fn scheduler_configurations_name_only_what_the_server_serves() {
     );
     assert_ne!(
         extender_lease, scheduler_lease,
-        "kube-scheduler and the extender would fight over one Lease"
+        "{what}: kube-scheduler and the extender would fight over one Lease"
     );
 
-    // manifests/kube-scheduler-config.yaml, against the server's defaults.
-    let top = load(documents(&yaml_files_in(&manifests_dir())));
-    for doc in &top.scheduler_configs {
-        check_scheduler_config(
-            &doc.value,
-            &Expect {
-                what: &doc.file,
-                extender_port: port_of(&help_default(&help, "http-bind")),
-                scheduler_name: &help_default(&help, "scheduler-name"),
-            },
-        );
+    // Client certificates: the extender asks for them exactly when kube-scheduler
+    // has one, from a Secret signed by the CA the extender trusts.
+    let tls = &config["extenders"][0]["tlsConfig"];
+    match args.get("client-ca-file") {
+        Some(ca_file) => {
+            assert_ne!(tls["insecure"], Value::Bool(true), "{what}");
+            let Mounted::Secret(secret, key) = mounted(o, spec, extender, ca_file) else {
+                panic!("{what}: --client-ca-file from a ConfigMap");
+            };
+            assert_eq!(key, "ca.crt", "{what}");
+            for field in ["certFile", "keyFile", "caFile"] {
+                let path = tls[field]
+                    .as_str()
+                    .unwrap_or_else(|| panic!("{what}: tlsConfig.{field}"));
+                let Mounted::Secret(from, key) = mounted(o, spec, kube_scheduler, path) else {
+                    panic!("{what}: {field} from a ConfigMap");
+                };
+                if s.cert_manager {
+                    assert_eq!(from, format!("{}-client-tls", s.name), "{what}: {field}");
+                } else {
+                    assert_eq!(from, secret, "{what}: {field}");
+                    let want = match field {
+                        "certFile" => "client.crt",
+                        "keyFile" => "client.key",
+                        _ => "ca.crt",
+                    };
+                    assert_eq!(key, want, "{what}: {field}");
+                }
+            }
+            assert_eq!(
+                tls["serverName"].as_str(),
+                Some(format!("{}.{}.svc", s.name, s.namespace).as_str()),
+                "{what}: the serving certificate names the Service"
+            );
+        }
+        None => assert_eq!(tls["insecure"], Value::Bool(true), "{what}"),
     }
 }
 
-#[test]
-fn extender_flags_are_accepted_by_the_binary() {
-    let help = serve_help();
-    let o = install();
+fn check_flags(o: &Objects, s: &Setup) {
+    let serve = serve_help();
+    let certs = certs_help();
     let deployment = one(&o.deployments, "Deployment");
     let args = extender_args(deployment);
     assert_eq!(args.first().map(String::as_str), Some("serve"));
@@ -576,24 +751,108 @@ fn extender_flags_are_accepted_by_the_binary() {
         if let Some(flag) = arg.strip_prefix("--") {
             let name = flag.split_once('=').map_or(flag, |(n, _)| n);
             assert!(
-                help_has_flag(&help, name),
-                "--{name} is not a flag of vgpu-scheduler serve"
+                help_has_flag(&serve, name),
+                "{}: --{name} is not a flag of vgpu-scheduler serve",
+                s.what
             );
             count += 1;
         }
     }
     assert!(count >= 5, "the extender's flags: {args:?}");
-    assert!(!help_has_flag(&help, "no-such-flag"));
-    assert!(!help_has_flag(&help, "leader-elect-resource"));
+    assert!(!help_has_flag(&serve, "no-such-flag"));
+    assert!(!help_has_flag(&serve, "leader-elect-resource"));
+    for job in &o.jobs {
+        let spec = job.spec.as_ref().unwrap().template.spec.as_ref().unwrap();
+        let c = &spec.containers[0];
+        let args = c.args.clone().unwrap_or_default();
+        assert_eq!(
+            args.first().map(String::as_str),
+            Some("certs"),
+            "{}",
+            s.what
+        );
+        for arg in &args[1..] {
+            let flag = arg.strip_prefix("--").expect("only flags");
+            let name = flag.split_once('=').map_or(flag, |(n, _)| n);
+            assert!(
+                help_has_flag(&certs, name),
+                "{}: --{name} is not a flag of vgpu-scheduler certs",
+                s.what
+            );
+        }
+        let f = flags(&args);
+        assert_eq!(f.get("namespace").map(String::as_str), Some(s.namespace));
+        assert_eq!(
+            f.get("secret-name").cloned(),
+            Some(format!("{}-tls", s.name)),
+            "{}: the Secret the Deployment mounts",
+            s.what
+        );
+        assert_eq!(f.get("service-name").map(String::as_str), Some(s.name));
+        assert_eq!(f.get("webhook-name").map(String::as_str), Some(s.name));
+        assert_eq!(
+            f.contains_key("client-cert"),
+            flags(&extender_args(deployment)).contains_key("client-ca-file"),
+            "{}: a client certificate exactly when the extender asks for one",
+            s.what
+        );
+        assert_eq!(
+            c.image,
+            container(pod_spec(deployment), EXTENDER).image,
+            "{}: the certs Job runs the extender's image",
+            s.what
+        );
+    }
 }
 
-#[test]
-fn deployment_is_hardened_and_probed() {
-    let o = install();
-    let deployment = one(&o.deployments, "Deployment");
-    assert_eq!(deployment.spec.as_ref().unwrap().replicas, Some(2));
-    let spec = pod_spec(deployment);
+fn check_hardened(spec: &PodSpec, what: &str) {
     let pod_security = spec.security_context.as_ref();
+    for c in &spec.containers {
+        let sc = c.security_context.as_ref();
+        let non_root = sc
+            .and_then(|s| s.run_as_non_root)
+            .or(pod_security.and_then(|s| s.run_as_non_root));
+        assert_eq!(non_root, Some(true), "{what} {}: runAsNonRoot", c.name);
+        let user = sc
+            .and_then(|s| s.run_as_user)
+            .or(pod_security.and_then(|s| s.run_as_user));
+        assert!(user.is_some_and(|u| u != 0), "{what} {}: runAsUser", c.name);
+        assert_eq!(
+            sc.and_then(|s| s.read_only_root_filesystem),
+            Some(true),
+            "{what} {}: readOnlyRootFilesystem",
+            c.name
+        );
+        assert_eq!(
+            sc.and_then(|s| s.allow_privilege_escalation),
+            Some(false),
+            "{what} {}: allowPrivilegeEscalation",
+            c.name
+        );
+        let dropped = sc
+            .and_then(|s| s.capabilities.as_ref())
+            .and_then(|c| c.drop.clone())
+            .unwrap_or_default();
+        assert!(
+            dropped.iter().any(|d| d == "ALL"),
+            "{what} {}: drop ALL",
+            c.name
+        );
+        let resources = c.resources.as_ref().expect("resources");
+        assert!(resources.requests.is_some(), "{what} {}: requests", c.name);
+        assert!(resources.limits.is_some(), "{what} {}: limits", c.name);
+    }
+}
+
+fn check_deployment(o: &Objects, s: &Setup) {
+    let what = s.what;
+    let deployment = one(&o.deployments, "Deployment");
+    assert_eq!(deployment.metadata.name.as_deref(), Some(s.name));
+    assert!(
+        deployment.spec.as_ref().unwrap().replicas.unwrap_or(1) >= 2,
+        "{what}: two replicas or more"
+    );
+    let spec = pod_spec(deployment);
     assert_eq!(
         spec.priority_class_name.as_deref(),
         Some("system-cluster-critical")
@@ -621,39 +880,8 @@ fn deployment_is_hardened_and_probed() {
         })
         .expect("pod anti-affinity");
     assert!(!anti.is_empty());
-
     assert_eq!(spec.containers.len(), 2);
-    for c in &spec.containers {
-        let sc = c.security_context.as_ref();
-        let non_root = sc
-            .and_then(|s| s.run_as_non_root)
-            .or(pod_security.and_then(|s| s.run_as_non_root));
-        assert_eq!(non_root, Some(true), "{}: runAsNonRoot", c.name);
-        let user = sc
-            .and_then(|s| s.run_as_user)
-            .or(pod_security.and_then(|s| s.run_as_user));
-        assert!(user.is_some_and(|u| u != 0), "{}: runAsUser", c.name);
-        assert_eq!(
-            sc.and_then(|s| s.read_only_root_filesystem),
-            Some(true),
-            "{}: readOnlyRootFilesystem",
-            c.name
-        );
-        assert_eq!(
-            sc.and_then(|s| s.allow_privilege_escalation),
-            Some(false),
-            "{}: allowPrivilegeEscalation",
-            c.name
-        );
-        let dropped = sc
-            .and_then(|s| s.capabilities.as_ref())
-            .and_then(|c| c.drop.clone())
-            .unwrap_or_default();
-        assert!(dropped.iter().any(|d| d == "ALL"), "{}: drop ALL", c.name);
-        let resources = c.resources.as_ref().expect("resources");
-        assert!(resources.requests.is_some(), "{}: requests", c.name);
-        assert!(resources.limits.is_some(), "{}: limits", c.name);
-    }
+    check_hardened(spec, what);
 
     let extender = container(spec, EXTENDER);
     let args = flags(&extender_args(deployment));
@@ -685,29 +913,26 @@ fn deployment_is_hardened_and_probed() {
     assert_eq!(env.get("POD_NAME"), Some(&"metadata.name"));
     assert_eq!(env.get("POD_NAMESPACE"), Some(&"metadata.namespace"));
 
-    // TLS files come from the Secret mounted where --cert-file/--key-file point.
-    for flag in ["cert-file", "key-file"] {
-        let file = &args[flag];
-        let (dir, _) = file.rsplit_once('/').unwrap();
-        let mount = extender
-            .volume_mounts
-            .iter()
-            .flatten()
-            .find(|m| m.mount_path.trim_end_matches('/') == dir)
-            .unwrap_or_else(|| panic!("--{flag}={file}: nothing mounted at {dir}"));
-        let volume = spec
-            .volumes
-            .iter()
-            .flatten()
-            .find(|v| v.name == mount.name)
-            .unwrap();
-        assert_eq!(
-            volume
-                .secret
+    // TLS files come from the Secret the certs Job (or cert-manager) writes, and
+    // the CA key is not among them.
+    for (flag, key) in [("cert-file", "tls.crt"), ("key-file", "tls.key")] {
+        let Mounted::Secret(secret, k) = mounted(o, spec, extender, &args[flag]) else {
+            panic!("{what}: --{flag} from a ConfigMap");
+        };
+        assert_eq!(secret, format!("{}-tls", s.name), "{what}: --{flag}");
+        assert_eq!(k, key);
+    }
+    for v in spec.volumes.iter().flatten() {
+        if let Some(secret) = &v.secret {
+            let items = secret
+                .items
                 .as_ref()
-                .and_then(|s| s.secret_name.as_deref()),
-            Some("vgpu-scheduler-tls")
-        );
+                .unwrap_or_else(|| panic!("{what}: volume {} mounts every key", v.name));
+            assert!(
+                items.iter().all(|i| i.key != "ca.key"),
+                "{what}: the CA key is never mounted"
+            );
+        }
     }
     for c in &spec.containers {
         let tmp = c
@@ -724,9 +949,33 @@ fn deployment_is_hardened_and_probed() {
             .unwrap();
         assert!(volume.empty_dir.is_some());
     }
+    for job in &o.jobs {
+        let jspec = job.spec.as_ref().unwrap().template.spec.as_ref().unwrap();
+        check_hardened(jspec, &format!("{what} Job"));
+        assert_eq!(
+            jspec.service_account_name.clone(),
+            Some(format!("{}-certs", s.name))
+        );
+        let labels = job
+            .spec
+            .as_ref()
+            .unwrap()
+            .template
+            .metadata
+            .as_ref()
+            .unwrap()
+            .labels
+            .clone()
+            .unwrap_or_default();
+        assert_eq!(
+            labels.get("vgpu.io/webhook").map(String::as_str),
+            Some("ignore")
+        );
+    }
 
     // Service and PodDisruptionBudget select these pods.
     let service = one(&o.services, "Service");
+    assert_eq!(service.metadata.name.as_deref(), Some(s.name));
     let service_spec = service.spec.as_ref().unwrap();
     let selector = service_spec.selector.clone().unwrap_or_default();
     assert!(!selector.is_empty());
@@ -751,20 +1000,60 @@ fn deployment_is_hardened_and_probed() {
     }
 }
 
-#[test]
-fn webhook_fails_closed_but_matches_narrowly() {
-    let o = install();
+fn check_webhook(o: &Objects, s: &Setup) {
+    let what = s.what;
     let configuration = one(&o.webhooks, "MutatingWebhookConfiguration");
+    assert_eq!(configuration.metadata.name.as_deref(), Some(s.name));
     let service = one(&o.services, "Service");
     let webhooks = configuration.webhooks.as_ref().expect("webhooks");
     assert_eq!(webhooks.len(), 1);
     let webhook = &webhooks[0];
-    assert!(webhook.name.contains('.'), "fully-qualified webhook name");
+    assert!(
+        webhook.name.split('.').count() >= 3,
+        "fully-qualified webhook name"
+    );
     assert_eq!(webhook.admission_review_versions, vec!["v1".to_string()]);
     assert_eq!(webhook.side_effects, "None");
-    assert_eq!(webhook.failure_policy.as_deref(), Some("Fail"));
+    assert_eq!(
+        webhook.failure_policy.as_deref(),
+        Some(s.failure_policy),
+        "{what}"
+    );
     assert_eq!(webhook.timeout_seconds, Some(10));
     assert_eq!(webhook.reinvocation_policy.as_deref(), Some("Never"));
+    // Never in the manifest: `kubectl apply` or `helm upgrade` would reset the CA
+    // that the certs Job or cert-manager put there.
+    assert!(
+        webhook.client_config.ca_bundle.is_none(),
+        "{what}: caBundle belongs to the certs Job / cert-manager"
+    );
+    let inject = configuration
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get("cert-manager.io/inject-ca-from"));
+    if s.cert_manager {
+        let inject = inject.expect("cert-manager.io/inject-ca-from");
+        let (ns, certificate) = inject.split_once('/').unwrap();
+        assert_eq!(ns, s.namespace);
+        let cert = o
+            .extensions
+            .iter()
+            .find(|d| {
+                d.value["kind"] == "Certificate" && d.value["metadata"]["name"] == certificate
+            })
+            .unwrap_or_else(|| panic!("{what}: no Certificate {certificate}"));
+        assert_eq!(
+            cert.value["spec"]["secretName"],
+            json!(format!("{}-tls", s.name))
+        );
+        let names = cert.value["spec"]["dnsNames"].as_array().unwrap();
+        assert!(names.contains(&json!(format!("{}.{}.svc", s.name, s.namespace))));
+        assert!(o.jobs.is_empty(), "{what}: no certs Job with cert-manager");
+    } else {
+        assert!(inject.is_none());
+        assert!(!o.jobs.is_empty(), "{what}: the certs Job");
+    }
 
     let rules = webhook.rules.as_ref().expect("rules");
     assert_eq!(rules.len(), 1);
@@ -788,7 +1077,7 @@ fn webhook_fails_closed_but_matches_narrowly() {
         .as_ref()
         .expect("clientConfig.service");
     assert!(webhook.client_config.url.is_none());
-    assert_eq!(target.namespace, NAMESPACE);
+    assert_eq!(target.namespace, s.namespace);
     assert_eq!(Some(&target.name), service.metadata.name.as_ref());
     assert!(
         matches!(target.path.as_deref(), Some("/mutate" | "/webhook")),
@@ -814,22 +1103,43 @@ fn webhook_fails_closed_but_matches_narrowly() {
         };
     let names = excluded(&webhook.namespace_selector, "kubernetes.io/metadata.name");
     assert!(names.contains("kube-system"), "{names:?}");
-    assert!(names.contains(NAMESPACE), "{names:?}");
+    assert!(names.contains(s.namespace), "{names:?}");
     assert!(excluded(&webhook.namespace_selector, "vgpu.io/webhook").contains("ignore"));
     assert!(excluded(&webhook.object_selector, "vgpu.io/webhook").contains("ignore"));
 
-    // Only pods asking for our resources, in containers or init containers.
+    // Only pods asking for our resources (in containers or init containers) or
+    // carrying a gang/queue annotation.
+    let deployment = one(&o.deployments, "Deployment");
+    let spec = pod_spec(deployment);
+    let args = flags(&extender_args(deployment));
+    let devices = match args.get("device-config-file") {
+        Some(path) => {
+            DeviceConfig::parse(&config_map_text(o, spec, container(spec, EXTENDER), path)).unwrap()
+        }
+        None => DeviceConfig::default(),
+    };
     let conditions = webhook.match_conditions.as_ref().expect("matchConditions");
     assert_eq!(conditions.len(), 1);
     let expression = &conditions[0].expression;
-    for resource in POD_RESOURCES {
-        assert!(expression.contains(&format!("'{resource}'")), "{resource}");
+    for resource in devices.nvidia.resource_names() {
+        assert!(
+            expression.contains(&format!("'{resource}'")),
+            "{what}: {resource}"
+        );
+    }
+    for annotation in GANG_ANNOTATIONS {
+        assert!(
+            expression.contains(&format!("'{annotation}'")),
+            "{what}: {annotation}"
+        );
     }
     for needle in [
         "object.spec.containers.exists(",
         "has(object.spec.initContainers) && object.spec.initContainers.exists(",
         "c.resources.limits",
         "c.resources.requests",
+        "has(object.metadata.annotations) && [",
+        "a in object.metadata.annotations",
     ] {
         assert!(expression.contains(needle), "CEL lacks {needle:?}");
     }
@@ -845,18 +1155,26 @@ fn webhook_fails_closed_but_matches_narrowly() {
     assert!(depth.is_empty(), "unbalanced CEL");
 }
 
-fn rule_triples(rules: &[PolicyRule]) -> BTreeSet<(String, String, String)> {
+/// (group, resource, verb, resourceName or "").
+type Grant = (String, String, String, String);
+
+fn grants(rules: &[PolicyRule]) -> BTreeSet<Grant> {
     let mut out = BTreeSet::new();
     for rule in rules {
-        assert!(rule.resource_names.is_none(), "resourceNames: {rule:?}");
         assert!(
             rule.non_resource_urls.is_none(),
             "nonResourceURLs: {rule:?}"
         );
+        let names = rule
+            .resource_names
+            .clone()
+            .unwrap_or_else(|| vec![String::new()]);
         for group in rule.api_groups.iter().flatten() {
             for resource in rule.resources.iter().flatten() {
                 for verb in &rule.verbs {
-                    out.insert((group.clone(), resource.clone(), verb.clone()));
+                    for name in &names {
+                        out.insert((group.clone(), resource.clone(), verb.clone(), name.clone()));
+                    }
                 }
             }
         }
@@ -864,97 +1182,765 @@ fn rule_triples(rules: &[PolicyRule]) -> BTreeSet<(String, String, String)> {
     out
 }
 
-fn triples(list: &[(&str, &str, &[&str])]) -> BTreeSet<(String, String, String)> {
+fn expected(list: &[(&str, &str, &[&str], &str)]) -> BTreeSet<Grant> {
     list.iter()
-        .flat_map(|(group, resource, verbs)| {
-            verbs
-                .iter()
-                .map(move |v| (group.to_string(), resource.to_string(), v.to_string()))
+        .flat_map(|(group, resource, verbs, name)| {
+            verbs.iter().map(move |v| {
+                (
+                    group.to_string(),
+                    resource.to_string(),
+                    v.to_string(),
+                    name.to_string(),
+                )
+            })
         })
         .collect()
 }
 
-#[test]
-fn rbac_grants_exactly_what_the_live_mode_uses() {
-    let o = install();
-    let cluster_role = one(&o.cluster_roles, "ClusterRole");
+/// What the server (`vgpu-scheduler serve`) may do: exactly what its code uses.
+fn server_grants() -> BTreeSet<Grant> {
+    expected(&[
+        // Watch pods, patch their annotations, resync by list (live mode).
+        ("", "pods", &["get", "list", "watch", "patch"], ""),
+        // Bind with the pod UID as precondition.
+        ("", "pods/binding", &["create"], ""),
+        // Gang planner: evict members of a gang that cannot complete.
+        ("", "pods/eviction", &["create"], ""),
+        // Node lock and device-plugin handshake.
+        ("", "nodes", &["get", "list", "watch", "patch"], ""),
+        // Namespace quotas.
+        ("", "resourcequotas", &["list", "watch"], ""),
+        // Scheduling events.
+        ("", "events", &["create"], ""),
+        // Gang planner: Volcano PodGroups and Queues, and their status.
+        (
+            "scheduling.volcano.sh",
+            "podgroups",
+            &["get", "list", "watch"],
+            "",
+        ),
+        (
+            "scheduling.volcano.sh",
+            "podgroups/status",
+            &["patch", "update"],
+            "",
+        ),
+        (
+            "scheduling.volcano.sh",
+            "queues",
+            &["get", "list", "watch"],
+            "",
+        ),
+        (
+            "scheduling.volcano.sh",
+            "queues/status",
+            &["patch", "update"],
+            "",
+        ),
+    ])
+}
+
+fn check_rbac(o: &Objects, s: &Setup) {
+    let what = s.what;
+    let server = named(&o.cluster_roles, s.name).expect("the server's ClusterRole");
+    assert!(server.aggregation_rule.is_none());
     assert_eq!(
-        cluster_role.metadata.name.as_deref(),
-        Some("vgpu-scheduler")
+        grants(server.rules.as_deref().unwrap_or_default()),
+        server_grants(),
+        "{what}: the server's ClusterRole"
     );
-    assert!(cluster_role.aggregation_rule.is_none());
+    let leader = named(&o.roles, &format!("{}-leader-election", s.name)).expect("leader Role");
     assert_eq!(
-        rule_triples(cluster_role.rules.as_deref().unwrap_or_default()),
-        triples(&[
-            ("", "pods", &["get", "list", "watch", "patch"]),
-            ("", "pods/binding", &["create"]),
-            ("", "nodes", &["get", "list", "watch", "patch"]),
-            ("", "resourcequotas", &["list", "watch"]),
-            ("", "events", &["create"]),
-        ])
-    );
-    let role = one(&o.roles, "Role");
-    assert_eq!(
-        rule_triples(role.rules.as_deref().unwrap_or_default()),
-        triples(&[(
+        grants(leader.rules.as_deref().unwrap_or_default()),
+        expected(&[(
             "coordination.k8s.io",
             "leases",
-            &["get", "create", "update"]
+            &["get", "create", "update"],
+            ""
         )])
     );
 
-    // Everything is bound to the Deployment's ServiceAccount.
     let deployment = one(&o.deployments, "Deployment");
     let account = pod_spec(deployment)
         .service_account_name
         .clone()
         .expect("serviceAccountName");
-    let sa = one(&o.service_accounts, "ServiceAccount");
-    assert_eq!(sa.metadata.name.as_ref(), Some(&account));
-    let subjects_ok = |subjects: &Option<Vec<k8s_openapi::api::rbac::v1::Subject>>| {
+    assert_eq!(account, s.name);
+    let certs_account = format!("{}-certs", s.name);
+    let accounts: BTreeSet<String> = o
+        .service_accounts
+        .iter()
+        .map(|a| a.metadata.name.clone().unwrap())
+        .collect();
+    let subject_of = |subjects: &Option<Vec<k8s_openapi::api::rbac::v1::Subject>>| -> String {
         let subjects = subjects.as_deref().unwrap_or_default();
-        subjects.len() == 1
-            && subjects[0].kind == "ServiceAccount"
-            && subjects[0].name == account
-            && subjects[0].namespace.as_deref() == Some(NAMESPACE)
+        assert_eq!(subjects.len(), 1, "{what}: one subject");
+        assert_eq!(subjects[0].kind, "ServiceAccount");
+        assert_eq!(subjects[0].namespace.as_deref(), Some(s.namespace));
+        assert!(
+            accounts.contains(&subjects[0].name),
+            "{what}: {}",
+            subjects[0].name
+        );
+        subjects[0].name.clone()
     };
-    let cluster_bound: BTreeSet<&str> = o
+    let cluster_bound: BTreeSet<(String, String)> = o
         .cluster_role_bindings
         .iter()
-        .inspect(|b| assert!(subjects_ok(&b.subjects), "{:?}", b.metadata.name))
         .inspect(|b| assert_eq!(b.role_ref.kind, "ClusterRole"))
-        .map(|b| b.role_ref.name.as_str())
+        .map(|b| (subject_of(&b.subjects), b.role_ref.name.clone()))
         .collect();
-    assert_eq!(
-        cluster_bound,
-        BTreeSet::from([
-            "vgpu-scheduler",
-            "system:kube-scheduler",
-            "system:volume-scheduler"
-        ])
-    );
-    let bound: BTreeSet<(&str, &str, &str)> = o
+    let bound: BTreeSet<(String, String, String, String)> = o
         .role_bindings
         .iter()
-        .inspect(|b| assert!(subjects_ok(&b.subjects), "{:?}", b.metadata.name))
         .map(|b| {
             (
-                b.metadata.namespace.as_deref().unwrap_or(""),
-                b.role_ref.kind.as_str(),
-                b.role_ref.name.as_str(),
+                subject_of(&b.subjects),
+                b.metadata.namespace.clone().unwrap_or_default(),
+                b.role_ref.kind.clone(),
+                b.role_ref.name.clone(),
             )
         })
         .collect();
-    let role_name = role.metadata.name.as_deref().unwrap();
+    let mut want_cluster = BTreeSet::from([
+        (account.clone(), s.name.to_string()),
+        (account.clone(), "system:kube-scheduler".to_string()),
+        (account.clone(), "system:volume-scheduler".to_string()),
+    ]);
+    let mut want_bound = BTreeSet::from([
+        (
+            account.clone(),
+            s.namespace.to_string(),
+            "Role".to_string(),
+            format!("{}-leader-election", s.name),
+        ),
+        (
+            account.clone(),
+            "kube-system".to_string(),
+            "Role".to_string(),
+            "extension-apiserver-authentication-reader".to_string(),
+        ),
+    ]);
+    if s.cert_manager {
+        assert!(!accounts.contains(&certs_account), "{what}");
+    } else {
+        // The certs Job: only its Secret and its webhook configuration.
+        want_cluster.insert((certs_account.clone(), certs_account.clone()));
+        want_bound.insert((
+            certs_account.clone(),
+            s.namespace.to_string(),
+            "Role".to_string(),
+            certs_account.clone(),
+        ));
+        let role = named(&o.roles, &certs_account).expect("certs Role");
+        let secret = format!("{}-tls", s.name);
+        assert_eq!(
+            grants(role.rules.as_deref().unwrap_or_default()),
+            expected(&[
+                ("", "secrets", &["create"], ""),
+                ("", "secrets", &["get", "update"], &secret),
+            ]),
+            "{what}: certs Role"
+        );
+        let cluster_role = named(&o.cluster_roles, &certs_account).expect("certs ClusterRole");
+        assert_eq!(
+            grants(cluster_role.rules.as_deref().unwrap_or_default()),
+            expected(&[(
+                "admissionregistration.k8s.io",
+                "mutatingwebhookconfigurations",
+                &["get", "patch"],
+                s.name
+            )]),
+            "{what}: certs ClusterRole"
+        );
+    }
+    assert_eq!(cluster_bound, want_cluster, "{what}: ClusterRoleBindings");
+    assert_eq!(bound, want_bound, "{what}: RoleBindings");
     assert_eq!(
-        bound,
+        o.roles.len() + o.cluster_roles.len(),
+        if s.cert_manager { 2 } else { 4 },
+        "{what}: no Role or ClusterRole beyond these"
+    );
+}
+
+fn check_namespaced(o: &Objects, s: &Setup) {
+    let namespaces = o
+        .service_accounts
+        .iter()
+        .map(|x| &x.metadata)
+        .chain(o.roles.iter().map(|x| &x.metadata))
+        .chain(o.config_maps.iter().map(|x| &x.metadata))
+        .chain(o.deployments.iter().map(|x| &x.metadata))
+        .chain(o.services.iter().map(|x| &x.metadata))
+        .chain(o.pod_disruption_budgets.iter().map(|x| &x.metadata))
+        .chain(o.jobs.iter().map(|x| &x.metadata));
+    for meta in namespaces {
+        assert_eq!(
+            meta.namespace.as_deref(),
+            Some(s.namespace),
+            "{}: {:?}",
+            s.what,
+            meta.name
+        );
+    }
+    for doc in &o.extensions {
+        assert_eq!(
+            doc.value["metadata"]["namespace"],
+            json!(s.namespace),
+            "{}",
+            doc.file
+        );
+    }
+    for binding in &o.role_bindings {
+        let ns = binding.metadata.namespace.as_deref();
+        // kube-scheduler's reader of extension-apiserver-authentication is the one
+        // binding outside our namespace.
+        if binding.role_ref.name == "extension-apiserver-authentication-reader" {
+            assert_eq!(ns, Some("kube-system"));
+        } else {
+            assert_eq!(ns, Some(s.namespace), "{:?}", binding.metadata.name);
+        }
+    }
+}
+
+fn check_all(o: &Objects, s: &Setup) {
+    let help = serve_help();
+    check_namespaced(o, s);
+    check_scheduler_wiring(o, s, &help);
+    check_flags(o, s);
+    check_deployment(o, s);
+    check_webhook(o, s);
+    check_rbac(o, s);
+}
+
+/// `Kind namespace/name` and the object with what Helm adds (labels other than
+/// the name, helm.sh annotations) taken off and ConfigMap data parsed.
+fn normalized(doc: &Doc) -> (String, Value) {
+    let mut v = doc.value.clone();
+    let kind = v["kind"].as_str().unwrap_or("").to_string();
+    let meta = v["metadata"].as_object_mut().expect("metadata");
+    if let Some(labels) = meta.get_mut("labels").and_then(Value::as_object_mut) {
+        labels.retain(|k, _| k == "app.kubernetes.io/name");
+    }
+    if let Some(annotations) = meta.get_mut("annotations").and_then(Value::as_object_mut) {
+        annotations.retain(|k, _| !k.starts_with("helm.sh/"));
+        if annotations.is_empty() {
+            meta.remove("annotations");
+        }
+    }
+    let mut name = meta["name"].as_str().unwrap_or("").to_string();
+    if kind == "Job" {
+        // The chart runs the certs Job around install and upgrade (-pre, -post);
+        // the plain install runs it once, after the webhook configuration exists.
+        name = name.trim_end_matches("-post").to_string();
+        meta.insert("name".into(), json!(name));
+    }
+    let ns = meta
+        .get("namespace")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    if kind == "ConfigMap"
+        && let Some(data) = v["data"].as_object_mut()
+    {
+        for text in data.values_mut() {
+            let yaml: serde_yaml_ng::Value =
+                serde_yaml_ng::from_str(text.as_str().unwrap()).expect("YAML data");
+            *text = serde_json::to_value(yaml).unwrap();
+        }
+    }
+    (format!("{kind} {ns}/{name}"), v)
+}
+
+fn first_difference(a: &Value, b: &Value, path: &str) -> Option<String> {
+    match (a, b) {
+        (Value::Object(x), Value::Object(y)) => {
+            let keys: BTreeSet<&String> = x.keys().chain(y.keys()).collect();
+            keys.into_iter().find_map(|k| {
+                let here = format!("{path}.{k}");
+                match (x.get(k), y.get(k)) {
+                    (Some(p), Some(q)) => first_difference(p, q, &here),
+                    (p, q) => Some(format!("{here}: {p:?} vs {q:?}")),
+                }
+            })
+        }
+        (Value::Array(x), Value::Array(y)) if x.len() == y.len() => x
+            .iter()
+            .zip(y)
+            .enumerate()
+            .find_map(|(i, (p, q))| first_difference(p, q, &format!("{path}[{i}]"))),
+        _ if a == b => None,
+        _ => Some(format!("{path}: {a} vs {b}")),
+    }
+}
+
+#[test]
+fn renderer_handles_its_subset_and_refuses_the_rest() {
+    helm_render::self_check();
+}
+
+#[test]
+fn every_manifest_parses_into_its_kubernetes_type() {
+    let mut files = yaml_files_in(&manifests_dir());
+    files.extend(yaml_files_in(&manifests_dir().join("install")));
+    let objects = load(documents(&files));
+    assert_eq!(objects.namespaces.len(), 1);
+    assert_eq!(objects.deployments.len(), 1);
+    assert_eq!(objects.webhooks.len(), 1);
+    assert_eq!(objects.jobs.len(), 1);
+    // manifests/kube-scheduler-config.yaml.
+    assert_eq!(objects.scheduler_configs.len(), 1);
+    // The chart with both sets of values.
+    for o in [render_default(), render_non_default()] {
+        assert_eq!(o.deployments.len(), 1);
+        assert_eq!(o.webhooks.len(), 1);
+    }
+}
+
+#[test]
+fn unknown_kinds_and_fields_are_refused() {
+    let unknown = parse_yaml_documents("t", "apiVersion: v1\nkind: Secret\nmetadata: {name: x}\n");
+    assert!(std::panic::catch_unwind(|| load(unknown)).is_err());
+    let misspelled = parse_yaml_documents(
+        "t",
+        "apiVersion: v1\nkind: Service\nmetadata: {name: x}\nspec: {selectr: {a: b}}\n",
+    );
+    assert!(std::panic::catch_unwind(|| load(misspelled)).is_err());
+    let wrong_version = parse_yaml_documents(
+        "t",
+        "apiVersion: apps/v1beta1\nkind: Deployment\nmetadata: {name: x}\n",
+    );
+    assert!(std::panic::catch_unwind(|| load(wrong_version)).is_err());
+    let other_extension = parse_yaml_documents(
+        "t",
+        "apiVersion: cert-manager.io/v1\nkind: ClusterIssuer\nmetadata: {name: x}\n",
+    );
+    assert!(std::panic::catch_unwind(|| load(other_extension)).is_err());
+}
+
+#[test]
+fn plain_install_fits_the_binary() {
+    let o = install();
+    let ns = one(&o.namespaces, "Namespace");
+    assert_eq!(ns.metadata.name.as_deref(), Some(NAMESPACE));
+    assert_eq!(
+        ns.metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get("vgpu.io/webhook"))
+            .map(String::as_str),
+        Some("ignore")
+    );
+    check_all(&o, &PLAIN);
+    // manifests/kube-scheduler-config.yaml, against the server's defaults.
+    let help = serve_help();
+    let top = load(documents(&yaml_files_in(&manifests_dir())));
+    for doc in &top.scheduler_configs {
+        check_scheduler_config(
+            &doc.value,
+            &Expect {
+                what: &doc.file,
+                extender_port: port_of(&help_default(&help, "http-bind")),
+                scheduler_name: &help_default(&help, "scheduler-name"),
+                managed: managed_resources(&DeviceConfig::default()),
+                filter_all: false,
+            },
+        );
+    }
+}
+
+#[test]
+fn chart_with_default_values_fits_the_binary() {
+    let o = render_default();
+    assert!(
+        o.namespaces.is_empty(),
+        "helm install --create-namespace makes it"
+    );
+    check_all(&o, &CHART_DEFAULT);
+    let deployment = one(&o.deployments, "Deployment");
+    assert_eq!(deployment.spec.as_ref().unwrap().replicas, Some(2));
+    let spec = pod_spec(deployment);
+    assert_eq!(
+        container(spec, KUBE_SCHEDULER).image.as_deref(),
+        Some("registry.k8s.io/kube-scheduler:v1.33.0"),
+        "the cluster's version"
+    );
+    let args = flags(&extender_args(deployment));
+    assert_eq!(args["node-scheduler-policy"], "binpack");
+    assert_eq!(args["gpu-scheduler-policy"], "spread");
+    assert_eq!(args["filter-mode"], "single");
+    // Hooks: RBAC first (-10), then the Jobs, before and after install/upgrade.
+    let hooks: BTreeMap<String, (String, String)> = o
+        .docs
+        .iter()
+        .filter_map(|d| {
+            let a = d.value["metadata"]["annotations"].as_object()?;
+            Some((
+                format!(
+                    "{} {}",
+                    d.value["kind"].as_str()?,
+                    d.value["metadata"]["name"].as_str()?
+                ),
+                (
+                    a.get("helm.sh/hook")?.as_str()?.to_string(),
+                    a.get("helm.sh/hook-weight")?.as_str()?.to_string(),
+                ),
+            ))
+        })
+        .collect();
+    let all = "pre-install,pre-upgrade,post-install,post-upgrade".to_string();
+    for kind in [
+        "ServiceAccount",
+        "Role",
+        "RoleBinding",
+        "ClusterRole",
+        "ClusterRoleBinding",
+    ] {
+        assert_eq!(
+            hooks.get(&format!("{kind} vgpu-scheduler-certs")),
+            Some(&(all.clone(), "-10".to_string())),
+            "{kind}"
+        );
+    }
+    assert_eq!(
+        hooks.get("Job vgpu-scheduler-certs-pre"),
+        Some(&("pre-install,pre-upgrade".to_string(), "0".to_string()))
+    );
+    assert_eq!(
+        hooks.get("Job vgpu-scheduler-certs-post"),
+        Some(&("post-install,post-upgrade".to_string(), "0".to_string()))
+    );
+    assert_eq!(hooks.len(), 7);
+    let pre = named(&o.jobs, "vgpu-scheduler-certs-pre").unwrap();
+    let pre_args = pre
+        .spec
+        .as_ref()
+        .unwrap()
+        .template
+        .spec
+        .as_ref()
+        .unwrap()
+        .containers[0]
+        .args
+        .clone()
+        .unwrap();
+    assert!(
+        pre_args.contains(&"--allow-missing-webhook".to_string()),
+        "before the first install the webhook configuration does not exist yet"
+    );
+    assert!(
+        o.extensions.is_empty(),
+        "no cert-manager, no ServiceMonitor"
+    );
+}
+
+#[test]
+fn chart_with_non_default_values_fits_the_binary() {
+    let o = render_non_default();
+    check_all(&o, &CHART_NON_DEFAULT);
+    let deployment = one(&o.deployments, "Deployment");
+    assert_eq!(deployment.spec.as_ref().unwrap().replicas, Some(3));
+    let spec = pod_spec(deployment);
+    assert_eq!(
+        container(spec, KUBE_SCHEDULER).image.as_deref(),
+        Some("registry.k8s.io/kube-scheduler:v1.31.1"),
+        "the cluster's version without the +k3s1 suffix"
+    );
+    assert_eq!(
+        container(spec, EXTENDER).image.as_deref(),
+        Some("vgpu-scheduler:9.9.9")
+    );
+    let args = flags(&extender_args(deployment));
+    assert_eq!(args["node-scheduler-policy"], "spread");
+    assert_eq!(args["gpu-scheduler-policy"], "binpack");
+    assert_eq!(args["filter-mode"], "all");
+    assert_eq!(args["scheduler-name"], "gpu-sched");
+    assert_eq!(args["node-label-selector"], "gpu=on");
+    assert_eq!(args["reservation-ttl"], "90s");
+    assert!(!args.contains_key("client-ca-file"));
+    assert_eq!(spec.tolerations.as_ref().map(Vec::len), Some(1));
+    let text = config_map_text(
+        &o,
+        spec,
+        container(spec, EXTENDER),
+        &args["device-config-file"],
+    );
+    let devices = DeviceConfig::parse(&text).unwrap();
+    assert_eq!(
+        devices.nvidia.resource_memory_name,
+        "example.com/vgpu-memory"
+    );
+    assert_eq!(devices.nvidia.default_memory, 1024);
+    assert_eq!(devices.nvidia.memory_factor, 2);
+    let webhook = &one(&o.webhooks, "webhook").webhooks.as_ref().unwrap()[0];
+    let ns_values: Vec<String> = webhook
+        .namespace_selector
+        .as_ref()
+        .unwrap()
+        .match_expressions
+        .as_ref()
+        .unwrap()[0]
+        .values
+        .clone()
+        .unwrap();
+    assert_eq!(ns_values, ["kube-system", "gpu-ops", "batch-system"]);
+    assert_eq!(
+        webhook
+            .namespace_selector
+            .as_ref()
+            .unwrap()
+            .match_expressions
+            .as_ref()
+            .unwrap()
+            .len(),
+        3
+    );
+    assert_eq!(
+        webhook
+            .object_selector
+            .as_ref()
+            .unwrap()
+            .match_expressions
+            .as_ref()
+            .unwrap()
+            .len(),
+        2
+    );
+    let kinds: BTreeSet<String> = o
+        .extensions
+        .iter()
+        .map(|d| {
+            format!(
+                "{} {}",
+                d.value["kind"].as_str().unwrap(),
+                d.value["metadata"]["name"].as_str().unwrap()
+            )
+        })
+        .collect();
+    assert_eq!(
+        kinds,
         BTreeSet::from([
-            (NAMESPACE, "Role", role_name),
-            (
-                "kube-system",
-                "Role",
-                "extension-apiserver-authentication-reader"
-            ),
+            "Issuer gpu-selfsigned".to_string(),
+            "Certificate gpu-ca".to_string(),
+            "Issuer gpu-ca".to_string(),
+            "Certificate gpu-serving".to_string(),
+            "ServiceMonitor gpu".to_string(),
         ])
     );
+    let monitor = o
+        .extensions
+        .iter()
+        .find(|d| d.value["kind"] == "ServiceMonitor")
+        .unwrap();
+    assert_eq!(monitor.value["spec"]["endpoints"][0]["path"], "/metrics");
+    assert_eq!(monitor.value["spec"]["endpoints"][0]["port"], "https");
+    assert_eq!(monitor.value["metadata"]["labels"]["release"], "prom");
+    let service = one(&o.services, "Service");
+    for (k, v) in monitor.value["spec"]["selector"]["matchLabels"]
+        .as_object()
+        .unwrap()
+    {
+        assert_eq!(
+            service
+                .metadata
+                .labels
+                .as_ref()
+                .unwrap()
+                .get(k)
+                .map(String::as_str),
+            v.as_str(),
+            "ServiceMonitor selects the Service"
+        );
+    }
+    assert_eq!(
+        service.spec.as_ref().unwrap().ports.as_ref().unwrap()[0]
+            .name
+            .as_deref(),
+        Some("https")
+    );
+}
+
+#[test]
+fn chart_with_cert_manager_and_client_certificates() {
+    let o = render(
+        "vgpu-scheduler",
+        NAMESPACE,
+        "v1.33.0",
+        &json!({"certManager": {"enabled": true}}),
+    );
+    check_all(
+        &o,
+        &Setup {
+            what: "chart (cert-manager, client certificates)",
+            cert_manager: true,
+            ..CHART_DEFAULT
+        },
+    );
+    assert!(o.extensions.iter().any(|d| {
+        d.value["kind"] == "Certificate"
+            && d.value["metadata"]["name"] == "vgpu-scheduler-client"
+            && d.value["spec"]["usages"]
+                .as_array()
+                .unwrap()
+                .contains(&json!("client auth"))
+    }));
+    // Without the webhook: no webhook configuration, and the certs Job skips it.
+    let o = render(
+        "vgpu-scheduler",
+        NAMESPACE,
+        "v1.33.0",
+        &json!({"scheduler": {"admissionWebhook": {"enabled": false}}}),
+    );
+    assert!(o.webhooks.is_empty());
+    for job in &o.jobs {
+        let args = job
+            .spec
+            .as_ref()
+            .unwrap()
+            .template
+            .spec
+            .as_ref()
+            .unwrap()
+            .containers[0]
+            .args
+            .clone()
+            .unwrap();
+        assert!(args.contains(&"--webhook-name=".to_string()));
+    }
+    assert!(named(&o.cluster_roles, "vgpu-scheduler-certs").is_none());
+}
+
+#[test]
+fn chart_default_render_is_the_plain_install() {
+    let chart: BTreeMap<String, Value> = render_default()
+        .docs
+        .iter()
+        .filter(|d| d.value["metadata"]["name"] != "vgpu-scheduler-certs-pre")
+        .map(normalized)
+        .collect();
+    let plain: BTreeMap<String, Value> = install()
+        .docs
+        .iter()
+        .filter(|d| d.value["kind"] != "Namespace")
+        .map(normalized)
+        .collect();
+    let chart_keys: BTreeSet<&String> = chart.keys().collect();
+    let plain_keys: BTreeSet<&String> = plain.keys().collect();
+    assert_eq!(
+        chart_keys, plain_keys,
+        "objects of the chart's default render vs manifests/install"
+    );
+    for (key, value) in &chart {
+        if let Some(diff) = first_difference(value, &plain[key], "") {
+            panic!("{key}: chart vs manifests/install differ at {diff}");
+        }
+    }
+}
+
+#[test]
+fn chart_values_keep_hamis_names() {
+    let values: serde_yaml_ng::Value =
+        serde_yaml_ng::from_str(&std::fs::read_to_string(chart_dir().join("values.yaml")).unwrap())
+            .unwrap();
+    let values = serde_json::to_value(values).unwrap();
+    for path in [
+        "/schedulerName",
+        "/resourceName",
+        "/resourceMem",
+        "/resourceMemPercentage",
+        "/resourceCores",
+        "/scheduler/defaultSchedulerPolicy/nodeSchedulerPolicy",
+        "/scheduler/defaultSchedulerPolicy/gpuSchedulerPolicy",
+        "/scheduler/leaderElect",
+        "/scheduler/replicas",
+        "/scheduler/admissionWebhook/enabled",
+        "/scheduler/admissionWebhook/failurePolicy",
+        "/scheduler/admissionWebhook/whitelistNamespaces",
+        "/scheduler/admissionWebhook/namespaceSelector",
+        "/scheduler/admissionWebhook/objectSelector",
+        "/scheduler/admissionWebhook/reinvocationPolicy",
+        "/scheduler/kubeScheduler/image",
+        "/scheduler/kubeScheduler/imageTag",
+        "/scheduler/nodeLockExpire",
+        "/scheduler/overwriteEnv",
+        "/scheduler/forceOverwriteDefaultScheduler",
+        "/certManager/enabled",
+        "/serviceMonitor/enabled",
+    ] {
+        assert!(values.pointer(path).is_some(), "values.yaml lacks {path}");
+    }
+    assert_eq!(values.pointer("/scheduler/replicas"), Some(&json!(2)));
+    assert_eq!(
+        values.pointer("/scheduler/admissionWebhook/failurePolicy"),
+        Some(&json!("Fail"))
+    );
+}
+
+#[tokio::test]
+async fn chart_crds_are_volcanos_as_the_fake_api_server_serves_them() {
+    let crds = load(documents(&yaml_files_in(&chart_dir().join("crds")))).crds;
+    assert_eq!(crds.len(), 2);
+    let api = fake_apiserver::FakeApiServer::start().await;
+    let discovery: Value = reqwest::Client::new()
+        .get(format!("{}/apis/scheduling.volcano.sh/v1beta1", api.url()))
+        .bearer_auth(api.token())
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    for crd in &crds {
+        let spec = &crd.spec;
+        assert_eq!(spec.group, "scheduling.volcano.sh");
+        assert_eq!(
+            crd.metadata.name.as_deref(),
+            Some(format!("{}.{}", spec.names.plural, spec.group).as_str())
+        );
+        assert_eq!(spec.versions.len(), 1);
+        let version = &spec.versions[0];
+        assert_eq!(version.name, "v1beta1");
+        assert!(version.served && version.storage);
+        let schema = version
+            .schema
+            .as_ref()
+            .and_then(|s| s.open_api_v3_schema.as_ref())
+            .expect("openAPIV3Schema");
+        let props = schema.properties.as_ref().unwrap();
+        for part in ["spec", "status"] {
+            assert_eq!(
+                props[part].x_kubernetes_preserve_unknown_fields,
+                Some(true),
+                "{}: {part} keeps fields of newer Volcano releases",
+                spec.names.plural
+            );
+        }
+        let served = discovery["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["name"] == spec.names.plural.as_str())
+            .unwrap_or_else(|| panic!("the fake does not serve {}", spec.names.plural));
+        assert_eq!(served["kind"], spec.names.kind.as_str());
+        assert_eq!(served["singularName"], json!(spec.names.singular));
+        assert_eq!(served["namespaced"], json!(spec.scope == "Namespaced"));
+        assert_eq!(served["shortNames"], json!(spec.names.short_names));
+        let has_status = version
+            .subresources
+            .as_ref()
+            .is_some_and(|s| s.status.is_some());
+        let status_served = discovery["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["name"] == format!("{}/status", spec.names.plural));
+        assert_eq!(
+            has_status, status_served,
+            "{}: status subresource",
+            spec.names.plural
+        );
+    }
+    let by_plural = |p: &str| crds.iter().find(|c| c.spec.names.plural == p).unwrap();
+    assert_eq!(by_plural("podgroups").spec.scope, "Namespaced");
+    assert_eq!(by_plural("queues").spec.scope, "Cluster");
 }

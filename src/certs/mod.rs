@@ -386,9 +386,13 @@ async fn patch_webhook(
         "metadata": {"resourceVersion": config.metadata.resource_version},
         "webhooks": config.webhooks,
     });
-    api.patch(&args.webhook_name, &PatchParams::default(), &Patch::Merge(&body))
-        .await
-        .with_context(|| format!("patch {what}"))?;
+    api.patch(
+        &args.webhook_name,
+        &PatchParams::default(),
+        &Patch::Merge(&body),
+    )
+    .await
+    .with_context(|| format!("patch {what}"))?;
     println!("{what}: caBundle set on {changed} webhook(s)");
     Ok(())
 }
