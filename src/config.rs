@@ -234,9 +234,14 @@ pub struct CertsArgs {
     /// Replace the CA when it expires within this (the old one stays trusted until it expires).
     #[arg(long = "ca-renew-before", default_value = "365d", value_parser = parse_duration)]
     pub ca_renew_before: Duration,
-    /// Lifetime of a new serving or client certificate (never beyond the CA's).
+    /// Lifetime of a new serving certificate (never beyond the CA's).
     #[arg(long = "cert-validity", default_value = "365d", value_parser = parse_duration)]
     pub cert_validity: Duration,
+    /// Lifetime of a new client certificate (never beyond the CA's). Long by default:
+    /// kube-scheduler reads it only when it starts, and one signed by a replaced CA
+    /// stays valid while that CA is still trusted.
+    #[arg(long = "client-cert-validity", default_value = "3650d", value_parser = parse_duration)]
+    pub client_cert_validity: Duration,
     /// Replace the serving or client certificate when it expires within this.
     #[arg(long = "renew-before", default_value = "30d", value_parser = parse_duration)]
     pub renew_before: Duration,

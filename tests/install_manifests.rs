@@ -13,7 +13,7 @@ mod helm_render;
 use k8s_openapi::Resource;
 use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::core::v1::{
     ConfigMap, Container, Namespace, PodSpec, Service, ServiceAccount,
 };
@@ -165,6 +165,7 @@ struct Objects {
     pod_disruption_budgets: Vec<PodDisruptionBudget>,
     webhooks: Vec<MutatingWebhookConfiguration>,
     jobs: Vec<Job>,
+    cron_jobs: Vec<CronJob>,
     crds: Vec<CustomResourceDefinition>,
     /// cert-manager and prometheus-operator objects (no k8s-openapi type).
     extensions: Vec<Doc>,
@@ -198,6 +199,7 @@ fn load(docs: Vec<Doc>) -> Objects {
             "PodDisruptionBudget" => objects.pod_disruption_budgets.push(typed(&doc)),
             "MutatingWebhookConfiguration" => objects.webhooks.push(typed(&doc)),
             "Job" => objects.jobs.push(typed(&doc)),
+            "CronJob" => objects.cron_jobs.push(typed(&doc)),
             "CustomResourceDefinition" => objects.crds.push(typed(&doc)),
             "KubeSchedulerConfiguration" => {
                 assert_eq!(
@@ -740,6 +742,30 @@ fn check_scheduler_wiring(o: &Objects, s: &Setup, help: &str) {
     }
 }
 
+/// The pods that run `vgpu-scheduler certs`: (Job or CronJob name, pod spec).
+fn certs_runners(o: &Objects) -> Vec<(String, &PodSpec)> {
+    let mut out = Vec::new();
+    for job in &o.jobs {
+        let spec = job.spec.as_ref().unwrap().template.spec.as_ref().unwrap();
+        out.push((job.metadata.name.clone().unwrap(), spec));
+    }
+    for cron in &o.cron_jobs {
+        let spec = cron
+            .spec
+            .as_ref()
+            .unwrap()
+            .job_template
+            .spec
+            .as_ref()
+            .unwrap();
+        out.push((
+            cron.metadata.name.clone().unwrap(),
+            spec.template.spec.as_ref().unwrap(),
+        ));
+    }
+    out
+}
+
 fn check_flags(o: &Objects, s: &Setup) {
     let serve = serve_help();
     let certs = certs_help();
@@ -761,8 +787,7 @@ fn check_flags(o: &Objects, s: &Setup) {
     assert!(count >= 5, "the extender's flags: {args:?}");
     assert!(!help_has_flag(&serve, "no-such-flag"));
     assert!(!help_has_flag(&serve, "leader-elect-resource"));
-    for job in &o.jobs {
-        let spec = job.spec.as_ref().unwrap().template.spec.as_ref().unwrap();
+    for (_, spec) in certs_runners(o) {
         let c = &spec.containers[0];
         let args = c.args.clone().unwrap_or_default();
         assert_eq!(
@@ -949,13 +974,20 @@ fn check_deployment(o: &Objects, s: &Setup) {
             .unwrap();
         assert!(volume.empty_dir.is_some());
     }
-    for job in &o.jobs {
-        let jspec = job.spec.as_ref().unwrap().template.spec.as_ref().unwrap();
-        check_hardened(jspec, &format!("{what} Job"));
-        assert_eq!(
-            jspec.service_account_name.clone(),
-            Some(format!("{}-certs", s.name))
+    for (runner, jspec) in certs_runners(o) {
+        check_hardened(jspec, &format!("{what} {runner}"));
+        let account = jspec.service_account_name.clone().unwrap();
+        assert!(
+            account.starts_with(&format!("{}-certs", s.name)),
+            "{what} {runner}: runs as {account}"
         );
+        assert_eq!(
+            jspec.containers[0].args.as_ref().unwrap()[0],
+            "certs",
+            "{what} {runner}"
+        );
+    }
+    for job in &o.jobs {
         let labels = job
             .spec
             .as_ref()
@@ -1049,10 +1081,13 @@ fn check_webhook(o: &Objects, s: &Setup) {
         );
         let names = cert.value["spec"]["dnsNames"].as_array().unwrap();
         assert!(names.contains(&json!(format!("{}.{}.svc", s.name, s.namespace))));
-        assert!(o.jobs.is_empty(), "{what}: no certs Job with cert-manager");
+        assert!(
+            certs_runners(o).is_empty(),
+            "{what}: no certs Job with cert-manager"
+        );
     } else {
         assert!(inject.is_none());
-        assert!(!o.jobs.is_empty(), "{what}: the certs Job");
+        assert!(!o.cron_jobs.is_empty(), "{what}: the renewing CronJob");
     }
 
     let rules = webhook.rules.as_ref().expect("rules");
@@ -1266,7 +1301,7 @@ fn check_rbac(o: &Objects, s: &Setup) {
         .clone()
         .expect("serviceAccountName");
     assert_eq!(account, s.name);
-    let certs_account = format!("{}-certs", s.name);
+    let certs_prefix = format!("{}-certs", s.name);
     let accounts: BTreeSet<String> = o
         .service_accounts
         .iter()
@@ -1321,10 +1356,29 @@ fn check_rbac(o: &Objects, s: &Setup) {
             "extension-apiserver-authentication-reader".to_string(),
         ),
     ]);
+    // The certs runners: each ServiceAccount only its Secret and its webhook
+    // configuration.
+    let certs_accounts: Vec<String> = accounts
+        .iter()
+        .filter(|a| a.starts_with(&certs_prefix))
+        .cloned()
+        .collect();
     if s.cert_manager {
-        assert!(!accounts.contains(&certs_account), "{what}");
+        assert!(certs_accounts.is_empty(), "{what}: {certs_accounts:?}");
     } else {
-        // The certs Job: only its Secret and its webhook configuration.
+        assert!(
+            !certs_accounts.is_empty(),
+            "{what}: the certs ServiceAccount"
+        );
+    }
+    for (runner, spec) in certs_runners(o) {
+        let account = spec.service_account_name.clone().unwrap();
+        assert!(
+            certs_accounts.contains(&account),
+            "{what}: {runner} runs as {account}"
+        );
+    }
+    for certs_account in &certs_accounts {
         want_cluster.insert((certs_account.clone(), certs_account.clone()));
         want_bound.insert((
             certs_account.clone(),
@@ -1332,7 +1386,7 @@ fn check_rbac(o: &Objects, s: &Setup) {
             "Role".to_string(),
             certs_account.clone(),
         ));
-        let role = named(&o.roles, &certs_account).expect("certs Role");
+        let role = named(&o.roles, certs_account).expect("certs Role");
         let secret = format!("{}-tls", s.name);
         assert_eq!(
             grants(role.rules.as_deref().unwrap_or_default()),
@@ -1340,9 +1394,9 @@ fn check_rbac(o: &Objects, s: &Setup) {
                 ("", "secrets", &["create"], ""),
                 ("", "secrets", &["get", "update"], &secret),
             ]),
-            "{what}: certs Role"
+            "{what}: certs Role {certs_account}"
         );
-        let cluster_role = named(&o.cluster_roles, &certs_account).expect("certs ClusterRole");
+        let cluster_role = named(&o.cluster_roles, certs_account).expect("certs ClusterRole");
         assert_eq!(
             grants(cluster_role.rules.as_deref().unwrap_or_default()),
             expected(&[(
@@ -1351,14 +1405,14 @@ fn check_rbac(o: &Objects, s: &Setup) {
                 &["get", "patch"],
                 s.name
             )]),
-            "{what}: certs ClusterRole"
+            "{what}: certs ClusterRole {certs_account}"
         );
     }
     assert_eq!(cluster_bound, want_cluster, "{what}: ClusterRoleBindings");
     assert_eq!(bound, want_bound, "{what}: RoleBindings");
     assert_eq!(
         o.roles.len() + o.cluster_roles.len(),
-        if s.cert_manager { 2 } else { 4 },
+        2 + 2 * certs_accounts.len(),
         "{what}: no Role or ClusterRole beyond these"
     );
 }
@@ -1428,13 +1482,7 @@ fn normalized(doc: &Doc) -> (String, Value) {
             meta.remove("annotations");
         }
     }
-    let mut name = meta["name"].as_str().unwrap_or("").to_string();
-    if kind == "Job" {
-        // The chart runs the certs Job around install and upgrade (-pre, -post);
-        // the plain install runs it once, after the webhook configuration exists.
-        name = name.trim_end_matches("-post").to_string();
-        meta.insert("name".into(), json!(name));
-    }
+    let name = meta["name"].as_str().unwrap_or("").to_string();
     let ns = meta
         .get("namespace")
         .and_then(Value::as_str)
@@ -1487,7 +1535,7 @@ fn every_manifest_parses_into_its_kubernetes_type() {
     assert_eq!(objects.namespaces.len(), 1);
     assert_eq!(objects.deployments.len(), 1);
     assert_eq!(objects.webhooks.len(), 1);
-    assert_eq!(objects.jobs.len(), 1);
+    assert_eq!(objects.cron_jobs.len(), 1);
     // manifests/kube-scheduler-config.yaml.
     assert_eq!(objects.scheduler_configs.len(), 1);
     // The chart with both sets of values.
@@ -1597,7 +1645,7 @@ fn chart_with_default_values_fits_the_binary() {
         "ClusterRoleBinding",
     ] {
         assert_eq!(
-            hooks.get(&format!("{kind} vgpu-scheduler-certs")),
+            hooks.get(&format!("{kind} vgpu-scheduler-certs-hook")),
             Some(&(all.clone(), "-10".to_string())),
             "{kind}"
         );
@@ -1792,30 +1840,38 @@ fn chart_with_cert_manager_and_client_certificates() {
         &json!({"scheduler": {"admissionWebhook": {"enabled": false}}}),
     );
     assert!(o.webhooks.is_empty());
-    for job in &o.jobs {
-        let args = job
-            .spec
-            .as_ref()
-            .unwrap()
-            .template
-            .spec
-            .as_ref()
-            .unwrap()
-            .containers[0]
-            .args
-            .clone()
-            .unwrap();
-        assert!(args.contains(&"--webhook-name=".to_string()));
+    let runners = certs_runners(&o);
+    assert_eq!(runners.len(), 3);
+    for (runner, spec) in runners {
+        let args = spec.containers[0].args.clone().unwrap();
+        assert!(args.contains(&"--webhook-name=".to_string()), "{runner}");
     }
     assert!(named(&o.cluster_roles, "vgpu-scheduler-certs").is_none());
+    assert!(named(&o.cluster_roles, "vgpu-scheduler-certs-hook").is_none());
+    // Without the CronJob: only the hooks.
+    let o = render(
+        "vgpu-scheduler",
+        NAMESPACE,
+        "v1.33.0",
+        &json!({"scheduler": {"certs": {"renewSchedule": ""}}}),
+    );
+    assert!(o.cron_jobs.is_empty());
+    assert_eq!(o.jobs.len(), 2);
+    assert!(named(&o.service_accounts, "vgpu-scheduler-certs").is_none());
 }
 
 #[test]
 fn chart_default_render_is_the_plain_install() {
+    // Hooks (the certs Jobs around install and upgrade, and their RBAC) have no
+    // plain counterpart: there the CronJob is started by hand once.
     let chart: BTreeMap<String, Value> = render_default()
         .docs
         .iter()
-        .filter(|d| d.value["metadata"]["name"] != "vgpu-scheduler-certs-pre")
+        .filter(|d| {
+            d.value["metadata"]["annotations"]
+                .get("helm.sh/hook")
+                .is_none()
+        })
         .map(normalized)
         .collect();
     let plain: BTreeMap<String, Value> = install()

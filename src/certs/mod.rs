@@ -46,6 +46,7 @@ pub struct Settings {
     pub ca_validity: std::time::Duration,
     pub ca_renew_before: std::time::Duration,
     pub cert_validity: std::time::Duration,
+    pub client_cert_validity: std::time::Duration,
     pub renew_before: std::time::Duration,
     pub rotate: bool,
     pub rotate_ca: bool,
@@ -76,6 +77,7 @@ impl Settings {
             ca_validity: args.ca_validity,
             ca_renew_before: args.ca_renew_before,
             cert_validity: args.cert_validity,
+            client_cert_validity: args.client_cert_validity,
             renew_before: args.renew_before,
             rotate: args.rotate,
             rotate_ca: args.rotate_ca,
@@ -248,7 +250,11 @@ pub fn plan(existing: Option<&Material>, s: &Settings) -> anyhow::Result<Plan> {
             }
             Some(why) => {
                 reasons.push(why);
-                let pair = pki::issue(&ca, &leaf, s.cert_validity)?;
+                let validity = match leaf {
+                    Leaf::Serving(_) => s.cert_validity,
+                    Leaf::Client(_) => s.client_cert_validity,
+                };
+                let pair = pki::issue(&ca, &leaf, validity)?;
                 material.insert(crt.into(), pair.cert_pem);
                 material.insert(key.into(), pair.key_pem);
             }
@@ -410,6 +416,7 @@ mod tests {
             ca_validity: Duration::from_secs(3650 * 86400),
             ca_renew_before: Duration::from_secs(365 * 86400),
             cert_validity: Duration::from_secs(365 * 86400),
+            client_cert_validity: Duration::from_secs(3650 * 86400),
             renew_before: Duration::from_secs(30 * 86400),
             rotate: false,
             rotate_ca: false,

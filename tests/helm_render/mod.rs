@@ -8,7 +8,7 @@
 //! `$x =`); fields on `.`, `$` and variables; string, number and boolean literals;
 //! parenthesised pipelines; `|` pipes; and the functions `default`, `quote`,
 //! `toYaml`, `nindent`, `indent`, `eq`, `ne`, `not`, `and`, `or`, `printf` (`%s`,
-//! `%d`, `%v`), `regexReplaceAll`, `required`, `toString`, `empty`, `list`, `join`,
+//! `%d`, `%v`), `regexReplaceAll`, `required`, `toString`, `empty`, `list`, `dict`, `join`,
 //! `include`, `trunc`, `trimSuffix`, `b64enc` and `ternary`. Anything else — an
 //! unknown function or keyword, a missing map key (Helm's strict mode) — is an
 //! error, so the chart cannot silently use a construct this renderer gets wrong.
@@ -672,6 +672,16 @@ impl Ctx<'_> {
                 a[1].clone()
             }
             "list" => Value::Array(a),
+            "dict" => {
+                if !n.is_multiple_of(2) {
+                    return Err("dict: wants key/value pairs".into());
+                }
+                let mut m = Map::new();
+                for pair in a.chunks(2) {
+                    m.insert(s(&pair[0])?, pair[1].clone());
+                }
+                Value::Object(m)
+            }
             "join" => {
                 need(2)?;
                 let sep = s(&a[0])?;
@@ -942,6 +952,10 @@ pub fn self_check() {
         ("{{/* c */}}{{- /* c2 */ -}}\nq", "q"),
         ("{{ join \",\" .Values.l }}", "p,q"),
         ("{{ ternary \"a\" \"b\" .Values.f }}", "b"),
+        (
+            "{{ define \"d\" }}{{ .x }}{{ .r.Values.a }}{{ end }}{{ include \"d\" (dict \"x\" 1 \"r\" $) }}",
+            "1x",
+        ),
     ];
     for (src, want) in cases {
         assert_eq!(run(src).as_deref(), Ok(want), "{src}");

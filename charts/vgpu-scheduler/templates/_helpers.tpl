@@ -31,3 +31,63 @@ app.kubernetes.io/name: {{ include "vgpu-scheduler.fullname" . }}
 {{- define "vgpu-scheduler.celResources" -}}
 {{- printf "['%s', '%s', '%s', '%s']" .Values.resourceName .Values.resourceMem .Values.resourceMemPercentage .Values.resourceCores -}}
 {{- end }}
+
+{{/* The spec of a Job running `vgpu-scheduler certs`: dict root, serviceAccount, allowMissingWebhook. */}}
+{{- define "vgpu-scheduler.certsJobSpec" -}}
+{{- $name := include "vgpu-scheduler.fullname" .root }}
+{{- $s := .root.Values.scheduler -}}
+backoffLimit: 4
+template:
+  metadata:
+    labels:
+      app.kubernetes.io/name: {{ $name }}-certs
+      {{ $s.admissionWebhook.optOutLabel }}: ignore
+  spec:
+    serviceAccountName: {{ .serviceAccount }}
+    restartPolicy: Never
+    securityContext:
+      runAsNonRoot: true
+      runAsUser: 65532
+      runAsGroup: 65532
+      seccompProfile:
+        type: RuntimeDefault
+    containers:
+    - name: certs
+      image: {{ $s.extender.image }}:{{ $s.extender.imageTag | default .root.Chart.AppVersion }}
+      imagePullPolicy: {{ $s.extender.imagePullPolicy }}
+      args:
+      - certs
+      - --namespace={{ .root.Release.Namespace }}
+      - --secret-name={{ $name }}-tls
+      - --service-name={{ $name }}
+      {{- if $s.admissionWebhook.enabled }}
+      - --webhook-name={{ $name }}
+      {{- else }}
+      - --webhook-name=
+      {{- end }}
+      {{- if .allowMissingWebhook }}
+      - --allow-missing-webhook
+      {{- end }}
+      {{- if $s.extenderClientAuth }}
+      - --client-cert
+      {{- end }}
+      - --ca-validity={{ $s.certs.caValidity }}
+      - --ca-renew-before={{ $s.certs.caRenewBefore }}
+      - --cert-validity={{ $s.certs.certValidity }}
+      - --client-cert-validity={{ $s.certs.clientCertValidity }}
+      - --renew-before={{ $s.certs.renewBefore }}
+      resources:
+        requests:
+          cpu: 10m
+          memory: 32Mi
+        limits:
+          cpu: 200m
+          memory: 64Mi
+      securityContext:
+        runAsNonRoot: true
+        runAsUser: 65532
+        readOnlyRootFilesystem: true
+        allowPrivilegeEscalation: false
+        capabilities:
+          drop: [ALL]
+{{- end }}
