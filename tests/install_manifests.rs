@@ -1247,17 +1247,13 @@ fn server_grants() -> BTreeSet<Grant> {
         ("", "resourcequotas", &["list", "watch"], ""),
         // Scheduling events.
         ("", "events", &["create"], ""),
-        // Gang planner: Volcano PodGroups and Queues, and their status.
+        // Gang planner: Volcano PodGroups and Queues. PodGroup status is patched
+        // through the object (Volcano's CRD has no status subresource), Queue
+        // status through queues/status (src/cluster/kube/client.rs).
         (
             "scheduling.volcano.sh",
             "podgroups",
-            &["get", "list", "watch"],
-            "",
-        ),
-        (
-            "scheduling.volcano.sh",
-            "podgroups/status",
-            &["patch", "update"],
+            &["get", "list", "watch", "patch"],
             "",
         ),
         (
@@ -1266,12 +1262,7 @@ fn server_grants() -> BTreeSet<Grant> {
             &["get", "list", "watch"],
             "",
         ),
-        (
-            "scheduling.volcano.sh",
-            "queues/status",
-            &["patch", "update"],
-            "",
-        ),
+        ("scheduling.volcano.sh", "queues/status", &["patch"], ""),
     ])
 }
 
