@@ -181,6 +181,29 @@ pub struct ServeArgs {
     /// Log format.
     #[arg(long = "log-format", value_enum, default_value = "text")]
     pub log_format: LogFormat,
+    /// Gang and queue scheduling: gate gang/queue pods at admission and place
+    /// whole gangs (Volcano PodGroups and Queues).
+    #[arg(long = "gang-scheduling", default_value_t = true, action = clap::ArgAction::Set)]
+    pub gang_scheduling: bool,
+    /// Volcano-format scheduler configuration (actions, tiers of plugins), reloaded
+    /// when the file changes. Without it, Volcano's default configuration.
+    #[arg(long = "scheduler-config")]
+    pub scheduler_config: Option<PathBuf>,
+    /// How often the gang planner runs (it also runs when gang pods change).
+    #[arg(long = "schedule-period", default_value = "1s", value_parser = parse_duration)]
+    pub schedule_period: Duration,
+    /// How long a planned gang member's GPUs wait for its bind; a gang that has not
+    /// started by then is released and its started members evicted.
+    #[arg(long = "gang-timeout", default_value = "5m", value_parser = parse_duration)]
+    pub gang_timeout: Duration,
+    /// Hold every gang member at /bind until minMember members arrived (PodGroup
+    /// annotation vgpu-scheduler.io/gang-strict overrides it per gang).
+    #[arg(long = "gang-strict", default_value_t = false, action = clap::ArgAction::Set)]
+    pub gang_strict: bool,
+    /// How long a strict gang member waits at /bind (keep under the bind verb's
+    /// httpTimeout).
+    #[arg(long = "gang-strict-wait", default_value = "25s", value_parser = parse_duration)]
+    pub gang_strict_wait: Duration,
 }
 
 #[cfg(test)]

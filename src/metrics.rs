@@ -32,6 +32,10 @@ pub struct Metrics {
     bind: Family<OutcomeLabels, Counter>,
     /// Reservations released because no bind came in time.
     pub reservations_expired: Counter,
+    /// Gangs the planner placed and released to kube-scheduler.
+    pub gangs_committed: Counter,
+    /// Gangs evicted because they did not start within the gang timeout.
+    pub gangs_timed_out: Counter,
 }
 
 impl Default for Metrics {
@@ -72,12 +76,26 @@ impl Metrics {
             "Filter reservations released because no bind came before the TTL",
             reservations_expired.clone(),
         );
+        let gangs_committed = Counter::default();
+        registry.register(
+            "vgpu_scheduler_gangs_committed",
+            "Gangs placed whole by the planner and released to kube-scheduler",
+            gangs_committed.clone(),
+        );
+        let gangs_timed_out = Counter::default();
+        registry.register(
+            "vgpu_scheduler_gangs_timed_out",
+            "Gangs whose started members were evicted because the gang did not start in time",
+            gangs_timed_out.clone(),
+        );
         Self {
             registry,
             latency,
             filter,
             bind,
             reservations_expired,
+            gangs_committed,
+            gangs_timed_out,
         }
     }
 
