@@ -1234,3 +1234,421 @@ async fn raw_http_watch_is_chunked_json_lines() {
     assert_eq!(first["object"]["metadata"]["name"], "raw");
     assert!(payload.ends_with('\n'));
 }
+
+const VOLCANO: &str = "/apis/scheduling.volcano.sh/v1beta1";
+
+fn discovered<'a>(list: &'a Value, name: &str) -> Option<&'a Value> {
+    list["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == name)
+}
+
+#[tokio::test]
+async fn volcano_crds_are_discovered_like_installed_crds() {
+    let api = Api::start().await;
+    let (code, groups) = api.get("/apis").await;
+    assert_eq!(code, 200);
+    let names: Vec<&str> = groups["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["name"].as_str().unwrap())
+        .collect();
+    assert!(names.contains(&"scheduling.volcano.sh"), "{names:?}");
+    assert!(names.contains(&"admissionregistration.k8s.io"), "{names:?}");
+    let (code, group) = api.get("/apis/scheduling.volcano.sh").await;
+    assert_eq!(code, 200);
+    assert_eq!(
+        group["preferredVersion"]["groupVersion"],
+        "scheduling.volcano.sh/v1beta1"
+    );
+    let (code, list) = api.get(VOLCANO).await;
+    assert_eq!(code, 200);
+    let pg = discovered(&list, "podgroups").expect("podgroups");
+    assert_eq!(pg["namespaced"], true);
+    assert_eq!(pg["kind"], "PodGroup");
+    assert_eq!(pg["shortNames"], json!(["pg", "podgroup-v1beta1"]));
+    // Volcano's PodGroup CRD has no status subresource; its Queue CRD has one.
+    assert!(discovered(&list, "podgroups/status").is_none());
+    let q = discovered(&list, "queues").expect("queues");
+    assert_eq!(q["namespaced"], false);
+    assert_eq!(q["kind"], "Queue");
+    assert_eq!(q["shortNames"], json!(["q", "queue-v1beta1"]));
+    assert!(
+        q["verbs"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("deletecollection"))
+    );
+    let qs = discovered(&list, "queues/status").expect("queues/status");
+    assert_eq!(qs["verbs"], json!(["get", "patch", "update"]));
+    let (_, core) = api.get("/api/v1").await;
+    assert_eq!(discovered(&core, "secrets").unwrap()["namespaced"], true);
+    let (_, adm) = api.get("/apis/admissionregistration.k8s.io/v1").await;
+    let mwc = discovered(&adm, "mutatingwebhookconfigurations").unwrap();
+    assert_eq!(mwc["namespaced"], false);
+    assert_eq!(mwc["kind"], "MutatingWebhookConfiguration");
+}
+
+#[tokio::test]
+async fn podgroups_keep_status_in_the_main_resource_and_refuse_strategic_merge() {
+    let api = Api::start().await;
+    let path = format!("{VOLCANO}/namespaces/default/podgroups");
+    let mut watch = api
+        .watch(&format!("{path}?watch=true&resourceVersion=1"))
+        .await;
+    let pg = json!({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+        "metadata": {"name": "job-a"},
+        "spec": {"minMember": 2, "queue": "default", "anything": {"goes": true}},
+        "status": {"phase": "Pending"}});
+    let (code, created) = api.post(&path, &pg).await;
+    assert_eq!(code, 201, "{created}");
+    assert_eq!(created["metadata"]["generation"], 1);
+    assert_eq!(
+        created["spec"]["anything"]["goes"], true,
+        "any field is kept"
+    );
+    assert_eq!(
+        created["status"]["phase"], "Pending",
+        "without a status subresource the create keeps status"
+    );
+    let ev = watch.next_change().await;
+    assert_eq!(
+        (ev["type"].as_str(), ev["object"]["kind"].as_str()),
+        (Some("ADDED"), Some("PodGroup"))
+    );
+    let one = format!("{path}/job-a");
+    let (code, got) = api.get(&one).await;
+    assert_eq!((code, &got), (200, &created));
+
+    // Status is written through the main resource, like Volcano's scheduler does.
+    let (code, body) = api
+        .patch(
+            &format!("{one}/status"),
+            MERGE,
+            &json!({"status": {"phase": "Running"}}),
+        )
+        .await;
+    assert_eq!((code, body["reason"].as_str()), (404, Some("NotFound")));
+    let (code, patched) = api
+        .patch(&one, MERGE, &json!({"status": {"phase": "Inqueue"}}))
+        .await;
+    assert_eq!(code, 200);
+    assert_eq!(patched["status"]["phase"], "Inqueue");
+    assert_eq!(
+        patched["metadata"]["generation"], 2,
+        "status is part of the object here"
+    );
+    assert_eq!(watch.next_change().await["type"], "MODIFIED");
+    let (code, patched) = api
+        .patch(
+            &one,
+            JSON_PATCH,
+            &json!([{"op": "replace", "path": "/spec/minMember", "value": 3}]),
+        )
+        .await;
+    assert_eq!(
+        (code, patched["spec"]["minMember"].as_i64()),
+        (200, Some(3))
+    );
+    assert_eq!(watch.next_change().await["type"], "MODIFIED");
+    let (code, body) = api
+        .patch(&one, STRATEGIC, &json!({"spec": {"minMember": 4}}))
+        .await;
+    assert_eq!(code, 415);
+    assert_eq!(body["reason"], "UnsupportedMediaType");
+    assert!(
+        !body["message"]
+            .as_str()
+            .unwrap()
+            .contains("strategic-merge-patch"),
+        "{body}"
+    );
+    let (code, list) = api.get(&format!("{VOLCANO}/podgroups")).await;
+    assert_eq!((code, list["kind"].as_str()), (200, Some("PodGroupList")));
+    assert_eq!(list["items"].as_array().unwrap().len(), 1);
+    let (code, body) = api.delete(&one).await;
+    assert_eq!((code, body["kind"].as_str()), (200, Some("Status")));
+    assert_eq!(watch.next_change().await["type"], "DELETED");
+    assert!(
+        api.server
+            .get("PodGroup", Some("default"), "job-a")
+            .is_none()
+    );
+    // The control API knows them by short name too.
+    api.server
+        .create(json!({"apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "PodGroup", "metadata": {"name": "seeded", "namespace": "default"},
+        "spec": {"minMember": 1}}));
+    assert!(api.server.get("pg", Some("default"), "seeded").is_some());
+}
+
+#[tokio::test]
+async fn queues_have_a_status_subresource_that_keeps_spec() {
+    let api = Api::start().await;
+    let path = format!("{VOLCANO}/queues");
+    let mut watch = api
+        .watch(&format!("{path}?watch=true&resourceVersion=1"))
+        .await;
+    let q = json!({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
+        "metadata": {"name": "research", "namespace": "ignored"},
+        "spec": {"weight": 2, "capability": {"nvidia.com/gpu": "8"}},
+        "status": {"state": "Open"}});
+    let (code, created) = api.post(&path, &q).await;
+    assert_eq!(code, 201, "{created}");
+    assert!(
+        created["metadata"].get("namespace").is_none(),
+        "cluster-scoped"
+    );
+    assert!(created.get("status").is_none(), "create drops status");
+    assert_eq!(created["metadata"]["generation"], 1);
+    assert_eq!(watch.next_change().await["type"], "ADDED");
+    let one = format!("{path}/research");
+
+    // A /status write changes only status: not spec, not labels.
+    let mut body = created.clone();
+    body["status"] = json!({"state": "Open", "allocated": {"nvidia.com/gpu": "2"}});
+    body["spec"]["weight"] = json!(9);
+    body["metadata"]["labels"] = json!({"team": "x"});
+    let (code, st) = api.put(&format!("{one}/status"), &body).await;
+    assert_eq!(code, 200, "{st}");
+    assert_eq!(st["status"]["allocated"]["nvidia.com/gpu"], "2");
+    assert_eq!(st["spec"]["weight"], 2, "status keeps spec");
+    assert!(
+        st["metadata"].get("labels").is_none(),
+        "status keeps metadata"
+    );
+    assert_eq!(st["metadata"]["generation"], 1);
+    assert_eq!(watch.next_change().await["type"], "MODIFIED");
+    let (code, st) = api
+        .patch(
+            &format!("{one}/status"),
+            MERGE,
+            &json!({"status": {"state": "Closed"}}),
+        )
+        .await;
+    assert_eq!(
+        (code, st["status"]["state"].as_str()),
+        (200, Some("Closed"))
+    );
+
+    // A main-resource write keeps the stored status and bumps the generation on spec changes.
+    let (code, m) = api
+        .patch(
+            &one,
+            MERGE,
+            &json!({"spec": {"weight": 3}, "status": {"state": "Open"}}),
+        )
+        .await;
+    assert_eq!(code, 200);
+    assert_eq!(m["spec"]["weight"], 3);
+    assert_eq!(m["status"]["state"], "Closed");
+    assert_eq!(m["metadata"]["generation"], 2);
+    let (code, m2) = api
+        .patch(&one, MERGE, &json!({"metadata": {"labels": {"a": "b"}}}))
+        .await;
+    assert_eq!(code, 200);
+    assert_eq!(m2["metadata"]["generation"], 2, "metadata is not spec");
+    let (code, got) = api.get(&one).await;
+    assert_eq!((code, &got), (200, &m2));
+    let (code, _) = api
+        .patch(&one, STRATEGIC, &json!({"spec": {"weight": 4}}))
+        .await;
+    assert_eq!(code, 415);
+    let (code, _) = api.delete(&one).await;
+    assert_eq!(code, 200);
+}
+
+#[tokio::test]
+async fn secrets_decode_default_and_validate_like_the_apiserver() {
+    let api = Api::start().await;
+    let path = "/api/v1/namespaces/vgpu/secrets";
+    let mut watch = api
+        .watch(&format!("{path}?watch=true&resourceVersion=1"))
+        .await;
+    let (code, s) = api
+        .post(
+            path,
+            &json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "certs"},
+                "data": {"a": "aGk="}, "stringData": {"b": "hello"}}),
+        )
+        .await;
+    assert_eq!(code, 201, "{s}");
+    assert_eq!(s["type"], "Opaque");
+    assert_eq!(s["data"], json!({"a": "aGk=", "b": "aGVsbG8="}));
+    assert!(s.get("stringData").is_none());
+    assert_eq!(watch.next_change().await["type"], "ADDED");
+    let (code, got) = api.get(&format!("{path}/certs")).await;
+    assert_eq!((code, &got), (200, &s));
+
+    let (code, body) = api
+        .post(
+            path,
+            &json!({"metadata": {"name": "bad"}, "data": {"a": "not base64!"}}),
+        )
+        .await;
+    assert_eq!(code, 400);
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap()
+            .contains("illegal base64 data at input byte"),
+        "{body}"
+    );
+    let (code, body) = api
+        .post(
+            path,
+            &json!({"metadata": {"name": "tls"}, "type": "kubernetes.io/tls",
+                "data": {"tls.crt": "eA=="}}),
+        )
+        .await;
+    assert_eq!(code, 422);
+    assert_eq!(body["details"]["causes"][0]["field"], "data[tls.key]");
+    let (code, body) = api
+        .post(
+            path,
+            &json!({"metadata": {"name": "keys"}, "data": {"a/b": "eA=="}}),
+        )
+        .await;
+    assert_eq!(code, 422, "{body}");
+
+    // type is immutable; data is not.
+    let (code, body) = api
+        .patch(
+            &format!("{path}/certs"),
+            MERGE,
+            &json!({"type": "kubernetes.io/tls"}),
+        )
+        .await;
+    assert_eq!(code, 422);
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap()
+            .contains("field is immutable")
+    );
+    let (code, s2) = api
+        .patch(
+            &format!("{path}/certs"),
+            MERGE,
+            &json!({"stringData": {"a": "new"}}),
+        )
+        .await;
+    assert_eq!(code, 200);
+    assert_eq!(s2["data"]["a"], "bmV3");
+    assert!(rv_of(&s2) > rv_of(&s));
+    assert_eq!(watch.next_change().await["type"], "MODIFIED");
+    // A no-op patch leaves the resourceVersion alone.
+    let (code, s3) = api
+        .patch(
+            &format!("{path}/certs"),
+            MERGE,
+            &json!({"data": {"a": "bmV3"}}),
+        )
+        .await;
+    assert_eq!((code, rv_of(&s3)), (200, rv_of(&s2)));
+    let (code, list) = api.get("/api/v1/secrets?fieldSelector=type%3DOpaque").await;
+    assert_eq!(code, 200);
+    assert_eq!(list["items"].as_array().unwrap().len(), 1);
+    let (code, body) = api.delete(&format!("{path}/certs")).await;
+    assert_eq!((code, body["status"].as_str()), (200, Some("Success")));
+}
+
+fn webhook_config(ca: &str) -> Value {
+    json!({"apiVersion": "admissionregistration.k8s.io/v1",
+    "kind": "MutatingWebhookConfiguration",
+    "metadata": {"name": "vgpu-scheduler"},
+    "webhooks": [
+        {"name": "vgpu.scheduler.example.io", "sideEffects": "None",
+         "admissionReviewVersions": ["v1"],
+         "clientConfig": {"service": {"name": "s", "namespace": "n", "path": "/mutate"},
+                          "caBundle": ca},
+         "rules": [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"],
+                    "resources": ["pods"]}]},
+        {"name": "gang.scheduler.example.io", "sideEffects": "None",
+         "admissionReviewVersions": ["v1"],
+         "clientConfig": {"url": "https://127.0.0.1:9443/mutate"}}
+    ]})
+}
+
+#[tokio::test]
+async fn mutating_webhook_configurations_default_validate_and_track_generation() {
+    let api = Api::start().await;
+    let path = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations";
+    let mut watch = api
+        .watch(&format!("{path}?watch=true&resourceVersion=1"))
+        .await;
+    let (code, c) = api.post(path, &webhook_config("")).await;
+    assert_eq!(code, 201, "{c}");
+    assert_eq!(c["metadata"]["generation"], 1);
+    let h = &c["webhooks"][0];
+    assert_eq!(h["failurePolicy"], "Fail");
+    assert_eq!(h["matchPolicy"], "Equivalent");
+    assert_eq!(h["timeoutSeconds"], 10);
+    assert_eq!(h["reinvocationPolicy"], "Never");
+    assert_eq!(h["namespaceSelector"], json!({}));
+    assert_eq!(h["objectSelector"], json!({}));
+    assert_eq!(h["rules"][0]["scope"], "*");
+    assert_eq!(h["clientConfig"]["service"]["port"], 443);
+    assert_eq!(watch.next_change().await["type"], "ADDED");
+
+    let one = format!("{path}/vgpu-scheduler");
+    let (code, p) = api
+        .patch(
+            &one,
+            JSON_PATCH,
+            &json!([{"op": "add", "path": "/webhooks/0/clientConfig/caBundle", "value": "Y2E="},
+                    {"op": "add", "path": "/webhooks/1/clientConfig/caBundle", "value": "Y2E="}]),
+        )
+        .await;
+    assert_eq!(code, 200, "{p}");
+    assert_eq!(p["webhooks"][1]["clientConfig"]["caBundle"], "Y2E=");
+    assert_eq!(p["metadata"]["generation"], 2);
+    assert_eq!(watch.next_change().await["type"], "MODIFIED");
+    // The same bytes again: nothing changes.
+    let (code, same) = api
+        .patch(
+            &one,
+            JSON_PATCH,
+            &json!([{"op": "replace", "path": "/webhooks/0/clientConfig/caBundle", "value": "Y2E="}]),
+        )
+        .await;
+    assert_eq!((code, rv_of(&same)), (200, rv_of(&p)));
+    let (code, got) = api.get(&one).await;
+    assert_eq!((code, &got), (200, &p));
+
+    let (code, body) = api
+        .patch(
+            &one,
+            JSON_PATCH,
+            &json!([{"op": "replace", "path": "/webhooks/0/clientConfig/caBundle", "value": "%%%"}]),
+        )
+        .await;
+    assert_eq!(code, 400, "{body}");
+    let mut bad = webhook_config("");
+    bad["metadata"]["name"] = json!("bad");
+    bad["webhooks"][0]
+        .as_object_mut()
+        .unwrap()
+        .remove("sideEffects");
+    bad["webhooks"][1]["name"] = json!("short.name");
+    let (code, body) = api.post(path, &bad).await;
+    assert_eq!(code, 422, "{body}");
+    let fields: Vec<&str> = body["details"]["causes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["field"].as_str().unwrap())
+        .collect();
+    assert_eq!(fields, ["webhooks[0].sideEffects", "webhooks[1].name"]);
+    let (code, body) = api.post(path, &webhook_config("")).await;
+    assert_eq!(
+        (code, body["reason"].as_str()),
+        (409, Some("AlreadyExists"))
+    );
+    let (code, body) = api.delete(&one).await;
+    assert_eq!((code, body["status"].as_str()), (200, Some("Success")));
+    assert_eq!(watch.next_change().await["type"], "DELETED");
+}

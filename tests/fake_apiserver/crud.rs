@@ -9,6 +9,7 @@ use super::pods;
 use super::resources::{Resource, Storage};
 use super::status::{self, ApiError, Cause};
 use super::store::Store;
+use super::typed;
 use super::view;
 use serde_json::{Value, json};
 
@@ -166,6 +167,7 @@ pub fn create(
         }
         _ => {}
     }
+    causes.extend(typed::prepare_create(res, &mut obj, origin)?);
     validate(res, &obj, causes)?;
     let name = objects::name(&obj).to_string();
     if store.get(res.storage, url_ns, &name).is_some() {
@@ -257,7 +259,14 @@ fn commit_update(
         }
         let new_meta = objects::meta(&new).cloned().unwrap_or_default();
         let meta = objects::meta_mut(&mut merged);
-        for f in ["labels", "annotations"] {
+        // Custom resources' `/status` copies nothing but status; the built-in
+        // types also take labels and annotations.
+        let carried: &[&str] = if res.custom {
+            &[]
+        } else {
+            &["labels", "annotations"]
+        };
+        for &f in carried {
             match new_meta.get(f) {
                 Some(v) => {
                     meta.insert(f.into(), v.clone());
@@ -282,7 +291,8 @@ fn commit_update(
             pods::validate_update(old, &new)?;
         }
     }
-    validate(res, &new, Vec::new())?;
+    let causes = typed::prepare_update(res, old, &mut new, sub)?;
+    validate(res, &new, causes)?;
     // The last finalizer of an object being deleted is gone: delete it.
     let finalizers_empty = objects::meta(&new)
         .and_then(|m| m.get("finalizers"))

@@ -1,6 +1,6 @@
 //! `/version`, `/api`, `/apis` and the per-group-version resource lists.
 
-use super::resources::{RESOURCES, Resource};
+use super::resources::{RESOURCES, Resource, Storage};
 use serde_json::{Value, json};
 
 pub fn version() -> Value {
@@ -82,7 +82,8 @@ fn verbs(r: &Resource) -> Vec<&'static str> {
         "watch",
     ]
     .into_iter()
-    .filter(|v| *v != "deletecollection" || r.namespaced || r.plural == "nodes")
+    // Namespaces are the one type here without deletecollection.
+    .filter(|v| *v != "deletecollection" || r.storage != Storage::Namespaces)
     .collect()
 }
 

@@ -12,6 +12,7 @@ use super::routes::{self, Discovery, Route};
 use super::selectors::{FieldSelector, Filter, LabelSelector};
 use super::state::Shared;
 use super::status::{self, ApiError, Cause};
+use super::typed;
 use super::view;
 use super::watch;
 use axum::body::{Body, Bytes};
@@ -400,6 +401,9 @@ fn object(
         "PATCH" => {
             let ty = PatchType::from_content_type(&r.content_type)
                 .ok_or_else(|| patch::unsupported(&r.content_type))?;
+            if ty == PatchType::Strategic && res.custom {
+                return Err(typed::strategic_merge_unsupported());
+            }
             if ty == PatchType::Apply {
                 if r.query.get("fieldManager").is_none_or(|m| m.is_empty()) {
                     return Err(ApiError::invalid(

@@ -16,8 +16,10 @@
 //! ```
 //!
 //! Served: core v1 `namespaces`, `nodes`, `pods` (+ `status`, `binding`,
-//! `eviction`), `resourcequotas`, `events`; `events.k8s.io/v1` `events` (the same
-//! stored events, converted); `coordination.k8s.io/v1` `leases`; discovery
+//! `eviction`), `resourcequotas`, `events`, `secrets`; `events.k8s.io/v1` `events`
+//! (the same stored events, converted); `coordination.k8s.io/v1` `leases`;
+//! `admissionregistration.k8s.io/v1` `mutatingwebhookconfigurations`; Volcano's
+//! `scheduling.volcano.sh/v1beta1` `podgroups` and `queues` (as CRDs); discovery
 //! (`/api`, `/apis`, `/version`) and `/healthz`. Known differences from the real
 //! server are listed in `README.md` next to this file.
 
@@ -41,6 +43,7 @@ mod server;
 mod state;
 mod status;
 mod store;
+mod typed;
 mod view;
 mod watch;
 

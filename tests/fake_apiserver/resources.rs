@@ -11,6 +11,10 @@ pub enum Storage {
     ResourceQuotas,
     Events,
     Leases,
+    Secrets,
+    MutatingWebhookConfigurations,
+    PodGroups,
+    Queues,
 }
 
 /// One REST resource (group/version/plural).
@@ -34,6 +38,10 @@ pub struct Resource {
     pub short_names: &'static [&'static str],
     /// PUT of a missing object creates it (only events on the real server).
     pub create_on_update: bool,
+    /// Served from a CustomResourceDefinition: no strategic merge patch (415),
+    /// `metadata.generation`, status dropped on create and `/status` writes
+    /// that change nothing but status, deletecollection on any scope.
+    pub custom: bool,
 }
 
 impl Resource {
@@ -74,13 +82,22 @@ impl Resource {
     pub fn subresources(&self) -> &'static [&'static str] {
         match self.storage {
             Storage::Pods => &["binding", "eviction", "status"],
-            Storage::Nodes | Storage::ResourceQuotas | Storage::Namespaces => &["status"],
+            _ if self.status_subresource => &["status"],
             _ => &[],
         }
+    }
+
+    /// Whether the server keeps `metadata.generation` (custom resources and
+    /// webhook configurations; not the core types served here).
+    pub fn tracks_generation(&self) -> bool {
+        self.custom || self.storage == Storage::MutatingWebhookConfigurations
     }
 }
 
 const META: &[&str] = &["metadata.name", "metadata.namespace"];
+
+/// Cluster-scoped resources without field labels of their own.
+const CLUSTER_META: &[&str] = &["metadata.name"];
 
 const POD_FIELDS: &[&str] = &[
     "metadata.name",
@@ -135,6 +152,7 @@ pub static RESOURCES: &[Resource] = &[
         field_labels: &["metadata.name", "status.phase"],
         short_names: &["ns"],
         create_on_update: false,
+        custom: false,
     },
     Resource {
         group: "",
@@ -149,6 +167,7 @@ pub static RESOURCES: &[Resource] = &[
         field_labels: &["metadata.name", "spec.unschedulable"],
         short_names: &["no"],
         create_on_update: false,
+        custom: false,
     },
     Resource {
         group: "",
@@ -163,6 +182,7 @@ pub static RESOURCES: &[Resource] = &[
         field_labels: POD_FIELDS,
         short_names: &["po"],
         create_on_update: false,
+        custom: false,
     },
     Resource {
         group: "",
@@ -177,6 +197,7 @@ pub static RESOURCES: &[Resource] = &[
         field_labels: META,
         short_names: &["quota"],
         create_on_update: false,
+        custom: false,
     },
     Resource {
         group: "",
@@ -191,6 +212,7 @@ pub static RESOURCES: &[Resource] = &[
         field_labels: EVENT_FIELDS,
         short_names: &["ev"],
         create_on_update: true,
+        custom: false,
     },
     Resource {
         group: "events.k8s.io",
@@ -205,6 +227,7 @@ pub static RESOURCES: &[Resource] = &[
         field_labels: EVENT_FIELDS,
         short_names: &["ev"],
         create_on_update: true,
+        custom: false,
     },
     Resource {
         group: "coordination.k8s.io",
@@ -219,6 +242,70 @@ pub static RESOURCES: &[Resource] = &[
         field_labels: META,
         short_names: &[],
         create_on_update: false,
+        custom: false,
+    },
+    Resource {
+        group: "",
+        version: "v1",
+        plural: "secrets",
+        singular: "secret",
+        kind: "Secret",
+        namespaced: true,
+        storage: Storage::Secrets,
+        status_subresource: false,
+        returns_deleted_object: false,
+        field_labels: &["metadata.name", "metadata.namespace", "type"],
+        short_names: &[],
+        create_on_update: false,
+        custom: false,
+    },
+    Resource {
+        group: "admissionregistration.k8s.io",
+        version: "v1",
+        plural: "mutatingwebhookconfigurations",
+        singular: "mutatingwebhookconfiguration",
+        kind: "MutatingWebhookConfiguration",
+        namespaced: false,
+        storage: Storage::MutatingWebhookConfigurations,
+        status_subresource: false,
+        returns_deleted_object: false,
+        field_labels: CLUSTER_META,
+        short_names: &[],
+        create_on_update: false,
+        custom: false,
+    },
+    // Volcano's CRDs as its charts install them: PodGroup has NO status
+    // subresource (`subresources: {}`; Volcano's scheduler writes PodGroup status
+    // with a plain update), Queue has one.
+    Resource {
+        group: "scheduling.volcano.sh",
+        version: "v1beta1",
+        plural: "podgroups",
+        singular: "podgroup",
+        kind: "PodGroup",
+        namespaced: true,
+        storage: Storage::PodGroups,
+        status_subresource: false,
+        returns_deleted_object: false,
+        field_labels: META,
+        short_names: &["pg", "podgroup-v1beta1"],
+        create_on_update: false,
+        custom: true,
+    },
+    Resource {
+        group: "scheduling.volcano.sh",
+        version: "v1beta1",
+        plural: "queues",
+        singular: "queue",
+        kind: "Queue",
+        namespaced: false,
+        storage: Storage::Queues,
+        status_subresource: true,
+        returns_deleted_object: false,
+        field_labels: CLUSTER_META,
+        short_names: &["q", "queue-v1beta1"],
+        create_on_update: false,
+        custom: true,
     },
 ];
 
