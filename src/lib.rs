@@ -19,4 +19,5 @@ pub mod run;
 pub mod scheduler;
 pub mod server;
 pub mod usage;
+pub mod volcano;
 pub mod webhook;
