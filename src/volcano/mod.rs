@@ -5,4 +5,5 @@
 //! Everything here is pure computation on values the caller provides: no I/O, no
 //! async, no Kubernetes client.
 
+pub mod objects;
 pub mod resources;
