@@ -5,5 +5,6 @@
 //! Everything here is pure computation on values the caller provides: no I/O, no
 //! async, no Kubernetes client.
 
+pub mod conf;
 pub mod objects;
 pub mod resources;
