@@ -9,4 +9,5 @@ pub mod card_quota;
 pub mod conf;
 pub mod objects;
 pub mod overcommit;
+pub mod proportion;
 pub mod resources;
