@@ -5,6 +5,7 @@
 //! Everything here is pure computation on values the caller provides: no I/O, no
 //! async, no Kubernetes client.
 
+pub mod capacity;
 pub mod card_quota;
 pub mod conf;
 pub mod objects;
