@@ -26,7 +26,8 @@
 //! guarantee is charged, so the deserved amounts never sum to more than the cluster
 //! whenever the guarantees fit. `fair` (the weighted share before the guarantee floor)
 //! is tracked apart from `deserved` so the floor stays a floor, not an addition. With
-//! no guarantees both computations are identical.
+//! no guarantees the loop is Volcano's (a queue with an empty request sits out from
+//! the start, as a queue without jobs does in Volcano).
 //!
 //! Rounds in which every queue still sits below its guarantee change nothing but
 //! `fair`; they are skipped in one step ([`water_fill`] computes how many), which

@@ -50,7 +50,9 @@ pub struct QueueInput {
     pub spec: QueueSpec,
     /// Requests of the queue's tasks that hold resources (bound, binding, running).
     pub allocated: Resources,
-    /// `allocated` plus the requests of pending tasks.
+    /// `allocated` plus the requests of pending tasks, on every dimension they
+    /// request: proportion clamps the deserved amount to it, so a dimension missing
+    /// here is one the queue deserves none of.
     pub request: Resources,
     /// Minimum resources of admitted jobs not yet running (Volcano's `inqueue`),
     /// including their `card/<name>` needs.
@@ -347,7 +349,8 @@ impl QueueSession {
         &self.total
     }
 
-    /// What overcommit leaves for new jobs (`None` when the plugin is off).
+    /// What overcommit leaves for new jobs (`None` when the plugin is off). "Used" is
+    /// the sum of the queues' allocations; pods outside every queue are not counted.
     pub fn overcommit_idle(&self) -> Option<Resources> {
         self.overcommit_per_mille
             .map(|f| overcommit::idle(&self.total, f, &self.used, &self.inqueue))
@@ -563,7 +566,7 @@ impl QueueSession {
         self.inqueue.prune_zeros();
     }
 
-    /// Every queue's state, by name.
+    /// Every queue's state, in name order (stable for dashboards and diffs).
     pub fn report(&self) -> Vec<QueueReport> {
         self.index
             .values()
