@@ -39,10 +39,14 @@ fn gated(api: &FakeApiServer, name: &str) -> bool {
         .is_some_and(|g| g.iter().any(|g| g["name"] == GATE))
 }
 
-async fn wait_for(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
+async fn wait_for(server: &LiveServer, what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
     let deadline = Instant::now() + timeout;
     while !f() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        assert!(
+            Instant::now() < deadline,
+            "timed out waiting for {what}; server log:\n{}",
+            server.log_tail(30)
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
@@ -57,7 +61,7 @@ async fn a_gated_gang_is_planned_released_together_and_bound_even_across_a_resta
         create_pod(&api, member(&format!("w{i}"), "train"));
     }
     let mut server = LiveServer::start(&api, &["--schedule-period", "200ms"]).await;
-    wait_for("all gates lifted", Duration::from_secs(10), || {
+    wait_for(&server, "all gates lifted", Duration::from_secs(10), || {
         (0..3).all(|i| !gated(&api, &format!("w{i}")))
     })
     .await;
@@ -79,6 +83,7 @@ async fn a_gated_gang_is_planned_released_together_and_bound_even_across_a_resta
             .to_string();
         let node = server.schedule(&api, NS, &name, &["n1", "n2"]).await;
         assert_eq!(node, planned, "{name} follows its plan");
+        device_plugin_allocated(&api, NS, &name);
         nodes.push(node);
     }
     // The fourth GPU is still free for an ordinary pod; nothing is double-booked.
@@ -86,7 +91,7 @@ async fn a_gated_gang_is_planned_released_together_and_bound_even_across_a_resta
     server.schedule(&api, NS, "solo", &["n1", "n2"]).await;
     let usage = cluster_usage(&api);
     assert!(usage.values().all(|u| u.used <= 1), "{usage:?}");
-    wait_for("PodGroup Running", Duration::from_secs(10), || {
+    wait_for(&server, "PodGroup Running", Duration::from_secs(10), || {
         api.get("PodGroup", Some(NS), "train")
             .is_some_and(|g| g["status"]["phase"] == "Running")
     })
@@ -102,10 +107,15 @@ async fn a_gang_that_does_not_fit_stays_gated_and_its_podgroup_says_why() {
         create_pod(&api, member(&format!("b{i}"), "big"));
     }
     let server = LiveServer::start(&api, &["--schedule-period", "200ms"]).await;
-    wait_for("PodGroup condition", Duration::from_secs(10), || {
-        api.get("PodGroup", Some(NS), "big")
-            .is_some_and(|g| g["status"]["conditions"][0]["reason"] == "NotEnoughResources")
-    })
+    wait_for(
+        &server,
+        "PodGroup condition",
+        Duration::from_secs(10),
+        || {
+            api.get("PodGroup", Some(NS), "big")
+                .is_some_and(|g| g["status"]["conditions"][0]["reason"] == "NotEnoughResources")
+        },
+    )
     .await;
     let group = api.get("PodGroup", Some(NS), "big").unwrap();
     assert_eq!(group["status"]["phase"], "Inqueue", "{group}");
@@ -121,7 +131,7 @@ async fn a_gang_that_does_not_fit_stays_gated_and_its_podgroup_says_why() {
     assert!(body.contains("ml/big"), "{body}");
     // A third GPU arrives: the gang is placed.
     add_node(&api, "n2", 1, 1);
-    wait_for("gates lifted", Duration::from_secs(10), || {
+    wait_for(&server, "gates lifted", Duration::from_secs(10), || {
         (0..3).all(|i| !gated(&api, &format!("b{i}")))
     })
     .await;

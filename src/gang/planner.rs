@@ -513,16 +513,18 @@ fn gang_ready(job: &Job<'_>, ready: usize, ready_roles: &BTreeMap<String, usize>
 }
 
 /// A gang of one without a PodGroup is admitted against its own request.
-fn single_min_resources(
-    job: &Job<'_>,
-    resources_of: &dyn Fn(&Member) -> (Resources, BTreeMap<String, i64>),
-) -> Resources {
+fn single_min_resources(job: &Job<'_>, resources_of: &ChargeOf<'_>) -> Resources {
     let mut r = Resources::default();
     for m in job.members.iter().take(job.min_member.max(1)) {
         r.add(&resources_of(m).0);
     }
     r
 }
+
+/// A member's queue charge and the cards it holds.
+type Charge = (Resources, BTreeMap<String, i64>);
+/// How the cycle computes a member's charge.
+type ChargeOf<'f> = dyn Fn(&Member) -> Charge + 'f;
 
 /// One tentative placement, kept to undo it.
 struct Tentative {
@@ -539,7 +541,7 @@ fn allocate_job(
     session: &mut QueueSession,
     job: &Job<'_>,
     counts: &Counts,
-    resources_of: &dyn Fn(&Member) -> (Resources, BTreeMap<String, i64>),
+    resources_of: &ChargeOf<'_>,
 ) -> Result<GangCommit, String> {
     let ledger = nodes.ledger();
     let mut statement: Vec<Tentative> = Vec::new();

@@ -72,6 +72,9 @@ impl Default for GangState {
     }
 }
 
+/// Namespace, name and UID of a pod.
+type PodRef = (String, String, String);
+
 /// What `/filter` should do with a gang or queue pod.
 pub(crate) enum GangFilter {
     /// Not a gang matter: filter as usual.
@@ -376,7 +379,7 @@ impl Scheduler {
     /// eviction).
     async fn gang_watchdog(&self, verdicts: &BTreeMap<GangKey, GangVerdict>) {
         let now = chrono::Utc::now().timestamp();
-        let victims: Vec<(GangKey, Vec<(String, String, String)>)> = {
+        let victims: Vec<(GangKey, Vec<PodRef>)> = {
             let book = self.gang.book.read();
             let ledger = self.ledger.read();
             let mut by_gang: BTreeMap<&GangKey, Vec<&crate::gang::book::Member>> = BTreeMap::new();
@@ -401,7 +404,7 @@ impl Scheduler {
                     let still_coming = members
                         .iter()
                         .any(|m| m.phase == MemberPhase::Pending && ledger.pod(&m.uid).is_some());
-                    let placed: Vec<(String, String, String)> = members
+                    let placed: Vec<PodRef> = members
                         .iter()
                         .filter(|m| m.phase == MemberPhase::Placed)
                         .map(|m| (m.namespace.clone(), m.name.clone(), m.uid.clone()))
@@ -481,7 +484,7 @@ impl Scheduler {
                 Ok(()) => {
                     memory.written.insert(object, key);
                 }
-                Err(e) => tracing::debug!(object = %object, error = %e, "could not write status"),
+                Err(e) => tracing::warn!(object = %object, error = %e, "could not write status"),
             }
         }
     }

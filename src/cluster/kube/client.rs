@@ -303,8 +303,16 @@ impl ClusterApi for KubeCluster {
             VolcanoObject::Queue { name } => (Api::all_with(self.client.clone(), &resource), name),
         };
         let body = json!({ "status": status });
-        api.patch_status(name, &PatchParams::default(), &Patch::Merge(&body))
-            .await
+        let params = PatchParams::default();
+        // Volcano's Queue CRD has a status subresource; its PodGroup CRD does not,
+        // so a PodGroup's status is written through the object itself.
+        let result = match object {
+            VolcanoObject::PodGroup { .. } => api.patch(name, &params, &Patch::Merge(&body)).await,
+            VolcanoObject::Queue { .. } => {
+                api.patch_status(name, &params, &Patch::Merge(&body)).await
+            }
+        };
+        result
             .map(|_| ())
             .map_err(|e| api_error(e, "volcano object", &object.to_string()))
     }
