@@ -141,6 +141,17 @@ impl Scheduler {
             return;
         }
         let member = member_of(pod);
+        if member.is_none() {
+            // The common case, on every pod event: only touch the locks when the
+            // pod used to be a member.
+            let Some(uid) = pod.metadata.uid.as_deref() else {
+                return;
+            };
+            if self.gang.book.read().members.contains_key(uid) {
+                self.gang_forget_pod(uid);
+            }
+            return;
+        }
         if let Some(uid) = pod.metadata.uid.as_deref() {
             let mut planned = self.gang.planned.lock();
             // A copy without the plan annotation may be older than our write, so
