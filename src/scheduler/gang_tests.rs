@@ -461,3 +461,52 @@ async fn a_gang_that_loses_a_member_and_times_out_leaves_nothing_behind() {
     assert!(c.pod("f1").await.is_none());
     assert_eq!(c.held(), 0);
 }
+
+#[tokio::test]
+async fn a_member_whose_planned_node_disappears_is_placed_again() {
+    let c = Cluster::new(&[("n1", 2), ("n2", 2)], gang_config());
+    c.s.apply_podgroup(&podgroup("pair", 2, "default", json!({})));
+    for i in 0..2 {
+        c.add(&member(&format!("p{i}"), "pair", i));
+    }
+    assert_eq!(c.s.run_gang_cycle().await, 1);
+    let planned = c.s.with_ledger(|l| l.pod("uid-p0").map(|p| p.node.clone())).unwrap();
+    // The planned node is gone from the cluster (kube-scheduler no longer offers it).
+    c.s.forget_node(&planned);
+    let remaining: Vec<String> = c.nodes.iter().filter(|n| **n != planned).cloned().collect();
+    let pod = c.pod("p0").await.unwrap();
+    let r = c
+        .s
+        .filter(ExtenderArgs {
+            pod: Some(pod),
+            nodes: None,
+            node_names: Some(remaining.clone()),
+        })
+        .await;
+    assert_eq!(r.node_names, Some(vec![remaining[0].clone()]), "{r:?}");
+    c.bind("p0", &remaining[0]).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_plain_pod_in_a_queue_is_a_gang_of_one_admitted_by_its_queue() {
+    let c = Cluster::new(&[("n1", 2)], gang_config());
+    c.s.apply_queue(&queue("small", json!({"capability": {"nvidia.com/gpu": "1"}})));
+    for (i, name) in ["i0", "i1"].iter().enumerate() {
+        let mut p = member(name, "unused", i as u32);
+        p.metadata.annotations = Some(
+            [("scheduling.volcano.sh/queue-name".to_string(), "small".to_string())]
+                .into_iter()
+                .collect(),
+        );
+        c.add(&p);
+    }
+    assert_eq!(c.s.run_gang_cycle().await, 1, "one pod fits the queue");
+    assert!(!c.gated("i0").await);
+    assert!(c.gated("i1").await, "the queue is full");
+    let v = c.verdict("ml/i1");
+    assert!(v.single);
+    assert!(v.message.unwrap_or_default().contains("nvidia.com/gpu"));
+    let queues = &c.s.gang_view().queues;
+    let small = queues.iter().find(|q| q.name == "small").unwrap();
+    assert_eq!(small.allocated.get("nvidia.com/gpu"), 1000);
+}

@@ -9,6 +9,8 @@ mod event_order_tests;
 mod filter;
 mod gang;
 #[cfg(test)]
+mod gang_invariant_tests;
+#[cfg(test)]
 mod gang_tests;
 #[cfg(test)]
 mod invariant_tests;
