@@ -181,9 +181,10 @@ async fn readyz(State(state): State<Arc<AppState>>) -> Response {
 }
 
 async fn metrics(State(state): State<Arc<AppState>>) -> Response {
+    let gangs = state.scheduler.gang_view();
     let text = state
         .scheduler
-        .with_ledger(|l| state.scheduler.metrics().render(l));
+        .with_ledger(|l| state.scheduler.metrics().render(l, &gangs));
     (
         [(
             header::CONTENT_TYPE,

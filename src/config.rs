@@ -21,6 +21,32 @@ pub struct Cli {
 pub enum Command {
     /// Serve /filter, /prioritize, /bind, /mutate, probes, metrics and debug state over TLS.
     Serve(Box<ServeArgs>),
+    /// Print queues (deserved, allocated, share) and why each gang waits: from a
+    /// running server, or by planning a cluster file once (a dry run).
+    Queues(QueuesArgs),
+}
+
+/// Flags of `queues`.
+#[derive(Debug, Args)]
+pub struct QueuesArgs {
+    /// A running server's base URL, e.g. https://127.0.0.1:8443 (reads /debug/queues).
+    #[arg(long, conflicts_with = "cluster_file")]
+    pub server: Option<String>,
+    /// Trust the server's certificate without verifying it (self-signed setups).
+    #[arg(long)]
+    pub insecure: bool,
+    /// CA certificate (PEM) to verify the server with.
+    #[arg(long)]
+    pub ca_file: Option<PathBuf>,
+    /// Plan this cluster file once instead of asking a server.
+    #[arg(long = "cluster-file")]
+    pub cluster_file: Option<PathBuf>,
+    /// Volcano-format scheduler configuration for the dry run.
+    #[arg(long = "scheduler-config")]
+    pub scheduler_config: Option<PathBuf>,
+    /// Print the JSON instead of tables.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Log line format.
@@ -215,6 +241,7 @@ mod tests {
         all.extend_from_slice(args);
         match Cli::try_parse_from(all).unwrap().command {
             Command::Serve(s) => *s,
+            other => panic!("not serve: {other:?}"),
         }
     }
 

@@ -16,6 +16,7 @@ pub mod metrics;
 pub mod node_lock;
 pub mod policy;
 pub mod quantity;
+pub mod queues_cli;
 pub mod run;
 pub mod scheduler;
 pub mod server;

@@ -124,8 +124,9 @@ impl Metrics {
             .inc();
     }
 
-    /// Prometheus text: request metrics, then the GPU/quota gauges of `ledger`.
-    pub fn render(&self, ledger: &Ledger) -> String {
+    /// Prometheus text: request metrics, then the GPU/quota gauges of `ledger`
+    /// and the queue gauges of the last planning cycle.
+    pub fn render(&self, ledger: &Ledger, gangs: &crate::scheduler::GangView) -> String {
         let mut out = String::new();
         let _ = encode(&mut out, &self.registry);
         // `encode` ends with "# EOF"; the gauges follow in a second registry, so
@@ -135,6 +136,7 @@ impl Metrics {
         }
         let mut gauges = Registry::default();
         register_ledger_gauges(&mut gauges, ledger);
+        crate::gang::queue_metrics::register_queue_gauges(&mut gauges, gangs);
         let _ = encode(&mut out, &gauges);
         out
     }

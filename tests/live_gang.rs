@@ -129,6 +129,16 @@ async fn a_gang_that_does_not_fit_stays_gated_and_its_podgroup_says_why() {
     let (code, body) = server.get("/debug/queues").await;
     assert_eq!(code, 200);
     assert!(body.contains("ml/big"), "{body}");
+    let (code, metrics) = server.get("/metrics").await;
+    assert_eq!(code, 200);
+    assert!(
+        metrics.contains(r#"vgpu_scheduler_queue_podgroups{queue="default",phase="Inqueue"} 1"#),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains(r#"vgpu_scheduler_queue_weight{queue="default"} 1"#),
+        "{metrics}"
+    );
     // A third GPU arrives: the gang is placed.
     add_node(&api, "n2", 1, 1);
     wait_for(&server, "gates lifted", Duration::from_secs(10), || {

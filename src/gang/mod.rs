@@ -9,6 +9,7 @@ pub mod book;
 pub mod driver;
 pub mod membership;
 pub mod planner;
+pub mod queue_metrics;
 pub mod session_nodes;
 pub mod status;
 

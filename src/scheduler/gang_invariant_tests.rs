@@ -4,8 +4,8 @@
 //! members were deleted or finished afterwards.
 
 use super::GangConfig;
-use crate::cluster::api::ClusterApi;
 use super::gang_tests::{Cluster, member, podgroup, queue};
+use crate::cluster::api::ClusterApi;
 use proptest::prelude::*;
 use serde_json::json;
 use std::collections::BTreeSet;
@@ -13,7 +13,11 @@ use std::collections::BTreeSet;
 #[derive(Debug, Clone)]
 enum Op {
     /// A gang of `size` pods with minMember `min` in queue `queue`.
-    Gang { size: usize, min: usize, queue: usize },
+    Gang {
+        size: usize,
+        min: usize,
+        queue: usize,
+    },
     /// A planning cycle.
     Cycle,
     /// kube-scheduler schedules member `member` of gang `gang` (if ungated).

@@ -470,14 +470,15 @@ async fn a_member_whose_planned_node_disappears_is_placed_again() {
         c.add(&member(&format!("p{i}"), "pair", i));
     }
     assert_eq!(c.s.run_gang_cycle().await, 1);
-    let planned = c.s.with_ledger(|l| l.pod("uid-p0").map(|p| p.node.clone())).unwrap();
+    let planned =
+        c.s.with_ledger(|l| l.pod("uid-p0").map(|p| p.node.clone()))
+            .unwrap();
     // The planned node is gone from the cluster (kube-scheduler no longer offers it).
     c.s.forget_node(&planned);
     let remaining: Vec<String> = c.nodes.iter().filter(|n| **n != planned).cloned().collect();
     let pod = c.pod("p0").await.unwrap();
-    let r = c
-        .s
-        .filter(ExtenderArgs {
+    let r =
+        c.s.filter(ExtenderArgs {
             pod: Some(pod),
             nodes: None,
             node_names: Some(remaining.clone()),
@@ -490,13 +491,19 @@ async fn a_member_whose_planned_node_disappears_is_placed_again() {
 #[tokio::test]
 async fn a_plain_pod_in_a_queue_is_a_gang_of_one_admitted_by_its_queue() {
     let c = Cluster::new(&[("n1", 2)], gang_config());
-    c.s.apply_queue(&queue("small", json!({"capability": {"nvidia.com/gpu": "1"}})));
+    c.s.apply_queue(&queue(
+        "small",
+        json!({"capability": {"nvidia.com/gpu": "1"}}),
+    ));
     for (i, name) in ["i0", "i1"].iter().enumerate() {
         let mut p = member(name, "unused", i as u32);
         p.metadata.annotations = Some(
-            [("scheduling.volcano.sh/queue-name".to_string(), "small".to_string())]
-                .into_iter()
-                .collect(),
+            [(
+                "scheduling.volcano.sh/queue-name".to_string(),
+                "small".to_string(),
+            )]
+            .into_iter()
+            .collect(),
         );
         c.add(&p);
     }

@@ -17,6 +17,8 @@ mod invariant_tests;
 pub mod registration;
 pub mod tracking;
 
+pub use gang::GangView;
+
 use crate::cluster::api::{ClusterApi, EventType, MetadataPatch, SchedulerEvent};
 use crate::cluster::file::ClusterObjects;
 use crate::device::device_config::NvidiaConfig;
