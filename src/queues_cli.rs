@@ -43,10 +43,10 @@ async fn fetch(server: &str, args: &QueuesArgs) -> anyhow::Result<Value> {
         .with_context(|| format!("GET {url}"))?;
     let status = response.status();
     anyhow::ensure!(status.is_success(), "GET {url}: HTTP {status}");
-    Ok(response
+    response
         .json()
         .await
-        .with_context(|| format!("GET {url}: not JSON"))?)
+        .with_context(|| format!("GET {url}: not JSON"))
 }
 
 async fn dry_run(path: &std::path::Path, conf: Option<&std::path::Path>) -> anyhow::Result<Value> {

@@ -125,10 +125,11 @@ proptest! {
                     let g = &gangs[gang % gangs.len()];
                     let Some(m) = g.members.get(member % g.members.len()).cloned() else { continue };
                     let alive = rt.block_on(c.pod(&m)).is_some_and(|p| p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_none());
-                    if alive && !rt.block_on(c.gated(&m)) {
-                        if let Ok(nodes) = rt.block_on(c.filter(&m)) {
-                            let _ = rt.block_on(c.bind(&m, &nodes[0]));
-                        }
+                    if alive
+                        && !rt.block_on(c.gated(&m))
+                        && let Ok(nodes) = rt.block_on(c.filter(&m))
+                    {
+                        let _ = rt.block_on(c.bind(&m, &nodes[0]));
                     }
                 }
                 Op::Delete { gang, member } => {
