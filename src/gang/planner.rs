@@ -13,7 +13,7 @@ use super::session_nodes::{PlacedUsage, SessionNodes};
 use crate::fit::Placement;
 use crate::scheduler::PodContext;
 use crate::usage::collapse_pod_usage;
-use crate::volcano::card_quota::card_type;
+use crate::volcano::card_quota::{card_request, card_request_resources, card_type};
 use crate::volcano::conf::{Action, SchedulerConf};
 use crate::volcano::objects::{QueueSpec, QueueState};
 use crate::volcano::resources::Resources;
@@ -293,11 +293,17 @@ pub fn plan(req: &PlanRequest<'_>, nodes: &mut SessionNodes<'_>) -> PlanOutcome 
         // Like Volcano, a PodGroup without minResources is admitted at once (the
         // allocate simulation is the real check); a plain pod is admitted against
         // its own request, as the PodGroup Volcano makes for it would be.
-        let min = match (&job.min_resources, job.key.single) {
+        let mut min = match (&job.min_resources, job.key.single) {
             (Some(min), _) => Some(min.clone()),
             (None, true) => Some(single_min_resources(&job, &resources_of)),
             (None, false) => None,
         };
+        // Cards the members state with `volcano.sh/card.request` count toward
+        // admission as `card/<type>` dimensions (capacity-card).
+        let cards = requested_cards(&job);
+        if !cards.is_empty() {
+            min.get_or_insert_with(Resources::default).add(&cards);
+        }
         if !admitted && let Some(min) = min {
             match session.enqueueable(&job.queue, &min) {
                 Ok(()) => {
@@ -519,6 +525,25 @@ fn single_min_resources(job: &Job<'_>, resources_of: &ChargeOf<'_>) -> Resources
         r.add(&resources_of(m).0);
     }
     r
+}
+
+/// The cards the first minMember members ask for with `volcano.sh/card.request`
+/// (unreadable requests are logged and ignored).
+fn requested_cards(job: &Job<'_>) -> Resources {
+    let mut total = Resources::default();
+    for m in job.members.iter().take(job.min_member.max(1)) {
+        let Some(annotations) = m.pod.metadata.annotations.as_ref() else {
+            continue;
+        };
+        match card_request(annotations) {
+            Ok(Some(cards)) => total.add(&card_request_resources(&cards)),
+            Ok(None) => {}
+            Err(e) => {
+                tracing::warn!(pod = %format!("{}/{}", m.namespace, m.name), error = %e, "ignoring unreadable card request")
+            }
+        }
+    }
+    total
 }
 
 /// A member's queue charge and the cards it holds.

@@ -72,6 +72,18 @@ impl Default for GangState {
     }
 }
 
+/// Volcano's conformance rule: critical pods and kube-system pods are never
+/// evicted by the scheduler.
+fn conformant_victim(m: &crate::gang::book::Member) -> bool {
+    let critical = m
+        .pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.priority_class_name.as_deref())
+        .is_some_and(|c| c == "system-cluster-critical" || c == "system-node-critical");
+    !critical && m.namespace != "kube-system"
+}
+
 /// Namespace, name and UID of a pod.
 type PodRef = (String, String, String);
 
@@ -287,6 +299,7 @@ impl Scheduler {
                 committed += 1;
             }
         }
+        self.finish_interrupted_commits(&outcome.verdicts).await;
         // Gangs that are placed, finished or gone leave the enqueue memory.
         memory.inqueue.retain(|k| {
             outcome
@@ -384,6 +397,40 @@ impl Scheduler {
         Ok(())
     }
 
+    /// Lifts the gates of members of placed gangs that still carry them: a commit
+    /// interrupted by a restart after the plans were written but before every gate
+    /// was lifted. Their reservations came back from the plan annotations.
+    async fn finish_interrupted_commits(&self, verdicts: &BTreeMap<GangKey, GangVerdict>) {
+        let stuck: Vec<(String, String, String)> = {
+            let book = self.gang.book.read();
+            let ledger = self.ledger.read();
+            book.members
+                .values()
+                .filter(|m| m.gated && m.phase == MemberPhase::Pending)
+                .filter(|m| {
+                    verdicts
+                        .get(&m.gang)
+                        .is_some_and(|v| v.phase == GangPhase::Running)
+                })
+                .filter(|m| ledger.pod(&m.uid).is_some())
+                .map(|m| (m.namespace.clone(), m.name.clone(), m.uid.clone()))
+                .collect()
+        };
+        for (ns, name, uid) in stuck {
+            tracing::info!(pod = %format!("{ns}/{name}"), "lifting the gate of a planned member (commit interrupted earlier)");
+            match self.api.remove_scheduling_gate(&ns, &name, GANG_GATE).await {
+                Ok(()) => {
+                    if let Some(member) = self.gang.book.write().members.get_mut(&uid) {
+                        member.gated = false;
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(pod = %format!("{ns}/{name}"), error = %e, "could not lift the gang gate")
+                }
+            }
+        }
+    }
+
     /// A gang whose plan ran out with some members started and fewer than its
     /// minimum able to start is released: its started members are evicted, so no
     /// half-started gang holds GPUs (Kueue's waitForPodsReady, KAI's stale gang
@@ -418,6 +465,7 @@ impl Scheduler {
                     let placed: Vec<PodRef> = members
                         .iter()
                         .filter(|m| m.phase == MemberPhase::Placed)
+                        .filter(|m| conformant_victim(m))
                         .map(|m| (m.namespace.clone(), m.name.clone(), m.uid.clone()))
                         .collect();
                     (started < min && !still_coming && !placed.is_empty())

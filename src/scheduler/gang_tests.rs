@@ -517,3 +517,67 @@ async fn a_plain_pod_in_a_queue_is_a_gang_of_one_admitted_by_its_queue() {
     let small = queues.iter().find(|q| q.name == "small").unwrap();
     assert_eq!(small.allocated.get("nvidia.com/gpu"), 1000);
 }
+
+#[tokio::test]
+async fn a_commit_interrupted_before_the_gates_were_lifted_is_finished_after_a_restart() {
+    let c = Cluster::new(&[("n1", 2)], gang_config());
+    c.s.apply_podgroup(&podgroup("pair", 2, "default", json!({})));
+    for i in 0..2 {
+        c.add(&member(&format!("r{i}"), "pair", i));
+    }
+    assert_eq!(c.s.run_gang_cycle().await, 1);
+    // What a crash between writing the plans and lifting the gates leaves behind:
+    // planned pods that still carry the gate. A new process loads them.
+    let fresh = Cluster::new(&[("n1", 2)], gang_config());
+    fresh
+        .s
+        .apply_podgroup(&podgroup("pair", 2, "default", json!({})));
+    for i in 0..2 {
+        let mut p = c.pod(&format!("r{i}")).await.unwrap();
+        p.spec.as_mut().unwrap().scheduling_gates =
+            Some(vec![k8s_openapi::api::core::v1::PodSchedulingGate {
+                name: GANG_GATE.into(),
+            }]);
+        fresh.add(&p);
+    }
+    assert_eq!(fresh.held(), 2, "the plans came back from the annotations");
+    fresh.s.run_gang_cycle().await;
+    for i in 0..2 {
+        assert!(!fresh.gated(&format!("r{i}")).await);
+    }
+    assert_eq!(fresh.held(), 2, "and nothing was planned twice");
+    schedule(&fresh, "r0").await;
+    schedule(&fresh, "r1").await;
+}
+
+#[tokio::test]
+async fn a_card_quota_blocks_with_the_card_type_named() {
+    let c = Cluster::new(&[("n1", 4)], gang_config());
+    // Card quotas are the capacity-card plugin's, enabled as in Volcano.
+    c.s.set_gang_conf(
+        crate::volcano::SchedulerConf::parse(
+            "actions: \"enqueue, allocate, backfill\"\ntiers:\n- plugins:\n  - name: priority\n  - name: gang\n- plugins:\n  - name: proportion\n  - name: capacity-card\n",
+        )
+        .unwrap(),
+    );
+    let mut q = queue("cards", json!({"weight": 1}));
+    q["metadata"]["annotations"] = json!({"volcano.sh/card.quota": r#"{"NVIDIA-H100":2}"#});
+    c.s.apply_queue(&q);
+    c.s.apply_podgroup(&podgroup("trio", 3, "cards", json!({})));
+    for i in 0..3 {
+        c.add(&member(&format!("c{i}"), "trio", i));
+    }
+    assert_eq!(c.s.run_gang_cycle().await, 0);
+    let message = c.verdict("ml/trio").message.unwrap_or_default();
+    assert!(message.contains("NVIDIA-H100"), "{message}");
+    assert_eq!(c.held(), 0);
+    // Two fit the quota.
+    c.s.apply_podgroup(&podgroup("duo", 2, "cards", json!({})));
+    for i in 0..2 {
+        c.add(&member(&format!("d{i}"), "duo", 10 + i));
+    }
+    assert_eq!(c.s.run_gang_cycle().await, 1);
+    let cards = c.s.gang_view();
+    let q = cards.queues.iter().find(|q| q.name == "cards").unwrap();
+    assert_eq!(q.card_used.get("NVIDIA-H100"), Some(&2), "{q:?}");
+}
