@@ -54,6 +54,7 @@ pub fn router(state: Arc<AppState>, options: RouterOptions) -> Router {
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
         .route("/debug/state", get(debug_state))
+        .route("/debug/queues", get(debug_queues))
         .merge(extender)
         .layer(DefaultBodyLimit::max(options.max_request_body))
         .with_state(state)
@@ -180,9 +181,10 @@ async fn readyz(State(state): State<Arc<AppState>>) -> Response {
 }
 
 async fn metrics(State(state): State<Arc<AppState>>) -> Response {
+    let gangs = state.scheduler.gang_view();
     let text = state
         .scheduler
-        .with_ledger(|l| state.scheduler.metrics().render(l));
+        .with_ledger(|l| state.scheduler.metrics().render(l, &gangs));
     (
         [(
             header::CONTENT_TYPE,
@@ -197,6 +199,22 @@ async fn debug_state(State(state): State<Arc<AppState>>) -> Response {
     let mut value = state.scheduler.debug_state();
     if let Some(cluster) = &state.memory_cluster {
         value["events"] = serde_json::to_value(cluster.events()).unwrap_or_default();
+    }
+    json_response(&value)
+}
+
+/// Queues (deserved, allocated, share) and every gang with the reason it waits,
+/// as of the last planning cycle. In cluster-file mode also the PodGroup and Queue
+/// statuses written (there is no API server to read them from).
+async fn debug_queues(State(state): State<Arc<AppState>>) -> Response {
+    let mut value = serde_json::to_value(&*state.scheduler.gang_view()).unwrap_or_default();
+    if let Some(cluster) = &state.memory_cluster {
+        let statuses: serde_json::Map<String, serde_json::Value> = cluster
+            .volcano_statuses()
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect();
+        value["statuses"] = serde_json::Value::Object(statuses);
     }
     json_response(&value)
 }

@@ -24,6 +24,32 @@ pub enum Command {
     /// Create or renew the webhook's CA and serving certificate: store them in a
     /// Secret and put the CA into the MutatingWebhookConfiguration's caBundle.
     Certs(Box<CertsArgs>),
+    /// Print queues (deserved, allocated, share) and why each gang waits: from a
+    /// running server, or by planning a cluster file once (a dry run).
+    Queues(QueuesArgs),
+}
+
+/// Flags of `queues`.
+#[derive(Debug, Args)]
+pub struct QueuesArgs {
+    /// A running server's base URL, e.g. https://127.0.0.1:8443 (reads /debug/queues).
+    #[arg(long, conflicts_with = "cluster_file")]
+    pub server: Option<String>,
+    /// Trust the server's certificate without verifying it (self-signed setups).
+    #[arg(long)]
+    pub insecure: bool,
+    /// CA certificate (PEM) to verify the server with.
+    #[arg(long)]
+    pub ca_file: Option<PathBuf>,
+    /// Plan this cluster file once instead of asking a server.
+    #[arg(long = "cluster-file")]
+    pub cluster_file: Option<PathBuf>,
+    /// Volcano-format scheduler configuration for the dry run.
+    #[arg(long = "scheduler-config")]
+    pub scheduler_config: Option<PathBuf>,
+    /// Print the JSON instead of tables.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Log line format.
@@ -189,6 +215,29 @@ pub struct ServeArgs {
     /// Log format.
     #[arg(long = "log-format", value_enum, default_value = "text")]
     pub log_format: LogFormat,
+    /// Gang and queue scheduling: gate gang/queue pods at admission and place
+    /// whole gangs (Volcano PodGroups and Queues).
+    #[arg(long = "gang-scheduling", default_value_t = true, action = clap::ArgAction::Set)]
+    pub gang_scheduling: bool,
+    /// Volcano-format scheduler configuration (actions, tiers of plugins), reloaded
+    /// when the file changes. Without it, Volcano's default configuration.
+    #[arg(long = "scheduler-config")]
+    pub scheduler_config: Option<PathBuf>,
+    /// How often the gang planner runs (it also runs when gang pods change).
+    #[arg(long = "schedule-period", default_value = "1s", value_parser = parse_duration)]
+    pub schedule_period: Duration,
+    /// How long a planned gang member's GPUs wait for its bind; a gang that has not
+    /// started by then is released and its started members evicted.
+    #[arg(long = "gang-timeout", default_value = "5m", value_parser = parse_duration)]
+    pub gang_timeout: Duration,
+    /// Hold every gang member at /bind until minMember members arrived (PodGroup
+    /// annotation vgpu-scheduler.io/gang-strict overrides it per gang).
+    #[arg(long = "gang-strict", default_value_t = false, action = clap::ArgAction::Set)]
+    pub gang_strict: bool,
+    /// How long a strict gang member waits at /bind (keep under the bind verb's
+    /// httpTimeout).
+    #[arg(long = "gang-strict-wait", default_value = "25s", value_parser = parse_duration)]
+    pub gang_strict_wait: Duration,
 }
 
 /// Flags of `certs`.
@@ -266,7 +315,7 @@ mod tests {
         all.extend_from_slice(args);
         match Cli::try_parse_from(all).unwrap().command {
             Command::Serve(s) => *s,
-            Command::Certs(_) => unreachable!("serve was parsed"),
+            other => panic!("not serve: {other:?}"),
         }
     }
 

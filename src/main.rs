@@ -7,7 +7,7 @@ use clap::Parser;
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use vgpu_scheduler::config::{Cli, Command};
-use vgpu_scheduler::run;
+use vgpu_scheduler::{queues_cli, run};
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
@@ -33,5 +33,15 @@ async fn main() -> std::process::ExitCode {
                 }
             }
         }
+        Command::Queues(args) => match queues_cli::run(args).await {
+            Ok(text) => {
+                print!("{text}");
+                std::process::ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("vgpu-scheduler queues: {e:#}");
+                std::process::ExitCode::FAILURE
+            }
+        },
     }
 }

@@ -32,6 +32,10 @@ pub struct Metrics {
     bind: Family<OutcomeLabels, Counter>,
     /// Reservations released because no bind came in time.
     pub reservations_expired: Counter,
+    /// Gangs the planner placed and released to kube-scheduler.
+    pub gangs_committed: Counter,
+    /// Gangs evicted because they did not start within the gang timeout.
+    pub gangs_timed_out: Counter,
 }
 
 impl Default for Metrics {
@@ -72,12 +76,26 @@ impl Metrics {
             "Filter reservations released because no bind came before the TTL",
             reservations_expired.clone(),
         );
+        let gangs_committed = Counter::default();
+        registry.register(
+            "vgpu_scheduler_gangs_committed",
+            "Gangs placed whole by the planner and released to kube-scheduler",
+            gangs_committed.clone(),
+        );
+        let gangs_timed_out = Counter::default();
+        registry.register(
+            "vgpu_scheduler_gangs_timed_out",
+            "Gangs whose started members were evicted because the gang did not start in time",
+            gangs_timed_out.clone(),
+        );
         Self {
             registry,
             latency,
             filter,
             bind,
             reservations_expired,
+            gangs_committed,
+            gangs_timed_out,
         }
     }
 
@@ -106,8 +124,9 @@ impl Metrics {
             .inc();
     }
 
-    /// Prometheus text: request metrics, then the GPU/quota gauges of `ledger`.
-    pub fn render(&self, ledger: &Ledger) -> String {
+    /// Prometheus text: request metrics, then the GPU/quota gauges of `ledger`
+    /// and the queue gauges of the last planning cycle.
+    pub fn render(&self, ledger: &Ledger, gangs: &crate::scheduler::GangView) -> String {
         let mut out = String::new();
         let _ = encode(&mut out, &self.registry);
         // `encode` ends with "# EOF"; the gauges follow in a second registry, so
@@ -117,6 +136,7 @@ impl Metrics {
         }
         let mut gauges = Registry::default();
         register_ledger_gauges(&mut gauges, ledger);
+        crate::gang::queue_metrics::register_queue_gauges(&mut gauges, gangs);
         let _ = encode(&mut out, &gauges);
         out
     }

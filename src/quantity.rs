@@ -110,6 +110,39 @@ impl QuantityValue {
         self.scaled(i64::from(shift))
     }
 
+    /// The value times 1000, rounded up to a whole number, like Kubernetes'
+    /// `Quantity.MilliValue()` (`500m` => 500, `2` => 2000, `1n` => 1). Only
+    /// [`NotExact::OutOfRange`] is returned: rounding replaces the fraction error.
+    pub fn to_milli_ceil(&self) -> Result<i128, NotExact> {
+        if self.mantissa == 0 {
+            return Ok(0);
+        }
+        let pow2 = self.pow2 + 3;
+        let pow5 = self.pow5 + 3;
+        let num2 = pow_i128(2, pow2.max(0)).ok_or(NotExact::OutOfRange)?;
+        let num5 = pow_i128(5, pow5.max(0)).ok_or(NotExact::OutOfRange)?;
+        let numerator = self
+            .mantissa
+            .checked_mul(num2)
+            .and_then(|v| v.checked_mul(num5))
+            .ok_or(NotExact::OutOfRange)?;
+        let denominator = pow_i128(2, (-pow2).max(0))
+            .and_then(|d2| pow_i128(5, (-pow5).max(0)).and_then(|d5| d2.checked_mul(d5)));
+        match denominator {
+            Some(d) => {
+                let quotient = numerator.div_euclid(d);
+                Ok(if numerator.rem_euclid(d) == 0 {
+                    quotient
+                } else {
+                    quotient + 1
+                })
+            }
+            // A denominator beyond i128 means |value × 1000| < 1: the ceiling is 1 for a
+            // positive value and 0 for a negative one.
+            None => Ok(if numerator > 0 { 1 } else { 0 }),
+        }
+    }
+
     fn scaled(&self, shift2: i64) -> Result<i128, NotExact> {
         if self.mantissa == 0 {
             return Ok(0);
@@ -400,6 +433,30 @@ mod tests {
         // Many trailing zeros are fine: they move into the exponent.
         let q = parse_quantity(&format!("1{}e-60", "0".repeat(60))).unwrap();
         assert_eq!(q.to_integer(), Ok(1));
+    }
+
+    #[test]
+    fn milli_values_round_up() {
+        let cases: &[(&str, Option<i128>)] = &[
+            ("500m", Some(500)),
+            ("2", Some(2000)),
+            ("0.5", Some(500)),
+            ("1Gi", Some(1_073_741_824_000)),
+            ("1Ki", Some(1_024_000)),
+            ("1n", Some(1)),
+            ("1u", Some(1)),
+            ("1500u", Some(2)),
+            ("-1n", Some(0)),
+            ("-1500m", Some(-1500)),
+            ("0", Some(0)),
+            ("1e-999", Some(1)),
+            ("3k", Some(3_000_000)),
+            ("1e100", None),
+        ];
+        for (text, expected) in cases {
+            let got = parse_quantity(text).unwrap().to_milli_ceil().ok();
+            assert_eq!(got, *expected, "{text}");
+        }
     }
 
     #[test]

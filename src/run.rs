@@ -10,7 +10,7 @@ use crate::cluster::memory::MemoryCluster;
 use crate::config::{LogFormat, ServeArgs};
 use crate::device::device_config::DeviceConfig;
 use crate::metrics::Metrics;
-use crate::scheduler::{Scheduler, SchedulerConfig};
+use crate::scheduler::{GangConfig, Scheduler, SchedulerConfig};
 use crate::server::{
     ServerLimits, TlsServer, TlsSettings, default_self_signed_names, install_crypto_provider,
 };
@@ -51,13 +51,31 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         node_lock_timeout: args.node_lock_timeout,
         node_lock_retry_timeout: args.node_lock_retry_timeout,
         check_device_plugin_health: args.cluster_file.is_none(),
+        gang: GangConfig {
+            enabled: args.gang_scheduling,
+            timeout: args.gang_timeout,
+            strict: args.gang_strict,
+            strict_wait: args.gang_strict_wait,
+        },
     };
     let metrics = Arc::new(Metrics::new());
+    let gang = GangDriver {
+        enabled: args.gang_scheduling,
+        period: args.schedule_period,
+        conf_path: args.scheduler_config.clone(),
+    };
+    let conf = match &args.scheduler_config {
+        Some(path) => Some(crate::gang::driver::load_conf(path)?),
+        None => None,
+    };
     let source = match &args.cluster_file {
-        Some(path) => file_source(path, config, metrics, args.simulate_device_plugin)?,
-        None => live_source(&args, config, metrics).await?,
+        Some(path) => file_source(path, config, metrics, args.simulate_device_plugin, &gang)?,
+        None => live_source(&args, config, metrics, &gang).await?,
     };
     let scheduler = source.scheduler.clone();
+    if let Some(conf) = conf {
+        scheduler.set_gang_conf(conf);
+    }
 
     let mut names = default_self_signed_names();
     names.extend(args.self_signed_names.iter().cloned());
@@ -79,6 +97,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             scheduler_name: args.scheduler_name.clone(),
             force_overwrite_default_scheduler: args.force_overwrite_default_scheduler,
             nvidia: devices.nvidia.clone(),
+            gang_gates: args.gang_scheduling,
         },
         memory_cluster: source.memory.clone(),
         ready: Default::default(),
@@ -127,11 +146,19 @@ struct Source {
     background: Vec<tokio::task::JoinHandle<()>>,
 }
 
+/// How the planner runs.
+struct GangDriver {
+    enabled: bool,
+    period: Duration,
+    conf_path: Option<std::path::PathBuf>,
+}
+
 fn file_source(
     path: &std::path::Path,
     config: SchedulerConfig,
     metrics: Arc<Metrics>,
     simulate_device_plugin: bool,
+    gang: &GangDriver,
 ) -> anyhow::Result<Source> {
     let memory = Arc::new(MemoryCluster::new(
         Vec::new(),
@@ -156,6 +183,8 @@ fn file_source(
             quotas += 1;
             scheduler.apply_quota(&quota);
         }
+        ClusterObject::PodGroup(group) => scheduler.apply_podgroup(&group),
+        ClusterObject::Queue(queue) => scheduler.apply_queue(&queue),
     })?;
     tracing::info!(file = %path.display(), nodes, pods, quotas, "cluster loaded");
     release_freed_memory();
@@ -169,16 +198,25 @@ fn file_source(
             }
         })
     };
+    let mut background = vec![sweeper];
+    if gang.enabled {
+        background.extend(crate::gang::driver::start(
+            scheduler.clone(),
+            gang.period,
+            gang.conf_path.clone(),
+            Arc::new(|| true),
+        ));
+    }
     Ok(Source {
         scheduler,
         memory: Some(memory),
         synced: Box::new(|| true),
-        background: vec![sweeper],
+        background,
     })
 }
 
 /// A Kubernetes client from `kubeconfig`, else the in-cluster config, else
-/// `$KUBECONFIG` / `~/.kube/config`.
+/// `$KUBECONFIG` / `~/.kube/config` (used by `certs`).
 pub async fn kube_client(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<kube::Client> {
     let kube_config = match kubeconfig {
         Some(path) => {
@@ -199,10 +237,21 @@ async fn live_source(
     args: &ServeArgs,
     config: SchedulerConfig,
     metrics: Arc<Metrics>,
+    gang: &GangDriver,
 ) -> anyhow::Result<Source> {
-    let client = kube_client(args.kubeconfig.as_deref()).await.context(
-        "no cluster configuration: run in a pod, pass --kubeconfig, or use --cluster-file",
-    )?;
+    let kube_config = match &args.kubeconfig {
+        Some(path) => {
+            let file = kube::config::Kubeconfig::read_from(path)
+                .with_context(|| format!("read kubeconfig {}", path.display()))?;
+            kube::Config::from_custom_kubeconfig(file, &kube::config::KubeConfigOptions::default())
+                .await
+                .with_context(|| format!("use kubeconfig {}", path.display()))?
+        }
+        None => kube::Config::infer().await.context(
+            "no cluster configuration: run in a pod, pass --kubeconfig, or use --cluster-file",
+        )?,
+    };
+    let client = kube::Client::try_from(kube_config).context("build Kubernetes client")?;
     let node_lock_timeout = config.node_lock_timeout;
     let scheduler_name = config.scheduler_name.clone();
     let api_dyn: Arc<dyn ClusterApi> = Arc::new(KubeCluster::new(
@@ -247,6 +296,20 @@ async fn live_source(
     } else {
         Leadership::always()
     };
+    if gang.enabled {
+        background.extend(crate::cluster::kube::volcano_watch::start(
+            client.clone(),
+            scheduler.clone(),
+        ));
+        let sync = watches.sync.clone();
+        let leader = leadership.clone();
+        background.extend(crate::gang::driver::start(
+            scheduler.clone(),
+            gang.period,
+            gang.conf_path.clone(),
+            Arc::new(move || leader.is_leader() && sync.synced()),
+        ));
+    }
     background.extend(housekeeping::start(
         client,
         api_dyn,

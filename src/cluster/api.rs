@@ -91,4 +91,43 @@ pub trait ClusterApi: Send + Sync {
     ) -> Result<(), ApiError>;
     /// Records an event.
     async fn record_event(&self, event: SchedulerEvent);
+    /// Removes one scheduling gate from a pod (no-op when it is not there), so
+    /// kube-scheduler starts scheduling it.
+    async fn remove_scheduling_gate(
+        &self,
+        namespace: &str,
+        name: &str,
+        gate: &str,
+    ) -> Result<(), ApiError>;
+    /// Whether the scheduler hears of changes through watches (a live cluster).
+    /// When it does not (a cluster file), it applies its own writes itself.
+    fn reports_changes(&self) -> bool {
+        true
+    }
+    /// Evicts a pod through the Eviction API (respects PodDisruptionBudgets).
+    async fn evict_pod(&self, namespace: &str, name: &str) -> Result<(), ApiError>;
+    /// Merge-patches the status of a Volcano PodGroup or Queue.
+    async fn patch_volcano_status(
+        &self,
+        object: &VolcanoObject,
+        status: &serde_json::Value,
+    ) -> Result<(), ApiError>;
+}
+
+/// A Volcano object whose status the planner writes.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum VolcanoObject {
+    /// `scheduling.volcano.sh/v1beta1` PodGroup.
+    PodGroup { namespace: String, name: String },
+    /// `scheduling.volcano.sh/v1beta1` Queue (cluster-scoped).
+    Queue { name: String },
+}
+
+impl std::fmt::Display for VolcanoObject {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            VolcanoObject::PodGroup { namespace, name } => write!(f, "PodGroup {namespace}/{name}"),
+            VolcanoObject::Queue { name } => write!(f, "Queue {name}"),
+        }
+    }
 }

@@ -14,6 +14,10 @@ pub struct ClusterObjects {
     pub pods: Vec<Pod>,
     /// ResourceQuotas limiting vGPU memory and cores per namespace.
     pub quotas: Vec<ResourceQuota>,
+    /// Volcano PodGroups (`scheduling.volcano.sh`), as JSON.
+    pub podgroups: Vec<serde_json::Value>,
+    /// Volcano Queues (`scheduling.volcano.sh`), as JSON.
+    pub queues: Vec<serde_json::Value>,
 }
 
 /// Why a cluster file could not be loaded.
@@ -37,6 +41,10 @@ pub enum ClusterObject {
     Pod(Box<Pod>),
     /// A ResourceQuota.
     Quota(Box<ResourceQuota>),
+    /// A Volcano PodGroup.
+    PodGroup(Box<serde_json::Value>),
+    /// A Volcano Queue.
+    Queue(Box<serde_json::Value>),
 }
 
 /// Reads a cluster file and hands each object to `sink` as soon as it is decoded,
@@ -101,6 +109,13 @@ fn decode(
                 serde_json::from_value(value).map_err(|e| format!("ResourceQuota {name}: {e}"))?,
             ));
         }
+        "PodGroup" | "Queue" if is_volcano(&value) => {
+            if kind == "PodGroup" {
+                sink(ClusterObject::PodGroup(Box::new(value)));
+            } else {
+                sink(ClusterObject::Queue(Box::new(value)));
+            }
+        }
         k if k == "List" || k.ends_with("List") => {
             let items = match value.get_mut("items").map(serde_json::Value::take) {
                 Some(serde_json::Value::Array(items)) => items,
@@ -126,6 +141,15 @@ fn decode(
     Ok(())
 }
 
+/// Whether an object is in Volcano's scheduling API group (other groups may
+/// have kinds with the same names).
+fn is_volcano(value: &serde_json::Value) -> bool {
+    value
+        .get("apiVersion")
+        .and_then(|v| v.as_str())
+        .is_some_and(|v| v.starts_with("scheduling.volcano.sh/"))
+}
+
 impl ClusterObjects {
     /// Loads a cluster file into memory as typed objects.
     pub fn load(path: &Path) -> Result<Self, ClusterFileError> {
@@ -146,6 +170,8 @@ impl ClusterObjects {
             ClusterObject::Node(n) => self.nodes.push(*n),
             ClusterObject::Pod(p) => self.pods.push(*p),
             ClusterObject::Quota(q) => self.quotas.push(*q),
+            ClusterObject::PodGroup(g) => self.podgroups.push(*g),
+            ClusterObject::Queue(q) => self.queues.push(*q),
         }
     }
 }

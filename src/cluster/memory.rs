@@ -4,7 +4,7 @@
 //! device plugin after a bind (marks the pod allocated and releases the node lock),
 //! so a local cluster keeps scheduling without kubelets.
 
-use super::api::{ApiError, ClusterApi, MetadataPatch, SchedulerEvent};
+use super::api::{ApiError, ClusterApi, MetadataPatch, SchedulerEvent, VolcanoObject};
 use crate::annotations::{BIND_PHASE, NODE_LOCK};
 use async_trait::async_trait;
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -105,6 +105,7 @@ struct Store {
     pods: HashMap<(String, String), StoredPod>,
     nodes: BTreeMap<String, StoredNode>,
     events: VecDeque<SchedulerEvent>,
+    volcano_status: BTreeMap<VolcanoObject, serde_json::Value>,
     version: u64,
 }
 
@@ -196,6 +197,11 @@ impl MemoryCluster {
     /// Events recorded so far, oldest first.
     pub fn events(&self) -> Vec<SchedulerEvent> {
         self.store.lock().events.iter().cloned().collect()
+    }
+
+    /// PodGroup and Queue statuses written so far.
+    pub fn volcano_statuses(&self) -> BTreeMap<VolcanoObject, serde_json::Value> {
+        self.store.lock().volcano_status.clone()
     }
 }
 
@@ -358,5 +364,63 @@ impl ClusterApi for MemoryCluster {
             store.events.pop_front();
         }
         store.events.push_back(event);
+    }
+
+    async fn remove_scheduling_gate(
+        &self,
+        namespace: &str,
+        name: &str,
+        gate: &str,
+    ) -> Result<(), ApiError> {
+        let mut store = self.store.lock();
+        let stored =
+            store
+                .pods
+                .get_mut(&key(namespace, name))
+                .ok_or_else(|| ApiError::NotFound {
+                    kind: "pod",
+                    name: format!("{namespace}/{name}"),
+                })?;
+        let mut pod = stored.pod()?;
+        if let Some(gates) = pod.spec.as_mut().and_then(|s| s.scheduling_gates.as_mut()) {
+            gates.retain(|g| g.name != gate);
+            if gates.is_empty()
+                && let Some(spec) = pod.spec.as_mut()
+            {
+                spec.scheduling_gates = None;
+            }
+        }
+        *stored = StoredPod::new(&pod);
+        Ok(())
+    }
+
+    fn reports_changes(&self) -> bool {
+        false
+    }
+
+    async fn evict_pod(&self, namespace: &str, name: &str) -> Result<(), ApiError> {
+        self.store
+            .lock()
+            .pods
+            .remove(&key(namespace, name))
+            .map(|_| ())
+            .ok_or_else(|| ApiError::NotFound {
+                kind: "pod",
+                name: format!("{namespace}/{name}"),
+            })
+    }
+
+    async fn patch_volcano_status(
+        &self,
+        object: &VolcanoObject,
+        status: &serde_json::Value,
+    ) -> Result<(), ApiError> {
+        let mut store = self.store.lock();
+        let current = store
+            .volcano_status
+            .entry(object.clone())
+            .or_insert_with(|| serde_json::json!({}));
+        json_patch::merge(current, status);
+        Ok(())
     }
 }

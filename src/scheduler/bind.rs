@@ -83,6 +83,20 @@ impl Scheduler {
         }
         let ctx = self.pod_context(&pod)?;
 
+        // Strict gangs wait here, before any per-node turn is taken, so members on
+        // the same node cannot block each other. The reservation is marked
+        // `Binding` first so it cannot expire while the member waits.
+        {
+            let mut ledger = self.ledger.write();
+            if ledger.pod(uid).is_some_and(|p| p.node == node) {
+                ledger.set_phase(uid, PodPhase::Binding);
+            }
+        }
+        if let Err(e) = self.gang_bind_barrier(&pod).await {
+            self.roll_back(ctx.as_ref(), ns, name, node, false).await;
+            return Err(e);
+        }
+
         let serialiser = self.bind_serialiser(node);
         let _turn = serialiser.lock().await;
 
@@ -113,6 +127,7 @@ impl Scheduler {
             return Err(format!("bind pod {ns}/{name} to {node}: {e}"));
         }
         self.ledger.write().mark_bound(uid);
+        self.gang_bound(&pod, node);
         self.event(
             ns,
             name,

@@ -2,8 +2,7 @@
 
 use super::registration::unusable_reason;
 use super::{FilterMode, PodContext, Scheduler};
-use crate::annotations::{DEVICES_ALLOCATED, DEVICES_TO_ALLOCATE, VGPU_NODE, VGPU_TIME};
-use crate::cluster::api::{EventType, MetadataPatch};
+use crate::cluster::api::EventType;
 use crate::device::allocation_codec::encode_pod_devices;
 use crate::device::model::PodDevices;
 use crate::extender::wire::{ExtenderArgs, ExtenderFilterResult, HostPriority, NodeItems};
@@ -151,18 +150,13 @@ impl Scheduler {
         node: &str,
         devices: &PodDevices,
     ) -> Result<(), String> {
-        let encoded = encode_pod_devices(devices);
-        let mut patch = MetadataPatch::default();
-        let mut set = |k: &str, v: String| {
-            patch.annotations.insert(k.to_string(), Some(v));
-        };
-        set(VGPU_NODE, node.to_string());
-        set(VGPU_TIME, chrono::Utc::now().timestamp().to_string());
-        set(DEVICES_TO_ALLOCATE, encoded.clone());
-        set(DEVICES_ALLOCATED, encoded);
-        patch
-            .labels
-            .insert(VGPU_NODE.to_string(), Some(node.to_string()));
+        let mut patch = super::allocation_patch(node, devices);
+        // A member placed again outside its gang plan keeps no plan deadline.
+        if self.config.gang.enabled {
+            patch
+                .annotations
+                .insert(crate::gang::PLAN_DEADLINE.to_string(), None);
+        }
         if let Err(e) = self
             .api
             .patch_pod_metadata(&ctx.namespace, &ctx.name, &patch)
@@ -241,6 +235,21 @@ impl Scheduler {
                 "pod {}/{} already holds GPUs on node {node}",
                 ctx.namespace, ctx.name
             ));
+        }
+        match self.gang_filter(pod, &ctx.uid, &names).await {
+            super::gang::GangFilter::Usual => {}
+            super::gang::GangFilter::Planned(node) => {
+                self.metrics.filter_outcome("planned");
+                return answer_nodes_for(full_nodes, &args, &[node]);
+            }
+            super::gang::GangFilter::Wait(reason) => {
+                self.metrics.filter_outcome("gang-wait");
+                let failed = names.iter().map(|n| (n.clone(), reason.clone())).collect();
+                return ExtenderFilterResult {
+                    failed_nodes: failed,
+                    ..Default::default()
+                };
+            }
         }
         // A re-filter of the same pod replaces its earlier reservation; if nothing
         // fits now, the old annotations are cleared too.

@@ -7,10 +7,17 @@ mod debug_state;
 #[cfg(test)]
 mod event_order_tests;
 mod filter;
+mod gang;
+#[cfg(test)]
+mod gang_invariant_tests;
+#[cfg(test)]
+mod gang_tests;
 #[cfg(test)]
 mod invariant_tests;
 pub mod registration;
 pub mod tracking;
+
+pub use gang::GangView;
 
 use crate::cluster::api::{ClusterApi, EventType, MetadataPatch, SchedulerEvent};
 use crate::cluster::file::ClusterObjects;
@@ -60,6 +67,35 @@ pub struct SchedulerConfig {
     /// Judge device plugin liveness from the handshake and allocatable GPUs (live
     /// clusters; a cluster file is a static picture).
     pub check_device_plugin_health: bool,
+    /// Gang and queue scheduling.
+    pub gang: GangConfig,
+}
+
+/// Gang and queue scheduling settings.
+#[derive(Debug, Clone)]
+pub struct GangConfig {
+    /// Whether gang and queue pods are planned (off: they are placed one by one).
+    pub enabled: bool,
+    /// How long a planned member's GPUs wait for its bind; a gang not started by
+    /// then is released (and its started members evicted).
+    pub timeout: Duration,
+    /// Whether every gang waits at `/bind` for minMember members (PodGroups can
+    /// override with `vgpu-scheduler.io/gang-strict`).
+    pub strict: bool,
+    /// How long a strict member waits at `/bind`; keep it under the extender's
+    /// `httpTimeout` for the bind verb.
+    pub strict_wait: Duration,
+}
+
+impl Default for GangConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            timeout: Duration::from_secs(300),
+            strict: false,
+            strict_wait: Duration::from_secs(25),
+        }
+    }
 }
 
 impl Default for SchedulerConfig {
@@ -74,18 +110,25 @@ impl Default for SchedulerConfig {
             node_lock_timeout: Duration::from_secs(300),
             node_lock_retry_timeout: Duration::from_secs(20),
             check_device_plugin_health: false,
+            gang: GangConfig::default(),
         }
     }
 }
 
 /// A vGPU pod, parsed once per call.
 #[derive(Debug, Clone)]
-pub(crate) struct PodContext {
+pub struct PodContext {
+    /// Pod UID.
     pub uid: String,
+    /// Namespace.
     pub namespace: String,
+    /// Name.
     pub name: String,
+    /// Per-container vGPU requests.
     pub request: PodRequest,
+    /// Node and GPU policies in force for the pod.
     pub policies: PodPolicies,
+    /// Type, UUID and NUMA selectors from its annotations.
     pub selectors: DeviceSelectors,
 }
 
@@ -97,6 +140,7 @@ pub struct Scheduler {
     metrics: Arc<Metrics>,
     bind_serialisers: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     last_prune: Mutex<Instant>,
+    gang: gang::GangState,
 }
 
 impl Scheduler {
@@ -109,6 +153,7 @@ impl Scheduler {
             metrics,
             bind_serialisers: Mutex::new(HashMap::new()),
             last_prune: Mutex::new(Instant::now()),
+            gang: gang::GangState::default(),
         }
     }
 
@@ -140,6 +185,12 @@ impl Scheduler {
         for quota in &objects.quotas {
             self.apply_quota(quota);
         }
+        for queue in &objects.queues {
+            self.apply_queue(queue);
+        }
+        for group in &objects.podgroups {
+            self.apply_podgroup(group);
+        }
         for pod in &objects.pods {
             self.apply_pod(pod);
         }
@@ -161,6 +212,8 @@ impl Scheduler {
             registration::apply_health(&mut entry, ready);
         }
         ledger.upsert_node(name, entry);
+        drop(ledger);
+        self.gang_apply_node(node);
     }
 
     /// Applies a pod as a watch event shows it (events of one pod arrive in order).
@@ -169,6 +222,7 @@ impl Scheduler {
         let Some(uid) = pod.metadata.uid.clone() else {
             return;
         };
+        self.gang_apply_pod(pod);
         let finished = matches!(
             pod.status.as_ref().and_then(|s| s.phase.as_deref()),
             Some("Succeeded") | Some("Failed")
@@ -255,11 +309,13 @@ impl Scheduler {
     /// Releases a deleted pod's GPUs; the pod is never tracked again.
     pub fn forget_pod(&self, uid: &str) {
         self.ledger.write().mark_finished(uid);
+        self.gang_forget_pod(uid);
     }
 
     /// Forgets a deleted node.
     pub fn forget_node(&self, name: &str) {
         self.ledger.write().remove_node(name);
+        self.gang_forget_node(name);
     }
 
     /// Forgets a deleted ResourceQuota.
@@ -295,6 +351,8 @@ impl Scheduler {
         for (uid, _) in &gone {
             ledger.mark_finished(uid);
         }
+        drop(ledger);
+        self.gang_retain_pods(existing);
         gone.into_iter().map(|(_, shown)| shown).collect()
     }
 
@@ -308,6 +366,7 @@ impl Scheduler {
             .collect();
         for n in gone {
             ledger.remove_node(&n);
+            self.gang_forget_node(&n);
         }
     }
 
@@ -407,6 +466,7 @@ impl Scheduler {
                 .filter_map(|u| {
                     let entry = ledger.pod(u).cloned();
                     ledger.mark_local_released(u);
+                    self.gang_forget_plan(u);
                     entry
                 })
                 .collect();
@@ -435,11 +495,38 @@ impl Scheduler {
     }
 }
 
+/// The annotations (and label) that hand a placement to HAMi's device plugin.
+pub(crate) fn allocation_patch(
+    node: &str,
+    devices: &crate::device::model::PodDevices,
+) -> MetadataPatch {
+    use crate::annotations::*;
+    let encoded = crate::device::allocation_codec::encode_pod_devices(devices);
+    let mut patch = MetadataPatch::default();
+    let mut set = |k: &str, v: String| {
+        patch.annotations.insert(k.to_string(), Some(v));
+    };
+    set(VGPU_NODE, node.to_string());
+    set(VGPU_TIME, chrono::Utc::now().timestamp().to_string());
+    set(DEVICES_TO_ALLOCATE, encoded.clone());
+    set(DEVICES_ALLOCATED, encoded);
+    patch
+        .labels
+        .insert(VGPU_NODE.to_string(), Some(node.to_string()));
+    patch
+}
+
 /// A patch removing our allocation annotations from a pod.
 pub(crate) fn clear_allocation_patch() -> MetadataPatch {
     use crate::annotations::*;
     let mut p = MetadataPatch::default();
-    for k in [VGPU_NODE, VGPU_TIME, DEVICES_TO_ALLOCATE, DEVICES_ALLOCATED] {
+    for k in [
+        VGPU_NODE,
+        VGPU_TIME,
+        DEVICES_TO_ALLOCATE,
+        DEVICES_ALLOCATED,
+        crate::gang::PLAN_DEADLINE,
+    ] {
         p.annotations.insert(k.to_string(), None);
     }
     p.labels.insert(VGPU_NODE.to_string(), None);

@@ -43,6 +43,27 @@ pub fn pod_entry(pod: &Pod, reservation_ttl: Duration) -> Result<Option<PodEntry
     } else {
         // Filtered but not bound: the reservation lives until its TTL counted from
         // the filter time, so a restart neither frees it early nor keeps it forever.
+        // A gang plan carries its own deadline.
+        if let Some(deadline) = annotations
+            .get(crate::gang::PLAN_DEADLINE)
+            .and_then(|t| t.parse::<i64>().ok())
+        {
+            let left = (deadline - chrono::Utc::now().timestamp()).max(0) as u64;
+            return Ok(Some(PodEntry::new(
+                uid,
+                pod.metadata
+                    .namespace
+                    .clone()
+                    .unwrap_or_else(|| "default".into()),
+                pod.metadata.name.clone().unwrap_or_default(),
+                node.clone(),
+                devices,
+                init_count,
+                PodPhase::Reserved {
+                    deadline: Instant::now() + Duration::from_secs(left),
+                },
+            )));
+        }
         let age = annotations
             .get(VGPU_TIME)
             .and_then(|t| t.parse::<i64>().ok())

@@ -40,4 +40,7 @@ pub struct WebhookConfig {
     pub force_overwrite_default_scheduler: bool,
     /// Resource names and defaults for NVIDIA vGPUs.
     pub nvidia: NvidiaConfig,
+    /// Whether gang and queue pods we schedule get our scheduling gate at creation,
+    /// so they wait outside kube-scheduler until the planner places their gang.
+    pub gang_gates: bool,
 }

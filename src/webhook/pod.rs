@@ -117,14 +117,39 @@ pub fn admit_pod(pod: &Pod, config: &WebhookConfig) -> Admission {
         }
     }
 
-    let note = if has_resource {
-        "vGPU pod mutated"
-    } else {
-        "pod asks for no vGPU"
+    let gated = config.gang_gates && add_gang_gate(&mut mutated, config);
+    let note = match (has_resource, gated) {
+        (_, true) => "gang or queue pod gated until its gang is placed",
+        (true, false) => "vGPU pod mutated",
+        (false, false) => "pod asks for no vGPU",
     };
     Admission::Allow {
         mutated: Some(Box::new(mutated)),
         warnings: Vec::new(),
         note: note.into(),
     }
+}
+
+/// Adds our scheduling gate to a gang or queue pod that this scheduler will
+/// schedule (the planner lifts it when the whole gang has a place). Pods of other
+/// schedulers, such as Volcano's own, are left alone.
+fn add_gang_gate(pod: &mut Pod, config: &WebhookConfig) -> bool {
+    use crate::gang::book::GANG_GATE;
+    use crate::gang::membership::Membership;
+    if Membership::of(pod).is_none() || config.scheduler_name.is_empty() {
+        return false;
+    }
+    let Some(spec) = pod.spec.as_mut() else {
+        return false;
+    };
+    if spec.scheduler_name.as_deref() != Some(config.scheduler_name.as_str()) {
+        return false;
+    }
+    let gates = spec.scheduling_gates.get_or_insert_with(Vec::new);
+    if !gates.iter().any(|g| g.name == GANG_GATE) {
+        gates.push(k8s_openapi::api::core::v1::PodSchedulingGate {
+            name: GANG_GATE.to_string(),
+        });
+    }
+    true
 }

@@ -6,6 +6,7 @@ use serde_json::{Value, json};
 
 fn config() -> WebhookConfig {
     WebhookConfig {
+        gang_gates: true,
         scheduler_name: "vgpu-scheduler".into(),
         force_overwrite_default_scheduler: true,
         nvidia: NvidiaConfig::default(),
@@ -479,4 +480,80 @@ fn patch_applies_to_the_received_pod() {
         applied["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpucores"],
         "100"
     );
+}
+
+fn gang_pod(annotations: Value, scheduler: Option<&str>, limits: Value) -> Value {
+    let mut spec = json!({"containers": [container("worker", limits)]});
+    if let Some(s) = scheduler {
+        spec["schedulerName"] = json!(s);
+    }
+    let mut p = pod(spec);
+    p["metadata"]["annotations"] = annotations;
+    p
+}
+
+#[test]
+fn gang_pods_we_schedule_are_gated_at_creation() {
+    let (answer, ops) = run(
+        &body(gang_pod(
+            json!({"scheduling.k8s.io/group-name": "train"}),
+            None,
+            json!({"nvidia.com/gpu": "1"}),
+        )),
+        &config(),
+    );
+    assert!(answer.response.allowed);
+    let gates = op(&ops, "/spec/schedulingGates").expect("gate added");
+    assert_eq!(gates["value"], json!([{"name": "vgpu-scheduler.io/gang"}]));
+    assert_eq!(
+        op(&ops, "/spec/schedulerName").unwrap()["value"],
+        "vgpu-scheduler"
+    );
+}
+
+#[test]
+fn queue_pods_without_gpus_that_name_us_are_gated_too() {
+    let (_, ops) = run(
+        &body(gang_pod(
+            json!({"scheduling.volcano.sh/queue-name": "team-a"}),
+            Some("vgpu-scheduler"),
+            json!({"cpu": "1"}),
+        )),
+        &config(),
+    );
+    assert!(op(&ops, "/spec/schedulingGates").is_some(), "{ops:?}");
+}
+
+#[test]
+fn gang_pods_of_other_schedulers_and_plain_pods_are_not_gated() {
+    for object in [
+        gang_pod(
+            json!({"scheduling.k8s.io/group-name": "train"}),
+            Some("volcano"),
+            json!({"nvidia.com/gpu": "1"}),
+        ),
+        gang_pod(json!({}), None, json!({"nvidia.com/gpu": "1"})),
+        gang_pod(
+            json!({"scheduling.k8s.io/group-name": "train"}),
+            None,
+            json!({"cpu": "1"}),
+        ),
+    ] {
+        let (_, ops) = run(&body(object.clone()), &config());
+        assert!(
+            op(&ops, "/spec/schedulingGates").is_none(),
+            "{object}: {ops:?}"
+        );
+    }
+    let mut off = config();
+    off.gang_gates = false;
+    let (_, ops) = run(
+        &body(gang_pod(
+            json!({"scheduling.k8s.io/group-name": "train"}),
+            None,
+            json!({"nvidia.com/gpu": "1"}),
+        )),
+        &off,
+    );
+    assert!(op(&ops, "/spec/schedulingGates").is_none());
 }

@@ -2,12 +2,14 @@
 //! preconditions, Bindings with the pod UID as precondition, Events with our
 //! scheduler name as source.
 
-use crate::cluster::api::{ApiError, ClusterApi, EventType, MetadataPatch, SchedulerEvent};
+use crate::cluster::api::{
+    ApiError, ClusterApi, EventType, MetadataPatch, SchedulerEvent, VolcanoObject,
+};
 use async_trait::async_trait;
 use k8s_openapi::api::core::v1::{Event, Node, ObjectReference, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, Time};
 use kube::Client;
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::{Api, ApiResource, DynamicObject, EvictParams, Patch, PatchParams, PostParams};
 use serde_json::{Map, Value, json};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -209,5 +211,109 @@ impl ClusterApi for KubeCluster {
         if let Err(e) = api.create(&PostParams::default(), &object).await {
             tracing::debug!(error = %e, reason = %event.reason, "could not record event");
         }
+    }
+
+    async fn remove_scheduling_gate(
+        &self,
+        namespace: &str,
+        name: &str,
+        gate: &str,
+    ) -> Result<(), ApiError> {
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
+        let shown = format!("{namespace}/{name}");
+        // Gates can only be removed, and a merge patch replaces the whole list: send
+        // the remaining gates with the resourceVersion they were read at, and read
+        // again when someone else changed the pod in between.
+        for _ in 0..5 {
+            self.admit().await;
+            let Some(pod) = api
+                .get_opt(name)
+                .await
+                .map_err(|e| api_error(e, "pod", &shown))?
+            else {
+                return Err(ApiError::NotFound {
+                    kind: "pod",
+                    name: shown,
+                });
+            };
+            let gates = pod
+                .spec
+                .as_ref()
+                .and_then(|s| s.scheduling_gates.clone())
+                .unwrap_or_default();
+            if !gates.iter().any(|g| g.name == gate) {
+                return Ok(());
+            }
+            let remaining: Vec<Value> = gates
+                .iter()
+                .filter(|g| g.name != gate)
+                .map(|g| json!({ "name": g.name }))
+                .collect();
+            let body = json!({
+                "metadata": { "resourceVersion": pod.metadata.resource_version },
+                "spec": { "schedulingGates": if remaining.is_empty() { Value::Null } else { Value::Array(remaining) } }
+            });
+            self.admit().await;
+            match api
+                .patch(name, &PatchParams::default(), &Patch::Merge(&body))
+                .await
+                .map_err(|e| api_error(e, "pod", &shown))
+            {
+                Ok(_) => return Ok(()),
+                Err(ApiError::Conflict(_)) => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        Err(ApiError::Conflict(format!(
+            "pod {shown} kept changing while its scheduling gate was removed"
+        )))
+    }
+
+    async fn evict_pod(&self, namespace: &str, name: &str) -> Result<(), ApiError> {
+        self.admit().await;
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
+        api.evict(name, &EvictParams::default())
+            .await
+            .map(|_| ())
+            .map_err(|e| api_error(e, "pod", &format!("{namespace}/{name}")))
+    }
+
+    async fn patch_volcano_status(
+        &self,
+        object: &VolcanoObject,
+        status: &Value,
+    ) -> Result<(), ApiError> {
+        self.admit().await;
+        let (kind, plural) = match object {
+            VolcanoObject::PodGroup { .. } => ("PodGroup", "podgroups"),
+            VolcanoObject::Queue { .. } => ("Queue", "queues"),
+        };
+        let resource = ApiResource {
+            group: "scheduling.volcano.sh".into(),
+            version: "v1beta1".into(),
+            api_version: "scheduling.volcano.sh/v1beta1".into(),
+            kind: kind.into(),
+            plural: plural.into(),
+        };
+        let (api, name): (Api<DynamicObject>, &str) = match object {
+            VolcanoObject::PodGroup { namespace, name } => (
+                Api::namespaced_with(self.client.clone(), namespace, &resource),
+                name,
+            ),
+            VolcanoObject::Queue { name } => (Api::all_with(self.client.clone(), &resource), name),
+        };
+        let body = json!({ "status": status });
+        let params = PatchParams::default();
+        // Volcano's Queue CRD has a status subresource; its PodGroup CRD does not,
+        // so a PodGroup's status is written through the object itself.
+        let result = match object {
+            VolcanoObject::PodGroup { .. } => api.patch(name, &params, &Patch::Merge(&body)).await,
+            VolcanoObject::Queue { .. } => {
+                api.patch_status(name, &params, &Patch::Merge(&body)).await
+            }
+        };
+        result
+            .map(|_| ())
+            .map_err(|e| api_error(e, "volcano object", &object.to_string()))
     }
 }

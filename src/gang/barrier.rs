@@ -1,0 +1,171 @@
+//! The strict-mode bind barrier: `/bind` of a strict gang's member waits until
+//! minMember members reached `/bind` (or are already bound), then all proceed; at
+//! the deadline every waiter fails and its GPUs are released, so kube-scheduler
+//! retries the whole gang instead of starting part of it.
+
+use super::book::GangKey;
+use parking_lot::Mutex;
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::Notify;
+
+#[derive(Default)]
+struct Gate {
+    arrived: Mutex<BTreeSet<String>>,
+    open: std::sync::atomic::AtomicBool,
+    changed: Notify,
+}
+
+/// Barriers of all strict gangs.
+#[derive(Default)]
+pub struct Barriers {
+    gates: Mutex<HashMap<GangKey, Arc<Gate>>>,
+}
+
+/// A waiter that gave up: how many members had arrived.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TimedOut {
+    /// Members at the barrier (this one included) plus those already bound.
+    pub arrived: usize,
+}
+
+/// Removes the waiter when its bind ends for any reason (deadline, cancelled
+/// request), so a member that left is not counted toward the quorum.
+struct Leave<'a> {
+    gate: &'a Gate,
+    uid: &'a str,
+    passed: bool,
+}
+
+impl Drop for Leave<'_> {
+    fn drop(&mut self) {
+        if !self.passed {
+            self.gate.arrived.lock().remove(self.uid);
+        }
+    }
+}
+
+impl Barriers {
+    fn gate(&self, gang: &GangKey) -> Arc<Gate> {
+        self.gates.lock().entry(gang.clone()).or_default().clone()
+    }
+
+    /// Waits until `need` members of `gang` are bound (`already`) or waiting here,
+    /// or until `deadline`.
+    pub async fn wait(
+        &self,
+        gang: &GangKey,
+        uid: &str,
+        need: usize,
+        already: impl Fn() -> usize,
+        deadline: Duration,
+    ) -> Result<(), TimedOut> {
+        use std::sync::atomic::Ordering;
+        let gate = self.gate(gang);
+        gate.arrived.lock().insert(uid.to_string());
+        let mut leave = Leave {
+            gate: &gate,
+            uid,
+            passed: false,
+        };
+        let until = tokio::time::Instant::now() + deadline;
+        loop {
+            let notified = gate.changed.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            let arrived = gate.arrived.lock().len() + already();
+            if gate.open.load(Ordering::Acquire) || arrived >= need {
+                gate.open.store(true, Ordering::Release);
+                gate.changed.notify_waiters();
+                leave.passed = true;
+                return Ok(());
+            }
+            if tokio::time::timeout_at(until, notified).await.is_err() {
+                let arrived = gate.arrived.lock().len() + already();
+                return Err(TimedOut { arrived });
+            }
+        }
+    }
+
+    /// Wakes the waiters of a gang to count again (a member was bound elsewhere).
+    pub fn nudge(&self, gang: &GangKey) {
+        if let Some(g) = self.gates.lock().get(gang) {
+            g.changed.notify_waiters();
+        }
+    }
+
+    /// Forgets gangs that no longer need a barrier (running, finished or gone).
+    pub fn retain(&self, keep: impl Fn(&GangKey) -> bool) {
+        self.gates
+            .lock()
+            .retain(|k, g| keep(k) || !g.arrived.lock().is_empty());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key() -> GangKey {
+        GangKey {
+            namespace: "ns".into(),
+            name: "pg".into(),
+            single: false,
+        }
+    }
+
+    #[tokio::test]
+    async fn nobody_passes_before_the_quorum_then_everybody_does() {
+        let b = Arc::new(Barriers::default());
+        let mut waiters = Vec::new();
+        for i in 0..3 {
+            let b = b.clone();
+            waiters.push(tokio::spawn(async move {
+                b.wait(&key(), &format!("u{i}"), 4, || 0, Duration::from_secs(5))
+                    .await
+            }));
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(waiters.iter().all(|w| !w.is_finished()));
+        b.wait(&key(), "u3", 4, || 0, Duration::from_secs(5))
+            .await
+            .unwrap();
+        for w in waiters {
+            assert_eq!(w.await.unwrap(), Ok(()));
+        }
+    }
+
+    #[tokio::test]
+    async fn the_deadline_fails_every_waiter_and_forgets_them() {
+        let b = Arc::new(Barriers::default());
+        let first = {
+            let b = b.clone();
+            tokio::spawn(async move {
+                b.wait(&key(), "u0", 3, || 0, Duration::from_millis(300))
+                    .await
+            })
+        };
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let second = b
+            .wait(&key(), "u1", 3, || 0, Duration::from_millis(100))
+            .await;
+        assert_eq!(second, Err(TimedOut { arrived: 2 }));
+        assert!(first.await.unwrap().is_err());
+        // Both left: a new arrival counts alone.
+        let third = b
+            .wait(&key(), "u2", 3, || 1, Duration::from_millis(30))
+            .await;
+        assert_eq!(third, Err(TimedOut { arrived: 2 }));
+    }
+
+    #[tokio::test]
+    async fn members_already_bound_count_toward_the_quorum() {
+        let b = Barriers::default();
+        assert_eq!(
+            b.wait(&key(), "u0", 3, || 2, Duration::from_millis(10))
+                .await,
+            Ok(())
+        );
+    }
+}

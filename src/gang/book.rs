@@ -1,0 +1,314 @@
+//! What the planner knows about gangs and queues: the member pods (from the pod
+//! watch or the cluster file), PodGroups, Queues and node capacity. Updated by
+//! events; the planner reads a consistent copy of it once per cycle.
+
+use super::membership::{DEFAULT_QUEUE, Membership};
+use crate::volcano::objects::{PodGroupSpec, QueueSpec};
+use crate::volcano::resources::Resources;
+use chrono::{DateTime, Utc};
+use k8s_openapi::api::core::v1::{Node, Pod};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::fmt;
+use std::sync::Arc;
+
+/// The scheduling gate our webhook puts on gang and queue pods; removed by the
+/// planner when the pod's whole gang has a place.
+pub const GANG_GATE: &str = "vgpu-scheduler.io/gang";
+
+/// A gang: a PodGroup, or a plain pod that names a queue (a gang of one).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct GangKey {
+    /// Namespace of the PodGroup (or pod).
+    pub namespace: String,
+    /// PodGroup name (or pod name for a gang of one).
+    pub name: String,
+    /// True for a plain pod without a PodGroup.
+    pub single: bool,
+}
+
+impl fmt::Display for GangKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.single {
+            write!(f, "pod {}/{}", self.namespace, self.name)
+        } else {
+            write!(f, "{}/{}", self.namespace, self.name)
+        }
+    }
+}
+
+/// Where a member pod stands, as the API shows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum MemberPhase {
+    /// Not yet on a node.
+    Pending,
+    /// On a node (`spec.nodeName` set), not finished.
+    Placed,
+    /// Finished successfully.
+    Succeeded,
+    /// Failed.
+    Failed,
+}
+
+/// One pod of a gang or queue.
+#[derive(Debug, Clone)]
+pub struct Member {
+    /// Pod UID.
+    pub uid: String,
+    /// Namespace.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+    /// Its gang.
+    pub gang: GangKey,
+    /// The queue the pod names (the PodGroup's queue wins).
+    pub queue_hint: Option<String>,
+    /// Role inside the job (`volcano.sh/task-spec`).
+    pub role: Option<String>,
+    /// `spec.priority` (filled by admission from the PriorityClass).
+    pub priority: i32,
+    /// Creation time, for first-come-first-served order.
+    pub created: Option<DateTime<Utc>>,
+    /// Carries our scheduling gate.
+    pub gated: bool,
+    /// Carries gates of others (not ours to lift; the pod cannot be scheduled).
+    pub foreign_gates: bool,
+    /// Phase.
+    pub phase: MemberPhase,
+    /// When the planner's reservation for it ends (Unix seconds), if it was planned.
+    pub plan_deadline: Option<i64>,
+    /// CPU and memory requests (milli-units), as queues count them.
+    pub requests: Resources,
+    /// The pod itself, for the GPU fit (metadata trimmed).
+    pub pod: Arc<Pod>,
+}
+
+impl Member {
+    /// Whether the pod still counts toward its gang (not failed).
+    pub fn is_valid(&self) -> bool {
+        self.phase != MemberPhase::Failed
+    }
+}
+
+/// Everything the planner reads.
+#[derive(Debug, Clone, Default)]
+pub struct GangBook {
+    /// Member pods by UID.
+    pub members: HashMap<String, Member>,
+    /// PodGroups by (namespace, name).
+    pub groups: BTreeMap<(String, String), PodGroupSpec>,
+    /// Queues by name.
+    pub queues: BTreeMap<String, QueueSpec>,
+    /// Queues whose object could not be read, with the reason (shown in debug output).
+    pub queue_errors: BTreeMap<String, String>,
+    /// Allocatable CPU and memory per node (milli-units), for queue totals.
+    pub node_allocatable: HashMap<String, Resources>,
+}
+
+impl GangBook {
+    /// Applies a pod event: members are added or refreshed, others dropped.
+    pub fn apply_pod(&mut self, pod: &Pod) {
+        let Some(uid) = pod.metadata.uid.as_deref() else {
+            return;
+        };
+        match member_of(pod) {
+            Some(member) => {
+                self.members.insert(uid.to_string(), member);
+            }
+            None => {
+                self.members.remove(uid);
+            }
+        }
+    }
+
+    /// Forgets a deleted pod.
+    pub fn forget_pod(&mut self, uid: &str) {
+        self.members.remove(uid);
+    }
+
+    /// After a full pod list: drops members the list did not contain.
+    pub fn retain_pods(&mut self, existing: &HashSet<String>) {
+        self.members.retain(|uid, _| existing.contains(uid));
+    }
+
+    /// Applies a PodGroup.
+    pub fn apply_group(&mut self, group: PodGroupSpec) {
+        self.groups
+            .insert((group.namespace.clone(), group.name.clone()), group);
+    }
+
+    /// Forgets a PodGroup.
+    pub fn forget_group(&mut self, namespace: &str, name: &str) {
+        self.groups
+            .remove(&(namespace.to_string(), name.to_string()));
+    }
+
+    /// Applies a Queue.
+    pub fn apply_queue(&mut self, queue: QueueSpec) {
+        self.queue_errors.remove(&queue.name);
+        self.queues.insert(queue.name.clone(), queue);
+    }
+
+    /// Records a Queue that could not be read (it then admits nothing).
+    pub fn queue_error(&mut self, name: &str, error: String) {
+        self.queues.remove(name);
+        self.queue_errors.insert(name.to_string(), error);
+    }
+
+    /// Forgets a Queue.
+    pub fn forget_queue(&mut self, name: &str) {
+        self.queues.remove(name);
+        self.queue_errors.remove(name);
+    }
+
+    /// Records a node's allocatable CPU and memory.
+    pub fn apply_node(&mut self, node: &Node) {
+        let Some(name) = node.metadata.name.as_deref() else {
+            return;
+        };
+        let mut r = Resources::default();
+        if let Some(alloc) = node.status.as_ref().and_then(|s| s.allocatable.as_ref()) {
+            for dim in ["cpu", "memory"] {
+                if let Some(q) = alloc.get(dim)
+                    && let Some(v) = milli(&q.0)
+                {
+                    r.set(dim, v);
+                }
+            }
+        }
+        self.node_allocatable.insert(name.to_string(), r);
+    }
+
+    /// Forgets a node.
+    pub fn forget_node(&mut self, name: &str) {
+        self.node_allocatable.remove(name);
+    }
+
+    /// The queue a member's gang belongs to.
+    pub fn queue_of(&self, gang: &GangKey, hint: Option<&str>) -> String {
+        if !gang.single
+            && let Some(g) = self
+                .groups
+                .get(&(gang.namespace.clone(), gang.name.clone()))
+        {
+            return g.queue.clone();
+        }
+        hint.unwrap_or(DEFAULT_QUEUE).to_string()
+    }
+
+    /// Members of one gang, in a stable order.
+    pub fn members_of(&self, gang: &GangKey) -> Vec<&Member> {
+        let mut v: Vec<&Member> = self.members.values().filter(|m| &m.gang == gang).collect();
+        v.sort_by(|a, b| member_order(a, b));
+        v
+    }
+}
+
+/// Members are placed by priority (higher first), then age, then name.
+pub fn member_order(a: &Member, b: &Member) -> std::cmp::Ordering {
+    b.priority
+        .cmp(&a.priority)
+        .then_with(|| a.created.cmp(&b.created))
+        .then_with(|| a.name.cmp(&b.name))
+}
+
+/// A quantity in milli-units, `None` when unparsable.
+fn milli(q: &str) -> Option<i64> {
+    crate::volcano::resources::parse_milli("", q).ok()
+}
+
+/// The member record of a pod, or `None` when the pod is not a gang/queue member.
+pub fn member_of(pod: &Pod) -> Option<Member> {
+    let membership = Membership::of(pod)?;
+    let uid = pod.metadata.uid.clone()?;
+    let namespace = pod
+        .metadata
+        .namespace
+        .clone()
+        .unwrap_or_else(|| "default".into());
+    let name = pod.metadata.name.clone().unwrap_or_default();
+    let spec = pod.spec.as_ref();
+    let phase = match pod.status.as_ref().and_then(|s| s.phase.as_deref()) {
+        Some("Succeeded") => MemberPhase::Succeeded,
+        Some("Failed") => MemberPhase::Failed,
+        _ if spec
+            .and_then(|s| s.node_name.as_deref())
+            .is_some_and(|n| !n.is_empty()) =>
+        {
+            MemberPhase::Placed
+        }
+        _ => MemberPhase::Pending,
+    };
+    let gates: Vec<&str> = spec
+        .and_then(|s| s.scheduling_gates.as_ref())
+        .map(|g| g.iter().map(|g| g.name.as_str()).collect())
+        .unwrap_or_default();
+    let gang = match &membership.group {
+        Some(group) => GangKey {
+            namespace: namespace.clone(),
+            name: group.clone(),
+            single: false,
+        },
+        None => GangKey {
+            namespace: namespace.clone(),
+            name: name.clone(),
+            single: true,
+        },
+    };
+    let mut trimmed = pod.clone();
+    trimmed.metadata.managed_fields = None;
+    trimmed.status = None;
+    Some(Member {
+        uid,
+        namespace,
+        name,
+        gang,
+        queue_hint: membership.queue,
+        role: membership.role,
+        priority: spec.and_then(|s| s.priority).unwrap_or(0),
+        created: pod.metadata.creation_timestamp.as_ref().and_then(|t| {
+            DateTime::from_timestamp(t.0.as_second(), t.0.subsec_nanosecond().max(0) as u32)
+        }),
+        gated: gates.contains(&GANG_GATE),
+        foreign_gates: gates.iter().any(|g| *g != GANG_GATE),
+        phase,
+        plan_deadline: pod
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(super::PLAN_DEADLINE))
+            .and_then(|v| v.parse().ok()),
+        requests: pod_requests(pod),
+        pod: Arc::new(trimmed),
+    })
+}
+
+/// CPU and memory a pod requests, as Kubernetes counts it: the sum over containers,
+/// or the largest init container when that is more.
+pub fn pod_requests(pod: &Pod) -> Resources {
+    let mut total = Resources::default();
+    let Some(spec) = pod.spec.as_ref() else {
+        return total;
+    };
+    let of = |c: &k8s_openapi::api::core::v1::Container, dim: &str| -> i64 {
+        c.resources
+            .as_ref()
+            .and_then(|r| r.requests.as_ref().and_then(|m| m.get(dim)))
+            .and_then(|q| milli(&q.0))
+            .unwrap_or(0)
+    };
+    for dim in ["cpu", "memory"] {
+        let app: i64 = spec.containers.iter().map(|c| of(c, dim)).sum();
+        let init = spec
+            .init_containers
+            .iter()
+            .flatten()
+            .map(|c| of(c, dim))
+            .max()
+            .unwrap_or(0);
+        let v = app.max(init);
+        if v > 0 {
+            total.set(dim, v);
+        }
+    }
+    total
+}

@@ -1,0 +1,103 @@
+//! Which gang and queue a pod belongs to, read the way Volcano's controllers write
+//! it, so pods made for Volcano need no change.
+
+use k8s_openapi::api::core::v1::Pod;
+use std::collections::BTreeMap;
+
+/// Pod annotation naming the PodGroup (what Volcano's scheduler keys jobs on).
+pub const GROUP_NAME: &str = "scheduling.k8s.io/group-name";
+/// Older Volcano spelling of the PodGroup annotation, read as a fallback.
+pub const VOLCANO_GROUP_NAME: &str = "scheduling.volcano.sh/group-name";
+/// Pod annotation naming the queue of a plain pod.
+pub const QUEUE_NAME: &str = "scheduling.volcano.sh/queue-name";
+/// Queue annotation written by Volcano's job controller on vcjob pods.
+pub const VOLCANO_JOB_QUEUE_NAME: &str = "volcano.sh/queue-name";
+/// Pod annotation or label naming the task (role) inside a job.
+pub const TASK_SPEC: &str = "volcano.sh/task-spec";
+/// The queue of pods and PodGroups that name none.
+pub const DEFAULT_QUEUE: &str = "default";
+
+/// How a pod takes part in gang and queue scheduling.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Membership {
+    /// The PodGroup (same namespace as the pod), when the pod belongs to one.
+    pub group: Option<String>,
+    /// The queue the pod names itself (a PodGroup's own queue wins over it).
+    pub queue: Option<String>,
+    /// The pod's role in its job (`volcano.sh/task-spec`), for per-role minimums.
+    pub role: Option<String>,
+}
+
+impl Membership {
+    /// The pod's membership, or `None` for a pod outside gang and queue scheduling.
+    pub fn of(pod: &Pod) -> Option<Self> {
+        let empty = BTreeMap::new();
+        let annotations = pod.metadata.annotations.as_ref().unwrap_or(&empty);
+        Self::from_annotations(annotations, pod.metadata.labels.as_ref().unwrap_or(&empty))
+    }
+
+    /// [`Membership::of`] over the maps themselves (the webhook has them too).
+    pub fn from_annotations(
+        annotations: &BTreeMap<String, String>,
+        labels: &BTreeMap<String, String>,
+    ) -> Option<Self> {
+        let non_empty = |k: &str| annotations.get(k).filter(|v| !v.trim().is_empty()).cloned();
+        let group = non_empty(GROUP_NAME).or_else(|| non_empty(VOLCANO_GROUP_NAME));
+        let queue = non_empty(QUEUE_NAME).or_else(|| non_empty(VOLCANO_JOB_QUEUE_NAME));
+        if group.is_none() && queue.is_none() {
+            return None;
+        }
+        let role = annotations
+            .get(TASK_SPEC)
+            .or_else(|| labels.get(TASK_SPEC))
+            .filter(|v| !v.is_empty())
+            .cloned();
+        Some(Self { group, queue, role })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn group_annotation_wins_over_the_volcano_fallback() {
+        let m = Membership::from_annotations(
+            &map(&[(GROUP_NAME, "pg-a"), (VOLCANO_GROUP_NAME, "pg-b")]),
+            &map(&[]),
+        )
+        .unwrap();
+        assert_eq!(m.group.as_deref(), Some("pg-a"));
+        let m =
+            Membership::from_annotations(&map(&[(VOLCANO_GROUP_NAME, "pg-b")]), &map(&[])).unwrap();
+        assert_eq!(m.group.as_deref(), Some("pg-b"));
+    }
+
+    #[test]
+    fn a_queue_alone_makes_a_member_and_roles_come_from_labels_too() {
+        let m = Membership::from_annotations(
+            &map(&[(VOLCANO_JOB_QUEUE_NAME, "team-a")]),
+            &map(&[(TASK_SPEC, "worker")]),
+        )
+        .unwrap();
+        assert_eq!(m.queue.as_deref(), Some("team-a"));
+        assert_eq!(m.group, None);
+        assert_eq!(m.role.as_deref(), Some("worker"));
+    }
+
+    #[test]
+    fn pods_without_group_or_queue_are_not_members() {
+        assert_eq!(
+            Membership::from_annotations(&map(&[(GROUP_NAME, " ")]), &map(&[])),
+            None
+        );
+        assert_eq!(Membership::from_annotations(&map(&[]), &map(&[])), None);
+    }
+}

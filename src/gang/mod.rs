@@ -1,0 +1,22 @@
+//! Gang and queue scheduling, Volcano style, around an extender that sees one pod
+//! at a time: the webhook gates gang and queue pods at creation, a planner places
+//! whole gangs against queue shares and quotas, writes each member's GPUs onto the
+//! pod and lifts the gates of all members together; `/filter` then honours the
+//! plan and `/bind` can hold strict gangs until enough members arrive.
+
+pub mod barrier;
+pub mod book;
+pub mod driver;
+pub mod membership;
+pub mod planner;
+pub mod queue_metrics;
+pub mod session_nodes;
+pub mod status;
+
+/// Pod annotation: when the planner's reservation for the pod ends (Unix seconds).
+/// It survives restarts, so a rebuilt ledger keeps the reservation exactly as long.
+pub const PLAN_DEADLINE: &str = "vgpu-scheduler.io/gang-plan-deadline";
+
+/// PodGroup annotation: `"true"` holds every member at `/bind` until minMember
+/// members arrived there (all-or-nothing start), `"false"` opts out of the flag.
+pub const STRICT: &str = "vgpu-scheduler.io/gang-strict";

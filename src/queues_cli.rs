@@ -1,0 +1,209 @@
+//! `vgpu-scheduler queues`: the queues and gangs as tables, read from a running
+//! server's `/debug/queues` or computed by planning a cluster file once.
+
+use crate::cluster::api::ClusterApi;
+use crate::cluster::file::{ClusterObject, visit_file};
+use crate::cluster::memory::MemoryCluster;
+use crate::config::QueuesArgs;
+use crate::metrics::Metrics;
+use crate::scheduler::{Scheduler, SchedulerConfig};
+use anyhow::Context;
+use serde_json::Value;
+use std::fmt::Write;
+use std::sync::Arc;
+
+/// Runs the subcommand; returns what to print.
+pub async fn run(args: QueuesArgs) -> anyhow::Result<String> {
+    let view = match (&args.server, &args.cluster_file) {
+        (Some(server), _) => fetch(server, &args).await?,
+        (None, Some(path)) => dry_run(path, args.scheduler_config.as_deref()).await?,
+        (None, None) => anyhow::bail!("give --server URL or --cluster-file FILE"),
+    };
+    if args.json {
+        return Ok(format!("{}\n", serde_json::to_string_pretty(&view)?));
+    }
+    Ok(render(&view))
+}
+
+async fn fetch(server: &str, args: &QueuesArgs) -> anyhow::Result<Value> {
+    crate::server::install_crypto_provider();
+    let mut builder = reqwest::Client::builder().danger_accept_invalid_certs(args.insecure);
+    if let Some(ca) = &args.ca_file {
+        let pem = std::fs::read(ca).with_context(|| format!("read {}", ca.display()))?;
+        builder = builder.add_root_certificate(
+            reqwest::Certificate::from_pem(&pem).context("CA file is not a PEM certificate")?,
+        );
+    }
+    let url = format!("{}/debug/queues", server.trim_end_matches('/'));
+    let response = builder
+        .build()?
+        .get(&url)
+        .send()
+        .await
+        .with_context(|| format!("GET {url}"))?;
+    let status = response.status();
+    anyhow::ensure!(status.is_success(), "GET {url}: HTTP {status}");
+    response
+        .json()
+        .await
+        .with_context(|| format!("GET {url}: not JSON"))
+}
+
+async fn dry_run(path: &std::path::Path, conf: Option<&std::path::Path>) -> anyhow::Result<Value> {
+    let memory = Arc::new(MemoryCluster::new(Vec::new(), Vec::new(), false));
+    let api: Arc<dyn ClusterApi> = memory.clone();
+    let scheduler = Scheduler::new(SchedulerConfig::default(), api, Arc::new(Metrics::new()));
+    if let Some(conf) = conf {
+        scheduler.set_gang_conf(crate::gang::driver::load_conf(conf)?);
+    }
+    visit_file(path, |object| match object {
+        ClusterObject::Node(node) => {
+            scheduler.apply_node(&node);
+            memory.insert_node(*node);
+        }
+        ClusterObject::Pod(pod) => {
+            scheduler.apply_pod(&pod);
+            memory.insert_pod(&pod);
+        }
+        ClusterObject::Quota(quota) => scheduler.apply_quota(&quota),
+        ClusterObject::PodGroup(group) => scheduler.apply_podgroup(&group),
+        ClusterObject::Queue(queue) => scheduler.apply_queue(&queue),
+    })?;
+    scheduler.run_gang_cycle().await;
+    Ok(serde_json::to_value(&*scheduler.gang_view())?)
+}
+
+fn text(v: &Value) -> String {
+    match v {
+        Value::Null => "-".into(),
+        Value::String(s) => s.clone(),
+        Value::Object(map) => {
+            // A resource list: human amounts, zero dimensions left out.
+            let parts: Vec<String> = map
+                .iter()
+                .filter_map(|(k, v)| {
+                    let raw = v.as_str().map_or_else(|| v.to_string(), String::from);
+                    match crate::volcano::resources::parse_milli(k, &raw) {
+                        Ok(0) => None,
+                        Ok(milli) => Some(format!(
+                            "{}={}",
+                            short_name(k),
+                            crate::volcano::resources::format_amount(k, milli)
+                        )),
+                        Err(_) => Some(format!("{}={raw}", short_name(k))),
+                    }
+                })
+                .collect();
+            if parts.is_empty() {
+                "-".into()
+            } else {
+                parts.join(",")
+            }
+        }
+        other => other.to_string(),
+    }
+}
+
+/// `nvidia.com/gpumem` -> `gpumem`: the vendor prefix only widens the table.
+fn short_name(resource: &str) -> &str {
+    resource.rsplit('/').next().unwrap_or(resource)
+}
+
+fn table(rows: &[Vec<String>]) -> String {
+    let columns = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let widths: Vec<usize> = (0..columns)
+        .map(|c| {
+            rows.iter()
+                .filter_map(|r| r.get(c))
+                .map(|s| s.chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let mut out = String::new();
+    for row in rows {
+        let line: Vec<String> = row
+            .iter()
+            .enumerate()
+            .map(|(i, cell)| {
+                if i + 1 == row.len() {
+                    cell.clone()
+                } else {
+                    format!("{cell:<width$}", width = widths[i])
+                }
+            })
+            .collect();
+        let _ = writeln!(out, "{}", line.join("  ").trim_end());
+    }
+    out
+}
+
+/// Two tables: queues, then gangs with the reason each waits.
+pub fn render(view: &Value) -> String {
+    let mut queues = vec![
+        [
+            "QUEUE",
+            "STATE",
+            "WEIGHT",
+            "PRIORITY",
+            "SHARE",
+            "DESERVED",
+            "ALLOCATED",
+            "CAPABILITY",
+        ]
+        .map(String::from)
+        .to_vec(),
+    ];
+    for q in view["queues"].as_array().into_iter().flatten() {
+        let state = match &q["state_reason"] {
+            Value::String(reason) => format!("{} ({reason})", text(&q["state"])),
+            _ => text(&q["state"]),
+        };
+        queues.push(vec![
+            text(&q["name"]),
+            state,
+            text(&q["weight"]),
+            text(&q["priority"]),
+            q["share"]
+                .as_f64()
+                .map_or("-".into(), |s| format!("{s:.2}")),
+            text(&q["deserved"]),
+            text(&q["allocated"]),
+            text(&q["real_capability"]),
+        ]);
+    }
+    let mut gangs = vec![
+        [
+            "GANG",
+            "QUEUE",
+            "PHASE",
+            "READY/MIN",
+            "MEMBERS",
+            "WHY IT WAITS",
+        ]
+        .map(String::from)
+        .to_vec(),
+    ];
+    for g in view["gangs"].as_array().into_iter().flatten() {
+        let name = if g["single"] == Value::Bool(true) {
+            format!("pod {}", text(&g["gang"]))
+        } else {
+            text(&g["gang"])
+        };
+        gangs.push(vec![
+            name,
+            text(&g["queue"]),
+            text(&g["phase"]),
+            format!("{}/{}", text(&g["ready"]), text(&g["minMember"])),
+            text(&g["members"]),
+            g["message"].as_str().unwrap_or("").to_string(),
+        ]);
+    }
+    let mut out = table(&queues);
+    out.push('\n');
+    out.push_str(&table(&gangs));
+    if let Some(at) = view["plannedAt"].as_str() {
+        let _ = writeln!(out, "\nplanned at {at}");
+    }
+    out
+}

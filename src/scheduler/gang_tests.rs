@@ -1,0 +1,583 @@
+//! Gang and queue scheduling through the scheduler: plans commit whole or not at
+//! all, gates are lifted together, `/filter` honours plans, strict gangs wait at
+//! `/bind`, and timed-out gangs leave nothing behind.
+
+use super::{GangConfig, Scheduler, SchedulerConfig};
+use crate::cluster::api::ClusterApi;
+use crate::cluster::file::ClusterObjects;
+use crate::cluster::memory::MemoryCluster;
+use crate::extender::wire::{ExtenderArgs, ExtenderBindingArgs};
+use crate::gang::book::GANG_GATE;
+use crate::metrics::Metrics;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use serde_json::{Value, json};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A node with `gpus` H100s of one slot each (a pod takes a whole card).
+pub(super) fn gpu_node(name: &str, gpus: usize) -> Node {
+    let devices: Vec<Value> = (0..gpus)
+        .map(|i| {
+            json!({"id": format!("GPU-{name}-{i}"), "count": 1, "devmem": 81559,
+                "devcore": 100, "type": "NVIDIA H100 80GB HBM3", "numa": 0, "health": true,
+                "index": i, "mode": "hami-core"})
+        })
+        .collect();
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "annotations": {
+            "hami.io/node-nvidia-register": Value::Array(devices).to_string()}},
+        "status": {"allocatable": {"cpu": "64", "memory": "512Gi"}}
+    }))
+    .unwrap()
+}
+
+/// A gated member of PodGroup `group` asking for one whole GPU.
+pub(super) fn member(name: &str, group: &str, created: u32) -> Pod {
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "namespace": "ml", "uid": format!("uid-{name}"),
+            "creationTimestamp": format!("2026-01-01T00:00:{created:02}Z"),
+            "annotations": {"scheduling.k8s.io/group-name": group}},
+        "spec": {"schedulerName": "vgpu-scheduler",
+            "schedulingGates": [{"name": GANG_GATE}],
+            "containers": [{"name": "c", "resources": {
+                "requests": {"cpu": "1", "memory": "1Gi"},
+                "limits": {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "80000"}}}]}
+    }))
+    .unwrap()
+}
+
+pub(super) fn podgroup(name: &str, min: u32, queue: &str, extra: Value) -> Value {
+    let mut v = json!({
+        "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+        "metadata": {"name": name, "namespace": "ml", "uid": format!("pg-{name}"),
+            "creationTimestamp": "2026-01-01T00:00:00Z"},
+        "spec": {"minMember": min, "queue": queue}
+    });
+    if let (Some(obj), Some(extra)) = (v["metadata"].as_object_mut(), extra.as_object()) {
+        for (k, val) in extra {
+            obj.insert(k.clone(), val.clone());
+        }
+    }
+    v
+}
+
+pub(super) fn queue(name: &str, spec: Value) -> Value {
+    json!({
+        "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
+        "metadata": {"name": name},
+        "spec": spec,
+        "status": {"state": "Open"}
+    })
+}
+
+pub(super) struct Cluster {
+    pub s: Arc<Scheduler>,
+    pub memory: Arc<MemoryCluster>,
+    pub nodes: Vec<String>,
+}
+
+impl Cluster {
+    pub fn new(nodes: &[(&str, usize)], gang: GangConfig) -> Self {
+        let nodes_v: Vec<Node> = nodes.iter().map(|(n, g)| gpu_node(n, *g)).collect();
+        let memory = Arc::new(MemoryCluster::new(nodes_v.clone(), Vec::new(), true));
+        let api: Arc<dyn ClusterApi> = memory.clone();
+        let config = SchedulerConfig {
+            gang,
+            ..SchedulerConfig::default()
+        };
+        let s = Arc::new(Scheduler::new(config, api, Arc::new(Metrics::new())));
+        s.load(&ClusterObjects {
+            nodes: nodes_v,
+            ..Default::default()
+        });
+        Self {
+            s,
+            memory,
+            nodes: nodes.iter().map(|(n, _)| n.to_string()).collect(),
+        }
+    }
+
+    pub fn add(&self, pod: &Pod) {
+        self.memory.insert_pod(pod);
+        self.s.apply_pod(pod);
+    }
+
+    pub async fn pod(&self, name: &str) -> Option<Pod> {
+        self.memory.get_pod("ml", name).await.unwrap()
+    }
+
+    pub async fn gated(&self, name: &str) -> bool {
+        self.pod(name)
+            .await
+            .and_then(|p| p.spec.and_then(|s| s.scheduling_gates))
+            .is_some_and(|g| g.iter().any(|g| g.name == GANG_GATE))
+    }
+
+    pub async fn filter(&self, name: &str) -> Result<Vec<String>, String> {
+        let pod = self.pod(name).await.expect("pod exists");
+        let r = self
+            .s
+            .filter(ExtenderArgs {
+                pod: Some(pod),
+                nodes: None,
+                node_names: Some(self.nodes.clone()),
+            })
+            .await;
+        if !r.error.is_empty() {
+            return Err(r.error);
+        }
+        match r.node_names {
+            Some(n) if !n.is_empty() => Ok(n),
+            _ => Err(r.failed_nodes.values().next().cloned().unwrap_or_default()),
+        }
+    }
+
+    pub async fn bind(&self, name: &str, node: &str) -> Result<(), String> {
+        let r = self
+            .s
+            .bind(ExtenderBindingArgs {
+                pod_name: Some(name.into()),
+                pod_namespace: Some("ml".into()),
+                pod_uid: Some(format!("uid-{name}")),
+                node: Some(node.into()),
+            })
+            .await;
+        if r.error.is_empty() {
+            // The cluster file has no watch: show the scheduler the bound pod.
+            if let Some(p) = self.pod(name).await {
+                self.s.apply_pod(&p);
+            }
+            Ok(())
+        } else {
+            Err(r.error)
+        }
+    }
+
+    pub fn verdict(&self, gang: &str) -> crate::gang::planner::GangVerdict {
+        self.s
+            .gang_view()
+            .gangs
+            .iter()
+            .find(|g| g.gang == gang)
+            .cloned()
+            .unwrap_or_else(|| panic!("no verdict for {gang}"))
+    }
+
+    pub fn held(&self) -> usize {
+        self.s.with_ledger(|l| l.pod_count())
+    }
+
+    pub fn status(&self, object: &str) -> Value {
+        self.memory
+            .volcano_statuses()
+            .into_iter()
+            .find(|(k, _)| k.to_string() == object)
+            .map(|(_, v)| v)
+            .unwrap_or(Value::Null)
+    }
+}
+
+fn gang_config() -> GangConfig {
+    GangConfig::default()
+}
+
+async fn schedule(c: &Cluster, name: &str) -> String {
+    let nodes = c
+        .filter(name)
+        .await
+        .unwrap_or_else(|e| panic!("filter {name}: {e}"));
+    assert_eq!(nodes.len(), 1, "{name}: {nodes:?}");
+    c.bind(name, &nodes[0])
+        .await
+        .unwrap_or_else(|e| panic!("bind {name}: {e}"));
+    nodes[0].clone()
+}
+
+#[tokio::test]
+async fn a_gang_of_four_that_fits_is_released_together_and_binds() {
+    let c = Cluster::new(&[("n1", 2), ("n2", 2)], gang_config());
+    c.s.apply_podgroup(&podgroup("train", 4, "default", json!({})));
+    for i in 0..4 {
+        c.add(&member(&format!("w{i}"), "train", i));
+    }
+    assert_eq!(c.s.run_gang_cycle().await, 1);
+    let mut gpus = std::collections::BTreeSet::new();
+    for i in 0..4 {
+        let name = format!("w{i}");
+        assert!(!c.gated(&name).await, "{name} still gated");
+        let pod = c.pod(&name).await.unwrap();
+        let anns = pod.metadata.annotations.unwrap();
+        assert!(
+            anns.contains_key("hami.io/vgpu-devices-to-allocate"),
+            "{name}"
+        );
+        assert!(anns.contains_key(crate::gang::PLAN_DEADLINE), "{name}");
+        gpus.insert(anns["hami.io/vgpu-devices-allocated"].clone());
+    }
+    assert_eq!(gpus.len(), 4, "every member has its own GPU: {gpus:?}");
+    for i in 0..4 {
+        schedule(&c, &format!("w{i}")).await;
+    }
+    let v = c.verdict("ml/train");
+    assert_eq!(v.ready, 4);
+    c.s.run_gang_cycle().await;
+    let status = c.status("PodGroup ml/train");
+    assert_eq!(status["phase"], "Running", "{status}");
+    assert_eq!(status["running"], 4, "{status}");
+}
+
+#[tokio::test]
+async fn a_gang_of_eight_on_six_free_gpus_places_nothing_and_says_why() {
+    let c = Cluster::new(&[("n1", 2), ("n2", 2), ("n3", 2)], gang_config());
+    c.s.apply_podgroup(&podgroup("big", 8, "default", json!({})));
+    for i in 0..8 {
+        c.add(&member(&format!("b{i}"), "big", i));
+    }
+    assert_eq!(c.s.run_gang_cycle().await, 0);
+    assert_eq!(c.held(), 0, "nothing may stay reserved");
+    for i in 0..8 {
+        assert!(c.gated(&format!("b{i}")).await);
+    }
+    let v = c.verdict("ml/big");
+    assert_eq!(v.reason, Some("NotEnoughResources"));
+    let message = v.message.unwrap();
+    assert!(message.contains("tasks in gang unschedulable"), "{message}");
+    assert!(message.contains("did not fit any node"), "{message}");
+    let status = c.status("PodGroup ml/big");
+    assert_eq!(status["phase"], "Inqueue", "{status}");
+    assert_eq!(status["conditions"][0]["type"], "Unschedulable", "{status}");
+    assert_eq!(
+        status["conditions"][0]["reason"], "NotEnoughResources",
+        "{status}"
+    );
+}
+
+#[tokio::test]
+async fn two_gangs_that_fit_alone_but_not_together_run_one_after_the_other() {
+    let c = Cluster::new(&[("n1", 2), ("n2", 2)], gang_config());
+    c.s.apply_podgroup(&podgroup("first", 3, "default", json!({})));
+    c.s.apply_podgroup(&podgroup("second", 3, "default", json!({})));
+    for i in 0..3 {
+        c.add(&member(&format!("a{i}"), "first", i));
+        c.add(&member(&format!("b{i}"), "second", 10 + i));
+    }
+    assert_eq!(c.s.run_gang_cycle().await, 1);
+    for i in 0..3 {
+        assert!(!c.gated(&format!("a{i}")).await);
+        assert!(
+            c.gated(&format!("b{i}")).await,
+            "no member of the second gang may hold GPUs"
+        );
+    }
+    assert_eq!(c.held(), 3);
+    for i in 0..3 {
+        schedule(&c, &format!("a{i}")).await;
+    }
+    assert_eq!(c.s.run_gang_cycle().await, 0);
+    // The first gang finishes.
+    for i in 0..3 {
+        let mut p = c.pod(&format!("a{i}")).await.unwrap();
+        p.status = Some(serde_json::from_value(json!({"phase": "Succeeded"})).unwrap());
+        c.s.apply_pod(&p);
+    }
+    assert_eq!(c.s.run_gang_cycle().await, 1);
+    for i in 0..3 {
+        assert!(!c.gated(&format!("b{i}")).await);
+        schedule(&c, &format!("b{i}")).await;
+    }
+    assert_eq!(
+        c.verdict("ml/first").phase,
+        crate::gang::planner::GangPhase::Completed
+    );
+}
+
+#[tokio::test]
+async fn pods_without_our_gate_plan_their_whole_gang_at_filter() {
+    let c = Cluster::new(&[("n1", 2)], gang_config());
+    c.s.apply_podgroup(&podgroup("pair", 2, "default", json!({})));
+    for i in 0..2 {
+        let mut p = member(&format!("u{i}"), "pair", i);
+        p.spec.as_mut().unwrap().scheduling_gates = None;
+        c.add(&p);
+    }
+    let n0 = schedule(&c, "u0").await;
+    // The sibling was planned together with it.
+    let sibling = c.pod("u1").await.unwrap();
+    assert!(
+        sibling
+            .metadata
+            .annotations
+            .unwrap()
+            .contains_key(crate::gang::PLAN_DEADLINE)
+    );
+    let n1 = schedule(&c, "u1").await;
+    assert_eq!((n0.as_str(), n1.as_str()), ("n1", "n1"));
+    // A lone member of an incomplete gang waits with the reason.
+    c.s.apply_podgroup(&podgroup("trio", 3, "default", json!({})));
+    let mut p = member("t0", "trio", 5);
+    p.spec.as_mut().unwrap().scheduling_gates = None;
+    c.add(&p);
+    let err = c.filter("t0").await.unwrap_err();
+    assert!(err.contains("1 of minMember 3 pods exist"), "{err}");
+}
+
+#[tokio::test]
+async fn queue_capability_blocks_with_the_named_dimension() {
+    let c = Cluster::new(&[("n1", 4)], gang_config());
+    c.s.apply_queue(&queue(
+        "team",
+        json!({"weight": 1, "capability": {"nvidia.com/gpu": "2"}}),
+    ));
+    c.s.apply_podgroup(&podgroup("wide", 3, "team", json!({})));
+    for i in 0..3 {
+        c.add(&member(&format!("q{i}"), "wide", i));
+    }
+    assert_eq!(c.s.run_gang_cycle().await, 0);
+    let v = c.verdict("ml/wide");
+    let message = v.message.unwrap_or_default();
+    assert!(message.contains("nvidia.com/gpu"), "{message}");
+    assert_eq!(c.held(), 0);
+}
+
+#[tokio::test]
+async fn strict_gangs_bind_nobody_before_min_member_arrive() {
+    let c = Cluster::new(
+        &[("n1", 3)],
+        GangConfig {
+            strict: true,
+            strict_wait: Duration::from_secs(5),
+            ..gang_config()
+        },
+    );
+    c.s.apply_podgroup(&podgroup("sync", 3, "default", json!({})));
+    for i in 0..3 {
+        c.add(&member(&format!("s{i}"), "sync", i));
+    }
+    assert_eq!(c.s.run_gang_cycle().await, 1);
+    let c = Arc::new(c);
+    let mut binds = Vec::new();
+    for i in 0..2 {
+        let c = c.clone();
+        binds.push(tokio::spawn(async move {
+            let name = format!("s{i}");
+            let node = c.filter(&name).await.unwrap().remove(0);
+            c.bind(&name, &node).await
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    for i in 0..2 {
+        let bound = c
+            .pod(&format!("s{i}"))
+            .await
+            .unwrap()
+            .spec
+            .unwrap()
+            .node_name;
+        assert_eq!(bound, None, "s{i} bound before the quorum");
+    }
+    schedule(&c, "s2").await;
+    for b in binds {
+        b.await.unwrap().unwrap();
+    }
+}
+
+#[tokio::test]
+async fn a_strict_gang_that_misses_the_deadline_releases_every_waiter() {
+    let c = Cluster::new(
+        &[("n1", 3)],
+        GangConfig {
+            strict: true,
+            strict_wait: Duration::from_millis(200),
+            ..gang_config()
+        },
+    );
+    c.s.apply_podgroup(&podgroup("sync", 3, "default", json!({})));
+    for i in 0..3 {
+        c.add(&member(&format!("s{i}"), "sync", i));
+    }
+    c.s.run_gang_cycle().await;
+    let c = Arc::new(c);
+    let mut binds = Vec::new();
+    for i in 0..2 {
+        let c = c.clone();
+        binds.push(tokio::spawn(async move {
+            let name = format!("s{i}");
+            let node = c.filter(&name).await.unwrap().remove(0);
+            c.bind(&name, &node).await
+        }));
+    }
+    let mut errors = Vec::new();
+    for b in binds {
+        errors.push(b.await.unwrap().unwrap_err());
+    }
+    // The first to give up saw both waiters; the other then counted itself alone.
+    assert!(
+        errors
+            .iter()
+            .all(|e| e.contains("members reached bind within 200ms")),
+        "{errors:?}"
+    );
+    assert!(errors.iter().any(|e| e.contains("2/3")), "{errors:?}");
+    for i in 0..2 {
+        let bound = c
+            .pod(&format!("s{i}"))
+            .await
+            .unwrap()
+            .spec
+            .unwrap()
+            .node_name;
+        assert_eq!(bound, None);
+    }
+    // Their GPUs are free again; only the member that never came holds its plan.
+    assert_eq!(c.held(), 1);
+}
+
+#[tokio::test]
+async fn a_gang_that_loses_a_member_and_times_out_leaves_nothing_behind() {
+    let c = Cluster::new(
+        &[("n1", 4)],
+        GangConfig {
+            timeout: Duration::from_secs(1),
+            ..gang_config()
+        },
+    );
+    c.s.apply_podgroup(&podgroup("fragile", 4, "default", json!({})));
+    for i in 0..4 {
+        c.add(&member(&format!("f{i}"), "fragile", i));
+    }
+    assert_eq!(c.s.run_gang_cycle().await, 1);
+    schedule(&c, "f0").await;
+    schedule(&c, "f1").await;
+    // A member is deleted before it binds; another never comes.
+    c.memory.evict_pod("ml", "f2").await.unwrap();
+    c.s.forget_pod("uid-f2");
+    c.s.run_gang_cycle().await;
+    assert_eq!(c.verdict("ml/fragile").reason, Some("NotEnoughTasks"));
+    tokio::time::sleep(Duration::from_millis(2100)).await;
+    c.s.expire_reservations(true).await;
+    c.s.run_gang_cycle().await;
+    // The started members were evicted; no GPU stays held.
+    assert!(c.pod("f0").await.is_none());
+    assert!(c.pod("f1").await.is_none());
+    assert_eq!(c.held(), 0);
+}
+
+#[tokio::test]
+async fn a_member_whose_planned_node_disappears_is_placed_again() {
+    let c = Cluster::new(&[("n1", 2), ("n2", 2)], gang_config());
+    c.s.apply_podgroup(&podgroup("pair", 2, "default", json!({})));
+    for i in 0..2 {
+        c.add(&member(&format!("p{i}"), "pair", i));
+    }
+    assert_eq!(c.s.run_gang_cycle().await, 1);
+    let planned =
+        c.s.with_ledger(|l| l.pod("uid-p0").map(|p| p.node.clone()))
+            .unwrap();
+    // The planned node is gone from the cluster (kube-scheduler no longer offers it).
+    c.s.forget_node(&planned);
+    let remaining: Vec<String> = c.nodes.iter().filter(|n| **n != planned).cloned().collect();
+    let pod = c.pod("p0").await.unwrap();
+    let r =
+        c.s.filter(ExtenderArgs {
+            pod: Some(pod),
+            nodes: None,
+            node_names: Some(remaining.clone()),
+        })
+        .await;
+    assert_eq!(r.node_names, Some(vec![remaining[0].clone()]), "{r:?}");
+    c.bind("p0", &remaining[0]).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_plain_pod_in_a_queue_is_a_gang_of_one_admitted_by_its_queue() {
+    let c = Cluster::new(&[("n1", 2)], gang_config());
+    c.s.apply_queue(&queue(
+        "small",
+        json!({"capability": {"nvidia.com/gpu": "1"}}),
+    ));
+    for (i, name) in ["i0", "i1"].iter().enumerate() {
+        let mut p = member(name, "unused", i as u32);
+        p.metadata.annotations = Some(
+            [(
+                "scheduling.volcano.sh/queue-name".to_string(),
+                "small".to_string(),
+            )]
+            .into_iter()
+            .collect(),
+        );
+        c.add(&p);
+    }
+    assert_eq!(c.s.run_gang_cycle().await, 1, "one pod fits the queue");
+    assert!(!c.gated("i0").await);
+    assert!(c.gated("i1").await, "the queue is full");
+    let v = c.verdict("ml/i1");
+    assert!(v.single);
+    assert!(v.message.unwrap_or_default().contains("nvidia.com/gpu"));
+    let queues = &c.s.gang_view().queues;
+    let small = queues.iter().find(|q| q.name == "small").unwrap();
+    assert_eq!(small.allocated.get("nvidia.com/gpu"), 1000);
+}
+
+#[tokio::test]
+async fn a_commit_interrupted_before_the_gates_were_lifted_is_finished_after_a_restart() {
+    let c = Cluster::new(&[("n1", 2)], gang_config());
+    c.s.apply_podgroup(&podgroup("pair", 2, "default", json!({})));
+    for i in 0..2 {
+        c.add(&member(&format!("r{i}"), "pair", i));
+    }
+    assert_eq!(c.s.run_gang_cycle().await, 1);
+    // What a crash between writing the plans and lifting the gates leaves behind:
+    // planned pods that still carry the gate. A new process loads them.
+    let fresh = Cluster::new(&[("n1", 2)], gang_config());
+    fresh
+        .s
+        .apply_podgroup(&podgroup("pair", 2, "default", json!({})));
+    for i in 0..2 {
+        let mut p = c.pod(&format!("r{i}")).await.unwrap();
+        p.spec.as_mut().unwrap().scheduling_gates =
+            Some(vec![k8s_openapi::api::core::v1::PodSchedulingGate {
+                name: GANG_GATE.into(),
+            }]);
+        fresh.add(&p);
+    }
+    assert_eq!(fresh.held(), 2, "the plans came back from the annotations");
+    fresh.s.run_gang_cycle().await;
+    for i in 0..2 {
+        assert!(!fresh.gated(&format!("r{i}")).await);
+    }
+    assert_eq!(fresh.held(), 2, "and nothing was planned twice");
+    schedule(&fresh, "r0").await;
+    schedule(&fresh, "r1").await;
+}
+
+#[tokio::test]
+async fn a_card_quota_blocks_with_the_card_type_named() {
+    let c = Cluster::new(&[("n1", 4)], gang_config());
+    // Card quotas are the capacity-card plugin's, enabled as in Volcano.
+    c.s.set_gang_conf(
+        crate::volcano::SchedulerConf::parse(
+            "actions: \"enqueue, allocate, backfill\"\ntiers:\n- plugins:\n  - name: priority\n  - name: gang\n- plugins:\n  - name: proportion\n  - name: capacity-card\n",
+        )
+        .unwrap(),
+    );
+    let mut q = queue("cards", json!({"weight": 1}));
+    q["metadata"]["annotations"] = json!({"volcano.sh/card.quota": r#"{"NVIDIA-H100":2}"#});
+    c.s.apply_queue(&q);
+    c.s.apply_podgroup(&podgroup("trio", 3, "cards", json!({})));
+    for i in 0..3 {
+        c.add(&member(&format!("c{i}"), "trio", i));
+    }
+    assert_eq!(c.s.run_gang_cycle().await, 0);
+    let message = c.verdict("ml/trio").message.unwrap_or_default();
+    assert!(message.contains("NVIDIA-H100"), "{message}");
+    assert_eq!(c.held(), 0);
+    // Two fit the quota.
+    c.s.apply_podgroup(&podgroup("duo", 2, "cards", json!({})));
+    for i in 0..2 {
+        c.add(&member(&format!("d{i}"), "duo", 10 + i));
+    }
+    assert_eq!(c.s.run_gang_cycle().await, 1);
+    let cards = c.s.gang_view();
+    let q = cards.queues.iter().find(|q| q.name == "cards").unwrap();
+    assert_eq!(q.card_used.get("NVIDIA-H100"), Some(&2), "{q:?}");
+}

@@ -1,0 +1,690 @@
+//! Volcano `scheduling.volcano.sh/v1beta1` Queue and PodGroup objects, read from JSON.
+//!
+//! The live watcher and the cluster file both hand over plain JSON, so this module
+//! reads `serde_json::Value` directly instead of typed CRD structs: it can then name
+//! the exact field that is wrong and apply Volcano's defaults (weight 1, queue
+//! `default`, reclaimable when unset, state Open when the controller has not written
+//! a status yet). Garbage never panics; it becomes an [`ObjectError`] that names the
+//! object and the field.
+
+use super::resources::Resources;
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use serde_json::{Map, Value};
+use std::collections::BTreeMap;
+use thiserror::Error;
+
+/// Queue annotation holding the per-card-type quota of the capacity-card plugin, a
+/// JSON object such as `{"NVIDIA-H200": 8}`.
+pub const CARD_QUOTA_ANNOTATION: &str = "volcano.sh/card.quota";
+
+/// The queue every hierarchy hangs from; `parent: root` means "top level".
+pub const ROOT_QUEUE: &str = "root";
+
+/// Queue used when a PodGroup names none.
+pub const DEFAULT_QUEUE: &str = "default";
+
+/// Why a Volcano object could not be read.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum ObjectError {
+    /// The document is not a JSON object.
+    #[error("{kind}: expected a JSON object")]
+    NotAnObject {
+        /// `Queue` or `PodGroup`.
+        kind: &'static str,
+    },
+    /// `metadata.name` is missing, empty or not a string.
+    #[error("{kind}: metadata.name is missing or not a string")]
+    MissingName {
+        /// `Queue` or `PodGroup`.
+        kind: &'static str,
+    },
+    /// One field has the wrong type or an invalid value.
+    #[error("{kind} {name:?}: {field}: {reason}")]
+    Field {
+        /// `Queue` or `PodGroup`.
+        kind: &'static str,
+        /// The object's name (`namespace/name` for PodGroups).
+        name: String,
+        /// The JSON path of the field, e.g. `spec.capability`.
+        field: String,
+        /// What is wrong.
+        reason: String,
+    },
+}
+
+/// `status.state` of a Queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum QueueState {
+    /// Accepts and schedules jobs.
+    Open,
+    /// Accepts no new jobs; running ones continue.
+    Closed,
+    /// Being closed: still has running jobs.
+    Closing,
+    /// Any other value the controller wrote.
+    Unknown,
+}
+
+impl QueueState {
+    /// Reads the status string; absent means Open (a queue the controller has not
+    /// reconciled yet is usable, as in Volcano).
+    pub fn parse(state: Option<&str>) -> Self {
+        match state {
+            None | Some("") | Some("Open") => Self::Open,
+            Some("Closed") => Self::Closed,
+            Some("Closing") => Self::Closing,
+            Some(_) => Self::Unknown,
+        }
+    }
+
+    /// The status string.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Open => "Open",
+            Self::Closed => "Closed",
+            Self::Closing => "Closing",
+            Self::Unknown => "Unknown",
+        }
+    }
+}
+
+/// What the scheduler needs from a Queue.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct QueueSpec {
+    /// `metadata.name` (queues are cluster-scoped).
+    pub name: String,
+    /// `spec.weight`, default 1, clamped to 1..=65535 as the CRD validation does.
+    pub weight: u32,
+    /// `spec.capability`: hard cap; absent dimensions are unlimited.
+    pub capability: Option<Resources>,
+    /// `spec.deserved`: the capacity plugin's fair amount.
+    pub deserved: Option<Resources>,
+    /// `spec.guarantee.resource`: reserved for this queue.
+    pub guarantee: Option<Resources>,
+    /// `spec.reclaimable`, absent means true.
+    pub reclaimable: bool,
+    /// `spec.priority`, higher is served first.
+    pub priority: i32,
+    /// `spec.parent`; `None` for the root level (absent, empty or `root`).
+    pub parent: Option<String>,
+    /// `status.state`.
+    pub state: QueueState,
+    /// Annotation `volcano.sh/card.quota`: card name → number of cards.
+    pub card_quota: BTreeMap<String, i64>,
+}
+
+impl QueueSpec {
+    /// An Open queue with Volcano's defaults and no limits.
+    pub fn new(name: impl Into<String>) -> Self {
+        Self {
+            name: name.into(),
+            weight: 1,
+            capability: None,
+            deserved: None,
+            guarantee: None,
+            reclaimable: true,
+            priority: 0,
+            parent: None,
+            state: QueueState::Open,
+            card_quota: BTreeMap::new(),
+        }
+    }
+
+    /// Reads a Queue object.
+    pub fn from_json(value: &Value) -> Result<Self, ObjectError> {
+        const KIND: &str = "Queue";
+        let root = value
+            .as_object()
+            .ok_or(ObjectError::NotAnObject { kind: KIND })?;
+        let name = object_name(root, KIND)?;
+        let r = Reader {
+            kind: KIND,
+            name: name.clone(),
+        };
+        let spec = r.object(root, "spec")?;
+        let status = r.object(root, "status")?;
+        let annotations = r.string_map(root, "metadata", "annotations")?;
+
+        let weight = match spec.and_then(|s| s.get("weight")) {
+            None | Some(Value::Null) => 1,
+            Some(v) => {
+                let w = whole_number(v)
+                    .ok_or_else(|| r.err("spec.weight", format!("expected an integer, got {v}")))?;
+                // Out-of-range weights are clamped rather than rejected: the CRD would
+                // have refused them, and a clamp keeps one bad queue from stopping the
+                // whole queue set.
+                u32::try_from(w.clamp(1, 65_535)).unwrap_or(1)
+            }
+        };
+        let priority = match spec.and_then(|s| s.get("priority")) {
+            None | Some(Value::Null) => 0,
+            Some(v) => whole_number(v)
+                .and_then(|p| i32::try_from(p).ok())
+                .ok_or_else(|| {
+                    r.err(
+                        "spec.priority",
+                        format!("expected a 32-bit integer, got {v}"),
+                    )
+                })?,
+        };
+        let reclaimable = match spec.and_then(|s| s.get("reclaimable")) {
+            None | Some(Value::Null) => true,
+            Some(Value::Bool(b)) => *b,
+            Some(v) => {
+                return Err(r.err("spec.reclaimable", format!("expected a boolean, got {v}")));
+            }
+        };
+        let parent = match spec.and_then(|s| s.get("parent")) {
+            None | Some(Value::Null) => None,
+            Some(Value::String(p)) if p.is_empty() || p == ROOT_QUEUE => None,
+            Some(Value::String(p)) => Some(p.clone()),
+            Some(v) => return Err(r.err("spec.parent", format!("expected a string, got {v}"))),
+        };
+        let guarantee = match spec.and_then(|s| s.get("guarantee")) {
+            None | Some(Value::Null) => None,
+            Some(Value::Object(g)) => r.resources(g.get("resource"), "spec.guarantee.resource")?,
+            Some(v) => {
+                return Err(r.err("spec.guarantee", format!("expected an object, got {v}")));
+            }
+        };
+        let state = match status.and_then(|s| s.get("state")) {
+            None | Some(Value::Null) => QueueState::Open,
+            Some(Value::String(s)) => QueueState::parse(Some(s)),
+            Some(v) => return Err(r.err("status.state", format!("expected a string, got {v}"))),
+        };
+        let card_quota = match annotations.get(CARD_QUOTA_ANNOTATION) {
+            None => BTreeMap::new(),
+            Some(text) => parse_card_counts(text).map_err(|reason| {
+                r.err(
+                    &format!("metadata.annotations[{CARD_QUOTA_ANNOTATION}]"),
+                    reason,
+                )
+            })?,
+        };
+
+        Ok(Self {
+            weight,
+            capability: r.resources(spec.and_then(|s| s.get("capability")), "spec.capability")?,
+            deserved: r.resources(spec.and_then(|s| s.get("deserved")), "spec.deserved")?,
+            guarantee,
+            reclaimable,
+            priority,
+            parent,
+            state,
+            card_quota,
+            name,
+        })
+    }
+}
+
+/// What the scheduler needs from a PodGroup.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PodGroupSpec {
+    /// `metadata.namespace` (`default` when absent).
+    pub namespace: String,
+    /// `metadata.name`.
+    pub name: String,
+    /// `metadata.uid` (empty when absent, e.g. in a hand-written cluster file).
+    pub uid: String,
+    /// `spec.minMember`, default 0.
+    pub min_member: i32,
+    /// `spec.minTaskMember`: role → minimum.
+    pub min_task_member: BTreeMap<String, i32>,
+    /// `spec.queue`, default `default`.
+    pub queue: String,
+    /// `spec.priorityClassName`.
+    pub priority_class_name: Option<String>,
+    /// `spec.minResources`; `None` when absent or empty.
+    pub min_resources: Option<Resources>,
+    /// `metadata.annotations`.
+    pub annotations: BTreeMap<String, String>,
+    /// `metadata.creationTimestamp`.
+    pub creation_timestamp: Option<DateTime<Utc>>,
+    /// `status.phase` (`Pending`, `Inqueue`, `Running`, ...).
+    pub phase: Option<String>,
+}
+
+impl PodGroupSpec {
+    /// Reads a PodGroup object.
+    pub fn from_json(value: &Value) -> Result<Self, ObjectError> {
+        const KIND: &str = "PodGroup";
+        let root = value
+            .as_object()
+            .ok_or(ObjectError::NotAnObject { kind: KIND })?;
+        let name = object_name(root, KIND)?;
+        let meta = root.get("metadata").and_then(Value::as_object);
+        let namespace = match meta.and_then(|m| m.get("namespace")) {
+            None | Some(Value::Null) => "default".to_owned(),
+            Some(Value::String(ns)) if !ns.is_empty() => ns.clone(),
+            Some(Value::String(_)) => "default".to_owned(),
+            Some(v) => {
+                return Err(ObjectError::Field {
+                    kind: KIND,
+                    name,
+                    field: "metadata.namespace".into(),
+                    reason: format!("expected a string, got {v}"),
+                });
+            }
+        };
+        let r = Reader {
+            kind: KIND,
+            name: format!("{namespace}/{name}"),
+        };
+        let uid = r
+            .opt_string(meta, "metadata.uid", "uid")?
+            .unwrap_or_default();
+        let creation_timestamp = r
+            .opt_string(meta, "metadata.creationTimestamp", "creationTimestamp")?
+            .map(|t| {
+                DateTime::parse_from_rfc3339(&t)
+                    .map(|d| d.with_timezone(&Utc))
+                    .map_err(|e| {
+                        r.err(
+                            "metadata.creationTimestamp",
+                            format!("{t:?} is not an RFC 3339 time: {e}"),
+                        )
+                    })
+            })
+            .transpose()?;
+        let annotations = r.string_map(root, "metadata", "annotations")?;
+
+        let spec = r.object(root, "spec")?;
+        let status = r.object(root, "status")?;
+        let min_member = match spec.and_then(|s| s.get("minMember")) {
+            None | Some(Value::Null) => 0,
+            Some(v) => whole_number(v)
+                .and_then(|n| i32::try_from(n).ok())
+                .filter(|n| *n >= 0)
+                .ok_or_else(|| {
+                    r.err(
+                        "spec.minMember",
+                        format!("expected a non-negative 32-bit integer, got {v}"),
+                    )
+                })?,
+        };
+        let min_task_member = match spec.and_then(|s| s.get("minTaskMember")) {
+            None | Some(Value::Null) => BTreeMap::new(),
+            Some(Value::Object(m)) => {
+                let mut out = BTreeMap::new();
+                for (role, v) in m {
+                    let n = whole_number(v)
+                        .and_then(|n| i32::try_from(n).ok())
+                        .filter(|n| *n >= 0)
+                        .ok_or_else(|| {
+                            r.err(
+                                &format!("spec.minTaskMember[{role}]"),
+                                format!("expected a non-negative 32-bit integer, got {v}"),
+                            )
+                        })?;
+                    out.insert(role.clone(), n);
+                }
+                out
+            }
+            Some(v) => {
+                return Err(r.err("spec.minTaskMember", format!("expected an object, got {v}")));
+            }
+        };
+        let queue = r
+            .opt_string(spec, "spec.queue", "queue")?
+            .filter(|q| !q.is_empty())
+            .unwrap_or_else(|| DEFAULT_QUEUE.to_owned());
+        let priority_class_name = r
+            .opt_string(spec, "spec.priorityClassName", "priorityClassName")?
+            .filter(|p| !p.is_empty());
+        let min_resources = r.resources(
+            spec.and_then(|s| s.get("minResources")),
+            "spec.minResources",
+        )?;
+        let phase = r
+            .opt_string(status, "status.phase", "phase")?
+            .filter(|p| !p.is_empty());
+
+        Ok(Self {
+            namespace,
+            name,
+            uid,
+            min_member,
+            min_task_member,
+            queue,
+            priority_class_name,
+            min_resources,
+            annotations,
+            creation_timestamp,
+            phase,
+        })
+    }
+}
+
+/// Reads a JSON object of card name → count (the value of `volcano.sh/card.quota` or
+/// `volcano.sh/card.request`). Counts are non-negative integers, as JSON numbers or
+/// numeric strings.
+pub fn parse_card_counts(text: &str) -> Result<BTreeMap<String, i64>, String> {
+    let value: Value =
+        serde_json::from_str(text).map_err(|e| format!("{text:?} is not valid JSON: {e}"))?;
+    let object = value
+        .as_object()
+        .ok_or_else(|| format!("expected a JSON object of card name to count, got {value}"))?;
+    let mut out = BTreeMap::new();
+    for (card, v) in object {
+        if card.is_empty() {
+            return Err("empty card name".to_owned());
+        }
+        let count = match v {
+            Value::String(s) => s.trim().parse::<i64>().ok(),
+            other => whole_number(other),
+        }
+        .filter(|n| *n >= 0)
+        .ok_or_else(|| format!("card {card:?}: expected a non-negative integer, got {v}"))?;
+        out.insert(card.clone(), count);
+    }
+    Ok(out)
+}
+
+/// An integer JSON number (`4` or `4.0`), or `None`.
+fn whole_number(v: &Value) -> Option<i64> {
+    if let Some(n) = v.as_i64() {
+        return Some(n);
+    }
+    let f = v.as_f64()?;
+    // Only exact whole numbers well inside i64 qualify; the cast is then lossless.
+    (f.fract() == 0.0 && f.abs() < 9.0e15).then_some(f as i64)
+}
+
+fn object_name(root: &Map<String, Value>, kind: &'static str) -> Result<String, ObjectError> {
+    root.get("metadata")
+        .and_then(|m| m.get("name"))
+        .and_then(Value::as_str)
+        .filter(|n| !n.is_empty())
+        .map(str::to_owned)
+        .ok_or(ObjectError::MissingName { kind })
+}
+
+/// Field access that turns type mismatches into errors naming the object and field.
+struct Reader {
+    kind: &'static str,
+    name: String,
+}
+
+impl Reader {
+    fn err(&self, field: &str, reason: String) -> ObjectError {
+        ObjectError::Field {
+            kind: self.kind,
+            name: self.name.clone(),
+            field: field.to_owned(),
+            reason,
+        }
+    }
+
+    /// An optional object-valued top-level field (`spec`, `status`).
+    fn object<'a>(
+        &self,
+        root: &'a Map<String, Value>,
+        key: &str,
+    ) -> Result<Option<&'a Map<String, Value>>, ObjectError> {
+        match root.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::Object(o)) => Ok(Some(o)),
+            Some(v) => Err(self.err(key, format!("expected an object, got {v}"))),
+        }
+    }
+
+    fn opt_string(
+        &self,
+        parent: Option<&Map<String, Value>>,
+        path: &str,
+        key: &str,
+    ) -> Result<Option<String>, ObjectError> {
+        match parent.and_then(|p| p.get(key)) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s.clone())),
+            Some(v) => Err(self.err(path, format!("expected a string, got {v}"))),
+        }
+    }
+
+    /// `root[outer][inner]` as a string map (labels, annotations).
+    fn string_map(
+        &self,
+        root: &Map<String, Value>,
+        outer: &str,
+        inner: &str,
+    ) -> Result<BTreeMap<String, String>, ObjectError> {
+        let path = format!("{outer}.{inner}");
+        match root.get(outer).and_then(|o| o.get(inner)) {
+            None | Some(Value::Null) => Ok(BTreeMap::new()),
+            Some(Value::Object(m)) => m
+                .iter()
+                .map(|(k, v)| match v {
+                    Value::String(s) => Ok((k.clone(), s.clone())),
+                    other => Err(self.err(
+                        &format!("{path}[{k}]"),
+                        format!("expected a string, got {other}"),
+                    )),
+                })
+                .collect(),
+            Some(v) => Err(self.err(&path, format!("expected an object, got {v}"))),
+        }
+    }
+
+    /// An optional resource list; an empty list reads as `None` because it limits or
+    /// reserves nothing.
+    fn resources(&self, v: Option<&Value>, path: &str) -> Result<Option<Resources>, ObjectError> {
+        match v {
+            None | Some(Value::Null) => Ok(None),
+            Some(v) => {
+                let r = Resources::from_json(v).map_err(|e| self.err(path, e.to_string()))?;
+                Ok((r.dimension_count() > 0).then_some(r))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn reads_a_full_queue() {
+        let q = QueueSpec::from_json(&json!({
+            "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
+            "metadata": {"name": "team-a", "annotations": {
+                "volcano.sh/card.quota": "{\"NVIDIA-H200\": 8, \"NVIDIA-GeForce-RTX-4090\": \"4\"}"}},
+            "spec": {
+                "weight": 3, "priority": 80000, "reclaimable": false, "parent": "org",
+                "capability": {"cpu": "64", "nvidia.com/gpu": 16},
+                "deserved": {"nvidia.com/gpu": "8"},
+                "guarantee": {"resource": {"nvidia.com/gpu": "2"}}
+            },
+            "status": {"state": "Closing"}
+        }))
+        .unwrap();
+        assert_eq!(q.name, "team-a");
+        assert_eq!(q.weight, 3);
+        assert_eq!(q.priority, 80000);
+        assert!(!q.reclaimable);
+        assert_eq!(q.parent.as_deref(), Some("org"));
+        assert_eq!(q.state, QueueState::Closing);
+        assert_eq!(q.capability.as_ref().unwrap().get("nvidia.com/gpu"), 16_000);
+        assert_eq!(q.capability.as_ref().unwrap().get("cpu"), 64_000);
+        assert_eq!(q.deserved.as_ref().unwrap().get("nvidia.com/gpu"), 8_000);
+        assert_eq!(q.guarantee.as_ref().unwrap().get("nvidia.com/gpu"), 2_000);
+        assert_eq!(q.card_quota.get("NVIDIA-H200"), Some(&8));
+        assert_eq!(q.card_quota.get("NVIDIA-GeForce-RTX-4090"), Some(&4));
+    }
+
+    #[test]
+    fn queue_defaults_follow_volcano() {
+        let q = QueueSpec::from_json(&json!({"metadata": {"name": "default"},
+            "spec": {"guarantee": {}, "parent": "root"}}))
+        .unwrap();
+        assert_eq!(q, QueueSpec::new("default"));
+        let q = QueueSpec::from_json(&json!({"metadata": {"name": "q"},
+            "spec": {"weight": 0, "parent": ""}, "status": {"state": "Weird"}}))
+        .unwrap();
+        assert_eq!(q.weight, 1);
+        assert_eq!(q.parent, None);
+        assert_eq!(q.state, QueueState::Unknown);
+        let q = QueueSpec::from_json(&json!({"metadata": {"name": "q"},
+            "spec": {"weight": 1_000_000, "capability": {}}}))
+        .unwrap();
+        assert_eq!(q.weight, 65_535);
+        assert_eq!(q.capability, None);
+    }
+
+    #[test]
+    fn queue_garbage_names_queue_and_field() {
+        let cases = [
+            (
+                json!({"metadata": {"name": "a", "annotations": {"volcano.sh/card.quota": "8"}}}),
+                "metadata.annotations[volcano.sh/card.quota]",
+            ),
+            (
+                json!({"metadata": {"name": "a", "annotations": {"volcano.sh/card.quota": "{\"X\": -1}"}}}),
+                "metadata.annotations[volcano.sh/card.quota]",
+            ),
+            (
+                json!({"metadata": {"name": "a", "annotations": {"volcano.sh/card.quota": "{oops"}}}),
+                "metadata.annotations[volcano.sh/card.quota]",
+            ),
+            (
+                json!({"metadata": {"name": "a"}, "spec": {"weight": "3"}}),
+                "spec.weight",
+            ),
+            (
+                json!({"metadata": {"name": "a"}, "spec": {"priority": 1e12}}),
+                "spec.priority",
+            ),
+            (
+                json!({"metadata": {"name": "a"}, "spec": {"reclaimable": "yes"}}),
+                "spec.reclaimable",
+            ),
+            (
+                json!({"metadata": {"name": "a"}, "spec": {"parent": 7}}),
+                "spec.parent",
+            ),
+            (
+                json!({"metadata": {"name": "a"}, "spec": {"capability": {"cpu": "lots"}}}),
+                "spec.capability",
+            ),
+            (
+                json!({"metadata": {"name": "a"}, "spec": {"guarantee": {"resource": []}}}),
+                "spec.guarantee.resource",
+            ),
+            (json!({"metadata": {"name": "a"}, "spec": []}), "spec"),
+            (
+                json!({"metadata": {"name": "a"}, "status": {"state": 1}}),
+                "status.state",
+            ),
+        ];
+        for (doc, field) in cases {
+            let e = QueueSpec::from_json(&doc).unwrap_err();
+            let text = e.to_string();
+            assert!(text.starts_with("Queue \"a\": "), "{text}");
+            assert!(text.contains(field), "{field} not in {text}");
+        }
+        assert_eq!(
+            QueueSpec::from_json(&json!({"spec": {}})).unwrap_err(),
+            ObjectError::MissingName { kind: "Queue" }
+        );
+        assert!(QueueSpec::from_json(&json!("queue")).is_err());
+    }
+
+    #[test]
+    fn reads_a_podgroup() {
+        let pg = PodGroupSpec::from_json(&json!({
+            "metadata": {"name": "job-1", "namespace": "ml", "uid": "u-1",
+                "creationTimestamp": "2025-07-26T02:38:24Z",
+                "annotations": {"volcano.sh/card.request": "{\"NVIDIA-H200\":2}"}},
+            "spec": {"minMember": 4, "minTaskMember": {"worker": 3, "ps": 1}, "queue": "team-a",
+                "priorityClassName": "pc-high",
+                "minResources": {"cpu": "4", "nvidia.com/gpu": "4"}},
+            "status": {"phase": "Inqueue"}
+        }))
+        .unwrap();
+        assert_eq!(pg.namespace, "ml");
+        assert_eq!(pg.name, "job-1");
+        assert_eq!(pg.uid, "u-1");
+        assert_eq!(pg.min_member, 4);
+        assert_eq!(pg.min_task_member.get("worker"), Some(&3));
+        assert_eq!(pg.queue, "team-a");
+        assert_eq!(pg.priority_class_name.as_deref(), Some("pc-high"));
+        assert_eq!(
+            pg.min_resources.as_ref().unwrap().get("nvidia.com/gpu"),
+            4000
+        );
+        assert_eq!(pg.phase.as_deref(), Some("Inqueue"));
+        assert_eq!(
+            pg.creation_timestamp.unwrap().to_rfc3339(),
+            "2025-07-26T02:38:24+00:00"
+        );
+        assert_eq!(
+            pg.annotations
+                .get("volcano.sh/card.request")
+                .map(String::as_str),
+            Some("{\"NVIDIA-H200\":2}")
+        );
+    }
+
+    #[test]
+    fn podgroup_defaults_and_garbage() {
+        let pg = PodGroupSpec::from_json(&json!({"metadata": {"name": "pg"}})).unwrap();
+        assert_eq!(pg.namespace, "default");
+        assert_eq!(pg.queue, "default");
+        assert_eq!(pg.min_member, 0);
+        assert_eq!(pg.min_resources, None);
+        assert_eq!(pg.phase, None);
+
+        let cases = [
+            (
+                json!({"metadata": {"name": "pg", "namespace": "ml"}, "spec": {"minMember": -1}}),
+                "spec.minMember",
+            ),
+            (
+                json!({"metadata": {"name": "pg", "namespace": "ml"}, "spec": {"minMember": "2"}}),
+                "spec.minMember",
+            ),
+            (
+                json!({"metadata": {"name": "pg", "namespace": "ml"}, "spec": {"minTaskMember": {"w": 1.5}}}),
+                "spec.minTaskMember[w]",
+            ),
+            (
+                json!({"metadata": {"name": "pg", "namespace": "ml"}, "spec": {"minResources": {"cpu": "x"}}}),
+                "spec.minResources",
+            ),
+            (
+                json!({"metadata": {"name": "pg", "namespace": "ml", "creationTimestamp": "yesterday"}}),
+                "metadata.creationTimestamp",
+            ),
+            (
+                json!({"metadata": {"name": "pg", "namespace": "ml", "annotations": {"a": 1}}}),
+                "metadata.annotations[a]",
+            ),
+            (
+                json!({"metadata": {"name": "pg", "namespace": "ml"}, "spec": {"queue": 5}}),
+                "spec.queue",
+            ),
+            (
+                json!({"metadata": {"name": "pg", "namespace": "ml"}, "status": {"phase": {}}}),
+                "status.phase",
+            ),
+        ];
+        for (doc, field) in cases {
+            let text = PodGroupSpec::from_json(&doc).unwrap_err().to_string();
+            assert!(text.starts_with("PodGroup \"ml/pg\": "), "{text}");
+            assert!(text.contains(field), "{field} not in {text}");
+        }
+    }
+
+    #[test]
+    fn card_counts_accept_numbers_and_numeric_strings() {
+        let m = parse_card_counts(r#"{"A": 2, "B": "3", "C": 4.0}"#).unwrap();
+        assert_eq!(
+            m,
+            BTreeMap::from([("A".into(), 2), ("B".into(), 3), ("C".into(), 4)])
+        );
+        assert!(parse_card_counts(r#"{"A": 1.5}"#).is_err());
+        assert!(parse_card_counts(r#"{"": 1}"#).is_err());
+        assert!(parse_card_counts("[]").is_err());
+    }
+}

@@ -1,0 +1,602 @@
+//! Multi-dimensional resource amounts for queue accounting.
+//!
+//! Every value is an integer number of **milli-units** of the resource's canonical
+//! Kubernetes quantity: `cpu: 500m` is 500, `cpu: 2` is 2000, `memory: 1Gi` is
+//! 1 073 741 824 000 (bytes × 1000), `nvidia.com/gpu: 2` is 2000 and
+//! `nvidia.com/gpumem: 4096` (MiB in HAMi's convention) is 4 096 000. One unit for all
+//! dimensions keeps the arithmetic exact and free of special cases: nothing here knows
+//! a resource name except the human-readable formatting of `cpu` and `memory`.
+//!
+//! The same type carries two kinds of values, and the comparison helpers say which
+//! they expect:
+//! - **amounts** (allocated, requested, in-queue): a missing dimension is zero;
+//! - **limits** (capability, real capability, deserved): a missing dimension is
+//!   **unlimited** (spec §F.15: adding one dimension to a queue's capability must not
+//!   silently cap all the others at zero). An explicit `0` in a limit is a real cap.
+//!
+//! Arithmetic saturates instead of overflowing: a cluster total in milli-bytes is
+//! large but stays far below `i64::MAX` (about 8 PiB of memory), and saturation keeps
+//! pathological inputs from panicking.
+
+use crate::quantity::{NotExact, QuantityError, parse_quantity};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use std::collections::BTreeMap;
+use std::fmt;
+use thiserror::Error;
+
+/// Milli-units per whole unit.
+pub const MILLI: i64 = 1000;
+
+/// Why a resource list could not be read.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum ResourcesError {
+    /// The value of one key is not a valid quantity.
+    #[error("resource {key:?}: {source}")]
+    Quantity {
+        /// The resource name.
+        key: String,
+        /// What is wrong with the quantity.
+        source: QuantityError,
+    },
+    /// The value of one key is neither a string nor a number.
+    #[error("resource {key:?}: expected a quantity string or number, got {found}")]
+    NotAQuantity {
+        /// The resource name.
+        key: String,
+        /// The JSON type found instead.
+        found: &'static str,
+    },
+    /// The value of one key is negative.
+    #[error("resource {key:?}: quantity {value:?} must not be negative")]
+    Negative {
+        /// The resource name.
+        key: String,
+        /// The offending text.
+        value: String,
+    },
+    /// The value of one key does not fit 64-bit milli-units.
+    #[error("resource {key:?}: quantity {value:?} is too large")]
+    TooLarge {
+        /// The resource name.
+        key: String,
+        /// The offending text.
+        value: String,
+    },
+    /// The resource list is not a JSON object.
+    #[error("expected an object of resource quantities, got {found}")]
+    NotAnObject {
+        /// The JSON type found instead.
+        found: &'static str,
+    },
+}
+
+/// The first dimension on which an amount exceeds a limit, with both values, so a
+/// rejection can print what was asked and what was allowed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Excess {
+    /// The resource name.
+    pub dimension: String,
+    /// The amount, in milli-units.
+    pub amount: i64,
+    /// The limit it exceeds, in milli-units.
+    pub limit: i64,
+}
+
+/// Resource name → milli-units. See the module documentation for the unit and for
+/// the meaning of a missing dimension.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct Resources(BTreeMap<String, i64>);
+
+impl Resources {
+    /// No dimensions at all.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Builds from `(name, milli-units)` pairs; negative values become zero.
+    pub fn from_milli<K: Into<String>>(pairs: impl IntoIterator<Item = (K, i64)>) -> Self {
+        Self(
+            pairs
+                .into_iter()
+                .map(|(k, v)| (k.into(), v.max(0)))
+                .collect(),
+        )
+    }
+
+    /// Builds from `(name, whole units)` pairs (`("nvidia.com/gpu", 8)` is 8000
+    /// milli-units); negative values become zero.
+    pub fn from_units<K: Into<String>>(pairs: impl IntoIterator<Item = (K, i64)>) -> Self {
+        Self::from_milli(pairs.into_iter().map(|(k, v)| (k, v.saturating_mul(MILLI))))
+    }
+
+    /// Reads a Kubernetes resource list (`requests`, `capability`, ...).
+    pub fn from_quantities(list: &BTreeMap<String, Quantity>) -> Result<Self, ResourcesError> {
+        let mut out = BTreeMap::new();
+        for (key, quantity) in list {
+            out.insert(key.clone(), parse_milli(key, &quantity.0)?);
+        }
+        Ok(Self(out))
+    }
+
+    /// Reads a JSON object of quantities. Values may be quantity strings (`"500m"`,
+    /// `"16Gi"`) or plain JSON numbers (`4`, `0.5`), as hand-written cluster files
+    /// contain both.
+    pub fn from_json(value: &serde_json::Value) -> Result<Self, ResourcesError> {
+        let object = value.as_object().ok_or(ResourcesError::NotAnObject {
+            found: json_type(value),
+        })?;
+        let mut out = BTreeMap::new();
+        for (key, v) in object {
+            let milli = match v {
+                serde_json::Value::String(s) => parse_milli(key, s)?,
+                serde_json::Value::Number(n) => parse_milli(key, &n.to_string())?,
+                other => {
+                    return Err(ResourcesError::NotAQuantity {
+                        key: key.clone(),
+                        found: json_type(other),
+                    });
+                }
+            };
+            out.insert(key.clone(), milli);
+        }
+        Ok(Self(out))
+    }
+
+    /// Sets one dimension (negative values become zero).
+    pub fn set(&mut self, dim: impl Into<String>, milli: i64) {
+        self.0.insert(dim.into(), milli.max(0));
+    }
+
+    /// The amount of one dimension; a missing dimension is zero (amount semantics).
+    pub fn get(&self, dim: &str) -> i64 {
+        self.0.get(dim).copied().unwrap_or(0)
+    }
+
+    /// The limit of one dimension; `None` means unlimited (limit semantics).
+    pub fn limit(&self, dim: &str) -> Option<i64> {
+        self.0.get(dim).copied()
+    }
+
+    /// Whether the dimension is present (even with value zero).
+    pub fn contains(&self, dim: &str) -> bool {
+        self.0.contains_key(dim)
+    }
+
+    /// The dimensions present, in name order.
+    pub fn dims(&self) -> impl Iterator<Item = &str> {
+        self.0.keys().map(String::as_str)
+    }
+
+    /// `(dimension, milli-units)` pairs in name order.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, i64)> {
+        self.0.iter().map(|(k, v)| (k.as_str(), *v))
+    }
+
+    /// Number of dimensions present, including zero-valued ones (unlike
+    /// [`Self::is_empty`], which asks whether any amount is positive).
+    pub fn dimension_count(&self) -> usize {
+        self.0.len()
+    }
+
+    /// True when no dimension holds a positive amount.
+    pub fn is_empty(&self) -> bool {
+        self.0.values().all(|v| *v <= 0)
+    }
+
+    /// `self += other`, dimension by dimension (saturating).
+    pub fn add(&mut self, other: &Resources) {
+        for (k, v) in &other.0 {
+            let slot = self.0.entry(k.clone()).or_insert(0);
+            *slot = slot.saturating_add(*v);
+        }
+    }
+
+    /// `self -= other`, floored at zero, on the dimensions `self` has. Dimensions only
+    /// `other` has are not added: for an amount they are zero either way, and for a
+    /// limit an absent dimension stays unlimited.
+    pub fn saturating_sub(&mut self, other: &Resources) {
+        for (k, v) in self.0.iter_mut() {
+            *v = v.saturating_sub(other.get(k)).max(0);
+        }
+    }
+
+    /// `self + other` as a new value.
+    pub fn plus(&self, other: &Resources) -> Resources {
+        let mut out = self.clone();
+        out.add(other);
+        out
+    }
+
+    /// `self − other` (saturating) as a new value.
+    pub fn minus(&self, other: &Resources) -> Resources {
+        let mut out = self.clone();
+        out.saturating_sub(other);
+        out
+    }
+
+    /// Drops zero-valued dimensions. Amounts are kept in this canonical form so that
+    /// adding and then subtracting the same request restores an equal value.
+    pub fn prune_zeros(&mut self) {
+        self.0.retain(|_, v| *v > 0);
+    }
+
+    /// The same amounts without zero-valued dimensions.
+    pub fn without_zeros(mut self) -> Resources {
+        self.prune_zeros();
+        self
+    }
+
+    /// Per-dimension minimum of two **limits**: the union of dimensions, the smaller
+    /// value where both have one (an absent dimension is unlimited).
+    pub fn min_limit(&self, other: &Resources) -> Resources {
+        let mut out = self.clone();
+        for (k, v) in &other.0 {
+            let slot = out.0.entry(k.clone()).or_insert(*v);
+            *slot = (*slot).min(*v);
+        }
+        out
+    }
+
+    /// This **amount** capped by a **limit**, on this amount's dimensions only (an
+    /// absent limit dimension leaves the amount as it is).
+    pub fn capped_by(&self, limit: &Resources) -> Resources {
+        self.0
+            .iter()
+            .map(|(k, v)| (k.clone(), limit.limit(k).map_or(*v, |cap| (*v).min(cap))))
+            .collect()
+    }
+
+    /// Per-dimension maximum of two **amounts**: the union of dimensions, the larger
+    /// value where both have one.
+    pub fn max_amount(&self, other: &Resources) -> Resources {
+        let mut out = self.clone();
+        for (k, v) in &other.0 {
+            let slot = out.0.entry(k.clone()).or_insert(*v);
+            *slot = (*slot).max(*v);
+        }
+        out
+    }
+
+    /// Dimensions whose name starts with `prefix`, and the rest.
+    pub fn split_prefix(&self, prefix: &str) -> (Resources, Resources) {
+        let (with, without): (BTreeMap<_, _>, BTreeMap<_, _>) = self
+            .0
+            .iter()
+            .map(|(k, v)| (k.clone(), *v))
+            .partition(|(k, _)| k.starts_with(prefix));
+        (Resources(with), Resources(without))
+    }
+
+    /// Every dimension of this **amount** is ≤ the same dimension of `other`, read as
+    /// an amount too (missing = 0). Used for "request ≤ deserved" and "deserved ≤
+    /// allocated", where both sides are amounts.
+    pub fn fits_within_amount(&self, other: &Resources) -> bool {
+        self.0.iter().all(|(k, v)| *v <= other.get(k))
+    }
+
+    /// This amount is ≤ `limit` on each of `dims` (missing in `self` = 0, missing in
+    /// `limit` = unlimited).
+    pub fn less_equal_on<'a>(
+        &self,
+        limit: &Resources,
+        dims: impl IntoIterator<Item = &'a str>,
+    ) -> bool {
+        self.first_excess_on(limit, dims).is_none()
+    }
+
+    /// The first dimension (in name order) on which this amount exceeds `limit`; a
+    /// dimension missing from the limit is unlimited (spec §F.15).
+    pub fn first_exceeding(&self, limit: &Resources) -> Option<String> {
+        self.first_excess(limit).map(|e| e.dimension)
+    }
+
+    /// Like [`Self::first_exceeding`], with the amount and the limit.
+    pub fn first_excess(&self, limit: &Resources) -> Option<Excess> {
+        self.first_excess_on(limit, self.0.keys().map(String::as_str))
+    }
+
+    /// The first of `dims` on which this amount exceeds `limit` (missing in `self` =
+    /// 0, missing in `limit` = unlimited).
+    pub fn first_excess_on<'a>(
+        &self,
+        limit: &Resources,
+        dims: impl IntoIterator<Item = &'a str>,
+    ) -> Option<Excess> {
+        dims.into_iter().find_map(|dim| {
+            let cap = limit.limit(dim)?;
+            let amount = self.get(dim);
+            (amount > cap).then(|| Excess {
+                dimension: dim.to_owned(),
+                amount,
+                limit: cap,
+            })
+        })
+    }
+}
+
+impl FromIterator<(String, i64)> for Resources {
+    fn from_iter<T: IntoIterator<Item = (String, i64)>>(iter: T) -> Self {
+        Self::from_milli(iter)
+    }
+}
+
+fn json_type(v: &serde_json::Value) -> &'static str {
+    match v {
+        serde_json::Value::Null => "null",
+        serde_json::Value::Bool(_) => "a boolean",
+        serde_json::Value::Number(_) => "a number",
+        serde_json::Value::String(_) => "a string",
+        serde_json::Value::Array(_) => "an array",
+        serde_json::Value::Object(_) => "an object",
+    }
+}
+
+/// Reads one quantity as milli-units (rounded up, as Kubernetes does).
+pub fn parse_milli(key: &str, text: &str) -> Result<i64, ResourcesError> {
+    let q = parse_quantity(text).map_err(|source| ResourcesError::Quantity {
+        key: key.to_owned(),
+        source,
+    })?;
+    if q.is_negative() {
+        return Err(ResourcesError::Negative {
+            key: key.to_owned(),
+            value: text.to_owned(),
+        });
+    }
+    let too_large = || ResourcesError::TooLarge {
+        key: key.to_owned(),
+        value: text.to_owned(),
+    };
+    let milli = q.to_milli_ceil().map_err(|e| match e {
+        NotExact::OutOfRange | NotExact::Fraction => too_large(),
+    })?;
+    i64::try_from(milli).map_err(|_| too_large())
+}
+
+/// The exact Kubernetes quantity text for milli-units: whole units without a suffix
+/// (`2000` → `2`), the rest with `m` (`500` → `500m`).
+pub fn quantity_text(milli: i64) -> String {
+    if milli % MILLI == 0 {
+        (milli / MILLI).to_string()
+    } else {
+        format!("{milli}m")
+    }
+}
+
+/// A human-readable amount: cpu in cores or millicores (`2`, `500m`), memory with a
+/// binary unit (`4Gi`, `512Mi`, `1.5Gi`), anything else as a count (`8`, `0.5`).
+pub fn format_amount(dim: &str, milli: i64) -> String {
+    match dim {
+        "cpu" => quantity_text(milli),
+        "memory" => format_bytes(milli / MILLI),
+        _ => format_decimal(milli, MILLI),
+    }
+}
+
+fn format_bytes(bytes: i64) -> String {
+    const UNITS: [(&str, i64); 5] = [
+        ("Pi", 1 << 50),
+        ("Ti", 1 << 40),
+        ("Gi", 1 << 30),
+        ("Mi", 1 << 20),
+        ("Ki", 1 << 10),
+    ];
+    for (suffix, size) in UNITS {
+        if bytes >= size {
+            return format!("{}{suffix}", format_decimal_scaled(bytes, size, 2));
+        }
+    }
+    bytes.to_string()
+}
+
+/// `value / unit` with up to three decimals, trailing zeros trimmed.
+fn format_decimal(value: i64, unit: i64) -> String {
+    format_decimal_scaled(value, unit, 3)
+}
+
+fn format_decimal_scaled(value: i64, unit: i64, decimals: u32) -> String {
+    let whole = value / unit;
+    let rest = value % unit;
+    if rest == 0 {
+        return whole.to_string();
+    }
+    let scale = 10_i128.pow(decimals);
+    // Rounded to `decimals` places; i128 keeps `rest × scale` from overflowing.
+    let frac = (i128::from(rest) * scale + i128::from(unit) / 2) / i128::from(unit);
+    let (whole, frac) = if frac >= scale {
+        (whole + 1, 0)
+    } else {
+        (whole, frac)
+    };
+    if frac == 0 {
+        return whole.to_string();
+    }
+    let digits = format!("{frac:0width$}", width = decimals as usize);
+    format!("{whole}.{}", digits.trim_end_matches('0'))
+}
+
+impl fmt::Display for Resources {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.0.is_empty() {
+            return f.write_str("{}");
+        }
+        for (i, (k, v)) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str(", ")?;
+            }
+            write!(f, "{k}: {}", format_amount(k, *v))?;
+        }
+        Ok(())
+    }
+}
+
+/// Serialized as a resource list of exact quantity strings (`{"cpu": "500m",
+/// "nvidia.com/gpu": "8"}`), so a debug dump reads like a Kubernetes object and
+/// parses back to the same value.
+impl Serialize for Resources {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_map(self.0.iter().map(|(k, v)| (k, quantity_text(*v))))
+    }
+}
+
+impl<'de> Deserialize<'de> for Resources {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let value = serde_json::Value::deserialize(deserializer)?;
+        Resources::from_json(&value).map_err(serde::de::Error::custom)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn parses_quantities_into_milli_units() {
+        let r = Resources::from_json(&json!({
+            "cpu": "500m", "memory": "1Gi", "nvidia.com/gpu": 2, "nvidia.com/gpumem": "4k",
+            "nvidia.com/gpucores": "50", "pods": 0.5
+        }))
+        .unwrap();
+        assert_eq!(r.get("cpu"), 500);
+        assert_eq!(r.get("memory"), 1_073_741_824_000);
+        assert_eq!(r.get("nvidia.com/gpu"), 2000);
+        assert_eq!(r.get("nvidia.com/gpumem"), 4_000_000);
+        assert_eq!(r.get("nvidia.com/gpucores"), 50_000);
+        assert_eq!(r.get("pods"), 500);
+        assert_eq!(r.get("absent"), 0);
+        assert_eq!(r.limit("absent"), None);
+
+        let mut list = BTreeMap::new();
+        list.insert("cpu".to_owned(), Quantity("2".to_owned()));
+        assert_eq!(Resources::from_quantities(&list).unwrap().get("cpu"), 2000);
+    }
+
+    #[test]
+    fn bad_quantities_name_the_key() {
+        let e = Resources::from_json(&json!({"cpu": "1", "nvidia.com/gpu": "two"})).unwrap_err();
+        assert!(e.to_string().contains("\"nvidia.com/gpu\""), "{e}");
+        let e = Resources::from_json(&json!({"memory": "-1Gi"})).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "resource \"memory\": quantity \"-1Gi\" must not be negative"
+        );
+        let e = Resources::from_json(&json!({"cpu": true})).unwrap_err();
+        assert!(e.to_string().contains("\"cpu\""), "{e}");
+        let e = Resources::from_json(&json!({"cpu": "1e30"})).unwrap_err();
+        assert!(matches!(e, ResourcesError::TooLarge { .. }), "{e}");
+        assert!(Resources::from_json(&json!(["cpu"])).is_err());
+    }
+
+    #[test]
+    fn arithmetic_saturates_and_keeps_dimensions() {
+        let mut a = Resources::from_units([("cpu", 4), ("nvidia.com/gpu", 2)]);
+        a.add(&Resources::from_units([
+            ("nvidia.com/gpu", 1),
+            ("memory", 1),
+        ]));
+        assert_eq!(a.get("nvidia.com/gpu"), 3000);
+        assert_eq!(a.get("memory"), 1000);
+        a.saturating_sub(&Resources::from_units([("cpu", 10), ("pods", 1)]));
+        assert_eq!(a.get("cpu"), 0);
+        assert!(
+            a.contains("cpu"),
+            "a zero stays: in a limit it is a real cap"
+        );
+        assert!(!a.contains("pods"), "sub does not invent dimensions");
+        assert!(!a.is_empty());
+        assert!(Resources::from_units([("cpu", 0)]).is_empty());
+        assert!(Resources::new().is_empty());
+        let pruned = a.clone().without_zeros();
+        assert!(!pruned.contains("cpu"));
+        let mut big = Resources::from_milli([("x", i64::MAX)]);
+        big.add(&Resources::from_milli([("x", 5)]));
+        assert_eq!(big.get("x"), i64::MAX);
+    }
+
+    #[test]
+    fn missing_limit_dimensions_are_unlimited() {
+        let want = Resources::from_units([("cpu", 10), ("nvidia.com/gpu", 10)]);
+        // Capability only lists cpu: gpu is unlimited, cpu is checked.
+        let cap = Resources::from_units([("cpu", 16)]);
+        assert_eq!(want.first_exceeding(&cap), None);
+        let cap = Resources::from_units([("cpu", 16), ("nvidia.com/gpu", 8)]);
+        assert_eq!(
+            want.first_exceeding(&cap).as_deref(),
+            Some("nvidia.com/gpu")
+        );
+        assert_eq!(
+            want.first_excess(&cap),
+            Some(Excess {
+                dimension: "nvidia.com/gpu".into(),
+                amount: 10_000,
+                limit: 8_000
+            })
+        );
+        // Only the named dimensions are compared.
+        assert!(want.less_equal_on(&cap, ["cpu"]));
+        assert!(!want.less_equal_on(&cap, ["cpu", "nvidia.com/gpu"]));
+        // An explicit zero is a real cap.
+        let zero = Resources::from_units([("nvidia.com/gpu", 0)]);
+        assert!(!want.less_equal_on(&zero, ["nvidia.com/gpu"]));
+        // A dimension the amount lacks is zero.
+        assert!(Resources::new().less_equal_on(&zero, ["nvidia.com/gpu"]));
+    }
+
+    #[test]
+    fn min_and_max_follow_their_semantics() {
+        let a = Resources::from_units([("cpu", 4), ("memory", 8)]);
+        let b = Resources::from_units([("cpu", 2), ("nvidia.com/gpu", 1)]);
+        assert_eq!(
+            a.min_limit(&b),
+            Resources::from_units([("cpu", 2), ("memory", 8), ("nvidia.com/gpu", 1)])
+        );
+        assert_eq!(
+            a.max_amount(&b),
+            Resources::from_units([("cpu", 4), ("memory", 8), ("nvidia.com/gpu", 1)])
+        );
+        assert_eq!(
+            a.capped_by(&Resources::from_units([("cpu", 3), ("pods", 1)])),
+            Resources::from_units([("cpu", 3), ("memory", 8)])
+        );
+        assert!(b.fits_within_amount(&Resources::from_units([("cpu", 2), ("nvidia.com/gpu", 1)])));
+        assert!(!b.fits_within_amount(&Resources::from_units([("cpu", 2)])));
+        let (cards, rest) =
+            Resources::from_units([("card/A", 1), ("cpu", 1)]).split_prefix("card/");
+        assert_eq!(cards, Resources::from_units([("card/A", 1)]));
+        assert_eq!(rest, Resources::from_units([("cpu", 1)]));
+    }
+
+    #[test]
+    fn display_is_human() {
+        let r = Resources::from_milli([
+            ("cpu", 2500),
+            ("memory", 4 * (1_i64 << 30) * 1000),
+            ("nvidia.com/gpu", 8000),
+            ("nvidia.com/gpumem", 4_096_000),
+            ("nvidia.com/gpucores", 1500),
+        ]);
+        assert_eq!(
+            r.to_string(),
+            "cpu: 2500m, memory: 4Gi, nvidia.com/gpu: 8, nvidia.com/gpucores: 1.5, nvidia.com/gpumem: 4096"
+        );
+        assert_eq!(format_amount("cpu", 3000), "3");
+        assert_eq!(format_amount("memory", 1536 * (1 << 20) * 1000), "1.5Gi");
+        assert_eq!(format_amount("memory", 512 * (1 << 20) * 1000), "512Mi");
+        assert_eq!(format_amount("memory", 100_000), "100");
+        assert_eq!(format_amount("x", 1), "0.001");
+        assert_eq!(format_amount("x", 9_999_999), "9999.999");
+        assert_eq!(format_amount("memory", ((2_i64 << 30) - 1) * 1000), "2Gi");
+        assert_eq!(Resources::new().to_string(), "{}");
+    }
+
+    #[test]
+    fn serde_round_trips_through_quantity_strings() {
+        let r = Resources::from_milli([("cpu", 500), ("nvidia.com/gpu", 8000)]);
+        let v = serde_json::to_value(&r).unwrap();
+        assert_eq!(v, json!({"cpu": "500m", "nvidia.com/gpu": "8"}));
+        let back: Resources = serde_json::from_value(v).unwrap();
+        assert_eq!(back, r);
+    }
+}

@@ -1,0 +1,107 @@
+//! `vgpu-scheduler queues`: a dry run over a cluster file, and the same tables read
+//! from a running server's `/debug/queues` (verifying its certificate).
+
+mod support;
+
+use serde_json::{Value, json};
+use std::process::Command;
+use support::{Server, cluster_text, gpu_container, h100, node, pod};
+
+fn cluster() -> Vec<Value> {
+    let gpus: Vec<_> = (0..2)
+        .map(|i| h100(&support::gpu_uuid("n1", i), i).count(1))
+        .collect();
+    let mut docs = vec![
+        node("n1", &gpus, &[]),
+        json!({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
+               "metadata": {"name": "research"},
+               "spec": {"weight": 1, "capability": {"nvidia.com/gpu": "4"}}}),
+        json!({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+               "metadata": {"name": "big", "namespace": "ml", "uid": "pg-big"},
+               "spec": {"minMember": 3, "queue": "research"}}),
+    ];
+    for i in 0..3 {
+        let mut p = pod("ml", &format!("big-{i}"))
+            .container(gpu_container("w", 1, 80000, 0))
+            .build();
+        p["metadata"]["annotations"] = json!({"scheduling.k8s.io/group-name": "big"});
+        p["spec"]["schedulerName"] = json!("vgpu-scheduler");
+        p["spec"]["schedulingGates"] = json!([{"name": "vgpu-scheduler.io/gang"}]);
+        docs.push(p);
+    }
+    docs
+}
+
+fn queues(args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_vgpu-scheduler"))
+        .arg("queues")
+        .args(args)
+        .output()
+        .expect("run vgpu-scheduler queues");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn a_dry_run_prints_queues_and_why_each_gang_waits() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("cluster.yaml");
+    std::fs::write(&file, cluster_text(&cluster())).unwrap();
+    let (ok, out, err) = queues(&["--cluster-file", file.to_str().unwrap()]);
+    assert!(ok, "{err}");
+    assert!(out.contains("QUEUE") && out.contains("research"), "{out}");
+    let gang = out
+        .lines()
+        .find(|l| l.starts_with("ml/big"))
+        .unwrap_or_else(|| panic!("no gang line: {out}"));
+    assert!(gang.contains("Inqueue"), "{gang}");
+    assert!(gang.contains("0/3"), "{gang}");
+    assert!(gang.contains("tasks in gang unschedulable"), "{gang}");
+
+    let (ok, out, _) = queues(&["--cluster-file", file.to_str().unwrap(), "--json"]);
+    assert!(ok);
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["gangs"][0]["reason"], "NotEnoughResources", "{v}");
+}
+
+#[test]
+fn bad_input_is_a_clear_error() {
+    let (ok, _, err) = queues(&[]);
+    assert!(!ok);
+    assert!(
+        err.contains("--server") && err.contains("--cluster-file"),
+        "{err}"
+    );
+    let (ok, _, err) = queues(&["--cluster-file", "/nonexistent/cluster.yaml"]);
+    assert!(!ok);
+    assert!(err.contains("cannot read cluster file"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_same_tables_come_from_a_running_server() {
+    let server = Server::start(cluster(), &["--schedule-period", "100ms"]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let ca = dir.path().join("ca.pem");
+    std::fs::write(&ca, &server.root_pem).unwrap();
+    let mut out = String::new();
+    for _ in 0..50 {
+        let (ok, text, err) =
+            queues(&["--server", &server.base, "--ca-file", ca.to_str().unwrap()]);
+        assert!(ok, "{err}");
+        out = text;
+        if out.contains("ml/big") {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert!(out.contains("ml/big") && out.contains("Inqueue"), "{out}");
+    // An unverified self-signed certificate is refused unless --insecure.
+    let (ok, _, err) = queues(&["--server", &server.base]);
+    assert!(!ok, "verified against the system roots?");
+    assert!(err.contains("GET"), "{err}");
+    let (ok, _, _) = queues(&["--server", &server.base, "--insecure"]);
+    assert!(ok);
+}
