@@ -291,6 +291,11 @@ fn non_default_values() -> Value {
             "nodeLabelSelector": "gpu=on",
             "extenderClientAuth": false,
             "extraArgs": ["--reservation-ttl=90s"],
+            "gang": {
+                "strict": true,
+                "timeout": "10m",
+                "schedulerConfig": "actions: \"enqueue, allocate, backfill\"\ntiers:\n- plugins:\n  - name: priority\n  - name: gang\n- plugins:\n  - name: capacity\n    enableHierarchy: true\n  - name: capacity-card\n"
+            },
             "tolerations": [{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}],
             "podAnnotations": {"example.com/team": "ml"},
             "kubeScheduler": {"leaseName": "gpu-sched-ks"},
@@ -1697,6 +1702,18 @@ fn chart_with_non_default_values_fits_the_binary() {
     assert_eq!(args["node-label-selector"], "gpu=on");
     assert_eq!(args["reservation-ttl"], "90s");
     assert!(!args.contains_key("client-ca-file"));
+    assert_eq!(args["gang-strict"], "true");
+    assert_eq!(args["gang-timeout"], "10m");
+    // The Volcano-format configuration reaches the extender and is one it accepts.
+    let conf = config_map_text(
+        &o,
+        spec,
+        container(spec, EXTENDER),
+        &args["scheduler-config"],
+    );
+    let parsed = vgpu_scheduler::volcano::SchedulerConf::parse(&conf)
+        .unwrap_or_else(|e| panic!("rendered scheduler config: {e}\n{conf}"));
+    assert!(parsed.enabled("capacity-card") && parsed.capacity_hierarchy());
     assert_eq!(spec.tolerations.as_ref().map(Vec::len), Some(1));
     let text = config_map_text(
         &o,
