@@ -234,6 +234,12 @@ pub struct ServeArgs {
     /// annotation vgpu-scheduler.io/gang-strict overrides it per gang).
     #[arg(long = "gang-strict", default_value_t = false, action = clap::ArgAction::Set)]
     pub gang_strict: bool,
+    /// Run the gang planner only while the kube-scheduler of this pod holds this
+    /// Lease (NAMESPACE/NAME; its holder is `<POD_NAME>_<uuid>`), so planning and
+    /// the /filter calls of the active kube-scheduler share one ledger. Without it
+    /// the planner follows this server's own --leader-elect Lease.
+    #[arg(long = "planner-follows-lease")]
+    pub planner_follows_lease: Option<String>,
     /// How long a strict gang member waits at /bind (keep under the bind verb's
     /// httpTimeout).
     #[arg(long = "gang-strict-wait", default_value = "25s", value_parser = parse_duration)]

@@ -302,7 +302,27 @@ async fn live_source(
             scheduler.clone(),
         ));
         let sync = watches.sync.clone();
-        let leader = leadership.clone();
+        let leader = match &args.planner_follows_lease {
+            Some(lease) => {
+                let (namespace, name) = lease.split_once('/').with_context(|| {
+                    format!("--planner-follows-lease {lease:?}: expected NAMESPACE/NAME")
+                })?;
+                let pod = std::env::var("POD_NAME")
+                    .or_else(|_| std::env::var("HOSTNAME"))
+                    .context("--planner-follows-lease needs POD_NAME (or HOSTNAME) to recognise this pod's kube-scheduler")?;
+                let follower = Leadership::follower();
+                background.push(tokio::spawn(crate::cluster::kube::lease_follower::run(
+                    client.clone(),
+                    namespace.to_string(),
+                    name.to_string(),
+                    pod,
+                    Duration::from_secs(2),
+                    follower.clone(),
+                )));
+                follower
+            }
+            None => leadership.clone(),
+        };
         background.extend(crate::gang::driver::start(
             scheduler.clone(),
             gang.period,

@@ -707,6 +707,13 @@ fn check_scheduler_wiring(o: &Objects, s: &Setup, help: &str) {
         extender_lease, scheduler_lease,
         "{what}: kube-scheduler and the extender would fight over one Lease"
     );
+    // The gang planner follows kube-scheduler's own Lease, so it plans in the pod
+    // whose kube-scheduler calls /filter.
+    assert_eq!(
+        args.get("planner-follows-lease"),
+        Some(&format!("{}/{}", scheduler_lease.0, scheduler_lease.1)),
+        "{what}"
+    );
 
     // Client certificates: the extender asks for them exactly when kube-scheduler
     // has one, from a Secret signed by the CA the extender trusts.

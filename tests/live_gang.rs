@@ -146,3 +146,56 @@ async fn a_gang_that_does_not_fit_stays_gated_and_its_podgroup_says_why() {
     })
     .await;
 }
+
+fn kube_scheduler_lease(holder: &str) -> Value {
+    json!({
+        "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+        "metadata": {"name": "vgpu-scheduler-kube-scheduler", "namespace": "vgpu-system"},
+        "spec": {"holderIdentity": holder, "leaseDurationSeconds": 15,
+                 "renewTime": chrono::Utc::now().format("%Y-%m-%dT%H:%M:%S%.6fZ").to_string()}
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_planner_runs_only_where_kube_scheduler_leads() {
+    let api = FakeApiServer::start().await;
+    add_node(&api, "n1", 2, 1);
+    api.create(
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "vgpu-system"}}),
+    );
+    api.create(kube_scheduler_lease("other-pod-0_8f14e45f"));
+    api.create(podgroup("train", 2));
+    for i in 0..2 {
+        create_pod(&api, member(&format!("w{i}"), "train"));
+    }
+    let server = LiveServer::start_with(
+        &api,
+        LiveOptions::args(&[
+            "--schedule-period",
+            "200ms",
+            "--planner-follows-lease",
+            "vgpu-system/vgpu-scheduler-kube-scheduler",
+        ])
+        .env("POD_NAME", "this-pod-0"),
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(
+        (0..2).all(|i| gated(&api, &format!("w{i}"))),
+        "another pod's kube-scheduler leads: no planning here"
+    );
+    // This pod's kube-scheduler takes the lease over.
+    let mut lease = api
+        .get(
+            "Lease",
+            Some("vgpu-system"),
+            "vgpu-scheduler-kube-scheduler",
+        )
+        .unwrap();
+    lease["spec"] = kube_scheduler_lease("this-pod-0_c9f0f895")["spec"].clone();
+    api.update(lease);
+    wait_for(&server, "gates lifted", Duration::from_secs(10), || {
+        (0..2).all(|i| !gated(&api, &format!("w{i}")))
+    })
+    .await;
+}

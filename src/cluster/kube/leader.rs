@@ -52,7 +52,8 @@ impl Leadership {
         self.0.load(Ordering::Acquire)
     }
 
-    fn set(&self, leader: bool) {
+    /// Records the outcome of an election round.
+    pub fn set(&self, leader: bool) {
         let was = self.0.swap(leader, Ordering::AcqRel);
         if was != leader {
             tracing::info!(leader, "leadership changed");

@@ -4,6 +4,7 @@
 pub mod client;
 pub mod housekeeping;
 pub mod leader;
+pub mod lease_follower;
 pub mod volcano_watch;
 pub mod watch;
 
