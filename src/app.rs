@@ -7,7 +7,7 @@ use crate::extender::wire::{
 };
 use crate::scheduler::Scheduler;
 use crate::server::client_certificate_layer;
-use crate::webhook::{WebhookConfig, review};
+use crate::webhook::{WebhookConfig, review_with_quota};
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::{DefaultBodyLimit, State};
@@ -164,7 +164,7 @@ async fn bind(State(state): State<Arc<AppState>>, body: Bytes) -> Response {
 
 async fn mutate(State(state): State<Arc<AppState>>, body: Bytes) -> Response {
     let started = Instant::now();
-    let answer = review(&body, &state.webhook);
+    let answer = review_with_quota(&body, &state.webhook, state.scheduler.as_ref());
     state
         .scheduler
         .metrics()

@@ -323,3 +323,42 @@ async fn invalid_vgpu_quantity_is_denied_at_admission() {
         "{response}"
     );
 }
+
+#[tokio::test]
+async fn a_pod_over_its_namespace_vgpu_quota_is_refused_with_the_numbers() {
+    let server = Server::start(
+        vec![
+            node(
+                "gpu-a",
+                &[h100("GPU-aa6e500d-328b-a510-73d1-5877a2e60bdc", 0)],
+                &[],
+            ),
+            quota("team-a", "vgpu", &[("limits.nvidia.com/gpumem", "30000")]),
+        ],
+        &["--scheduler-name", SCHEDULER],
+    )
+    .await;
+    let big = admitted_pod(
+        "big",
+        vec![container(
+            "cuda",
+            &[("nvidia.com/gpu", "2"), ("nvidia.com/gpumem", "20000")],
+        )],
+    );
+    let response = admit(&server, &big).await;
+    assert_eq!(response["allowed"], false, "{response}");
+    assert_eq!(response["status"]["code"], 403, "{response}");
+    let message = response["status"]["message"].as_str().unwrap_or("");
+    assert!(
+        message.contains("nvidia.com/gpumem 40000 requested, 0 in use, limit 30000"),
+        "{message}"
+    );
+    let small = admitted_pod(
+        "small",
+        vec![container(
+            "cuda",
+            &[("nvidia.com/gpu", "1"), ("nvidia.com/gpumem", "20000")],
+        )],
+    );
+    assert_eq!(admit(&server, &small).await["allowed"], true);
+}

@@ -495,6 +495,13 @@ impl Scheduler {
     }
 }
 
+/// The webhook's quota check reads the same quotas and usage as `/filter`.
+impl crate::webhook::QuotaLookup for Scheduler {
+    fn headroom(&self, namespace: &str) -> crate::fit::QuotaHeadroom {
+        self.ledger.read().quota_headroom(namespace)
+    }
+}
+
 /// The annotations (and label) that hand a placement to HAMi's device plugin.
 pub(crate) fn allocation_patch(
     node: &str,

@@ -13,6 +13,7 @@
 mod container;
 mod patch;
 mod pod;
+pub mod quota_check;
 mod review;
 mod wire;
 
@@ -20,7 +21,8 @@ mod wire;
 mod tests;
 
 pub use pod::{Admission, admit_pod};
-pub use review::review;
+pub use quota_check::{NoQuota, QuotaLookup};
+pub use review::{review, review_with_quota};
 pub use wire::{
     ADMISSION_V1, ADMISSION_V1BETA1, AdmissionResponse, AdmissionReviewResponse, PATCH_TYPE_JSON,
     ResponseStatus,

@@ -3,6 +3,7 @@
 use super::WebhookConfig;
 use super::patch::pod_patch;
 use super::pod::{Admission, admit_pod};
+use super::quota_check::{self, NoQuota, QuotaLookup};
 use super::wire::{
     ADMISSION_V1, ADMISSION_V1BETA1, AdmissionRequest, AdmissionResponse, AdmissionReviewResponse,
     REVIEW_KIND,
@@ -16,6 +17,16 @@ use serde_json::Value;
 /// answer: the API server treats anything else as a webhook failure and falls back
 /// to the failure policy, which would hide the reason from the user.
 pub fn review(body: &[u8], config: &WebhookConfig) -> AdmissionReviewResponse {
+    review_with_quota(body, config, &NoQuota)
+}
+
+/// [`review`], also refusing vGPU pods that would exceed their namespace's vGPU
+/// quota as `quota` knows it.
+pub fn review_with_quota(
+    body: &[u8],
+    config: &WebhookConfig,
+    quota: &dyn QuotaLookup,
+) -> AdmissionReviewResponse {
     let document: Value = match serde_json::from_slice(body) {
         Ok(v) => v,
         Err(e) => {
@@ -67,10 +78,14 @@ pub fn review(body: &[u8], config: &WebhookConfig) -> AdmissionReviewResponse {
             );
         }
     };
-    AdmissionReviewResponse::new(api_version, respond(&request, config))
+    AdmissionReviewResponse::new(api_version, respond(&request, config, quota))
 }
 
-fn respond(request: &AdmissionRequest, config: &WebhookConfig) -> AdmissionResponse {
+fn respond(
+    request: &AdmissionRequest,
+    config: &WebhookConfig,
+    quota: &dyn QuotaLookup,
+) -> AdmissionResponse {
     let uid = request.uid.as_str();
     let namespace = request.namespace.as_deref().unwrap_or_default();
     if request.operation != "CREATE" {
@@ -119,6 +134,11 @@ fn respond(request: &AdmissionRequest, config: &WebhookConfig) -> AdmissionRespo
             warnings,
             note,
         } => {
+            let checked = mutated.as_deref().unwrap_or(&pod);
+            if let Err(message) = quota_check::check(checked, namespace, &config.nvidia, quota) {
+                tracing::info!(namespace, name, %message, "admission: pod denied");
+                return AdmissionResponse::refuse(uid, 403, message);
+            }
             let patch = match mutated.map(|m| pod_patch(object, &pod, &m)).transpose() {
                 Ok(p) => p.flatten(),
                 Err(e) => {

@@ -557,3 +557,38 @@ fn gang_pods_of_other_schedulers_and_plain_pods_are_not_gated() {
     );
     assert!(op(&ops, "/spec/schedulingGates").is_none());
 }
+
+struct Quota(crate::fit::QuotaHeadroom);
+
+impl QuotaLookup for Quota {
+    fn headroom(&self, namespace: &str) -> crate::fit::QuotaHeadroom {
+        assert_eq!(namespace, "ml");
+        self.0
+    }
+}
+
+#[test]
+fn pods_over_their_namespace_vgpu_quota_are_refused_at_creation() {
+    let quota = Quota(crate::fit::QuotaHeadroom {
+        memory: Some((40000, 30000)),
+        cores: None,
+    });
+    let object = gpu_pod(json!({"nvidia.com/gpu": "2", "nvidia.com/gpumem": "6000"}));
+    let answer = review_with_quota(&body(object), &config(), &quota);
+    assert!(!answer.response.allowed);
+    let status = answer.response.status.expect("status");
+    assert_eq!(status.code, 403);
+    let message = status.message;
+    assert!(
+        message.contains("nvidia.com/gpumem 12000 requested, 30000 in use, limit 40000"),
+        "{message}"
+    );
+    // Within the quota, and percentage requests (no MiB yet), are allowed.
+    for limits in [
+        json!({"nvidia.com/gpu": "1", "nvidia.com/gpumem": "10000"}),
+        json!({"nvidia.com/gpu": "1", "nvidia.com/gpumem-percentage": "90"}),
+    ] {
+        let answer = review_with_quota(&body(gpu_pod(limits.clone())), &config(), &quota);
+        assert!(answer.response.allowed, "{limits}");
+    }
+}
