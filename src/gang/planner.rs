@@ -768,7 +768,7 @@ fn cluster_total(req: &PlanRequest<'_>, ledger: &crate::ledger::Ledger) -> Resou
         total.add(r);
     }
     let (mut count, mut mem, mut cores) = (0i64, 0i64, 0i64);
-    for (_, entry) in ledger.nodes() {
+    for entry in ledger.node_names().filter_map(|n| ledger.node(n)) {
         if entry.unusable_reason.is_some() {
             continue;
         }

@@ -1,19 +1,22 @@
 //! GPU usage as one planning cycle sees it: the ledger plus what the cycle has
-//! tentatively placed. Copy-on-write per node, so a cycle over thousands of nodes
-//! copies only the nodes it touches, and a discarded statement is undone exactly.
+//! tentatively placed. The usable nodes are listed once per cycle and a node's
+//! usage is copied only when the cycle places a pod on it, so a cycle over
+//! thousands of nodes costs a scan per member, and a discarded statement is
+//! undone exactly.
 
 use crate::device::model::PodDevices;
 use crate::fit::{FitRequest, NodeView, Placement, QuotaHeadroom, fit_pod, node_score};
-use crate::ledger::Ledger;
+use crate::ledger::{Ledger, NodeEntry};
 use crate::scheduler::PodContext;
-use crate::scheduler::registration::{NODE_UNREGISTERED, unusable_reason};
+use crate::scheduler::registration::unusable_reason;
 use crate::usage::{GpuUsage, collapse_pod_usage, usage_totals};
+use rustc_hash::FxHashMap;
 use std::collections::{BTreeMap, HashMap};
 
 /// One tentative placement's usage, kept to undo it.
 #[derive(Debug, Clone)]
 pub struct PlacedUsage {
-    node: String,
+    node: usize,
     namespace: String,
     usage: Vec<(String, GpuUsage)>,
 }
@@ -21,7 +24,14 @@ pub struct PlacedUsage {
 /// The ledger seen through the cycle's tentative placements.
 pub struct SessionNodes<'a> {
     ledger: &'a Ledger,
-    usage: HashMap<String, Vec<GpuUsage>>,
+    /// Usable nodes, sorted by name; listed on first use, so a cycle with nothing
+    /// to place never walks the cluster.
+    nodes: Vec<(&'a String, &'a NodeEntry)>,
+    /// Position of each usable node in `nodes`.
+    index: FxHashMap<&'a str, usize>,
+    /// Usage and node score of the nodes the cycle placed pods on, by position.
+    changed: Vec<Option<(Vec<GpuUsage>, f64)>>,
+    listed: bool,
     namespace_usage: HashMap<String, (u64, u64)>,
 }
 
@@ -30,9 +40,32 @@ impl<'a> SessionNodes<'a> {
     pub fn new(ledger: &'a Ledger) -> Self {
         Self {
             ledger,
-            usage: HashMap::new(),
+            nodes: Vec::new(),
+            index: FxHashMap::default(),
+            changed: Vec::new(),
+            listed: false,
             namespace_usage: HashMap::new(),
         }
+    }
+
+    fn list(&mut self) {
+        if self.listed {
+            return;
+        }
+        self.listed = true;
+        self.nodes = self
+            .ledger
+            .nodes()
+            .into_iter()
+            .filter(|(_, e)| unusable_reason(e).is_none())
+            .collect();
+        self.index = self
+            .nodes
+            .iter()
+            .enumerate()
+            .map(|(i, (name, _))| (name.as_str(), i))
+            .collect();
+        self.changed = vec![None; self.nodes.len()];
     }
 
     /// The ledger underneath.
@@ -40,19 +73,18 @@ impl<'a> SessionNodes<'a> {
         self.ledger
     }
 
-    fn usage_of(&self, node: &str) -> Option<&[GpuUsage]> {
-        if let Some(u) = self.usage.get(node) {
-            return Some(u);
+    fn usage_of(&self, i: usize) -> &[GpuUsage] {
+        match &self.changed[i] {
+            Some((u, _)) => u,
+            None => &self.nodes[i].1.usage,
         }
-        self.ledger.node(node).map(|e| e.usage.as_slice())
     }
 
-    fn score_of(&self, node: &str) -> Option<f64> {
-        let entry = self.ledger.node(node)?;
-        Some(match self.usage.get(node) {
-            Some(u) => node_score(&entry.devices, u),
-            None => entry.score,
-        })
+    fn score_of(&self, i: usize) -> f64 {
+        match &self.changed[i] {
+            Some((_, score)) => *score,
+            None => self.nodes[i].1.score,
+        }
     }
 
     fn quota(&self, namespace: &str) -> QuotaHeadroom {
@@ -68,19 +100,12 @@ impl<'a> SessionNodes<'a> {
         q
     }
 
-    /// Fits the pod on one node as the cycle sees it.
-    pub fn fit(&self, ctx: &PodContext, node: &str) -> Result<Placement, String> {
-        let Some(entry) = self.ledger.node(node) else {
-            return Err(NODE_UNREGISTERED.to_string());
-        };
-        if let Some(reason) = unusable_reason(entry) {
-            return Err(reason.to_string());
-        }
-        let usage = self.usage_of(node).unwrap_or(&entry.usage);
+    fn fit(&self, ctx: &PodContext, i: usize, quota: QuotaHeadroom) -> Result<Placement, String> {
+        let entry = self.nodes[i].1;
         fit_pod(
             NodeView {
                 devices: &entry.devices,
-                usage,
+                usage: self.usage_of(i),
                 cordoned: &entry.cordoned,
                 is_vendor: &entry.is_vendor,
                 model_lower: &entry.model_lower,
@@ -89,33 +114,48 @@ impl<'a> SessionNodes<'a> {
                 request: &ctx.request,
                 policies: &ctx.policies,
                 selectors: &ctx.selectors,
-                quota: self.quota(&ctx.namespace),
+                quota,
             },
         )
     }
 
     /// The best node for the pod by its node policy (ties: the smaller name), as
-    /// `/filter` would choose over every registered node; on failure the reasons
-    /// per node.
+    /// `/filter` would choose over every usable node; on failure the reasons per
+    /// node.
     pub fn choose(
-        &self,
+        &mut self,
         ctx: &PodContext,
     ) -> Result<(String, Placement), BTreeMap<String, String>> {
-        let mut ranked: Vec<(f64, &String)> = self
-            .ledger
-            .node_names()
-            .filter_map(|n| Some((self.score_of(n)?, n)))
-            .collect();
-        ranked.sort_by(|(sa, na), (sb, nb)| {
-            ctx.policies.node.prefers(*sb, *sa).then_with(|| na.cmp(nb))
-        });
+        self.list();
+        let quota = self.quota(&ctx.namespace);
+        let better = |a: usize, b: usize| {
+            ctx.policies
+                .node
+                .prefers(self.score_of(b), self.score_of(a))
+                .then_with(|| self.nodes[a].0.cmp(self.nodes[b].0))
+        };
+        // Usually the best node fits: one pass finds it; sorting thousands of
+        // nodes for every member would dominate a cycle.
+        if let Some(best) = (0..self.nodes.len()).min_by(|a, b| better(*a, *b))
+            && let Ok(p) = self.fit(ctx, best, quota)
+        {
+            return Ok((self.nodes[best].0.clone(), p));
+        }
+        let mut ranked: Vec<usize> = (0..self.nodes.len()).collect();
+        ranked.sort_by(|a, b| better(*a, *b));
         let mut failed = BTreeMap::new();
-        for (_, name) in ranked {
-            match self.fit(ctx, name) {
-                Ok(p) => return Ok((name.clone(), p)),
+        for i in ranked {
+            match self.fit(ctx, i, quota) {
+                Ok(p) => return Ok((self.nodes[i].0.clone(), p)),
                 Err(reason) => {
-                    failed.insert(name.clone(), reason);
+                    failed.insert(self.nodes[i].0.clone(), reason);
                 }
+            }
+        }
+        // Nodes the cycle cannot use at all, with their reasons.
+        for (name, entry) in self.ledger.nodes() {
+            if let Some(reason) = unusable_reason(entry) {
+                failed.insert(name.clone(), reason.to_string());
             }
         }
         Err(failed)
@@ -129,12 +169,14 @@ impl<'a> SessionNodes<'a> {
         devices: &PodDevices,
         init_count: usize,
     ) -> PlacedUsage {
+        self.list();
         let usage: Vec<(String, GpuUsage)> = collapse_pod_usage(devices, init_count)
             .into_iter()
             .collect();
-        self.apply(node, namespace, &usage, true);
+        let i = self.index.get(node).copied().unwrap_or(usize::MAX);
+        self.apply(i, namespace, &usage, true);
         PlacedUsage {
-            node: node.to_string(),
+            node: i,
             namespace: namespace.to_string(),
             usage,
         }
@@ -142,24 +184,23 @@ impl<'a> SessionNodes<'a> {
 
     /// Undoes a [`SessionNodes::place`].
     pub fn unplace(&mut self, placed: &PlacedUsage) {
-        self.apply(&placed.node, &placed.namespace, &placed.usage, false);
+        self.apply(placed.node, &placed.namespace, &placed.usage, false);
     }
 
-    fn apply(&mut self, node: &str, namespace: &str, usage: &[(String, GpuUsage)], add: bool) {
-        if let Some(entry) = self.ledger.node(node) {
-            let slots = self
-                .usage
-                .entry(node.to_string())
-                .or_insert_with(|| entry.usage.clone());
+    fn apply(&mut self, i: usize, namespace: &str, usage: &[(String, GpuUsage)], add: bool) {
+        if let Some((_, entry)) = self.nodes.get(i).copied() {
+            let (slots, score) =
+                self.changed[i].get_or_insert_with(|| (entry.usage.clone(), entry.score));
             for (uuid, u) in usage {
-                if let Some(i) = entry.devices.iter().position(|d| &d.id == uuid) {
+                if let Some(d) = entry.devices.iter().position(|d| &d.id == uuid) {
                     if add {
-                        slots[i].add(u);
+                        slots[d].add(u);
                     } else {
-                        slots[i].sub(u);
+                        slots[d].sub(u);
                     }
                 }
             }
+            *score = node_score(&entry.devices, slots);
         }
         let (mem, cores) = usage_totals(usage.iter().map(|(_, u)| u));
         let ns = self
