@@ -534,6 +534,9 @@ impl Scheduler {
                 ));
             }
         }
+        // Forget what was written for objects that are gone.
+        let current: HashSet<&VolcanoObject> = writes.iter().map(|(o, _)| o).collect();
+        memory.written.retain(|o, _| current.contains(o));
         for (object, status) in writes {
             let key = podgroup_status_key(&status);
             if memory.written.get(&object) == Some(&key) {
@@ -543,6 +546,7 @@ impl Scheduler {
                 Ok(()) => {
                     memory.written.insert(object, key);
                 }
+                // Retried next cycle; a PodGroup deleted meanwhile is forgotten then.
                 Err(e) => tracing::warn!(object = %object, error = %e, "could not write status"),
             }
         }
