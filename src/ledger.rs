@@ -156,13 +156,15 @@ pub struct Ledger {
     nodes: FxHashMap<String, NodeEntry>,
     /// Usage per node per GPU UUID (includes UUIDs not, or no longer, registered).
     node_usage: HashMap<String, BTreeMap<String, GpuUsage>>,
-    pods: HashMap<String, PodEntry>,
+    /// Boxed: the table holds tens of thousands of pods and doubles as it grows, so
+    /// its slots stay a pointer wide instead of a whole entry.
+    pods: HashMap<Box<str>, Box<PodEntry>>,
     /// ResourceQuota limits by namespace, then quota name.
     quotas: BTreeMap<String, BTreeMap<String, QuotaLimits>>,
     /// vGPU memory and cores used per namespace.
     namespace_usage: HashMap<String, (u64, u64)>,
     /// How new our knowledge of each pod is (see `freshness`).
-    meta: HashMap<String, PodMeta>,
+    meta: HashMap<Box<str>, PodMeta>,
 }
 
 impl Ledger {
@@ -196,12 +198,12 @@ impl Ledger {
 
     /// A tracked pod.
     pub fn pod(&self, uid: &str) -> Option<&PodEntry> {
-        self.pods.get(uid)
+        self.pods.get(uid).map(|p| &**p)
     }
 
     /// All tracked pods.
     pub fn pods(&self) -> impl Iterator<Item = &PodEntry> {
-        self.pods.values()
+        self.pods.values().map(|p| &**p)
     }
 
     /// Number of tracked pods.
@@ -218,7 +220,7 @@ impl Ledger {
         let now = Instant::now();
         let meta = self
             .meta
-            .entry(uid.to_string())
+            .entry(uid.into())
             .or_insert_with(|| PodMeta::new(now));
         meta.touched = now;
         meta
@@ -230,13 +232,13 @@ impl Ledger {
             node: node.to_string(),
             devices: devices.clone(),
         };
-        self.touch(uid).local = Some((mark, Instant::now()));
+        self.touch(uid).local = Some(Box::new((mark, Instant::now())));
     }
 
     /// Records that we released a pod's GPUs ourselves (rollback, expiry).
     pub fn mark_local_released(&mut self, uid: &str) {
         self.remove_pod(uid);
-        self.touch(uid).local = Some((LocalMark::Released, Instant::now()));
+        self.touch(uid).local = Some(Box::new((LocalMark::Released, Instant::now())));
     }
 
     /// Records that a pod is gone or finished for good, releasing its GPUs.
@@ -259,11 +261,15 @@ impl Ledger {
     }
 
     /// Drops bookkeeping of pods the ledger no longer holds and has not heard of
-    /// for a long time.
+    /// for a long time, and local marks past `SETTLE` (no longer in force, and
+    /// never confirmed where the cluster reports no changes back).
     pub fn prune_meta(&mut self, now: Instant) {
         let pods = &self.pods;
         self.meta.retain(|uid, m| {
-            pods.contains_key(uid) || now.duration_since(m.touched) < FORGET_AFTER
+            if m.active_mark(now).is_none() {
+                m.local = None;
+            }
+            pods.contains_key(&**uid) || now.duration_since(m.touched) < FORGET_AFTER
         });
     }
 
@@ -290,12 +296,12 @@ impl Ledger {
             .or_default();
         ns.0 = ns.0.saturating_add(mem);
         ns.1 = ns.1.saturating_add(cores);
-        self.pods.insert(entry.uid.clone(), entry);
+        self.pods.insert(entry.uid.as_str().into(), Box::new(entry));
     }
 
     /// Releases a pod's hold; returns what it held.
     pub fn remove_pod(&mut self, uid: &str) -> Option<PodEntry> {
-        let entry = self.pods.remove(uid)?;
+        let entry = *self.pods.remove(uid)?;
         self.touch(uid);
         if let Some(n) = self.nodes.get_mut(&entry.node) {
             for (uuid, u) in &entry.usage {
