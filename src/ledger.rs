@@ -123,6 +123,14 @@ impl PodEntry {
         init_count: usize,
         phase: PodPhase,
     ) -> Self {
+        // Decoders and placements grow their vectors by pushing (room for four
+        // devices per container); the entry lives as long as the pod, so it keeps
+        // only what it holds.
+        let mut devices = devices;
+        for container in &mut devices {
+            container.shrink_to_fit();
+        }
+        devices.shrink_to_fit();
         let usage = collapse_pod_usage(&devices, init_count)
             .into_iter()
             .collect();
