@@ -9,6 +9,7 @@ use crate::usage::{GpuUsage, collapse_pod_usage, usage_totals};
 use rustc_hash::FxHashMap;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
 use std::time::Instant;
 
 /// A node as the scheduler knows it.
@@ -40,7 +41,7 @@ pub struct NodeEntry {
 impl NodeEntry {
     /// Fills the per-device fields derived from `devices`, once per registration
     /// instead of once per decision.
-    fn index_devices(&mut self, usage: Option<&BTreeMap<String, GpuUsage>>) {
+    fn index_devices(&mut self, usage: Option<&BTreeMap<Arc<str>, GpuUsage>>) {
         self.model_lower = self
             .devices
             .iter()
@@ -68,8 +69,26 @@ impl NodeEntry {
         self.score = crate::fit::node_score(&self.devices, &self.usage);
     }
 
+    /// Points a pod's GPU UUIDs at this node's registered ones, so every pod on a
+    /// GPU shares one copy of its UUID (a decoded annotation brings its own).
+    fn share_uuids(&self, entry: &mut PodEntry) {
+        let share = |uuid: &mut Arc<str>| {
+            if let Some(d) = self.devices.iter().find(|d| d.id == *uuid)
+                && !Arc::ptr_eq(&d.id, uuid)
+            {
+                *uuid = d.id.clone();
+            }
+        };
+        for device in entry.devices.iter_mut().flatten() {
+            share(&mut device.uuid);
+        }
+        for (uuid, _) in &mut entry.usage {
+            share(uuid);
+        }
+    }
+
     fn device_position(&self, uuid: &str) -> Option<usize> {
-        self.devices.iter().position(|d| d.id == uuid)
+        self.devices.iter().position(|d| &*d.id == uuid)
     }
 }
 
@@ -109,7 +128,7 @@ pub struct PodEntry {
     /// Collapsed usage per GPU UUID, sorted by UUID (a small vector: a map per pod
     /// costs more memory than the pod's whole record).
     #[serde(skip)]
-    pub usage: Vec<(String, GpuUsage)>,
+    pub usage: Vec<(Arc<str>, GpuUsage)>,
 }
 
 impl PodEntry {
@@ -163,7 +182,7 @@ pub struct Ledger {
     /// hash (node names come from the API server, not from untrusted clients).
     nodes: FxHashMap<String, NodeEntry>,
     /// Usage per node per GPU UUID (includes UUIDs not, or no longer, registered).
-    node_usage: HashMap<String, BTreeMap<String, GpuUsage>>,
+    node_usage: HashMap<String, BTreeMap<Arc<str>, GpuUsage>>,
     /// Boxed: the table holds tens of thousands of pods and doubles as it grows, so
     /// its slots stay a pointer wide instead of a whole entry.
     pods: HashMap<Box<str>, Box<PodEntry>>,
@@ -282,9 +301,12 @@ impl Ledger {
     }
 
     /// Adds (or replaces) a pod's hold.
-    pub fn add_pod(&mut self, entry: PodEntry) {
+    pub fn add_pod(&mut self, mut entry: PodEntry) {
         self.remove_pod(&entry.uid);
         self.touch(&entry.uid);
+        if let Some(n) = self.nodes.get(&entry.node) {
+            n.share_uuids(&mut entry);
+        }
         let node = self.node_usage.entry(entry.node.clone()).or_default();
         for (uuid, u) in &entry.usage {
             node.entry(uuid.clone()).or_default().add(u);
@@ -425,8 +447,8 @@ impl Ledger {
     }
 
     /// Recomputes every usage from the pod entries, for invariant checks.
-    pub fn recomputed_node_usage(&self) -> HashMap<String, BTreeMap<String, GpuUsage>> {
-        let mut out: HashMap<String, BTreeMap<String, GpuUsage>> = HashMap::new();
+    pub fn recomputed_node_usage(&self) -> HashMap<String, BTreeMap<Arc<str>, GpuUsage>> {
+        let mut out: HashMap<String, BTreeMap<Arc<str>, GpuUsage>> = HashMap::new();
         for p in self.pods.values() {
             let node = out.entry(p.node.clone()).or_default();
             for (uuid, u) in &p.usage {
@@ -437,7 +459,7 @@ impl Ledger {
     }
 
     /// The incrementally kept usage, for comparison with [`Self::recomputed_node_usage`].
-    pub fn incremental_node_usage(&self) -> &HashMap<String, BTreeMap<String, GpuUsage>> {
+    pub fn incremental_node_usage(&self) -> &HashMap<String, BTreeMap<Arc<str>, GpuUsage>> {
         &self.node_usage
     }
 }

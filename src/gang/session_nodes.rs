@@ -131,6 +131,7 @@ impl<'a> SessionNodes<'a> {
     ) -> PlacedUsage {
         let usage: Vec<(String, GpuUsage)> = collapse_pod_usage(devices, init_count)
             .into_iter()
+            .map(|(uuid, u)| (uuid.to_string(), u))
             .collect();
         self.apply(node, namespace, &usage, true);
         PlacedUsage {
@@ -152,7 +153,7 @@ impl<'a> SessionNodes<'a> {
                 .entry(node.to_string())
                 .or_insert_with(|| entry.usage.clone());
             for (uuid, u) in usage {
-                if let Some(i) = entry.devices.iter().position(|d| &d.id == uuid) {
+                if let Some(i) = entry.devices.iter().position(|d| *d.id == **uuid) {
                     if add {
                         slots[i].add(u);
                     } else {
