@@ -40,6 +40,9 @@ cargo bench --bench loadgen -- [flags]
   --http 1|2            HTTP/1.1 connection pool or HTTP/2 via ALPN (default 2)
   --server-log LEVEL    RUST_LOG of the server (default info)
   --server-arg ARG      extra `serve` flag, repeatable (e.g. --server-arg=--node-scheduler-policy=spread)
+  --pin                 run the server on CPU 1 and the load generator on CPU 0 (Linux,
+                        2+ CPUs), so that neither waits for the other's CPU; each then
+                        runs one async worker thread
 ";
 
 /// Errors after which a phase stops.
@@ -67,6 +70,8 @@ struct Options {
     http: HttpVersion,
     server_log: String,
     server_args: Vec<String>,
+    /// Server on CPU 1, load generator on CPU 0.
+    pin: bool,
     /// Not run by `cargo bench` (no `--bench`): small defaults.
     smoke: bool,
 }
@@ -85,6 +90,7 @@ fn parse_options(args: Vec<String>) -> Result<Options, String> {
             http: HttpVersion::Http2,
             server_log: "warn".into(),
             server_args: Vec::new(),
+            pin: false,
             smoke,
         }
     } else {
@@ -99,6 +105,7 @@ fn parse_options(args: Vec<String>) -> Result<Options, String> {
             http: HttpVersion::Http2,
             server_log: "info".into(),
             server_args: Vec::new(),
+            pin: false,
             smoke,
         }
     };
@@ -129,6 +136,7 @@ fn parse_options(args: Vec<String>) -> Result<Options, String> {
                     std::process::exit(0);
                 }
                 "--bench" => {}
+                "--pin" => o.pin = true,
                 _ => eprintln!("loadgen: ignoring argument {arg:?}"),
             }
             continue;
@@ -454,6 +462,7 @@ async fn run(options: Options) -> Result<bool, String> {
         http: options.http,
         pool: options.concurrency,
         ready_timeout,
+        cpu: options.pin.then_some(1),
     })
     .await?;
     let (rss_ready, _) = server.rss_mib();
@@ -621,6 +630,9 @@ async fn run(options: Options) -> Result<bool, String> {
     if !options.server_args.is_empty() {
         println!("server args {}", options.server_args.join(" "));
     }
+    if options.pin {
+        println!("cpus        server pinned to CPU 1, load generator to CPU 0 (--pin)");
+    }
     println!(
         "startup     {:.3} s (process start to /readyz 200: cluster file parse, ledger rebuild, TLS)",
         startup.as_secs_f64()
@@ -680,7 +692,7 @@ async fn run(options: Options) -> Result<bool, String> {
             "mode": mode, "http": versions.join("+"), "duration_s": secs3(options.duration),
             "cycles_limit": limit, "mutate_requests": options.mutate_requests,
             "server_log": options.server_log, "server_args": options.server_args,
-            "smoke": options.smoke,
+            "pin": options.pin, "smoke": options.smoke,
         },
         "startup_s": secs3(startup),
         "cycles": cycles_done,
@@ -713,6 +725,18 @@ fn main() {
             std::process::exit(2);
         }
     };
+    if options.pin {
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        if cpus < 2 {
+            eprintln!("loadgen: --pin needs at least 2 CPUs, this process may use {cpus}");
+            std::process::exit(2);
+        }
+        // Before the runtime starts, so that its threads inherit the CPU.
+        if let Err(e) = server::pin_current_thread(0) {
+            eprintln!("loadgen: {e}");
+            std::process::exit(2);
+        }
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

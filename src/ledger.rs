@@ -186,6 +186,10 @@ pub struct Ledger {
     /// Boxed: the table holds tens of thousands of pods and doubles as it grows, so
     /// its slots stay a pointer wide instead of a whole entry.
     pods: HashMap<Box<str>, Box<PodEntry>>,
+    /// Deadlines of the pods in `Reserved`, so the sweeper looks at the few pods
+    /// between filter and bind instead of every pod, under the write lock, every
+    /// second.
+    reserved: HashMap<Box<str>, Instant>,
     /// ResourceQuota limits by namespace, then quota name.
     quotas: BTreeMap<String, BTreeMap<String, QuotaLimits>>,
     /// vGPU memory and cores used per namespace.
@@ -326,12 +330,16 @@ impl Ledger {
             .or_default();
         ns.0 = ns.0.saturating_add(mem);
         ns.1 = ns.1.saturating_add(cores);
+        if let PodPhase::Reserved { deadline } = entry.phase {
+            self.reserved.insert(entry.uid.as_str().into(), deadline);
+        }
         self.pods.insert(entry.uid.as_str().into(), Box::new(entry));
     }
 
     /// Releases a pod's hold; returns what it held.
     pub fn remove_pod(&mut self, uid: &str) -> Option<PodEntry> {
         let entry = *self.pods.remove(uid)?;
+        self.reserved.remove(uid);
         self.touch(uid);
         if let Some(n) = self.nodes.get_mut(&entry.node) {
             for (uuid, u) in &entry.usage {
@@ -374,6 +382,14 @@ impl Ledger {
         }
         match self.pods.get_mut(uid) {
             Some(p) => {
+                match phase {
+                    PodPhase::Reserved { deadline } => {
+                        self.reserved.insert(uid.into(), deadline);
+                    }
+                    _ => {
+                        self.reserved.remove(uid);
+                    }
+                }
                 p.phase = phase;
                 true
             }
@@ -383,10 +399,10 @@ impl Ledger {
 
     /// Reservations whose deadline passed.
     pub fn expired_reservations(&self, now: Instant) -> Vec<String> {
-        self.pods
-            .values()
-            .filter(|p| matches!(p.phase, PodPhase::Reserved { deadline } if deadline <= now))
-            .map(|p| p.uid.clone())
+        self.reserved
+            .iter()
+            .filter(|(_, deadline)| **deadline <= now)
+            .map(|(uid, _)| uid.to_string())
             .collect()
     }
 
@@ -456,6 +472,21 @@ impl Ledger {
             }
         }
         out
+    }
+
+    /// Whether the index of reservations matches the pods' phases (invariant checks).
+    pub fn reservations_indexed(&self) -> bool {
+        let reserved = self
+            .pods
+            .values()
+            .filter(|p| matches!(p.phase, PodPhase::Reserved { .. }))
+            .count();
+        reserved == self.reserved.len()
+            && self.reserved.iter().all(|(uid, deadline)| {
+                self.pods.get(uid).is_some_and(
+                    |p| matches!(p.phase, PodPhase::Reserved { deadline: d } if d == *deadline),
+                )
+            })
     }
 
     /// The incrementally kept usage, for comparison with [`Self::recomputed_node_usage`].
