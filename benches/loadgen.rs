@@ -72,6 +72,8 @@ struct Options {
     server_args: Vec<String>,
     /// Server on CPU 1, load generator on CPU 0.
     pin: bool,
+    /// CPUs of the machine (counted before pinning).
+    cpus: usize,
     /// Not run by `cargo bench` (no `--bench`): small defaults.
     smoke: bool,
 }
@@ -91,6 +93,7 @@ fn parse_options(args: Vec<String>) -> Result<Options, String> {
             server_log: "warn".into(),
             server_args: Vec::new(),
             pin: false,
+            cpus: 0,
             smoke,
         }
     } else {
@@ -106,6 +109,7 @@ fn parse_options(args: Vec<String>) -> Result<Options, String> {
             server_log: "info".into(),
             server_args: Vec::new(),
             pin: false,
+            cpus: 0,
             smoke,
         }
     };
@@ -593,7 +597,7 @@ async fn run(options: Options) -> Result<bool, String> {
     drop(dir);
 
     // Report.
-    let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let cpus = options.cpus;
     let model = cpu_model();
     let versions: Vec<&str> = samples.versions.iter().map(|v| version_name(*v)).collect();
     let mode = match options.mode {
@@ -718,17 +722,20 @@ async fn run(options: Options) -> Result<bool, String> {
 }
 
 fn main() {
-    let options = match parse_options(std::env::args().skip(1).collect()) {
+    let mut options = match parse_options(std::env::args().skip(1).collect()) {
         Ok(o) => o,
         Err(e) => {
             eprintln!("loadgen: {e}\n\n{USAGE}");
             std::process::exit(2);
         }
     };
+    options.cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
     if options.pin {
-        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-        if cpus < 2 {
-            eprintln!("loadgen: --pin needs at least 2 CPUs, this process may use {cpus}");
+        if options.cpus < 2 {
+            eprintln!(
+                "loadgen: --pin needs at least 2 CPUs, this process may use {}",
+                options.cpus
+            );
             std::process::exit(2);
         }
         // Before the runtime starts, so that its threads inherit the CPU.
