@@ -40,6 +40,9 @@ cargo bench --bench loadgen -- [flags]
   --http 1|2            HTTP/1.1 connection pool or HTTP/2 via ALPN (default 2)
   --server-log LEVEL    RUST_LOG of the server (default info)
   --server-arg ARG      extra `serve` flag, repeatable (e.g. --server-arg=--node-scheduler-policy=spread)
+  --pin                 run the server on CPU 1 and the load generator on CPU 0 (Linux,
+                        2+ CPUs), so that neither waits for the other's CPU; each then
+                        runs one async worker thread
 ";
 
 /// Errors after which a phase stops.
@@ -67,6 +70,10 @@ struct Options {
     http: HttpVersion,
     server_log: String,
     server_args: Vec<String>,
+    /// Server on CPU 1, load generator on CPU 0.
+    pin: bool,
+    /// CPUs of the machine (counted before pinning).
+    cpus: usize,
     /// Not run by `cargo bench` (no `--bench`): small defaults.
     smoke: bool,
 }
@@ -85,6 +92,8 @@ fn parse_options(args: Vec<String>) -> Result<Options, String> {
             http: HttpVersion::Http2,
             server_log: "warn".into(),
             server_args: Vec::new(),
+            pin: false,
+            cpus: 0,
             smoke,
         }
     } else {
@@ -99,6 +108,8 @@ fn parse_options(args: Vec<String>) -> Result<Options, String> {
             http: HttpVersion::Http2,
             server_log: "info".into(),
             server_args: Vec::new(),
+            pin: false,
+            cpus: 0,
             smoke,
         }
     };
@@ -129,6 +140,7 @@ fn parse_options(args: Vec<String>) -> Result<Options, String> {
                     std::process::exit(0);
                 }
                 "--bench" => {}
+                "--pin" => o.pin = true,
                 _ => eprintln!("loadgen: ignoring argument {arg:?}"),
             }
             continue;
@@ -454,6 +466,7 @@ async fn run(options: Options) -> Result<bool, String> {
         http: options.http,
         pool: options.concurrency,
         ready_timeout,
+        cpu: options.pin.then_some(1),
     })
     .await?;
     let (rss_ready, _) = server.rss_mib();
@@ -584,7 +597,7 @@ async fn run(options: Options) -> Result<bool, String> {
     drop(dir);
 
     // Report.
-    let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let cpus = options.cpus;
     let model = cpu_model();
     let versions: Vec<&str> = samples.versions.iter().map(|v| version_name(*v)).collect();
     let mode = match options.mode {
@@ -620,6 +633,9 @@ async fn run(options: Options) -> Result<bool, String> {
     );
     if !options.server_args.is_empty() {
         println!("server args {}", options.server_args.join(" "));
+    }
+    if options.pin {
+        println!("cpus        server pinned to CPU 1, load generator to CPU 0 (--pin)");
     }
     println!(
         "startup     {:.3} s (process start to /readyz 200: cluster file parse, ledger rebuild, TLS)",
@@ -680,7 +696,7 @@ async fn run(options: Options) -> Result<bool, String> {
             "mode": mode, "http": versions.join("+"), "duration_s": secs3(options.duration),
             "cycles_limit": limit, "mutate_requests": options.mutate_requests,
             "server_log": options.server_log, "server_args": options.server_args,
-            "smoke": options.smoke,
+            "pin": options.pin, "smoke": options.smoke,
         },
         "startup_s": secs3(startup),
         "cycles": cycles_done,
@@ -706,13 +722,28 @@ async fn run(options: Options) -> Result<bool, String> {
 }
 
 fn main() {
-    let options = match parse_options(std::env::args().skip(1).collect()) {
+    let mut options = match parse_options(std::env::args().skip(1).collect()) {
         Ok(o) => o,
         Err(e) => {
             eprintln!("loadgen: {e}\n\n{USAGE}");
             std::process::exit(2);
         }
     };
+    options.cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
+    if options.pin {
+        if options.cpus < 2 {
+            eprintln!(
+                "loadgen: --pin needs at least 2 CPUs, this process may use {}",
+                options.cpus
+            );
+            std::process::exit(2);
+        }
+        // Before the runtime starts, so that its threads inherit the CPU.
+        if let Err(e) = server::pin_current_thread(0) {
+            eprintln!("loadgen: {e}");
+            std::process::exit(2);
+        }
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

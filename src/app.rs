@@ -80,6 +80,22 @@ fn pod_key(args: &ExtenderArgs) -> String {
         .unwrap_or_default()
 }
 
+/// Runs `work` to completion even if the request that started it is dropped (the
+/// client hung up). It is polled here first: when it finishes without waiting (no
+/// API call pending, as with a cluster file) it costs no task and no trip through
+/// the run queue, where under many requests in flight it would wait behind the
+/// others; only work that must wait moves to a task of its own, which then finishes
+/// whatever happens to the request.
+async fn run_to_completion<T: Send + 'static>(
+    work: impl std::future::Future<Output = T> + Send + 'static,
+) -> Result<T, tokio::task::JoinError> {
+    let mut work = Box::pin(work);
+    match futures::poll!(work.as_mut()) {
+        std::task::Poll::Ready(result) => Ok(result),
+        std::task::Poll::Pending => tokio::spawn(work).await,
+    }
+}
+
 const NOT_READY: &str = "scheduler is starting: cluster state not loaded yet";
 
 async fn filter(State(state): State<Arc<AppState>>, body: Bytes) -> Response {
@@ -92,10 +108,9 @@ async fn filter(State(state): State<Arc<AppState>>, body: Bytes) -> Response {
             // Run to completion even if kube-scheduler hangs up: a reservation and
             // its annotation patch must not be cut in half.
             let scheduler = state.scheduler.clone();
-            match tokio::spawn(async move { scheduler.filter(args).await }.instrument(span)).await {
-                Ok(result) => result,
-                Err(e) => ExtenderFilterResult::error(format!("filter task failed: {e}")),
-            }
+            run_to_completion(async move { scheduler.filter(args).await }.instrument(span))
+                .await
+                .unwrap_or_else(|e| ExtenderFilterResult::error(format!("filter task failed: {e}")))
         }
     };
     state
@@ -147,12 +162,11 @@ async fn bind(State(state): State<Arc<AppState>>, body: Bytes) -> Response {
             let span = tracing::info_span!("bind", pod = %key);
             // Run to completion even if kube-scheduler hangs up mid-bind.
             let scheduler = state.scheduler.clone();
-            match tokio::spawn(async move { scheduler.bind(args).await }.instrument(span)).await {
-                Ok(result) => result,
-                Err(e) => ExtenderBindingResult {
+            run_to_completion(async move { scheduler.bind(args).await }.instrument(span))
+                .await
+                .unwrap_or_else(|e| ExtenderBindingResult {
                     error: format!("bind task failed: {e}"),
-                },
-            }
+                })
         }
     };
     state

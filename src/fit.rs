@@ -1,7 +1,7 @@
 //! Fitting a pod's containers onto one node's GPUs: the checks, the order GPUs are
 //! tried in, and the reasons a node is rejected.
 
-use crate::device::model::{ContainerDevice, GpuDevice, NVIDIA_VENDOR, PodDevices};
+use crate::device::model::{ContainerDevice, GpuDevice, NVIDIA_VENDOR, PodDevices, vendor_word};
 use crate::device::request::{ContainerRequest, PodRequest};
 use crate::device::selectors::DeviceSelectors;
 use crate::policy::{DeviceSortKey, GpuPolicyToken, PodPolicies, ScoringWeights};
@@ -254,7 +254,7 @@ fn fit_container(
             tally.add(CardReason::CardNotHealth, 1);
             continue;
         }
-        if node.cordoned.contains(&d.id) {
+        if node.cordoned.contains(&*d.id) {
             tally.add(CardReason::CardCordoned, 1);
             continue;
         }
@@ -340,7 +340,7 @@ fn fit_container(
         u.usedcores += cores;
         picked.push(ContainerDevice {
             uuid: d.id.clone(),
-            vendor: NVIDIA_VENDOR.to_string(),
+            vendor: vendor_word(NVIDIA_VENDOR),
             usedmem: mem,
             usedcores: cores,
         });
@@ -355,7 +355,7 @@ fn best_connected(devices: &[GpuDevice], candidates: &[usize], n: usize) -> Vec<
     let pair = |a: usize, b: usize| -> i64 {
         devices[a]
             .pair_scores
-            .get(&devices[b].id)
+            .get(&*devices[b].id)
             .copied()
             .unwrap_or(0)
     };
@@ -483,11 +483,7 @@ mod tests {
     }
 
     fn uuids(p: &Placement) -> Vec<&str> {
-        p.devices
-            .iter()
-            .flatten()
-            .map(|d| d.uuid.as_str())
-            .collect()
+        p.devices.iter().flatten().map(|d| &*d.uuid).collect()
     }
 
     /// hami-compat §16: node scores 3.0 and 8.0; device choice by GPU policy.
@@ -681,10 +677,10 @@ mod tests {
         ];
         for (x, y, s) in links {
             for d in devices.iter_mut() {
-                if d.id == x {
+                if &*d.id == x {
                     d.pair_scores.insert(y.into(), s);
                 }
-                if d.id == y {
+                if &*d.id == y {
                     d.pair_scores.insert(x.into(), s);
                 }
             }

@@ -42,8 +42,9 @@ pub enum LocalMark {
 pub struct PodMeta {
     /// Last time the ledger's view of this pod changed, from any source.
     pub touched: Instant,
-    /// Our own last write not yet confirmed by a watch event, and when it was made.
-    pub local: Option<(LocalMark, Instant)>,
+    /// Our own last write not yet confirmed by a watch event, and when it was made
+    /// (boxed: most pods have none, and there is one `PodMeta` per pod).
+    pub local: Option<Box<(LocalMark, Instant)>>,
     /// Deleted or finished: never tracked again.
     pub finished: bool,
 }
@@ -62,8 +63,8 @@ impl PodMeta {
     pub fn active_mark(&self, now: Instant) -> Option<&LocalMark> {
         self.local
             .as_ref()
-            .filter(|(_, at)| now.duration_since(*at) < SETTLE)
-            .map(|(m, _)| m)
+            .filter(|l| now.duration_since(l.1) < SETTLE)
+            .map(|l| &l.0)
     }
 
     /// Whether a snapshot started at `since` may change this pod.

@@ -9,6 +9,7 @@ use crate::usage::{GpuUsage, collapse_pod_usage, usage_totals};
 use rustc_hash::FxHashMap;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
 use std::time::Instant;
 
 /// A node as the scheduler knows it.
@@ -40,7 +41,7 @@ pub struct NodeEntry {
 impl NodeEntry {
     /// Fills the per-device fields derived from `devices`, once per registration
     /// instead of once per decision.
-    fn index_devices(&mut self, usage: Option<&BTreeMap<String, GpuUsage>>) {
+    fn index_devices(&mut self, usage: Option<&BTreeMap<Arc<str>, GpuUsage>>) {
         self.model_lower = self
             .devices
             .iter()
@@ -68,8 +69,26 @@ impl NodeEntry {
         self.score = crate::fit::node_score(&self.devices, &self.usage);
     }
 
+    /// Points a pod's GPU UUIDs at this node's registered ones, so every pod on a
+    /// GPU shares one copy of its UUID (a decoded annotation brings its own).
+    fn share_uuids(&self, entry: &mut PodEntry) {
+        let share = |uuid: &mut Arc<str>| {
+            if let Some(d) = self.devices.iter().find(|d| d.id == *uuid)
+                && !Arc::ptr_eq(&d.id, uuid)
+            {
+                *uuid = d.id.clone();
+            }
+        };
+        for device in entry.devices.iter_mut().flatten() {
+            share(&mut device.uuid);
+        }
+        for (uuid, _) in &mut entry.usage {
+            share(uuid);
+        }
+    }
+
     fn device_position(&self, uuid: &str) -> Option<usize> {
-        self.devices.iter().position(|d| d.id == uuid)
+        self.devices.iter().position(|d| &*d.id == uuid)
     }
 }
 
@@ -109,7 +128,7 @@ pub struct PodEntry {
     /// Collapsed usage per GPU UUID, sorted by UUID (a small vector: a map per pod
     /// costs more memory than the pod's whole record).
     #[serde(skip)]
-    pub usage: Vec<(String, GpuUsage)>,
+    pub usage: Vec<(Arc<str>, GpuUsage)>,
 }
 
 impl PodEntry {
@@ -123,6 +142,14 @@ impl PodEntry {
         init_count: usize,
         phase: PodPhase,
     ) -> Self {
+        // Decoders and placements grow their vectors by pushing (room for four
+        // devices per container); the entry lives as long as the pod, so it keeps
+        // only what it holds.
+        let mut devices = devices;
+        for container in &mut devices {
+            container.shrink_to_fit();
+        }
+        devices.shrink_to_fit();
         let usage = collapse_pod_usage(&devices, init_count)
             .into_iter()
             .collect();
@@ -155,14 +182,20 @@ pub struct Ledger {
     /// hash (node names come from the API server, not from untrusted clients).
     nodes: FxHashMap<String, NodeEntry>,
     /// Usage per node per GPU UUID (includes UUIDs not, or no longer, registered).
-    node_usage: HashMap<String, BTreeMap<String, GpuUsage>>,
-    pods: HashMap<String, PodEntry>,
+    node_usage: HashMap<String, BTreeMap<Arc<str>, GpuUsage>>,
+    /// Boxed: the table holds tens of thousands of pods and doubles as it grows, so
+    /// its slots stay a pointer wide instead of a whole entry.
+    pods: HashMap<Box<str>, Box<PodEntry>>,
+    /// Deadlines of the pods in `Reserved`, so the sweeper looks at the few pods
+    /// between filter and bind instead of every pod, under the write lock, every
+    /// second.
+    reserved: HashMap<Box<str>, Instant>,
     /// ResourceQuota limits by namespace, then quota name.
     quotas: BTreeMap<String, BTreeMap<String, QuotaLimits>>,
     /// vGPU memory and cores used per namespace.
     namespace_usage: HashMap<String, (u64, u64)>,
     /// How new our knowledge of each pod is (see `freshness`).
-    meta: HashMap<String, PodMeta>,
+    meta: HashMap<Box<str>, PodMeta>,
 }
 
 impl Ledger {
@@ -196,12 +229,12 @@ impl Ledger {
 
     /// A tracked pod.
     pub fn pod(&self, uid: &str) -> Option<&PodEntry> {
-        self.pods.get(uid)
+        self.pods.get(uid).map(|p| &**p)
     }
 
     /// All tracked pods.
     pub fn pods(&self) -> impl Iterator<Item = &PodEntry> {
-        self.pods.values()
+        self.pods.values().map(|p| &**p)
     }
 
     /// Number of tracked pods.
@@ -218,7 +251,7 @@ impl Ledger {
         let now = Instant::now();
         let meta = self
             .meta
-            .entry(uid.to_string())
+            .entry(uid.into())
             .or_insert_with(|| PodMeta::new(now));
         meta.touched = now;
         meta
@@ -230,13 +263,13 @@ impl Ledger {
             node: node.to_string(),
             devices: devices.clone(),
         };
-        self.touch(uid).local = Some((mark, Instant::now()));
+        self.touch(uid).local = Some(Box::new((mark, Instant::now())));
     }
 
     /// Records that we released a pod's GPUs ourselves (rollback, expiry).
     pub fn mark_local_released(&mut self, uid: &str) {
         self.remove_pod(uid);
-        self.touch(uid).local = Some((LocalMark::Released, Instant::now()));
+        self.touch(uid).local = Some(Box::new((LocalMark::Released, Instant::now())));
     }
 
     /// Records that a pod is gone or finished for good, releasing its GPUs.
@@ -259,18 +292,25 @@ impl Ledger {
     }
 
     /// Drops bookkeeping of pods the ledger no longer holds and has not heard of
-    /// for a long time.
+    /// for a long time, and local marks past `SETTLE` (no longer in force, and
+    /// never confirmed where the cluster reports no changes back).
     pub fn prune_meta(&mut self, now: Instant) {
         let pods = &self.pods;
         self.meta.retain(|uid, m| {
-            pods.contains_key(uid) || now.duration_since(m.touched) < FORGET_AFTER
+            if m.active_mark(now).is_none() {
+                m.local = None;
+            }
+            pods.contains_key(&**uid) || now.duration_since(m.touched) < FORGET_AFTER
         });
     }
 
     /// Adds (or replaces) a pod's hold.
-    pub fn add_pod(&mut self, entry: PodEntry) {
+    pub fn add_pod(&mut self, mut entry: PodEntry) {
         self.remove_pod(&entry.uid);
         self.touch(&entry.uid);
+        if let Some(n) = self.nodes.get(&entry.node) {
+            n.share_uuids(&mut entry);
+        }
         let node = self.node_usage.entry(entry.node.clone()).or_default();
         for (uuid, u) in &entry.usage {
             node.entry(uuid.clone()).or_default().add(u);
@@ -290,12 +330,16 @@ impl Ledger {
             .or_default();
         ns.0 = ns.0.saturating_add(mem);
         ns.1 = ns.1.saturating_add(cores);
-        self.pods.insert(entry.uid.clone(), entry);
+        if let PodPhase::Reserved { deadline } = entry.phase {
+            self.reserved.insert(entry.uid.as_str().into(), deadline);
+        }
+        self.pods.insert(entry.uid.as_str().into(), Box::new(entry));
     }
 
     /// Releases a pod's hold; returns what it held.
     pub fn remove_pod(&mut self, uid: &str) -> Option<PodEntry> {
-        let entry = self.pods.remove(uid)?;
+        let entry = *self.pods.remove(uid)?;
+        self.reserved.remove(uid);
         self.touch(uid);
         if let Some(n) = self.nodes.get_mut(&entry.node) {
             for (uuid, u) in &entry.usage {
@@ -338,6 +382,14 @@ impl Ledger {
         }
         match self.pods.get_mut(uid) {
             Some(p) => {
+                match phase {
+                    PodPhase::Reserved { deadline } => {
+                        self.reserved.insert(uid.into(), deadline);
+                    }
+                    _ => {
+                        self.reserved.remove(uid);
+                    }
+                }
                 p.phase = phase;
                 true
             }
@@ -347,10 +399,10 @@ impl Ledger {
 
     /// Reservations whose deadline passed.
     pub fn expired_reservations(&self, now: Instant) -> Vec<String> {
-        self.pods
-            .values()
-            .filter(|p| matches!(p.phase, PodPhase::Reserved { deadline } if deadline <= now))
-            .map(|p| p.uid.clone())
+        self.reserved
+            .iter()
+            .filter(|(_, deadline)| **deadline <= now)
+            .map(|(uid, _)| uid.to_string())
             .collect()
     }
 
@@ -411,8 +463,8 @@ impl Ledger {
     }
 
     /// Recomputes every usage from the pod entries, for invariant checks.
-    pub fn recomputed_node_usage(&self) -> HashMap<String, BTreeMap<String, GpuUsage>> {
-        let mut out: HashMap<String, BTreeMap<String, GpuUsage>> = HashMap::new();
+    pub fn recomputed_node_usage(&self) -> HashMap<String, BTreeMap<Arc<str>, GpuUsage>> {
+        let mut out: HashMap<String, BTreeMap<Arc<str>, GpuUsage>> = HashMap::new();
         for p in self.pods.values() {
             let node = out.entry(p.node.clone()).or_default();
             for (uuid, u) in &p.usage {
@@ -422,8 +474,23 @@ impl Ledger {
         out
     }
 
+    /// Whether the index of reservations matches the pods' phases (invariant checks).
+    pub fn reservations_indexed(&self) -> bool {
+        let reserved = self
+            .pods
+            .values()
+            .filter(|p| matches!(p.phase, PodPhase::Reserved { .. }))
+            .count();
+        reserved == self.reserved.len()
+            && self.reserved.iter().all(|(uid, deadline)| {
+                self.pods.get(uid).is_some_and(
+                    |p| matches!(p.phase, PodPhase::Reserved { deadline: d } if d == *deadline),
+                )
+            })
+    }
+
     /// The incrementally kept usage, for comparison with [`Self::recomputed_node_usage`].
-    pub fn incremental_node_usage(&self) -> &HashMap<String, BTreeMap<String, GpuUsage>> {
+    pub fn incremental_node_usage(&self) -> &HashMap<String, BTreeMap<Arc<str>, GpuUsage>> {
         &self.node_usage
     }
 }

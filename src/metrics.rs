@@ -225,7 +225,7 @@ fn register_ledger_gauges(r: &mut Registry, ledger: &Ledger) {
             let l = DeviceLabels {
                 zone: zone(),
                 node: name.clone(),
-                device_uuid: d.id.clone(),
+                device_uuid: d.id.to_string(),
                 device_index: d.index.to_string(),
                 device_type: d.model.clone(),
             };
@@ -242,7 +242,7 @@ fn register_ledger_gauges(r: &mut Registry, ledger: &Ledger) {
                 .get_or_create(&OverviewLabels {
                     zone: zone(),
                     node: name.clone(),
-                    device_uuid: d.id.clone(),
+                    device_uuid: d.id.to_string(),
                     device_index: d.index.to_string(),
                     device_cores: d.devcore.to_string(),
                     device_memory_limit: (d.devmem as f64 * MIB).to_string(),
@@ -253,7 +253,7 @@ fn register_ledger_gauges(r: &mut Registry, ledger: &Ledger) {
                 .get_or_create(&AllocatedLabels {
                     zone: zone(),
                     node: name.clone(),
-                    device_uuid: d.id.clone(),
+                    device_uuid: d.id.to_string(),
                     device_index: d.index.to_string(),
                     device_cores: d.devcore.to_string(),
                     device_type: d.model.clone(),
@@ -271,7 +271,7 @@ fn register_ledger_gauges(r: &mut Registry, ledger: &Ledger) {
                 node: p.node.clone(),
                 pod: p.name.clone(),
                 container_index: "0".into(),
-                device_uuid: uuid.clone(),
+                device_uuid: uuid.to_string(),
             };
             pod_mem.get_or_create(&l).set(u.usedmem as f64 * MIB);
             pod_cores.get_or_create(&l).set(f64::from(u.usedcores));

@@ -3,6 +3,7 @@
 use crate::device::model::PodDevices;
 use serde::Serialize;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// Usage of one GPU: slots taken, memory in MiB, compute in percent.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
@@ -35,7 +36,7 @@ impl GpuUsage {
 /// the app containers, which run together, so per GPU:
 /// `mem = max(max over init, sum over app)` (same for cores) and
 /// `slots = max(1 if any init used it, number of app containers using it)`.
-pub fn collapse_pod_usage(devices: &PodDevices, init_count: usize) -> BTreeMap<String, GpuUsage> {
+pub fn collapse_pod_usage(devices: &PodDevices, init_count: usize) -> BTreeMap<Arc<str>, GpuUsage> {
     #[derive(Default)]
     struct Acc {
         init_mem: u64,
@@ -45,11 +46,11 @@ pub fn collapse_pod_usage(devices: &PodDevices, init_count: usize) -> BTreeMap<S
         app_cores: u32,
         app_count: u32,
     }
-    let mut acc: BTreeMap<&str, Acc> = BTreeMap::new();
+    let mut acc: BTreeMap<&Arc<str>, Acc> = BTreeMap::new();
     for (i, container) in devices.iter().enumerate() {
         let is_init = i < init_count;
         for d in container {
-            let a = acc.entry(d.uuid.as_str()).or_default();
+            let a = acc.entry(&d.uuid).or_default();
             if is_init {
                 a.init_mem = a.init_mem.max(d.usedmem);
                 a.init_cores = a.init_cores.max(d.usedcores);
@@ -65,7 +66,7 @@ pub fn collapse_pod_usage(devices: &PodDevices, init_count: usize) -> BTreeMap<S
         .map(|(uuid, a)| {
             let used = a.app_count.max(u32::from(a.init_used)).max(1);
             (
-                uuid.to_string(),
+                uuid.clone(),
                 GpuUsage {
                     used,
                     usedmem: a.init_mem.max(a.app_mem),

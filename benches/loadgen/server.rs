@@ -53,6 +53,40 @@ pub struct Launch<'a> {
     pub pool: usize,
     /// Give up waiting for /readyz after this long.
     pub ready_timeout: Duration,
+    /// Run the server on this CPU only (Linux).
+    pub cpu: Option<usize>,
+}
+
+/// A CPU set holding only `cpu`.
+#[cfg(target_os = "linux")]
+fn cpu_set(cpu: usize) -> libc::cpu_set_t {
+    // SAFETY: cpu_set_t is a plain bit array; all zeroes is the empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: CPU_SET writes one bit of the set (ignored when out of range).
+    unsafe { libc::CPU_SET(cpu, &mut set) };
+    set
+}
+
+/// Restricts the calling thread, and the threads and processes it starts from
+/// now on, to `cpu`.
+#[cfg(target_os = "linux")]
+pub fn pin_current_thread(cpu: usize) -> Result<(), String> {
+    let set = cpu_set(cpu);
+    // SAFETY: `set` is a valid cpu_set_t of the size given; pid 0 is this thread.
+    let rc = unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(format!(
+            "pin to CPU {cpu}: {}",
+            std::io::Error::last_os_error()
+        ))
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+pub fn pin_current_thread(_cpu: usize) -> Result<(), String> {
+    Err("--pin needs Linux".into())
 }
 
 fn free_port() -> std::io::Result<u16> {
@@ -97,7 +131,25 @@ impl ServerProcess {
         let log = File::create(&log_path).map_err(|e| e.to_string())?;
         let log_err = log.try_clone().map_err(|e| e.to_string())?;
         let spawned = Instant::now();
-        let child = Command::new(env!("CARGO_BIN_EXE_vgpu-scheduler"))
+        let mut command = Command::new(env!("CARGO_BIN_EXE_vgpu-scheduler"));
+        #[cfg(target_os = "linux")]
+        if let Some(cpu) = launch.cpu {
+            use std::os::unix::process::CommandExt;
+            let set = cpu_set(cpu);
+            // SAFETY: runs in the forked child before exec and only makes one
+            // system call on a value prepared before the fork.
+            unsafe {
+                command.pre_exec(move || {
+                    let size = std::mem::size_of::<libc::cpu_set_t>();
+                    if libc::sched_setaffinity(0, size, &set) == 0 {
+                        Ok(())
+                    } else {
+                        Err(std::io::Error::last_os_error())
+                    }
+                });
+            }
+        }
+        let child = command
             .arg("serve")
             .arg("--cluster-file")
             .arg(launch.cluster_file)

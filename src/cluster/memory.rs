@@ -18,7 +18,7 @@ const EVENT_HISTORY: usize = 1000;
 /// cluster file may hold tens of thousands of pods that are only read back when one
 /// of them is bound or owns a node lock.
 struct StoredPod {
-    uid: Option<String>,
+    uid: Option<Box<str>>,
     json: CompactJson<Pod>,
 }
 
@@ -45,39 +45,55 @@ impl<T: serde::Serialize + serde::de::DeserializeOwned> CompactJson<T> {
 }
 
 impl StoredPod {
-    /// Stores a pod loaded from the cluster file. A pod already on a node is only
-    /// ever read back for its identity, annotations, node and phase (lock owners,
-    /// idempotent binds), so its containers are not kept.
-    fn loaded(pod: &Pod) -> Self {
-        let placed = pod.spec.as_ref().is_some_and(|s| s.node_name.is_some());
-        if !placed {
-            return Self::new(pod);
-        }
-        let mut metadata = pod.metadata.clone();
-        metadata.managed_fields = None;
-        let slim = Pod {
-            metadata,
-            spec: Some(k8s_openapi::api::core::v1::PodSpec {
-                node_name: pod.spec.as_ref().and_then(|s| s.node_name.clone()),
-                ..Default::default()
-            }),
-            status: Some(k8s_openapi::api::core::v1::PodStatus {
-                phase: pod.status.as_ref().and_then(|s| s.phase.clone()),
-                ..Default::default()
-            }),
-        };
-        Self::new(&slim)
-    }
-
+    /// Stores a pod. A pod already on a node is only ever read back for its
+    /// identity, annotations, node, phase and number of init containers (lock
+    /// owners, idempotent binds, the ledger's view of it), so the rest of its spec
+    /// is not kept: a bound pod costs a few hundred bytes instead of kilobytes.
     fn new(pod: &Pod) -> Self {
+        let placed = pod.spec.as_ref().is_some_and(|s| s.node_name.is_some());
+        let json = if placed {
+            CompactJson::encode(&slim(pod))
+        } else {
+            CompactJson::encode(pod)
+        };
         Self {
-            uid: pod.metadata.uid.clone(),
-            json: CompactJson::encode(pod),
+            uid: pod.metadata.uid.as_deref().map(Box::from),
+            json,
         }
     }
 
     fn pod(&self) -> Result<Pod, ApiError> {
         self.json.decode("pod")
+    }
+}
+
+/// What is kept of a placed pod: metadata (without managed fields), node, phase,
+/// and init containers by name only (their number decides how the pod's GPU
+/// usage adds up).
+fn slim(pod: &Pod) -> Pod {
+    use k8s_openapi::api::core::v1::{Container, PodSpec, PodStatus};
+    let mut metadata = pod.metadata.clone();
+    metadata.managed_fields = None;
+    let spec = pod.spec.as_ref();
+    let init_containers = spec.and_then(|s| s.init_containers.as_ref()).map(|list| {
+        list.iter()
+            .map(|c| Container {
+                name: c.name.clone(),
+                ..Default::default()
+            })
+            .collect()
+    });
+    Pod {
+        metadata,
+        spec: Some(PodSpec {
+            node_name: spec.and_then(|s| s.node_name.clone()),
+            init_containers,
+            ..Default::default()
+        }),
+        status: Some(PodStatus {
+            phase: pod.status.as_ref().and_then(|s| s.phase.clone()),
+            ..Default::default()
+        }),
     }
 }
 
@@ -102,7 +118,9 @@ impl StoredNode {
 
 #[derive(Default)]
 struct Store {
-    pods: HashMap<(String, String), StoredPod>,
+    /// Tens of thousands of entries: slots are kept small (one boxed key, a boxed
+    /// UID and the JSON), as the table doubles when it grows.
+    pods: HashMap<Box<str>, StoredPod>,
     nodes: BTreeMap<String, StoredNode>,
     events: VecDeque<SchedulerEvent>,
     volcano_status: BTreeMap<VolcanoObject, serde_json::Value>,
@@ -122,8 +140,22 @@ pub struct MemoryCluster {
     simulate_device_plugin: bool,
 }
 
-fn key(namespace: &str, name: &str) -> (String, String) {
-    (namespace.to_string(), name.to_string())
+fn pod_key(pod: &Pod) -> Option<Box<str>> {
+    let name = pod.metadata.name.as_deref()?;
+    Some(key(
+        pod.metadata.namespace.as_deref().unwrap_or("default"),
+        name,
+    ))
+}
+
+/// A pod's key in the store: `namespace/name` in one allocation (neither may
+/// contain a slash).
+fn key(namespace: &str, name: &str) -> Box<str> {
+    let mut k = String::with_capacity(namespace.len() + 1 + name.len());
+    k.push_str(namespace);
+    k.push('/');
+    k.push_str(name);
+    k.into_boxed_str()
 }
 
 fn apply(map: &mut Option<BTreeMap<String, String>>, changes: &BTreeMap<String, Option<String>>) {
@@ -163,13 +195,8 @@ impl MemoryCluster {
             }
         }
         for pod in pods {
-            let ns = pod
-                .metadata
-                .namespace
-                .clone()
-                .unwrap_or_else(|| "default".into());
-            if let Some(name) = pod.metadata.name.clone() {
-                store.pods.insert((ns, name), StoredPod::new(&pod));
+            if let Some(k) = pod_key(&pod) {
+                store.pods.insert(k, StoredPod::new(&pod));
             }
         }
     }
@@ -181,16 +208,9 @@ impl MemoryCluster {
 
     /// Adds one pod (stored compactly).
     pub fn insert_pod(&self, pod: &Pod) {
-        let ns = pod
-            .metadata
-            .namespace
-            .clone()
-            .unwrap_or_else(|| "default".into());
-        if let Some(name) = pod.metadata.name.clone() {
-            self.store
-                .lock()
-                .pods
-                .insert((ns, name), StoredPod::loaded(pod));
+        if let Some(k) = pod_key(pod) {
+            let stored = StoredPod::new(pod);
+            self.store.lock().pods.insert(k, stored);
         }
     }
 
@@ -208,22 +228,19 @@ impl MemoryCluster {
 #[async_trait]
 impl ClusterApi for MemoryCluster {
     async fn remember_pod(&self, pod: &Pod) {
-        let ns = pod
-            .metadata
-            .namespace
-            .clone()
-            .unwrap_or_else(|| "default".into());
-        let Some(name) = pod.metadata.name.clone() else {
+        let Some(k) = pod_key(pod) else {
             return;
         };
+        let uid = pod.metadata.uid.as_deref();
+        let known = |store: &Store| store.pods.get(&k).is_some_and(|p| p.uid.as_deref() == uid);
+        if known(&self.store.lock()) {
+            return;
+        }
+        // Encoded outside the lock; a write of the same pod in between wins.
+        let stored = StoredPod::new(pod);
         let mut store = self.store.lock();
-        let k = (ns, name);
-        let same_uid = store
-            .pods
-            .get(&k)
-            .is_some_and(|p| p.uid == pod.metadata.uid);
-        if !same_uid {
-            store.pods.insert(k, StoredPod::new(pod));
+        if !known(&store) {
+            store.pods.insert(k, stored);
         }
     }
 

@@ -7,7 +7,8 @@
 //! the container; a container without devices is just `;`. Example for three
 //! containers of which only the middle one has a GPU: `;uuid1,NVIDIA,1000,30:;;`.
 
-use crate::device::model::{ContainerDevice, PodDevices};
+use crate::device::model::{ContainerDevice, PodDevices, vendor_word};
+use std::sync::Arc;
 use thiserror::Error;
 
 /// Ends one container's device list.
@@ -95,8 +96,8 @@ fn decode_device(item: &str) -> Result<ContainerDevice, AllocationCodecError> {
         });
     };
     Ok(ContainerDevice {
-        uuid: (*uuid).to_owned(),
-        vendor: (*vendor).to_owned(),
+        uuid: Arc::from(*uuid),
+        vendor: vendor_word(vendor),
         usedmem: parse_number("usedmem", usedmem, item)?,
         usedcores: parse_number("usedcores", usedcores, item)?,
     })
@@ -124,8 +125,8 @@ mod tests {
 
     fn dev(uuid: &str, usedmem: u64, usedcores: u32) -> ContainerDevice {
         ContainerDevice {
-            uuid: uuid.to_owned(),
-            vendor: "NVIDIA".to_owned(),
+            uuid: uuid.into(),
+            vendor: "NVIDIA".into(),
             usedmem,
             usedcores,
         }
@@ -228,8 +229,8 @@ mod tests {
             any::<u32>(),
         )
             .prop_map(|(uuid, vendor, usedmem, usedcores)| ContainerDevice {
-                uuid,
-                vendor,
+                uuid: uuid.into(),
+                vendor: vendor.into(),
                 usedmem,
                 usedcores,
             })

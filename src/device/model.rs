@@ -2,15 +2,28 @@
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+use std::sync::{Arc, LazyLock};
 
 /// The vendor word HAMi writes into pod device annotations for NVIDIA GPUs.
 pub const NVIDIA_VENDOR: &str = "NVIDIA";
 
+/// A vendor word as a shared string: every device of every pod names one, and
+/// nearly all name [`NVIDIA_VENDOR`], which is allocated once.
+pub fn vendor_word(vendor: &str) -> Arc<str> {
+    static NVIDIA: LazyLock<Arc<str>> = LazyLock::new(|| Arc::from(NVIDIA_VENDOR));
+    if vendor == NVIDIA_VENDOR {
+        NVIDIA.clone()
+    } else {
+        Arc::from(vendor)
+    }
+}
+
 /// One physical GPU as the device plugin registered it on its node.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GpuDevice {
-    /// GPU UUID (`GPU-...`), the key every allocation refers to.
-    pub id: String,
+    /// GPU UUID (`GPU-...`), the key every allocation refers to; shared with the
+    /// ledger's records of the pods on the GPU.
+    pub id: Arc<str>,
     /// NVML index on the node.
     pub index: u32,
     /// Split count: how many vGPU tasks may share this GPU at once.
@@ -36,10 +49,11 @@ pub struct GpuDevice {
 /// What one container holds on one GPU, as written in `hami.io/vgpu-devices-allocated`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ContainerDevice {
-    /// GPU UUID.
-    pub uuid: String,
-    /// Vendor word (`NVIDIA`), not the card model.
-    pub vendor: String,
+    /// GPU UUID (shared: the ledger points it at the registered device's UUID, so
+    /// thousands of pods on one GPU hold one copy).
+    pub uuid: Arc<str>,
+    /// Vendor word (`NVIDIA`), not the card model (see [`vendor_word`]).
+    pub vendor: Arc<str>,
     /// Memory in MiB.
     pub usedmem: u64,
     /// Compute in percent.

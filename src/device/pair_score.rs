@@ -62,7 +62,7 @@ pub fn decode_pair_scores(value: &str) -> Result<PairScores, PairScoreError> {
 /// entry gets an empty map, so scores from an older annotation never linger.
 pub fn attach_pair_scores(devices: &mut [GpuDevice], scores: &PairScores) {
     for device in devices {
-        device.pair_scores = scores.get(&device.id).cloned().unwrap_or_default();
+        device.pair_scores = scores.get(&*device.id).cloned().unwrap_or_default();
     }
 }
 
@@ -73,7 +73,7 @@ mod tests {
 
     fn gpu(id: &str) -> GpuDevice {
         GpuDevice {
-            id: id.to_owned(),
+            id: id.into(),
             index: 0,
             count: 10,
             devmem: 8192,

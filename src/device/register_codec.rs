@@ -114,8 +114,8 @@ pub fn decode_register_annotation(value: &str) -> Result<Vec<GpuDevice>, Registe
         if device.id.is_empty() {
             return Err(RegisterError::EmptyId);
         }
-        if !seen.insert(device.id.as_str()) {
-            return Err(RegisterError::DuplicateId(device.id.clone()));
+        if !seen.insert(&*device.id) {
+            return Err(RegisterError::DuplicateId(device.id.to_string()));
         }
     }
     Ok(devices)
@@ -158,7 +158,7 @@ fn decode_json(value: &str) -> Result<Vec<GpuDevice>, RegisterError> {
         .map(|d| {
             let numa = d.numa.unwrap_or(0);
             Ok(GpuDevice {
-                id: d.id.unwrap_or_default(),
+                id: d.id.unwrap_or_default().into(),
                 index: non_negative_u32("index", d.index.unwrap_or(0))?,
                 count: non_negative_u32("count", d.count.unwrap_or(0))?,
                 devmem: non_negative_u64("memory", d.devmem.unwrap_or(0))?,
@@ -213,7 +213,7 @@ fn decode_legacy_fields(fields: &[&str]) -> Result<GpuDevice, RegisterError> {
     };
     let [id, count, devmem, devcore, model, numa, health] = base;
     Ok(GpuDevice {
-        id: id.to_owned(),
+        id: id.into(),
         index,
         count: non_negative_u32("count", parse_int("count", count)?)?,
         devmem: non_negative_u64("memory", parse_int("memory", devmem)?)?,
@@ -275,7 +275,7 @@ mod tests {
 
     fn device(id: &str, index: u32, model: &str) -> GpuDevice {
         GpuDevice {
-            id: id.to_owned(),
+            id: id.into(),
             index,
             count: 10,
             devmem: 81559,
@@ -568,7 +568,7 @@ mod tests {
         )
             .prop_map(
                 |(index, count, devmem, devcore, model, numa, health, mode)| GpuDevice {
-                    id: String::new(),
+                    id: "".into(),
                     index,
                     count,
                     devmem,
@@ -604,7 +604,7 @@ mod tests {
                 .zip(template)
                 .enumerate()
                 .map(|(i, (id, mut d))| {
-                    d.id = id;
+                    d.id = id.into();
                     if i == 0 {
                         d.devmem = big_mem.unsigned_abs().min(i64::MAX as u64);
                     }

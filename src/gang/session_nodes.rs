@@ -172,6 +172,7 @@ impl<'a> SessionNodes<'a> {
         self.list();
         let usage: Vec<(String, GpuUsage)> = collapse_pod_usage(devices, init_count)
             .into_iter()
+            .map(|(uuid, u)| (uuid.to_string(), u))
             .collect();
         let i = self.index.get(node).copied().unwrap_or(usize::MAX);
         self.apply(i, namespace, &usage, true);
@@ -192,7 +193,7 @@ impl<'a> SessionNodes<'a> {
             let (slots, score) =
                 self.changed[i].get_or_insert_with(|| (entry.usage.clone(), entry.score));
             for (uuid, u) in usage {
-                if let Some(d) = entry.devices.iter().position(|d| &d.id == uuid) {
+                if let Some(d) = entry.devices.iter().position(|d| *d.id == **uuid) {
                     if add {
                         slots[d].add(u);
                     } else {

@@ -23,7 +23,7 @@ impl Scheduler {
                         json!({
                             "id": d.id, "index": d.index, "type": d.model, "mode": d.mode,
                             "numa": d.numa, "health": d.health,
-                            "cordoned": entry.cordoned.contains(&d.id),
+                            "cordoned": entry.cordoned.contains(&*d.id),
                             "count": d.count, "devmem": d.devmem, "devcore": d.devcore,
                             "used": u.used, "usedmem": u.usedmem, "usedcores": u.usedcores,
                         })

@@ -71,6 +71,7 @@ fn build(nodes: &[Node]) -> (Scheduler, Arc<MemoryCluster>) {
 fn check_invariants(s: &Scheduler) -> Result<(), TestCaseError> {
     s.with_ledger(|l| {
         prop_assert_eq!(l.incremental_node_usage(), &l.recomputed_node_usage());
+        prop_assert!(l.reservations_indexed(), "reservation index out of step");
         for (_, entry) in l.nodes() {
             for (d, u) in entry.devices.iter().zip(entry.usage.iter().copied()) {
                 prop_assert!(u.used <= d.count, "{} slots {} > {}", d.id, u.used, d.count);
