@@ -214,6 +214,7 @@ pub fn plan(req: &PlanRequest<'_>, nodes: &mut SessionNodes<'_>) -> PlanOutcome 
             continue;
         };
         let mut job_allocated = false;
+        let mut held = 0usize;
         for m in &job.members {
             if matches!(m.phase, MemberPhase::Succeeded | MemberPhase::Failed) {
                 continue;
@@ -221,6 +222,12 @@ pub fn plan(req: &PlanRequest<'_>, nodes: &mut SessionNodes<'_>) -> PlanOutcome 
             let (r, cards) = resources_of(m);
             input.request.add(&r);
             if holds(ledger, m) {
+                held += 1;
+                // What a gang holds beyond its minimum is elastic: admission may
+                // count it as given back (Volcano's `elastic`).
+                if held > job.min_member {
+                    input.elastic.add(&r);
+                }
                 input.allocated.add(&r);
                 for (k, v) in cards {
                     *input.allocated_cards.entry(k).or_default() += v;

@@ -581,3 +581,23 @@ async fn a_card_quota_blocks_with_the_card_type_named() {
     let q = cards.queues.iter().find(|q| q.name == "cards").unwrap();
     assert_eq!(q.card_used.get("NVIDIA-H100"), Some(&2), "{q:?}");
 }
+
+#[tokio::test]
+async fn what_a_gang_holds_beyond_its_minimum_is_reported_elastic() {
+    let c = Cluster::new(&[("n1", 4)], gang_config());
+    c.s.apply_queue(&queue("team", json!({"weight": 1})));
+    c.s.apply_podgroup(&podgroup("wide", 2, "team", json!({})));
+    for i in 0..3 {
+        c.add(&member(&format!("e{i}"), "wide", i));
+    }
+    assert_eq!(c.s.run_gang_cycle().await, 1);
+    c.s.run_gang_cycle().await;
+    let view = c.s.gang_view();
+    let team = view.queues.iter().find(|q| q.name == "team").unwrap();
+    assert_eq!(team.allocated.get("nvidia.com/gpu"), 3000);
+    assert_eq!(
+        team.elastic.get("nvidia.com/gpu"),
+        1000,
+        "one member beyond minMember 2"
+    );
+}
