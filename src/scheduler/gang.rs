@@ -594,9 +594,13 @@ impl Scheduler {
             self.gang.planned.lock().remove(uid);
             return GangFilter::Usual;
         }
-        let why = outcome
-            .verdicts
-            .get(&member.gang)
+        let verdict = outcome.verdicts.get(&member.gang);
+        if verdict.is_some_and(|v| v.phase == GangPhase::Running && v.message.is_none()) {
+            // The gang already runs and no queue refused this extra member: it
+            // simply does not fit now, and the usual filter says why per node.
+            return GangFilter::Usual;
+        }
+        let why = verdict
             .and_then(|v| v.message.clone())
             .unwrap_or_else(|| "waiting for its gang to be placed".into());
         GangFilter::Wait(format!("gang {}: {why}", member.gang))

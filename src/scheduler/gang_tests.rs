@@ -601,3 +601,24 @@ async fn what_a_gang_holds_beyond_its_minimum_is_reported_elastic() {
         "one member beyond minMember 2"
     );
 }
+
+#[tokio::test]
+async fn an_extra_member_of_a_running_gang_that_does_not_fit_gets_the_per_node_reasons() {
+    let c = Cluster::new(&[("n1", 2)], gang_config());
+    c.s.apply_podgroup(&podgroup("duo", 2, "default", json!({})));
+    for i in 0..2 {
+        c.add(&member(&format!("x{i}"), "duo", i));
+    }
+    assert_eq!(c.s.run_gang_cycle().await, 1);
+    schedule(&c, "x0").await;
+    schedule(&c, "x1").await;
+    // A third, ungated member arrives (the webhook was down): no GPU is left.
+    let mut extra = member("x2", "duo", 3);
+    extra.spec.as_mut().unwrap().scheduling_gates = None;
+    c.add(&extra);
+    let reason = c.filter("x2").await.unwrap_err();
+    assert_eq!(
+        reason, "2/2 CardTimeSlicingExhausted",
+        "HAMi's reason, not a gang one"
+    );
+}
