@@ -12,6 +12,7 @@ use fake_apiserver::FakeApiServer;
 use live_support::*;
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
+use support::base64_decode;
 
 const NS: &str = "ml";
 const GATE: &str = "vgpu-scheduler.io/gang";
@@ -198,4 +199,115 @@ async fn the_planner_runs_only_where_kube_scheduler_leads() {
         (0..2).all(|i| !gated(&api, &format!("w{i}")))
     })
     .await;
+}
+
+/// A worker as a StatefulSet or Job controller hands it to the webhook on CREATE.
+fn created_worker(name: &str, group: &str) -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": NS,
+                     "annotations": {"scheduling.k8s.io/group-name": group}},
+        "spec": {
+            "schedulerName": "default-scheduler",
+            "restartPolicy": "Never",
+            "containers": [support::container("cuda", &[
+                ("nvidia.com/gpu", "1"), ("nvidia.com/gpumem", "80000")])],
+        }
+    })
+}
+
+/// Runs our webhook on a CREATE, applies its patch, and creates the result.
+async fn admit_and_create(server: &LiveServer, api: &FakeApiServer, pod: Value) {
+    let review = json!({
+        "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+        "request": {"uid": "6a1f0c3e-5b2d-4e8f-9a7c-3d2e1f0a9b8c",
+            "kind": {"group": "", "version": "v1", "kind": "Pod"},
+            "resource": {"group": "", "version": "v1", "resource": "pods"},
+            "namespace": NS, "operation": "CREATE",
+            "userInfo": {"username": "system:serviceaccount:kube-system:statefulset-controller"},
+            "object": pod, "oldObject": null, "dryRun": false}
+    });
+    let (status, answer) = server.post_json("/mutate", &review).await;
+    assert_eq!(status, 200, "{answer}");
+    let response = &answer["response"];
+    assert_eq!(response["allowed"], true, "{answer}");
+    let bytes = base64_decode(response["patch"].as_str().expect("patch"));
+    let patch: json_patch::Patch = serde_json::from_slice(&bytes).expect("JSON patch");
+    let mut out = pod.clone();
+    json_patch::patch(&mut out, &patch).expect("patch applies");
+    create_pod(api, out);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn webhook_gate_plan_and_strict_bind_end_to_end() {
+    let api = FakeApiServer::start().await;
+    add_node(&api, "n1", 2, 1);
+    add_node(&api, "n2", 1, 1);
+    let mut group = podgroup("sync", 3);
+    group["metadata"]["annotations"] = json!({"vgpu-scheduler.io/gang-strict": "true"});
+    api.create(group);
+    let server = LiveServer::start(&api, &["--schedule-period", "200ms"]).await;
+    // The controller creates the workers one by one; each is gated at admission,
+    // and nothing is planned before the third exists.
+    for i in 0..2 {
+        admit_and_create(&server, &api, created_worker(&format!("s{i}"), "sync")).await;
+    }
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert!(gated(&api, "s0") && gated(&api, "s1"));
+    admit_and_create(&server, &api, created_worker("s2", "sync")).await;
+    wait_for(&server, "gates lifted", Duration::from_secs(10), || {
+        (0..3).all(|i| !gated(&api, &format!("s{i}")))
+    })
+    .await;
+    // kube-scheduler schedules them concurrently; the strict barrier holds the
+    // first binds until the third arrives, then all bind.
+    let mut binds = Vec::new();
+    for i in 0..3 {
+        let name = format!("s{i}");
+        let node = server.filter_one(&api, NS, &name, &["n1", "n2"]).await;
+        let uid = uid_of(&api_pod(&api, NS, &name));
+        let client = server.client.clone();
+        let url = server.url("/bind");
+        binds.push(tokio::spawn(async move {
+            let body = json!({"PodName": name, "PodNamespace": NS, "PodUID": uid, "Node": node});
+            let answer: Value = client
+                .post(url)
+                .json(&body)
+                .send()
+                .await
+                .expect("bind")
+                .json()
+                .await
+                .expect("json");
+            answer
+        }));
+        if i < 2 {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            assert!(
+                api_pod(&api, NS, "s0")["spec"]["nodeName"].is_null(),
+                "bound before the quorum"
+            );
+        }
+    }
+    // HAMi's device plugin on the nodes: it takes each bound pod's devices and
+    // releases the node lock, letting the next member on the same node bind.
+    while !binds.iter().all(|b| b.is_finished()) {
+        for i in 0..3 {
+            let name = format!("s{i}");
+            let p = api_pod(&api, NS, &name);
+            if p["spec"]["nodeName"].is_string()
+                && annotation(&p, "hami.io/bind-phase") == Some("allocating")
+            {
+                device_plugin_allocated(&api, NS, &name);
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    for b in binds {
+        let answer = b.await.expect("task");
+        assert_eq!(answer["Error"].as_str().unwrap_or(""), "", "{answer}");
+    }
+    for i in 0..3 {
+        assert!(api_pod(&api, NS, &format!("s{i}"))["spec"]["nodeName"].is_string());
+    }
 }
