@@ -4,7 +4,7 @@
 //! `/filter` and `/bind` hooks.
 
 use super::{Scheduler, allocation_patch, clear_allocation_patch};
-use crate::cluster::api::VolcanoObject;
+use crate::cluster::api::{EventType, VolcanoObject};
 use crate::gang::barrier::Barriers;
 use crate::gang::book::{GANG_GATE, GangBook, GangKey, MemberPhase, member_of};
 use crate::gang::planner::{GangCommit, GangPhase, GangVerdict, PlanRequest, VgpuDims, plan};
@@ -30,6 +30,8 @@ pub(crate) struct PlannerMemory {
     inqueue: BTreeSet<GangKey>,
     /// Status last written per object (without timestamps).
     written: HashMap<VolcanoObject, serde_json::Value>,
+    /// Why each gang waited when its members were last told (events).
+    told: HashMap<GangKey, String>,
 }
 
 /// The last cycle's picture, for `/debug/queues` and metrics.
@@ -315,6 +317,8 @@ impl Scheduler {
         });
         self.gang_watchdog(&outcome.verdicts).await;
         self.write_statuses(&mut memory, &outcome).await;
+        self.tell_waiting_members(&mut memory, &outcome.verdicts)
+            .await;
         let mut gang_counts: BTreeMap<String, QueueCounts> = BTreeMap::new();
         for v in outcome.verdicts.values() {
             gang_counts.entry(v.queue.clone()).or_default().add(v.phase);
@@ -393,6 +397,23 @@ impl Scheduler {
             }
         }
         tracing::info!(gang = %commit.gang, queue = %commit.queue, members = commit.members.len(), "gang planned and released to kube-scheduler");
+        for m in &commit.members {
+            let message = match &m.placement {
+                Some((node, _)) => format!(
+                    "gang {} placed whole: this pod's GPUs are on node {node}",
+                    commit.gang
+                ),
+                None => format!("gang {} placed whole", commit.gang),
+            };
+            self.event(
+                &m.namespace,
+                &m.name,
+                EventType::Normal,
+                "GangScheduled",
+                message,
+            )
+            .await;
+        }
         self.metrics.gangs_committed.inc();
         Ok(())
     }
@@ -428,6 +449,39 @@ impl Scheduler {
                     tracing::warn!(pod = %format!("{ns}/{name}"), error = %e, "could not lift the gang gate")
                 }
             }
+        }
+    }
+
+    /// Tells the gated members of a waiting gang why, as a pod event (what
+    /// `kubectl describe pod` shows), once per change of the reason.
+    async fn tell_waiting_members(
+        &self,
+        memory: &mut PlannerMemory,
+        verdicts: &BTreeMap<GangKey, GangVerdict>,
+    ) {
+        memory.told.retain(|k, _| {
+            verdicts
+                .get(k)
+                .is_some_and(|v| v.message.is_some() && v.phase != GangPhase::Running)
+        });
+        let mut tell: Vec<(String, String, String)> = Vec::new();
+        {
+            let book = self.gang.book.read();
+            for (key, v) in verdicts {
+                let Some(message) = &v.message else { continue };
+                if v.phase == GangPhase::Running || memory.told.get(key) == Some(message) {
+                    continue;
+                }
+                memory.told.insert(key.clone(), message.clone());
+                let text = format!("gang {key} waits: {message}");
+                for m in book.members.values().filter(|m| &m.gang == key && m.gated) {
+                    tell.push((m.namespace.clone(), m.name.clone(), text.clone()));
+                }
+            }
+        }
+        for (ns, name, text) in tell {
+            self.event(&ns, &name, EventType::Warning, "GangWaiting", text)
+                .await;
         }
     }
 

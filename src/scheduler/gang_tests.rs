@@ -215,6 +215,13 @@ async fn a_gang_of_four_that_fits_is_released_together_and_binds() {
         gpus.insert(anns["hami.io/vgpu-devices-allocated"].clone());
     }
     assert_eq!(gpus.len(), 4, "every member has its own GPU: {gpus:?}");
+    assert!(
+        c.memory
+            .events()
+            .iter()
+            .any(|e| e.pod == "w3" && e.reason == "GangScheduled" && e.message.contains("node n")),
+        "members are told where their gang was placed"
+    );
     for i in 0..4 {
         schedule(&c, &format!("w{i}")).await;
     }
@@ -243,6 +250,19 @@ async fn a_gang_of_eight_on_six_free_gpus_places_nothing_and_says_why() {
     let message = v.message.unwrap();
     assert!(message.contains("tasks in gang unschedulable"), "{message}");
     assert!(message.contains("did not fit any node"), "{message}");
+    // Each gated member is told why, once per change of the reason.
+    c.s.run_gang_cycle().await;
+    let told: Vec<_> = c
+        .memory
+        .events()
+        .into_iter()
+        .filter(|e| e.pod == "b0" && e.reason == "GangWaiting")
+        .collect();
+    assert_eq!(told.len(), 1, "{told:?}");
+    assert!(
+        told[0].message.contains("tasks in gang unschedulable"),
+        "{told:?}"
+    );
     let status = c.status("PodGroup ml/big");
     assert_eq!(status["phase"], "Inqueue", "{status}");
     assert_eq!(status["conditions"][0]["type"], "Unschedulable", "{status}");
