@@ -516,13 +516,17 @@ fn gang_valid(job: &Job<'_>, c: &Counts) -> Result<(), String> {
     Ok(())
 }
 
-/// Volcano's jobReadyFn: minMember placed, and every role's minimum.
+/// Volcano's jobReadyFn: minMember placed, and every role's minimum (skipped,
+/// as `CheckTaskReady` skips it, when minMember is below the sum of the role
+/// minimums).
 fn gang_ready(job: &Job<'_>, ready: usize, ready_roles: &BTreeMap<String, usize>) -> bool {
+    let role_sum: usize = job.min_roles.values().sum();
     ready >= job.min_member
-        && job
-            .min_roles
-            .iter()
-            .all(|(role, min)| ready_roles.get(role).copied().unwrap_or(0) >= *min)
+        && (job.min_member < role_sum
+            || job
+                .min_roles
+                .iter()
+                .all(|(role, min)| ready_roles.get(role).copied().unwrap_or(0) >= *min))
 }
 
 /// A gang of one without a PodGroup is admitted against its own request.

@@ -601,3 +601,28 @@ async fn what_a_gang_holds_beyond_its_minimum_is_reported_elastic() {
         "one member beyond minMember 2"
     );
 }
+
+#[tokio::test]
+async fn role_minimums_above_min_member_do_not_hold_a_gang_back() {
+    // Like Volcano: when minMember is below the sum of minTaskMember, the
+    // per-role checks are skipped and minMember alone decides.
+    let c = Cluster::new(&[("n1", 4)], gang_config());
+    let mut pg = podgroup("roles", 2, "default", json!({}));
+    pg["spec"]["minTaskMember"] = json!({"worker": 3});
+    c.s.apply_podgroup(&pg);
+    for i in 0..2 {
+        let mut p = member(&format!("w{i}"), "roles", i);
+        p.metadata
+            .annotations
+            .as_mut()
+            .unwrap()
+            .insert("volcano.sh/task-spec".into(), "worker".into());
+        c.add(&p);
+    }
+    assert_eq!(c.s.run_gang_cycle().await, 1);
+    assert!(!c.gated("w0").await && !c.gated("w1").await);
+    assert_eq!(
+        c.verdict("ml/roles").phase,
+        crate::gang::planner::GangPhase::Running
+    );
+}
