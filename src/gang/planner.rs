@@ -242,6 +242,11 @@ pub fn plan(req: &PlanRequest<'_>, nodes: &mut SessionNodes<'_>) -> PlanOutcome 
             input.inqueue.add(min);
         }
     }
+    // Queues count every gang's holdings; only the gang asked for is planned.
+    let jobs: Vec<Job<'_>> = jobs
+        .into_iter()
+        .filter(|j| req.only.is_none_or(|only| only == &j.key))
+        .collect();
     let total = cluster_total(req, ledger);
     let mut session = QueueSession::new(req.conf, total, inputs.into_values().collect());
 
@@ -415,9 +420,6 @@ fn holds(ledger: &crate::ledger::Ledger, m: &Member) -> bool {
 fn assemble_jobs<'b>(req: &PlanRequest<'b>) -> Vec<Job<'b>> {
     let mut by_gang: BTreeMap<&GangKey, Vec<&'b Member>> = BTreeMap::new();
     for m in req.book.members.values() {
-        if req.only.is_some_and(|only| only != &m.gang) {
-            continue;
-        }
         by_gang.entry(&m.gang).or_default().push(m);
     }
     by_gang

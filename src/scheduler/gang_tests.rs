@@ -626,3 +626,35 @@ async fn role_minimums_above_min_member_do_not_hold_a_gang_back() {
         crate::gang::planner::GangPhase::Running
     );
 }
+
+#[tokio::test]
+async fn an_ungated_pod_planned_at_filter_counts_what_its_queue_already_holds() {
+    let c = Cluster::new(&[("n1", 4)], gang_config());
+    c.s.apply_queue(&queue(
+        "small",
+        json!({"capability": {"nvidia.com/gpu": "1"}}),
+    ));
+    let in_queue = |name: &str, i: u32, gated: bool| {
+        let mut p = member(name, "unused", i);
+        p.metadata.annotations = Some(
+            [(
+                "scheduling.volcano.sh/queue-name".to_string(),
+                "small".to_string(),
+            )]
+            .into_iter()
+            .collect(),
+        );
+        if !gated {
+            p.spec.as_mut().unwrap().scheduling_gates = None;
+        }
+        p
+    };
+    c.add(&in_queue("first", 0, true));
+    assert_eq!(c.s.run_gang_cycle().await, 1);
+    schedule(&c, "first").await;
+    // A pod that reached kube-scheduler without our gate: the queue is full.
+    c.add(&in_queue("second", 1, false));
+    let err = c.filter("second").await.unwrap_err();
+    assert!(err.contains("nvidia.com/gpu"), "{err}");
+    assert_eq!(c.held(), 1);
+}
