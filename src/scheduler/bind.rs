@@ -92,10 +92,15 @@ impl Scheduler {
                 ledger.set_phase(uid, PodPhase::Binding);
             }
         }
-        if let Err(e) = self.gang_bind_barrier(&pod).await {
-            self.roll_back(ctx.as_ref(), ns, name, node, false).await;
-            return Err(e);
-        }
+        // Held until the bind ends, so a member counts toward its gang's quorum
+        // while its bind is in flight.
+        let _passage = match self.gang_bind_barrier(&pod).await {
+            Ok(passage) => passage,
+            Err(e) => {
+                self.roll_back(ctx.as_ref(), ns, name, node, false).await;
+                return Err(e);
+            }
+        };
 
         let serialiser = self.bind_serialiser(node);
         let _turn = serialiser.lock().await;

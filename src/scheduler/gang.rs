@@ -5,7 +5,7 @@
 
 use super::{Scheduler, allocation_patch, clear_allocation_patch};
 use crate::cluster::api::VolcanoObject;
-use crate::gang::barrier::Barriers;
+use crate::gang::barrier::{Barriers, Passage};
 use crate::gang::book::{GANG_GATE, GangBook, GangKey, MemberPhase, member_of};
 use crate::gang::planner::{GangCommit, GangPhase, GangVerdict, PlanRequest, VgpuDims, plan};
 use crate::gang::session_nodes::SessionNodes;
@@ -613,16 +613,17 @@ impl Scheduler {
             .map(|p| p.node.clone())
     }
 
-    /// `/bind` for strict gangs: wait at the barrier. `Ok` lets the bind proceed.
-    pub(crate) async fn gang_bind_barrier(&self, pod: &Pod) -> Result<(), String> {
+    /// `/bind` for strict gangs: wait at the barrier. `Ok` lets the bind proceed;
+    /// the caller keeps the passage until the bind has ended.
+    pub(crate) async fn gang_bind_barrier(&self, pod: &Pod) -> Result<Option<Passage>, String> {
         if !self.config.gang.enabled {
-            return Ok(());
+            return Ok(None);
         }
         let Some(member) = member_of(pod) else {
-            return Ok(());
+            return Ok(None);
         };
         if member.gang.single {
-            return Ok(());
+            return Ok(None);
         }
         let (min, strict) = {
             let book = self.gang.book.read();
@@ -630,7 +631,7 @@ impl Scheduler {
                 .groups
                 .get(&(member.gang.namespace.clone(), member.gang.name.clone()))
             else {
-                return Ok(());
+                return Ok(None);
             };
             let strict = match group.annotations.get(STRICT).map(String::as_str) {
                 Some("true") => true,
@@ -640,7 +641,7 @@ impl Scheduler {
             (group.min_member.max(0) as usize, strict)
         };
         if !strict || min <= 1 {
-            return Ok(());
+            return Ok(None);
         }
         let gang = member.gang.clone();
         let already = || {
@@ -658,6 +659,7 @@ impl Scheduler {
             .barriers
             .wait(&member.gang, &member.uid, min, already, wait)
             .await
+            .map(Some)
             .map_err(|t| {
                 format!(
                     "gang {}: {}/{} members reached bind within {wait:?}; releasing all of them",

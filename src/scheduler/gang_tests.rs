@@ -658,3 +658,47 @@ async fn an_ungated_pod_planned_at_filter_counts_what_its_queue_already_holds() 
     assert!(err.contains("nvidia.com/gpu"), "{err}");
     assert_eq!(c.held(), 1);
 }
+
+#[tokio::test]
+async fn a_strict_gang_recreated_under_the_same_podgroup_waits_at_bind_again() {
+    let c = Cluster::new(
+        &[("n1", 4)],
+        GangConfig {
+            strict: true,
+            strict_wait: Duration::from_millis(300),
+            ..gang_config()
+        },
+    );
+    c.s.apply_podgroup(&podgroup("sync", 2, "default", json!({})));
+    for i in 0..2 {
+        c.add(&member(&format!("a{i}"), "sync", i));
+    }
+    assert_eq!(c.s.run_gang_cycle().await, 1);
+    let c = Arc::new(c);
+    let mut binds = Vec::new();
+    for i in 0..2 {
+        let c = c.clone();
+        binds.push(tokio::spawn(async move {
+            let name = format!("a{i}");
+            let node = c.filter(&name).await.unwrap().remove(0);
+            c.bind(&name, &node).await
+        }));
+    }
+    for b in binds {
+        b.await.unwrap().unwrap();
+    }
+    // The job restarts: its pods are deleted and made again.
+    for i in 0..2 {
+        c.memory.evict_pod("ml", &format!("a{i}")).await.unwrap();
+        c.s.forget_pod(&format!("uid-a{i}"));
+    }
+    c.s.run_gang_cycle().await;
+    for i in 0..2 {
+        c.add(&member(&format!("b{i}"), "sync", 10 + i));
+    }
+    assert_eq!(c.s.run_gang_cycle().await, 1);
+    // One member alone must not pass the barrier.
+    let node = c.filter("b0").await.unwrap().remove(0);
+    let err = c.bind("b0", &node).await.unwrap_err();
+    assert!(err.contains("1/2 members reached bind"), "{err}");
+}
