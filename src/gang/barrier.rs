@@ -5,14 +5,16 @@
 
 use super::book::GangKey;
 use parking_lot::Mutex;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::Notify;
 
 #[derive(Default)]
 struct Gate {
-    arrived: Mutex<BTreeSet<String>>,
+    /// Members at the barrier, with how many of their binds are there (a bind
+    /// request repeated by kube-scheduler waits next to the first one).
+    arrived: Mutex<BTreeMap<String, usize>>,
     open: std::sync::atomic::AtomicBool,
     changed: Notify,
 }
@@ -43,7 +45,12 @@ pub struct Passage {
 impl Drop for Passage {
     fn drop(&mut self) {
         let mut arrived = self.gate.arrived.lock();
-        arrived.remove(&self.uid);
+        if let Some(n) = arrived.get_mut(&self.uid) {
+            *n -= 1;
+            if *n == 0 {
+                arrived.remove(&self.uid);
+            }
+        }
         if arrived.is_empty() {
             self.gate
                 .open
@@ -71,7 +78,7 @@ impl Barriers {
     ) -> Result<Passage, TimedOut> {
         use std::sync::atomic::Ordering;
         let gate = self.gate(gang);
-        gate.arrived.lock().insert(uid.to_string());
+        *gate.arrived.lock().entry(uid.to_string()).or_default() += 1;
         let passage = Passage {
             gate: gate.clone(),
             uid: uid.to_string(),

@@ -702,3 +702,45 @@ async fn a_strict_gang_recreated_under_the_same_podgroup_waits_at_bind_again() {
     let err = c.bind("b0", &node).await.unwrap_err();
     assert!(err.contains("1/2 members reached bind"), "{err}");
 }
+
+#[tokio::test]
+async fn a_repeated_bind_of_a_strict_member_never_releases_its_gpus() {
+    // kube-scheduler restarted while a strict member waited at the barrier and
+    // sent its bind again: both requests wait, and once the quorum is there the
+    // one that comes second must not undo the first.
+    let c = Cluster::new(
+        &[("n1", 2)],
+        GangConfig {
+            strict: true,
+            strict_wait: Duration::from_secs(5),
+            ..gang_config()
+        },
+    );
+    c.s.apply_podgroup(&podgroup("sync", 2, "default", json!({})));
+    for i in 0..2 {
+        c.add(&member(&format!("d{i}"), "sync", i));
+    }
+    assert_eq!(c.s.run_gang_cycle().await, 1);
+    let c = Arc::new(c);
+    let node = c.filter("d0").await.unwrap().remove(0);
+    let mut binds = Vec::new();
+    for _ in 0..2 {
+        let (c, node) = (c.clone(), node.clone());
+        binds.push(tokio::spawn(async move { c.bind("d0", &node).await }));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    schedule(&c, "d1").await;
+    for b in binds {
+        b.await.unwrap().unwrap();
+    }
+    let d0 = c.pod("d0").await.unwrap();
+    assert_eq!(d0.spec.unwrap().node_name.as_deref(), Some(node.as_str()));
+    assert!(
+        d0.metadata
+            .annotations
+            .unwrap()
+            .contains_key("hami.io/vgpu-devices-allocated"),
+        "the bound member lost its allocation"
+    );
+    assert_eq!(c.held(), 2, "the bound member's GPUs were released");
+}
