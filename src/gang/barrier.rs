@@ -5,14 +5,16 @@
 
 use super::book::GangKey;
 use parking_lot::Mutex;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::Notify;
 
 #[derive(Default)]
 struct Gate {
-    arrived: Mutex<BTreeSet<String>>,
+    /// Members at the barrier, with how many of their binds are there (a bind
+    /// request repeated by kube-scheduler waits next to the first one).
+    arrived: Mutex<BTreeMap<String, usize>>,
     open: std::sync::atomic::AtomicBool,
     changed: Notify,
 }
@@ -30,18 +32,29 @@ pub struct TimedOut {
     pub arrived: usize,
 }
 
-/// Removes the waiter when its bind ends for any reason (deadline, cancelled
-/// request), so a member that left is not counted toward the quorum.
-struct Leave<'a> {
-    gate: &'a Gate,
-    uid: &'a str,
-    passed: bool,
+/// A member's place at the barrier. Dropped when its bind ends for any reason
+/// (passed and bound or failed, deadline, cancelled request), so a member that
+/// left is not counted toward the quorum. When the last one leaves, the barrier
+/// closes again: a gang whose pods are made anew (a restarted job) waits for its
+/// quorum again instead of passing through a barrier opened for its predecessors.
+pub struct Passage {
+    gate: Arc<Gate>,
+    uid: String,
 }
 
-impl Drop for Leave<'_> {
+impl Drop for Passage {
     fn drop(&mut self) {
-        if !self.passed {
-            self.gate.arrived.lock().remove(self.uid);
+        let mut arrived = self.gate.arrived.lock();
+        if let Some(n) = arrived.get_mut(&self.uid) {
+            *n -= 1;
+            if *n == 0 {
+                arrived.remove(&self.uid);
+            }
+        }
+        if arrived.is_empty() {
+            self.gate
+                .open
+                .store(false, std::sync::atomic::Ordering::Release);
         }
     }
 }
@@ -52,7 +65,9 @@ impl Barriers {
     }
 
     /// Waits until `need` members of `gang` are bound (`already`) or waiting here,
-    /// or until `deadline`.
+    /// or until `deadline`. The member keeps its place (counted toward the quorum)
+    /// until the returned [`Passage`] is dropped, which the caller does when the
+    /// bind has ended.
     pub async fn wait(
         &self,
         gang: &GangKey,
@@ -60,14 +75,13 @@ impl Barriers {
         need: usize,
         already: impl Fn() -> usize,
         deadline: Duration,
-    ) -> Result<(), TimedOut> {
+    ) -> Result<Passage, TimedOut> {
         use std::sync::atomic::Ordering;
         let gate = self.gate(gang);
-        gate.arrived.lock().insert(uid.to_string());
-        let mut leave = Leave {
-            gate: &gate,
-            uid,
-            passed: false,
+        *gate.arrived.lock().entry(uid.to_string()).or_default() += 1;
+        let passage = Passage {
+            gate: gate.clone(),
+            uid: uid.to_string(),
         };
         let until = tokio::time::Instant::now() + deadline;
         loop {
@@ -78,11 +92,11 @@ impl Barriers {
             if gate.open.load(Ordering::Acquire) || arrived >= need {
                 gate.open.store(true, Ordering::Release);
                 gate.changed.notify_waiters();
-                leave.passed = true;
-                return Ok(());
+                return Ok(passage);
             }
             if tokio::time::timeout_at(until, notified).await.is_err() {
                 let arrived = gate.arrived.lock().len() + already();
+                drop(passage);
                 return Err(TimedOut { arrived });
             }
         }
@@ -132,7 +146,7 @@ mod tests {
             .await
             .unwrap();
         for w in waiters {
-            assert_eq!(w.await.unwrap(), Ok(()));
+            assert!(w.await.unwrap().is_ok());
         }
     }
 
@@ -150,22 +164,45 @@ mod tests {
         let second = b
             .wait(&key(), "u1", 3, || 0, Duration::from_millis(100))
             .await;
-        assert_eq!(second, Err(TimedOut { arrived: 2 }));
+        assert_eq!(second.err(), Some(TimedOut { arrived: 2 }));
         assert!(first.await.unwrap().is_err());
         // Both left: a new arrival counts alone.
         let third = b
             .wait(&key(), "u2", 3, || 1, Duration::from_millis(30))
             .await;
-        assert_eq!(third, Err(TimedOut { arrived: 2 }));
+        assert_eq!(third.err(), Some(TimedOut { arrived: 2 }));
     }
 
     #[tokio::test]
     async fn members_already_bound_count_toward_the_quorum() {
         let b = Barriers::default();
-        assert_eq!(
+        assert!(
             b.wait(&key(), "u0", 3, || 2, Duration::from_millis(10))
-                .await,
-            Ok(())
+                .await
+                .is_ok()
+        );
+    }
+
+    #[tokio::test]
+    async fn once_everybody_has_left_the_barrier_waits_for_a_quorum_again() {
+        let b = Barriers::default();
+        let first = b
+            .wait(&key(), "u0", 1, || 0, Duration::from_millis(10))
+            .await
+            .unwrap();
+        // Still binding: a late sibling passes with it.
+        assert!(
+            b.wait(&key(), "u1", 2, || 0, Duration::from_millis(10))
+                .await
+                .is_ok()
+        );
+        drop(first);
+        // Both binds ended (their pods are gone): a newcomer counts alone.
+        assert_eq!(
+            b.wait(&key(), "u2", 2, || 0, Duration::from_millis(10))
+                .await
+                .err(),
+            Some(TimedOut { arrived: 1 })
         );
     }
 }

@@ -242,6 +242,11 @@ pub fn plan(req: &PlanRequest<'_>, nodes: &mut SessionNodes<'_>) -> PlanOutcome 
             input.inqueue.add(min);
         }
     }
+    // Queues count every gang's holdings; only the gang asked for is planned.
+    let jobs: Vec<Job<'_>> = jobs
+        .into_iter()
+        .filter(|j| req.only.is_none_or(|only| only == &j.key))
+        .collect();
     let total = cluster_total(req, ledger);
     let mut session = QueueSession::new(req.conf, total, inputs.into_values().collect());
 
@@ -415,9 +420,6 @@ fn holds(ledger: &crate::ledger::Ledger, m: &Member) -> bool {
 fn assemble_jobs<'b>(req: &PlanRequest<'b>) -> Vec<Job<'b>> {
     let mut by_gang: BTreeMap<&GangKey, Vec<&'b Member>> = BTreeMap::new();
     for m in req.book.members.values() {
-        if req.only.is_some_and(|only| only != &m.gang) {
-            continue;
-        }
         by_gang.entry(&m.gang).or_default().push(m);
     }
     by_gang
@@ -516,13 +518,17 @@ fn gang_valid(job: &Job<'_>, c: &Counts) -> Result<(), String> {
     Ok(())
 }
 
-/// Volcano's jobReadyFn: minMember placed, and every role's minimum.
+/// Volcano's jobReadyFn: minMember placed, and every role's minimum (skipped,
+/// as `CheckTaskReady` skips it, when minMember is below the sum of the role
+/// minimums).
 fn gang_ready(job: &Job<'_>, ready: usize, ready_roles: &BTreeMap<String, usize>) -> bool {
+    let role_sum: usize = job.min_roles.values().sum();
     ready >= job.min_member
-        && job
-            .min_roles
-            .iter()
-            .all(|(role, min)| ready_roles.get(role).copied().unwrap_or(0) >= *min)
+        && (job.min_member < role_sum
+            || job
+                .min_roles
+                .iter()
+                .all(|(role, min)| ready_roles.get(role).copied().unwrap_or(0) >= *min))
 }
 
 /// A gang of one without a PodGroup is admitted against its own request.

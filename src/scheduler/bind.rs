@@ -88,17 +88,41 @@ impl Scheduler {
         // `Binding` first so it cannot expire while the member waits.
         {
             let mut ledger = self.ledger.write();
-            if ledger.pod(uid).is_some_and(|p| p.node == node) {
+            if ledger
+                .pod(uid)
+                .is_some_and(|p| p.node == node && matches!(p.phase, PodPhase::Reserved { .. }))
+            {
                 ledger.set_phase(uid, PodPhase::Binding);
             }
         }
-        if let Err(e) = self.gang_bind_barrier(&pod).await {
-            self.roll_back(ctx.as_ref(), ns, name, node, false).await;
-            return Err(e);
-        }
+        // Held until the bind ends, so a member counts toward its gang's quorum
+        // while its bind is in flight.
+        let _passage = match self.gang_bind_barrier(&pod).await {
+            Ok(passage) => passage,
+            Err(e) => {
+                self.roll_back(ctx.as_ref(), ns, name, node, false).await;
+                return Err(e);
+            }
+        };
 
         let serialiser = self.bind_serialiser(node);
         let _turn = serialiser.lock().await;
+
+        // The pod read above may be older than a bind of the same pod that ran
+        // meanwhile (a request repeated while this one waited at the barrier or
+        // for its turn): undoing anything then would release a bound pod's GPUs.
+        let bound = self
+            .ledger
+            .read()
+            .pod(uid)
+            .filter(|p| matches!(p.phase, PodPhase::Bound))
+            .map(|p| p.node.clone());
+        if let Some(bound) = bound {
+            if bound == node {
+                return Ok(());
+            }
+            return Err(format!("pod {ns}/{name} is already bound to node {bound}"));
+        }
 
         if let Some(ctx) = &ctx {
             self.ensure_reservation(ctx, node).await?;
@@ -190,7 +214,21 @@ impl Scheduler {
             tracing::warn!(node, error = %e, "could not release node lock after a failed bind");
         }
         if let Some(ctx) = ctx {
-            self.ledger.write().mark_local_released(&ctx.uid);
+            // A repeated request failing after the pod was bound by another one
+            // leaves the bound pod's GPUs and annotations alone.
+            let released = {
+                let mut ledger = self.ledger.write();
+                let bound = ledger
+                    .pod(&ctx.uid)
+                    .is_some_and(|p| matches!(p.phase, PodPhase::Bound));
+                if !bound {
+                    ledger.mark_local_released(&ctx.uid);
+                }
+                !bound
+            };
+            if !released {
+                return;
+            }
             if let Err(e) = self
                 .api
                 .patch_pod_metadata(ns, name, &clear_allocation_patch())

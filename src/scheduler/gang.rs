@@ -5,7 +5,7 @@
 
 use super::{Scheduler, allocation_patch, clear_allocation_patch};
 use crate::cluster::api::{EventType, VolcanoObject};
-use crate::gang::barrier::Barriers;
+use crate::gang::barrier::{Barriers, Passage};
 use crate::gang::book::{GANG_GATE, GangBook, GangKey, MemberPhase, member_of};
 use crate::gang::planner::{GangCommit, GangPhase, GangVerdict, PlanRequest, VgpuDims, plan};
 use crate::gang::session_nodes::SessionNodes;
@@ -491,6 +491,10 @@ impl Scheduler {
     /// eviction).
     async fn gang_watchdog(&self, verdicts: &BTreeMap<GangKey, GangVerdict>) {
         let now = chrono::Utc::now().timestamp();
+        // The window to act in: a cycle runs every second or so, but a busy API
+        // server or a restart may delay one; a minute is enough to catch a start
+        // that failed and short enough not to mistake a later loss for one.
+        let window = self.config.gang.timeout.as_secs().max(60) as i64;
         let victims: Vec<(GangKey, Vec<PodRef>)> = {
             let book = self.gang.book.read();
             let ledger = self.ledger.read();
@@ -502,7 +506,10 @@ impl Scheduler {
                 .into_iter()
                 .filter_map(|(key, members)| {
                     let deadline = members.iter().filter_map(|m| m.plan_deadline).max()?;
-                    if deadline > now {
+                    // Only right after the plan ran out: a gang that started long ago
+                    // and later lost a member is the job controller's business, not a
+                    // start that failed (Volcano evicts nothing there either).
+                    if deadline > now || now > deadline + window {
                         return None;
                     }
                     let min = book
@@ -511,7 +518,7 @@ impl Scheduler {
                         .map(|g| g.min_member.max(0) as usize)?;
                     let started = members
                         .iter()
-                        .filter(|m| m.phase != MemberPhase::Pending)
+                        .filter(|m| matches!(m.phase, MemberPhase::Placed | MemberPhase::Succeeded))
                         .count();
                     let still_coming = members
                         .iter()
@@ -671,16 +678,17 @@ impl Scheduler {
             .map(|p| p.node.clone())
     }
 
-    /// `/bind` for strict gangs: wait at the barrier. `Ok` lets the bind proceed.
-    pub(crate) async fn gang_bind_barrier(&self, pod: &Pod) -> Result<(), String> {
+    /// `/bind` for strict gangs: wait at the barrier. `Ok` lets the bind proceed;
+    /// the caller keeps the passage until the bind has ended.
+    pub(crate) async fn gang_bind_barrier(&self, pod: &Pod) -> Result<Option<Passage>, String> {
         if !self.config.gang.enabled {
-            return Ok(());
+            return Ok(None);
         }
         let Some(member) = member_of(pod) else {
-            return Ok(());
+            return Ok(None);
         };
         if member.gang.single {
-            return Ok(());
+            return Ok(None);
         }
         let (min, strict) = {
             let book = self.gang.book.read();
@@ -688,7 +696,7 @@ impl Scheduler {
                 .groups
                 .get(&(member.gang.namespace.clone(), member.gang.name.clone()))
             else {
-                return Ok(());
+                return Ok(None);
             };
             let strict = match group.annotations.get(STRICT).map(String::as_str) {
                 Some("true") => true,
@@ -698,7 +706,7 @@ impl Scheduler {
             (group.min_member.max(0) as usize, strict)
         };
         if !strict || min <= 1 {
-            return Ok(());
+            return Ok(None);
         }
         let gang = member.gang.clone();
         let already = || {
@@ -716,6 +724,7 @@ impl Scheduler {
             .barriers
             .wait(&member.gang, &member.uid, min, already, wait)
             .await
+            .map(Some)
             .map_err(|t| {
                 format!(
                     "gang {}: {}/{} members reached bind within {wait:?}; releasing all of them",

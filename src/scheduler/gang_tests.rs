@@ -642,3 +642,180 @@ async fn an_extra_member_of_a_running_gang_that_does_not_fit_gets_the_per_node_r
         "HAMi's reason, not a gang one"
     );
 }
+
+#[tokio::test]
+async fn role_minimums_above_min_member_do_not_hold_a_gang_back() {
+    // Like Volcano: when minMember is below the sum of minTaskMember, the
+    // per-role checks are skipped and minMember alone decides.
+    let c = Cluster::new(&[("n1", 4)], gang_config());
+    let mut pg = podgroup("roles", 2, "default", json!({}));
+    pg["spec"]["minTaskMember"] = json!({"worker": 3});
+    c.s.apply_podgroup(&pg);
+    for i in 0..2 {
+        let mut p = member(&format!("w{i}"), "roles", i);
+        p.metadata
+            .annotations
+            .as_mut()
+            .unwrap()
+            .insert("volcano.sh/task-spec".into(), "worker".into());
+        c.add(&p);
+    }
+    assert_eq!(c.s.run_gang_cycle().await, 1);
+    assert!(!c.gated("w0").await && !c.gated("w1").await);
+    assert_eq!(
+        c.verdict("ml/roles").phase,
+        crate::gang::planner::GangPhase::Running
+    );
+}
+
+#[tokio::test]
+async fn an_ungated_pod_planned_at_filter_counts_what_its_queue_already_holds() {
+    let c = Cluster::new(&[("n1", 4)], gang_config());
+    c.s.apply_queue(&queue(
+        "small",
+        json!({"capability": {"nvidia.com/gpu": "1"}}),
+    ));
+    let in_queue = |name: &str, i: u32, gated: bool| {
+        let mut p = member(name, "unused", i);
+        p.metadata.annotations = Some(
+            [(
+                "scheduling.volcano.sh/queue-name".to_string(),
+                "small".to_string(),
+            )]
+            .into_iter()
+            .collect(),
+        );
+        if !gated {
+            p.spec.as_mut().unwrap().scheduling_gates = None;
+        }
+        p
+    };
+    c.add(&in_queue("first", 0, true));
+    assert_eq!(c.s.run_gang_cycle().await, 1);
+    schedule(&c, "first").await;
+    // A pod that reached kube-scheduler without our gate: the queue is full.
+    c.add(&in_queue("second", 1, false));
+    let err = c.filter("second").await.unwrap_err();
+    assert!(err.contains("nvidia.com/gpu"), "{err}");
+    assert_eq!(c.held(), 1);
+}
+
+#[tokio::test]
+async fn a_strict_gang_recreated_under_the_same_podgroup_waits_at_bind_again() {
+    let c = Cluster::new(
+        &[("n1", 4)],
+        GangConfig {
+            strict: true,
+            strict_wait: Duration::from_millis(300),
+            ..gang_config()
+        },
+    );
+    c.s.apply_podgroup(&podgroup("sync", 2, "default", json!({})));
+    for i in 0..2 {
+        c.add(&member(&format!("a{i}"), "sync", i));
+    }
+    assert_eq!(c.s.run_gang_cycle().await, 1);
+    let c = Arc::new(c);
+    let mut binds = Vec::new();
+    for i in 0..2 {
+        let c = c.clone();
+        binds.push(tokio::spawn(async move {
+            let name = format!("a{i}");
+            let node = c.filter(&name).await.unwrap().remove(0);
+            c.bind(&name, &node).await
+        }));
+    }
+    for b in binds {
+        b.await.unwrap().unwrap();
+    }
+    // The job restarts: its pods are deleted and made again.
+    for i in 0..2 {
+        c.memory.evict_pod("ml", &format!("a{i}")).await.unwrap();
+        c.s.forget_pod(&format!("uid-a{i}"));
+    }
+    c.s.run_gang_cycle().await;
+    for i in 0..2 {
+        c.add(&member(&format!("b{i}"), "sync", 10 + i));
+    }
+    assert_eq!(c.s.run_gang_cycle().await, 1);
+    // One member alone must not pass the barrier.
+    let node = c.filter("b0").await.unwrap().remove(0);
+    let err = c.bind("b0", &node).await.unwrap_err();
+    assert!(err.contains("1/2 members reached bind"), "{err}");
+}
+
+#[tokio::test]
+async fn a_repeated_bind_of_a_strict_member_never_releases_its_gpus() {
+    // kube-scheduler restarted while a strict member waited at the barrier and
+    // sent its bind again: both requests wait, and once the quorum is there the
+    // one that comes second must not undo the first.
+    let c = Cluster::new(
+        &[("n1", 2)],
+        GangConfig {
+            strict: true,
+            strict_wait: Duration::from_secs(5),
+            ..gang_config()
+        },
+    );
+    c.s.apply_podgroup(&podgroup("sync", 2, "default", json!({})));
+    for i in 0..2 {
+        c.add(&member(&format!("d{i}"), "sync", i));
+    }
+    assert_eq!(c.s.run_gang_cycle().await, 1);
+    let c = Arc::new(c);
+    let node = c.filter("d0").await.unwrap().remove(0);
+    let mut binds = Vec::new();
+    for _ in 0..2 {
+        let (c, node) = (c.clone(), node.clone());
+        binds.push(tokio::spawn(async move { c.bind("d0", &node).await }));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    schedule(&c, "d1").await;
+    for b in binds {
+        b.await.unwrap().unwrap();
+    }
+    let d0 = c.pod("d0").await.unwrap();
+    assert_eq!(d0.spec.unwrap().node_name.as_deref(), Some(node.as_str()));
+    assert!(
+        d0.metadata
+            .annotations
+            .unwrap()
+            .contains_key("hami.io/vgpu-devices-allocated"),
+        "the bound member lost its allocation"
+    );
+    assert_eq!(c.held(), 2, "the bound member's GPUs were released");
+}
+
+#[tokio::test]
+async fn a_gang_that_ran_long_ago_and_lost_a_member_is_not_evicted() {
+    let c = Cluster::new(
+        &[("n1", 2)],
+        GangConfig {
+            timeout: Duration::from_secs(1),
+            ..gang_config()
+        },
+    );
+    c.s.apply_podgroup(&podgroup("old", 2, "default", json!({})));
+    for i in 0..2 {
+        c.add(&member(&format!("o{i}"), "old", i));
+    }
+    assert_eq!(c.s.run_gang_cycle().await, 1);
+    schedule(&c, "o0").await;
+    schedule(&c, "o1").await;
+    // It started an hour ago (its plan deadline is long past); now one member goes
+    // away for good.
+    let mut patch = crate::cluster::api::MetadataPatch::default();
+    let long_ago = (chrono::Utc::now().timestamp() - 3600).to_string();
+    patch
+        .annotations
+        .insert(crate::gang::PLAN_DEADLINE.into(), Some(long_ago));
+    c.memory
+        .patch_pod_metadata("ml", "o0", &patch)
+        .await
+        .unwrap();
+    c.s.apply_pod(&c.pod("o0").await.unwrap());
+    c.memory.evict_pod("ml", "o1").await.unwrap();
+    c.s.forget_pod("uid-o1");
+    c.s.run_gang_cycle().await;
+    assert!(c.pod("o0").await.is_some(), "the running member stays");
+}
