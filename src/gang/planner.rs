@@ -213,7 +213,7 @@ pub fn plan(req: &PlanRequest<'_>, nodes: &mut SessionNodes<'_>) -> PlanOutcome 
         let Some(input) = inputs.get_mut(&job.queue) else {
             continue;
         };
-        let mut job_allocated = false;
+        let mut job_allocated = Resources::default();
         let mut held = 0usize;
         for m in &job.members {
             if matches!(m.phase, MemberPhase::Succeeded | MemberPhase::Failed) {
@@ -229,17 +229,18 @@ pub fn plan(req: &PlanRequest<'_>, nodes: &mut SessionNodes<'_>) -> PlanOutcome 
                     input.elastic.add(&r);
                 }
                 input.allocated.add(&r);
+                job_allocated.add(&r);
                 for (k, v) in cards {
                     *input.allocated_cards.entry(k).or_default() += v;
                 }
-                job_allocated = true;
             }
         }
-        if !job_allocated
-            && req.inqueue.contains(&job.key)
+        // An admitted gang reserves what its minimum still needs beyond what it
+        // already holds (Volcano's `inqueue`: minResources minus allocated).
+        if req.inqueue.contains(&job.key)
             && let Some(min) = &job.min_resources
         {
-            input.inqueue.add(min);
+            input.inqueue.add(&min.minus(&job_allocated));
         }
     }
     // Queues count every gang's holdings; only the gang asked for is planned.

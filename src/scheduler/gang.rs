@@ -124,6 +124,7 @@ impl Scheduler {
     /// Forgets a deleted PodGroup.
     pub fn forget_podgroup(&self, namespace: &str, name: &str) {
         self.gang.book.write().forget_group(namespace, name);
+        self.gang.wake.notify_one();
     }
 
     /// Applies a Queue (JSON as the API serves it).
@@ -147,6 +148,7 @@ impl Scheduler {
     /// Forgets a deleted Queue.
     pub fn forget_queue(&self, name: &str) {
         self.gang.book.write().forget_queue(name);
+        self.gang.wake.notify_one();
     }
 
     /// Feeds a pod event to the gang book.

@@ -819,3 +819,32 @@ async fn a_gang_that_ran_long_ago_and_lost_a_member_is_not_evicted() {
     c.s.run_gang_cycle().await;
     assert!(c.pod("o0").await.is_some(), "the running member stays");
 }
+
+#[tokio::test]
+async fn an_admitted_gang_reserves_its_minimum_in_its_queue() {
+    let c = Cluster::new(&[("n1", 2)], gang_config());
+    // One of the two GPUs is taken by an ordinary pod: the gang is admitted (the
+    // cluster has two) but cannot be placed now.
+    let mut plain = member("plain", "none", 0);
+    plain.metadata.annotations = None;
+    plain.spec.as_mut().unwrap().scheduling_gates = None;
+    c.add(&plain);
+    schedule(&c, "plain").await;
+    c.s.apply_queue(&queue("team", json!({"weight": 1})));
+    let mut group = podgroup("wait", 2, "team", json!({}));
+    group["spec"]["minResources"] = json!({"nvidia.com/gpu": "2"});
+    c.s.apply_podgroup(&group);
+    for i in 0..2 {
+        c.add(&member(&format!("q{i}"), "wait", i));
+    }
+    assert_eq!(c.s.run_gang_cycle().await, 0, "two GPUs are not free");
+    c.s.run_gang_cycle().await;
+    let view = c.s.gang_view();
+    let team = view.queues.iter().find(|q| q.name == "team").unwrap();
+    assert_eq!(
+        c.verdict("ml/wait").phase,
+        crate::gang::planner::GangPhase::Inqueue
+    );
+    assert_eq!(team.inqueue.get("nvidia.com/gpu"), 2000, "{team:?}");
+    assert_eq!(team.allocated.get("nvidia.com/gpu"), 0);
+}
