@@ -626,6 +626,9 @@ impl Scheduler {
             return GangFilter::Usual;
         };
         self.gang_apply_pod(pod);
+        // Wait for a commit in progress (a cycle or a sibling's fallback): a plan
+        // is only answered once its annotations are written, or it was rolled back.
+        let memory = self.gang.planner.lock().await;
         if let Some(node) = self.planned_node(uid) {
             if names.contains(&node) {
                 return GangFilter::Planned(node);
@@ -639,17 +642,13 @@ impl Scheduler {
         if self.ledger.read().pod(uid).is_some() {
             return GangFilter::Usual;
         }
-        let outcome = {
-            let memory = self.gang.planner.lock().await;
-            let outcome = self.plan_and_reserve(&memory, Some(&member.gang));
-            drop(memory);
-            outcome
-        };
+        let outcome = self.plan_and_reserve(&memory, Some(&member.gang));
         for commit in &outcome.commits {
             if let Err(e) = self.publish_commit(commit).await {
                 return GangFilter::Wait(format!("gang {}: {e}", member.gang));
             }
         }
+        drop(memory);
         if let Some(node) = self.planned_node(uid) {
             if names.contains(&node) {
                 return GangFilter::Planned(node);
