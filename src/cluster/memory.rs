@@ -150,6 +150,21 @@ fn pod_key(pod: &Pod) -> Option<Box<str>> {
 
 /// A pod's key in the store: `namespace/name` in one allocation (neither may
 /// contain a slash).
+/// The stored pod `namespace/name`, or the API server's NotFound.
+fn stored_pod<'s>(
+    store: &'s mut Store,
+    namespace: &str,
+    name: &str,
+) -> Result<&'s mut StoredPod, ApiError> {
+    store
+        .pods
+        .get_mut(&key(namespace, name))
+        .ok_or_else(|| ApiError::NotFound {
+            kind: "pod",
+            name: format!("{namespace}/{name}"),
+        })
+}
+
 fn key(namespace: &str, name: &str) -> Box<str> {
     let mut k = String::with_capacity(namespace.len() + 1 + name.len());
     k.push_str(namespace);
@@ -260,14 +275,7 @@ impl ClusterApi for MemoryCluster {
         patch: &MetadataPatch,
     ) -> Result<(), ApiError> {
         let mut store = self.store.lock();
-        let stored =
-            store
-                .pods
-                .get_mut(&key(namespace, name))
-                .ok_or_else(|| ApiError::NotFound {
-                    kind: "pod",
-                    name: format!("{namespace}/{name}"),
-                })?;
+        let stored = stored_pod(&mut store, namespace, name)?;
         let mut pod = stored.pod()?;
         apply(&mut pod.metadata.annotations, &patch.annotations);
         apply(&mut pod.metadata.labels, &patch.labels);
@@ -289,14 +297,7 @@ impl ClusterApi for MemoryCluster {
                 name: node.to_string(),
             });
         }
-        let stored =
-            store
-                .pods
-                .get_mut(&key(namespace, name))
-                .ok_or_else(|| ApiError::NotFound {
-                    kind: "pod",
-                    name: format!("{namespace}/{name}"),
-                })?;
+        let stored = stored_pod(&mut store, namespace, name)?;
         let mut pod = stored.pod()?;
         if pod.metadata.uid.as_deref() != Some(uid) {
             return Err(ApiError::Conflict(format!(
@@ -390,14 +391,7 @@ impl ClusterApi for MemoryCluster {
         gate: &str,
     ) -> Result<(), ApiError> {
         let mut store = self.store.lock();
-        let stored =
-            store
-                .pods
-                .get_mut(&key(namespace, name))
-                .ok_or_else(|| ApiError::NotFound {
-                    kind: "pod",
-                    name: format!("{namespace}/{name}"),
-                })?;
+        let stored = stored_pod(&mut store, namespace, name)?;
         let mut pod = stored.pod()?;
         if let Some(gates) = pod.spec.as_mut().and_then(|s| s.scheduling_gates.as_mut()) {
             gates.retain(|g| g.name != gate);
