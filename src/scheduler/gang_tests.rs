@@ -97,6 +97,16 @@ impl Cluster {
         }
     }
 
+    /// PodGroup `group` (minMember `min`, queue `queue`) and `count` gated
+    /// members named `<prefix><i>`, created a second apart.
+    pub fn gang(&self, group: &str, min: u32, queue: &str, prefix: &str, count: u32) {
+        self.s
+            .apply_podgroup(&podgroup(group, min, queue, json!({})));
+        for i in 0..count {
+            self.add(&member(&format!("{prefix}{i}"), group, i));
+        }
+    }
+
     pub fn add(&self, pod: &Pod) {
         self.memory.insert_pod(pod);
         self.s.apply_pod(pod);
@@ -196,10 +206,7 @@ async fn schedule(c: &Cluster, name: &str) -> String {
 #[tokio::test]
 async fn a_gang_of_four_that_fits_is_released_together_and_binds() {
     let c = Cluster::new(&[("n1", 2), ("n2", 2)], gang_config());
-    c.s.apply_podgroup(&podgroup("train", 4, "default", json!({})));
-    for i in 0..4 {
-        c.add(&member(&format!("w{i}"), "train", i));
-    }
+    c.gang("train", 4, "default", "w", 4);
     assert_eq!(c.s.run_gang_cycle().await, 1);
     let mut gpus = std::collections::BTreeSet::new();
     for i in 0..4 {
@@ -236,10 +243,7 @@ async fn a_gang_of_four_that_fits_is_released_together_and_binds() {
 #[tokio::test]
 async fn a_gang_of_eight_on_six_free_gpus_places_nothing_and_says_why() {
     let c = Cluster::new(&[("n1", 2), ("n2", 2), ("n3", 2)], gang_config());
-    c.s.apply_podgroup(&podgroup("big", 8, "default", json!({})));
-    for i in 0..8 {
-        c.add(&member(&format!("b{i}"), "big", i));
-    }
+    c.gang("big", 8, "default", "b", 8);
     assert_eq!(c.s.run_gang_cycle().await, 0);
     assert_eq!(c.held(), 0, "nothing may stay reserved");
     for i in 0..8 {
@@ -348,10 +352,7 @@ async fn queue_capability_blocks_with_the_named_dimension() {
         "team",
         json!({"weight": 1, "capability": {"nvidia.com/gpu": "2"}}),
     ));
-    c.s.apply_podgroup(&podgroup("wide", 3, "team", json!({})));
-    for i in 0..3 {
-        c.add(&member(&format!("q{i}"), "wide", i));
-    }
+    c.gang("wide", 3, "team", "q", 3);
     assert_eq!(c.s.run_gang_cycle().await, 0);
     let v = c.verdict("ml/wide");
     let message = v.message.unwrap_or_default();
@@ -369,10 +370,7 @@ async fn strict_gangs_bind_nobody_before_min_member_arrive() {
             ..gang_config()
         },
     );
-    c.s.apply_podgroup(&podgroup("sync", 3, "default", json!({})));
-    for i in 0..3 {
-        c.add(&member(&format!("s{i}"), "sync", i));
-    }
+    c.gang("sync", 3, "default", "s", 3);
     assert_eq!(c.s.run_gang_cycle().await, 1);
     let c = Arc::new(c);
     let mut binds = Vec::new();
@@ -411,10 +409,7 @@ async fn a_strict_gang_that_misses_the_deadline_releases_every_waiter() {
             ..gang_config()
         },
     );
-    c.s.apply_podgroup(&podgroup("sync", 3, "default", json!({})));
-    for i in 0..3 {
-        c.add(&member(&format!("s{i}"), "sync", i));
-    }
+    c.gang("sync", 3, "default", "s", 3);
     c.s.run_gang_cycle().await;
     let c = Arc::new(c);
     let mut binds = Vec::new();
@@ -461,10 +456,7 @@ async fn a_gang_that_loses_a_member_and_times_out_leaves_nothing_behind() {
             ..gang_config()
         },
     );
-    c.s.apply_podgroup(&podgroup("fragile", 4, "default", json!({})));
-    for i in 0..4 {
-        c.add(&member(&format!("f{i}"), "fragile", i));
-    }
+    c.gang("fragile", 4, "default", "f", 4);
     assert_eq!(c.s.run_gang_cycle().await, 1);
     schedule(&c, "f0").await;
     schedule(&c, "f1").await;
@@ -485,10 +477,7 @@ async fn a_gang_that_loses_a_member_and_times_out_leaves_nothing_behind() {
 #[tokio::test]
 async fn a_member_whose_planned_node_disappears_is_placed_again() {
     let c = Cluster::new(&[("n1", 2), ("n2", 2)], gang_config());
-    c.s.apply_podgroup(&podgroup("pair", 2, "default", json!({})));
-    for i in 0..2 {
-        c.add(&member(&format!("p{i}"), "pair", i));
-    }
+    c.gang("pair", 2, "default", "p", 2);
     assert_eq!(c.s.run_gang_cycle().await, 1);
     let planned =
         c.s.with_ledger(|l| l.pod("uid-p0").map(|p| p.node.clone()))
@@ -541,10 +530,7 @@ async fn a_plain_pod_in_a_queue_is_a_gang_of_one_admitted_by_its_queue() {
 #[tokio::test]
 async fn a_commit_interrupted_before_the_gates_were_lifted_is_finished_after_a_restart() {
     let c = Cluster::new(&[("n1", 2)], gang_config());
-    c.s.apply_podgroup(&podgroup("pair", 2, "default", json!({})));
-    for i in 0..2 {
-        c.add(&member(&format!("r{i}"), "pair", i));
-    }
+    c.gang("pair", 2, "default", "r", 2);
     assert_eq!(c.s.run_gang_cycle().await, 1);
     // What a crash between writing the plans and lifting the gates leaves behind:
     // planned pods that still carry the gate. A new process loads them.
@@ -583,10 +569,7 @@ async fn a_card_quota_blocks_with_the_card_type_named() {
     let mut q = queue("cards", json!({"weight": 1}));
     q["metadata"]["annotations"] = json!({"volcano.sh/card.quota": r#"{"NVIDIA-H100":2}"#});
     c.s.apply_queue(&q);
-    c.s.apply_podgroup(&podgroup("trio", 3, "cards", json!({})));
-    for i in 0..3 {
-        c.add(&member(&format!("c{i}"), "trio", i));
-    }
+    c.gang("trio", 3, "cards", "c", 3);
     assert_eq!(c.s.run_gang_cycle().await, 0);
     let message = c.verdict("ml/trio").message.unwrap_or_default();
     assert!(message.contains("NVIDIA-H100"), "{message}");
@@ -606,10 +589,7 @@ async fn a_card_quota_blocks_with_the_card_type_named() {
 async fn what_a_gang_holds_beyond_its_minimum_is_reported_elastic() {
     let c = Cluster::new(&[("n1", 4)], gang_config());
     c.s.apply_queue(&queue("team", json!({"weight": 1})));
-    c.s.apply_podgroup(&podgroup("wide", 2, "team", json!({})));
-    for i in 0..3 {
-        c.add(&member(&format!("e{i}"), "wide", i));
-    }
+    c.gang("wide", 2, "team", "e", 3);
     assert_eq!(c.s.run_gang_cycle().await, 1);
     c.s.run_gang_cycle().await;
     let view = c.s.gang_view();
@@ -625,10 +605,7 @@ async fn what_a_gang_holds_beyond_its_minimum_is_reported_elastic() {
 #[tokio::test]
 async fn an_extra_member_of_a_running_gang_that_does_not_fit_gets_the_per_node_reasons() {
     let c = Cluster::new(&[("n1", 2)], gang_config());
-    c.s.apply_podgroup(&podgroup("duo", 2, "default", json!({})));
-    for i in 0..2 {
-        c.add(&member(&format!("x{i}"), "duo", i));
-    }
+    c.gang("duo", 2, "default", "x", 2);
     assert_eq!(c.s.run_gang_cycle().await, 1);
     schedule(&c, "x0").await;
     schedule(&c, "x1").await;
@@ -710,10 +687,7 @@ async fn a_strict_gang_recreated_under_the_same_podgroup_waits_at_bind_again() {
             ..gang_config()
         },
     );
-    c.s.apply_podgroup(&podgroup("sync", 2, "default", json!({})));
-    for i in 0..2 {
-        c.add(&member(&format!("a{i}"), "sync", i));
-    }
+    c.gang("sync", 2, "default", "a", 2);
     assert_eq!(c.s.run_gang_cycle().await, 1);
     let c = Arc::new(c);
     let mut binds = Vec::new();
@@ -757,10 +731,7 @@ async fn a_repeated_bind_of_a_strict_member_never_releases_its_gpus() {
             ..gang_config()
         },
     );
-    c.s.apply_podgroup(&podgroup("sync", 2, "default", json!({})));
-    for i in 0..2 {
-        c.add(&member(&format!("d{i}"), "sync", i));
-    }
+    c.gang("sync", 2, "default", "d", 2);
     assert_eq!(c.s.run_gang_cycle().await, 1);
     let c = Arc::new(c);
     let node = c.filter("d0").await.unwrap().remove(0);
@@ -795,10 +766,7 @@ async fn a_gang_that_ran_long_ago_and_lost_a_member_is_not_evicted() {
             ..gang_config()
         },
     );
-    c.s.apply_podgroup(&podgroup("old", 2, "default", json!({})));
-    for i in 0..2 {
-        c.add(&member(&format!("o{i}"), "old", i));
-    }
+    c.gang("old", 2, "default", "o", 2);
     assert_eq!(c.s.run_gang_cycle().await, 1);
     schedule(&c, "o0").await;
     schedule(&c, "o1").await;
