@@ -511,6 +511,7 @@ async fn run(options: Options) -> Result<bool, String> {
         options.duration.as_secs_f64()
     );
     let shared = Arc::new(Shared::new(limit, options.duration));
+    let cpu_before = (server.cpu_time(), server::own_cpu_time());
     let started = Instant::now();
     let tasks: Vec<_> = (0..options.concurrency)
         .map(|_| {
@@ -535,6 +536,15 @@ async fn run(options: Options) -> Result<bool, String> {
     }
     let cycles_elapsed = started.elapsed();
     let cycles_done = samples.cycle.len() as u64;
+    // CPU per cycle, in microseconds, of the server and of this process.
+    let cpu_per_cycle = |before: Option<Duration>, after: Option<Duration>| {
+        let used = after?.checked_sub(before?)?;
+        (cycles_done > 0).then(|| used.as_secs_f64() * 1e6 / cycles_done as f64)
+    };
+    let cycle_cpu_us = (
+        cpu_per_cycle(cpu_before.0, server.cpu_time()),
+        cpu_per_cycle(cpu_before.1, server::own_cpu_time()),
+    );
     let cycle_errors = shared.errors.load(Ordering::Relaxed);
     let mut notes = std::mem::take(&mut *shared.notes.lock());
     if limit == budget && shared.issued.load(Ordering::Relaxed) >= limit {
@@ -645,6 +655,12 @@ async fn run(options: Options) -> Result<bool, String> {
         "cycles      {cycles_done} filter+bind in {:.2} s = {cycles_per_s:.0}/s, {cycle_errors} errors",
         cycles_elapsed.as_secs_f64()
     );
+    let us = |v: Option<f64>| v.map_or_else(|| "-".into(), |v| format!("{v:.0}"));
+    println!(
+        "cpu/cycle   server {} µs, load generator {} µs (user + system, whole processes)",
+        us(cycle_cpu_us.0),
+        us(cycle_cpu_us.1)
+    );
     println!(
         "mutate      {} in {:.2} s = {mutate_per_s:.0}/s, {mutate_errors} errors",
         mutate.len(),
@@ -702,6 +718,8 @@ async fn run(options: Options) -> Result<bool, String> {
         "cycles": cycles_done,
         "cycles_s": secs3(cycles_elapsed),
         "cycles_per_s": cycles_per_s.round(),
+        "cpu_us_per_cycle": {"server": cycle_cpu_us.0.map(f64::round),
+                             "load_generator": cycle_cpu_us.1.map(f64::round)},
         "mutate_per_s": mutate_per_s.round(),
         "errors": cycle_errors + mutate_errors,
         "client_ms": {

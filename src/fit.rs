@@ -409,6 +409,7 @@ fn best_connected(devices: &[GpuDevice], candidates: &[usize], n: usize) -> Vec<
 mod tests {
     use super::*;
     use crate::policy::{GpuPolicy, NodePolicy, PodPolicies, ScoringWeights};
+    use crate::rank_index::{GpuRoom, may_fit};
 
     fn gpu(id: &str, index: u32, numa: i32) -> GpuDevice {
         GpuDevice {
@@ -749,5 +750,80 @@ mod tests {
         .unwrap();
         assert_eq!(p.devices.len(), 3);
         assert!(p.devices[1].is_empty());
+    }
+
+    fn arbitrary_gpu() -> impl proptest::strategy::Strategy<Value = (GpuDevice, GpuUsage)> {
+        use proptest::prelude::*;
+        (
+            1u32..=4,
+            1000u64..=16000,
+            any::<bool>(),
+            0u32..=5,
+            0u64..=16000,
+            0u32..=100,
+        )
+            .prop_map(|(count, devmem, sick, taken, mem, cores)| {
+                let mut d = gpu("g", 0, 0);
+                d.count = count;
+                d.devmem = devmem;
+                d.health = !sick;
+                (d, used(taken, mem, cores))
+            })
+    }
+
+    proptest::proptest! {
+        /// The screen ranking uses to skip nodes never skips a node the full fit
+        /// would accept, for any policy, usage or request shape.
+        #[test]
+        fn may_fit_never_rejects_a_node_that_fits(
+            gpus in proptest::collection::vec(arbitrary_gpu(), 1..=8),
+            containers in proptest::collection::vec(
+                proptest::option::of((1u32..=4, 0u64..=12000, proptest::option::of(1u32..=100), 0u32..=120)),
+                1..=3),
+            init_count in 0usize..=1,
+            gpu_policy in proptest::sample::select(vec!["binpack", "spread", "topology-aware", "binpack,numa"]),
+        ) {
+            let mut devices: Vec<GpuDevice> = Vec::new();
+            let mut usage = Vec::new();
+            for (i, (mut d, u)) in gpus.into_iter().enumerate() {
+                d.id = format!("GPU-{i}").into();
+                d.index = i as u32;
+                d.numa = (i % 2) as i32;
+                devices.push(d);
+                usage.push(u);
+            }
+            let req = PodRequest {
+                init_count: init_count.min(containers.len()),
+                containers: containers
+                    .into_iter()
+                    .map(|c| c.map(|(nums, memreq, pct, coresreq)| ContainerRequest {
+                        nums,
+                        memreq: if pct.is_some() { 0 } else { memreq },
+                        mem_percentage: pct,
+                        coresreq,
+                    }))
+                    .collect(),
+            };
+            let cordoned = BTreeSet::new();
+            let model_lower: Vec<String> = devices.iter().map(|d| d.model.to_lowercase()).collect();
+            let is_vendor = vec![true; devices.len()];
+            let view = NodeView {
+                devices: &devices,
+                usage: &usage,
+                cordoned: &cordoned,
+                is_vendor: &is_vendor,
+                model_lower: &model_lower,
+            };
+            let fitted = fit(&devices, &usage, &req, gpu_policy, &DeviceSelectors::default(), QuotaHeadroom::default());
+            let rooms: Vec<GpuRoom> = devices
+                .iter()
+                .zip(&usage)
+                .zip(view.is_vendor)
+                .map(|((d, u), v)| GpuRoom::of(d, u, *v))
+                .collect();
+            if fitted.is_ok() {
+                proptest::prop_assert!(may_fit(&rooms, &req), "fits but screened out: {:?}", fitted);
+            }
+        }
     }
 }

@@ -5,6 +5,7 @@ use crate::device::model::{GpuDevice, PodDevices};
 
 use crate::fit::QuotaHeadroom;
 use crate::freshness::{FORGET_AFTER, LocalMark, PodMeta};
+use crate::rank_index::{GpuRoom, Rank, RankIndex};
 use crate::usage::{GpuUsage, collapse_pod_usage, usage_totals};
 use rustc_hash::FxHashMap;
 use serde::Serialize;
@@ -39,6 +40,17 @@ pub struct NodeEntry {
 }
 
 impl NodeEntry {
+    /// The node as the fit sees it.
+    pub fn view(&self) -> crate::fit::NodeView<'_> {
+        crate::fit::NodeView {
+            devices: &self.devices,
+            usage: &self.usage,
+            cordoned: &self.cordoned,
+            is_vendor: &self.is_vendor,
+            model_lower: &self.model_lower,
+        }
+    }
+
     /// Fills the per-device fields derived from `devices`, once per registration
     /// instead of once per decision.
     fn index_devices(&mut self, usage: Option<&BTreeMap<Arc<str>, GpuUsage>>) {
@@ -67,6 +79,23 @@ impl NodeEntry {
 
     fn rescore(&mut self) {
         self.score = crate::fit::node_score(&self.devices, &self.usage);
+    }
+
+    /// Whether the node's GPUs can take pods at all (registered, and registered
+    /// well).
+    pub fn usable(&self) -> bool {
+        self.unusable_reason.is_none() && !self.devices.is_empty()
+    }
+
+    /// Puts the node's current score and room into the ranking index.
+    fn index_rank(&self, name: &str, rank: &mut RankIndex) {
+        let rooms = self
+            .devices
+            .iter()
+            .zip(&self.usage)
+            .zip(&self.is_vendor)
+            .map(|((d, u), v)| GpuRoom::of(d, u, *v));
+        rank.set(name, self.score, self.usable(), rooms);
     }
 
     /// Points a pod's GPU UUIDs at this node's registered ones, so every pod on a
@@ -178,9 +207,11 @@ pub struct QuotaLimits {
 /// The scheduler's books.
 #[derive(Debug, Default)]
 pub struct Ledger {
-    /// Looked up once per candidate node on every filter: a fast non-cryptographic
-    /// hash (node names come from the API server, not from untrusted clients).
+    /// A fast non-cryptographic hash: node names come from the API server, not
+    /// from untrusted clients.
     nodes: FxHashMap<String, NodeEntry>,
+    /// What ranking reads of every node in `nodes`, kept in step with it.
+    rank: RankIndex,
     /// Usage per node per GPU UUID (includes UUIDs not, or no longer, registered).
     node_usage: HashMap<String, BTreeMap<Arc<str>, GpuUsage>>,
     /// Boxed: the table holds tens of thousands of pods and doubles as it grows, so
@@ -202,17 +233,25 @@ impl Ledger {
     /// Registers or updates a node.
     pub fn upsert_node(&mut self, name: &str, mut entry: NodeEntry) {
         entry.index_devices(self.node_usage.get(name));
+        entry.index_rank(name, &mut self.rank);
         self.nodes.insert(name.to_string(), entry);
     }
 
     /// Forgets a node (its pods stay tracked until they go).
     pub fn remove_node(&mut self, name: &str) {
         self.nodes.remove(name);
+        self.rank.remove(name);
     }
 
     /// A registered node.
     pub fn node(&self, name: &str) -> Option<&NodeEntry> {
         self.nodes.get(name)
+    }
+
+    /// What ranking needs of a registered node, from a compact index (cheaper than
+    /// [`Ledger::node`] when looking up thousands of candidates).
+    pub fn rank(&self, name: &str) -> Option<Rank<'_>> {
+        self.rank.get(name)
     }
 
     /// All nodes, sorted by name (for dumps and metrics, not the hot path).
@@ -322,6 +361,7 @@ impl Ledger {
                 }
             }
             n.rescore();
+            n.index_rank(&entry.node, &mut self.rank);
         }
         let (mem, cores) = usage_totals(entry.usage.iter().map(|(_, u)| u));
         let ns = self
@@ -348,6 +388,7 @@ impl Ledger {
                 }
             }
             n.rescore();
+            n.index_rank(&entry.node, &mut self.rank);
         }
         if let Some(node) = self.node_usage.get_mut(&entry.node) {
             for (uuid, u) in &entry.usage {

@@ -18,6 +18,7 @@ pub mod node_lock;
 pub mod policy;
 pub mod quantity;
 pub mod queues_cli;
+pub mod rank_index;
 pub mod run;
 pub mod scheduler;
 pub mod server;

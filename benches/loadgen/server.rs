@@ -224,6 +224,11 @@ impl ServerProcess {
         std::fs::metadata(&self.log_path).map_or(0, |m| m.len())
     }
 
+    /// CPU time (user + system) the server has used so far.
+    pub fn cpu_time(&self) -> Option<Duration> {
+        process_cpu_time(&format!("/proc/{}/stat", self.pid))
+    }
+
     /// `VmRSS` and `VmHWM` (peak) of the server, MiB.
     pub fn rss_mib(&self) -> (Option<f64>, Option<f64>) {
         let status =
@@ -238,4 +243,27 @@ impl ServerProcess {
         };
         (field("VmRSS:"), field("VmHWM:"))
     }
+}
+
+/// CPU time (user + system) this process has used so far.
+pub fn own_cpu_time() -> Option<Duration> {
+    process_cpu_time("/proc/self/stat")
+}
+
+/// `utime + stime` of a `/proc/<pid>/stat` file (fields 14 and 15, in clock ticks).
+fn process_cpu_time(stat_path: &str) -> Option<Duration> {
+    let stat = std::fs::read_to_string(stat_path).ok()?;
+    // The command name (field 2) may hold spaces; the fields after it do not.
+    let after_name = &stat[stat.rfind(')')? + 1..];
+    let mut fields = after_name.split_whitespace().skip(11);
+    let utime: u64 = fields.next()?.parse().ok()?;
+    let stime: u64 = fields.next()?.parse().ok()?;
+    // SAFETY: sysconf only reads a configuration value.
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if ticks <= 0 {
+        return None;
+    }
+    Some(Duration::from_secs_f64(
+        (utime + stime) as f64 / ticks as f64,
+    ))
 }

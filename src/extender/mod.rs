@@ -1,3 +1,4 @@
 //! The kube-scheduler extender protocol.
 
+pub mod node_names;
 pub mod wire;

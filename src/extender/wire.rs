@@ -4,8 +4,10 @@
 //! decoder is case-insensitive, so HAMi's tests send lowercase. We accept PascalCase,
 //! camelCase and lowercase, treat `null` like a missing field, and answer PascalCase.
 
+use super::node_names::NodeNames;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use serde::{Deserialize, Serialize};
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 /// A list of nodes as kube-scheduler sends it (a NodeList whose type fields may be
@@ -41,20 +43,22 @@ pub struct ExtenderArgs {
         alias = "nodenames",
         alias = "nodeNames"
     )]
-    pub node_names: Option<Vec<String>>,
+    pub node_names: Option<NodeNames>,
 }
 
 impl ExtenderArgs {
     /// Names of the candidate nodes, from `NodeNames` or else from `Nodes`.
-    pub fn candidate_names(&self) -> Vec<String> {
+    pub fn candidate_names(&self) -> Cow<'_, NodeNames> {
         match (&self.node_names, &self.nodes) {
-            (Some(names), _) => names.clone(),
-            (None, Some(nodes)) => nodes
-                .items
-                .iter()
-                .filter_map(|n| n.metadata.name.clone())
-                .collect(),
-            (None, None) => Vec::new(),
+            (Some(names), _) => Cow::Borrowed(names),
+            (None, Some(nodes)) => Cow::Owned(
+                nodes
+                    .items
+                    .iter()
+                    .filter_map(|n| n.metadata.name.as_deref())
+                    .collect(),
+            ),
+            (None, None) => Cow::Owned(NodeNames::default()),
         }
     }
 }
@@ -182,11 +186,11 @@ mod tests {
     fn pascal_and_lower_case_requests_decode() {
         let pascal = r#"{"Pod":{"metadata":{"name":"p","uid":"u"},"spec":{"containers":[]}},"Nodes":null,"NodeNames":["a","b"]}"#;
         let args: ExtenderArgs = serde_json::from_str(pascal).unwrap();
-        assert_eq!(args.node_names.unwrap(), vec!["a", "b"]);
+        assert_eq!(args.node_names.unwrap().to_vec(), vec!["a", "b"]);
         assert_eq!(args.pod.unwrap().metadata.name.as_deref(), Some("p"));
         let lower = r#"{"pod":{"metadata":{"name":"p"}},"nodenames":["a"]}"#;
         let args: ExtenderArgs = serde_json::from_str(lower).unwrap();
-        assert_eq!(args.node_names.unwrap(), vec!["a"]);
+        assert_eq!(args.node_names.unwrap().to_vec(), vec!["a"]);
         let nodes = r#"{"Pod":null,"Nodes":{"metadata":{},"items":[{"metadata":{"name":"n"}}]}}"#;
         let args: ExtenderArgs = serde_json::from_str(nodes).unwrap();
         assert!(args.pod.is_none());

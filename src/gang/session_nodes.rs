@@ -104,11 +104,8 @@ impl<'a> SessionNodes<'a> {
         let entry = self.nodes[i].1;
         fit_pod(
             NodeView {
-                devices: &entry.devices,
                 usage: self.usage_of(i),
-                cordoned: &entry.cordoned,
-                is_vendor: &entry.is_vendor,
-                model_lower: &entry.model_lower,
+                ..entry.view()
             },
             &FitRequest {
                 request: &ctx.request,

@@ -56,7 +56,7 @@ async fn filter(s: &Scheduler, p: &Pod) -> Vec<String> {
     s.filter(ExtenderArgs {
         pod: Some(p.clone()),
         nodes: None,
-        node_names: Some(vec!["n1".into()]),
+        node_names: Some(["n1"].into_iter().collect()),
     })
     .await
     .node_names

@@ -5,9 +5,11 @@ use super::{FilterMode, PodContext, Scheduler};
 use crate::cluster::api::EventType;
 use crate::device::allocation_codec::encode_pod_devices;
 use crate::device::model::PodDevices;
+use crate::extender::node_names::NodeNames;
 use crate::extender::wire::{ExtenderArgs, ExtenderFilterResult, HostPriority, NodeItems};
-use crate::fit::{FitRequest, NodeView, Placement, QuotaHeadroom, fit_pod};
+use crate::fit::{FitRequest, Placement, QuotaHeadroom, fit_pod};
 use crate::ledger::{Ledger, PodEntry, PodPhase};
+use crate::rank_index::may_fit;
 use k8s_openapi::api::core::v1::Pod;
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -52,29 +54,20 @@ impl Scheduler {
             selectors: &ctx.selectors,
             quota,
         };
-        fit_pod(
-            NodeView {
-                devices: &entry.devices,
-                usage: &entry.usage,
-                cordoned: &entry.cordoned,
-                is_vendor: &entry.is_vendor,
-                model_lower: &entry.model_lower,
-            },
-            &request,
-        )
+        fit_pod(entry.view(), &request)
     }
 
     /// Fits the pod on every candidate (filter mode `all`, prioritize, failures).
-    pub(crate) fn evaluate(&self, ctx: &PodContext, names: &[String]) -> Evaluation {
+    pub(crate) fn evaluate(&self, ctx: &PodContext, names: &NodeNames) -> Evaluation {
         let ledger = self.ledger.read();
         let quota = ledger.quota_headroom(&ctx.namespace);
         let mut fits = Vec::new();
         let mut failed = BTreeMap::new();
-        for name in names {
+        for name in names.iter() {
             match self.fit_with_quota(&ledger, ctx, name, quota) {
-                Ok(p) => fits.push((name.clone(), p)),
+                Ok(p) => fits.push((name.to_string(), p)),
                 Err(reason) => {
-                    failed.insert(name.clone(), reason);
+                    failed.insert(name.to_string(), reason);
                 }
             }
         }
@@ -84,40 +77,39 @@ impl Scheduler {
     /// The best node by the pod's node policy (ties: the smaller name) that fits.
     ///
     /// The node score depends only on current usage, so candidates are ranked by it
-    /// first (cheap: a sum over each node's GPUs) and fitted best-first; the first
-    /// that fits is the answer. Only when none fits is every node fitted, for the
-    /// per-node reasons. Same answer as fitting everything, at a fraction of the cost.
+    /// first (read from the ledger's compact ranking index, kept current with usage)
+    /// and fitted best-first; the first that fits is the answer. Nodes without
+    /// enough open GPUs for the request ([`may_fit`]) are not ranked at all. Only when none
+    /// fits is every node fitted, for the per-node reasons. Same answer as fitting
+    /// everything, at a fraction of the cost.
     pub(crate) fn choose_node(
         &self,
         ctx: &PodContext,
-        names: &[String],
+        names: &NodeNames,
     ) -> Result<(String, Placement), BTreeMap<String, String>> {
         {
             let ledger = self.ledger.read();
             let quota = ledger.quota_headroom(&ctx.namespace);
-            let mut ranked: Vec<(f64, &String)> = names
+            let mut ranked: Vec<(f64, &str)> = names
                 .iter()
                 .filter_map(|name| {
-                    let entry = ledger.node(name)?;
-                    if unusable_reason(entry).is_some() {
-                        return None;
-                    }
-                    Some((entry.score, name))
+                    let rank = ledger.rank(name)?;
+                    (rank.usable && may_fit(rank.rooms, &ctx.request)).then_some((rank.score, name))
                 })
                 .collect();
-            let order = |(sa, na): &(f64, &String), (sb, nb): &(f64, &String)| {
+            let order = |(sa, na): &(f64, &str), (sb, nb): &(f64, &str)| {
                 ctx.policies.node.prefers(*sb, *sa).then_with(|| na.cmp(nb))
             };
             // Usually the best node fits: find it in one pass before sorting.
             if let Some(best) = ranked.iter().copied().min_by(order)
                 && let Ok(p) = self.fit_with_quota(&ledger, ctx, best.1, quota)
             {
-                return Ok((best.1.clone(), p));
+                return Ok((best.1.to_string(), p));
             }
             ranked.sort_by(order);
             for (_, name) in ranked {
                 if let Ok(p) = self.fit_with_quota(&ledger, ctx, name, quota) {
-                    return Ok((name.clone(), p));
+                    return Ok((name.to_string(), p));
                 }
             }
         }
@@ -173,7 +165,7 @@ impl Scheduler {
     pub fn decide(
         &self,
         pod: &Pod,
-        names: &[String],
+        names: &NodeNames,
     ) -> Result<Option<(String, Placement)>, String> {
         let ctx = self.pod_context(pod)?.ok_or("pod asks for no vGPU")?;
         Ok(self.choose_node(&ctx, names).ok())
@@ -201,7 +193,7 @@ impl Scheduler {
                 self.metrics.filter_outcome("passthrough");
                 return ExtenderFilterResult {
                     nodes: args.nodes,
-                    node_names: args.node_names,
+                    node_names: args.node_names.map(|n| n.to_vec()),
                     ..Default::default()
                 };
             }
@@ -244,7 +236,10 @@ impl Scheduler {
             }
             super::gang::GangFilter::Wait(reason) => {
                 self.metrics.filter_outcome("gang-wait");
-                let failed = names.iter().map(|n| (n.clone(), reason.clone())).collect();
+                let failed = names
+                    .iter()
+                    .map(|n| (n.to_string(), reason.clone()))
+                    .collect();
                 return ExtenderFilterResult {
                     failed_nodes: failed,
                     ..Default::default()
@@ -373,13 +368,16 @@ impl Scheduler {
         let names = args.candidate_names();
         let ledger = self.ledger.read();
         Ok(names
-            .into_iter()
+            .iter()
             .map(|host| {
-                let score = match self.fit_on(&ledger, &ctx, &host) {
+                let score = match self.fit_on(&ledger, &ctx, host) {
                     Ok(p) => ctx.policies.node.extender_score(p.node_score),
                     Err(_) => 0,
                 };
-                HostPriority { host, score }
+                HostPriority {
+                    host: host.to_string(),
+                    score,
+                }
             })
             .collect())
     }

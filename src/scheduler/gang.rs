@@ -618,7 +618,12 @@ impl Scheduler {
     /// `/filter` for gang and queue pods: honour the plan, or plan the pod's gang
     /// now when it reached kube-scheduler without our gate (webhook down, created
     /// before install).
-    pub(crate) async fn gang_filter(&self, pod: &Pod, uid: &str, names: &[String]) -> GangFilter {
+    pub(crate) async fn gang_filter(
+        &self,
+        pod: &Pod,
+        uid: &str,
+        names: &crate::extender::node_names::NodeNames,
+    ) -> GangFilter {
         if !self.config.gang.enabled {
             return GangFilter::Usual;
         }

@@ -130,7 +130,7 @@ impl Cluster {
             .filter(ExtenderArgs {
                 pod: Some(pod),
                 nodes: None,
-                node_names: Some(self.nodes.clone()),
+                node_names: Some(self.nodes.iter().collect()),
             })
             .await;
         if !r.error.is_empty() {
@@ -490,7 +490,7 @@ async fn a_member_whose_planned_node_disappears_is_placed_again() {
         c.s.filter(ExtenderArgs {
             pod: Some(pod),
             nodes: None,
-            node_names: Some(remaining.clone()),
+            node_names: Some(remaining.iter().collect()),
         })
         .await;
     assert_eq!(r.node_names, Some(vec![remaining[0].clone()]), "{r:?}");

@@ -72,7 +72,25 @@ fn check_invariants(s: &Scheduler) -> Result<(), TestCaseError> {
     s.with_ledger(|l| {
         prop_assert_eq!(l.incremental_node_usage(), &l.recomputed_node_usage());
         prop_assert!(l.reservations_indexed(), "reservation index out of step");
-        for (_, entry) in l.nodes() {
+        for (name, entry) in l.nodes() {
+            let rank = l.rank(name);
+            prop_assert!(rank.is_some(), "{} missing from the ranking index", name);
+            let rank = rank.unwrap();
+            prop_assert_eq!(rank.score, entry.score);
+            prop_assert_eq!(rank.usable, entry.usable());
+            let rooms: Vec<_> = entry
+                .devices
+                .iter()
+                .zip(&entry.usage)
+                .zip(&entry.is_vendor)
+                .map(|((d, u), v)| crate::rank_index::GpuRoom::of(d, u, *v))
+                .collect();
+            prop_assert_eq!(
+                rank.rooms,
+                rooms.as_slice(),
+                "{} ranking index out of step",
+                name
+            );
             for (d, u) in entry.devices.iter().zip(entry.usage.iter().copied()) {
                 prop_assert!(u.used <= d.count, "{} slots {} > {}", d.id, u.used, d.count);
                 prop_assert!(
@@ -118,7 +136,7 @@ proptest! {
                 Op::Filter { gpus, mem, cores, bind } => {
                     let p = pod(created.len(), gpus, mem, cores);
                     created.push(p.clone());
-                    let result = rt.block_on(s.filter(ExtenderArgs { pod: Some(p.clone()), nodes: None, node_names: Some(names.clone()) }));
+                    let result = rt.block_on(s.filter(ExtenderArgs { pod: Some(p.clone()), nodes: None, node_names: Some(names.as_slice().into()) }));
                     prop_assert!(result.error.is_empty(), "{}", result.error);
                     if let (true, Some(chosen)) = (bind, result.node_names.as_ref().and_then(|n| n.first())) {
                         let answer = rt.block_on(s.bind(ExtenderBindingArgs {
@@ -136,7 +154,7 @@ proptest! {
                 }
                 Op::Refilter(i) => {
                     if let Some(p) = created.get(i % created.len().max(1)).cloned() {
-                        let result = rt.block_on(s.filter(ExtenderArgs { pod: Some(p), nodes: None, node_names: Some(names.clone()) }));
+                        let result = rt.block_on(s.filter(ExtenderArgs { pod: Some(p), nodes: None, node_names: Some(names.as_slice().into()) }));
                         prop_assert!(result.error.is_empty(), "{}", result.error);
                     }
                 }
@@ -159,10 +177,46 @@ proptest! {
         let run = || {
             let (s, _) = build(&nodes);
             for (i, (g, m)) in placed.iter().enumerate() {
-                rt.block_on(s.filter(ExtenderArgs { pod: Some(pod(i, *g, *m, 0)), nodes: None, node_names: Some(names.clone()) }));
+                rt.block_on(s.filter(ExtenderArgs { pod: Some(pod(i, *g, *m, 0)), nodes: None, node_names: Some(names.as_slice().into()) }));
             }
-            s.decide(&pod(999, probe.0, probe.1, 10), &names).unwrap()
+            s.decide(&pod(999, probe.0, probe.1, 10), &names.as_slice().into()).unwrap()
         };
         prop_assert_eq!(run(), run());
+    }
+
+    /// Ranking with the capacity screen picks what fitting every node and taking the
+    /// best by the node policy (ties: the smaller name) would pick, on clusters where
+    /// many nodes are full.
+    #[test]
+    fn decision_is_the_best_node_that_fits(
+        cluster in prop::collection::vec(
+            prop::collection::vec((1u32..=3, 4000u64..=20000).prop_map(|(count, devmem)| GpuSpec { count, devmem }), 1..=4),
+            1..=6),
+        placed in prop::collection::vec((1u32..=3, 1000u64..=12000), 0..24),
+        probe in (1u32..=3, 500u64..=12000, 0u32..=60),
+        spread in any::<bool>(),
+    ) {
+        let nodes: Vec<Node> = cluster.iter().enumerate().map(|(i, g)| node(&format!("n{i}"), g)).collect();
+        let names: crate::extender::node_names::NodeNames = (0..nodes.len()).map(|i| format!("n{i}")).collect();
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let (s, _) = build(&nodes);
+        for (i, (g, m)) in placed.iter().enumerate() {
+            rt.block_on(s.filter(ExtenderArgs { pod: Some(pod(i, *g, *m, 0)), nodes: None, node_names: Some(names.clone()) }));
+        }
+        let mut probe_pod = pod(999, probe.0, probe.1, probe.2);
+        let policy = if spread { "spread" } else { "binpack" };
+        probe_pod.metadata.annotations = Some(
+            [("hami.io/node-scheduler-policy".to_string(), policy.to_string())].into(),
+        );
+        let ctx = s.pod_context(&probe_pod).unwrap().unwrap();
+        let every = s.evaluate(&ctx, &names);
+        let expected = every
+            .fits
+            .iter()
+            .min_by(|(na, pa), (nb, pb)| {
+                ctx.policies.node.prefers(pb.node_score, pa.node_score).then_with(|| na.cmp(nb))
+            })
+            .cloned();
+        prop_assert_eq!(s.decide(&probe_pod, &names).unwrap(), expected);
     }
 }
