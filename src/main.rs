@@ -43,7 +43,7 @@ async fn run_cli() -> std::process::ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Serve(args) => {
-            run::init_logging(args.log_format);
+            let _log = run::init_logging(args.log_format);
             match run::serve(*args).await {
                 Ok(()) => std::process::ExitCode::SUCCESS,
                 Err(e) => {
@@ -53,7 +53,7 @@ async fn run_cli() -> std::process::ExitCode {
             }
         }
         Command::Certs(args) => {
-            run::init_logging(args.log_format);
+            let _log = run::init_logging(args.log_format);
             match vgpu_scheduler::certs::run(*args).await {
                 Ok(()) => std::process::ExitCode::SUCCESS,
                 Err(e) => {

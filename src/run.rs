@@ -23,15 +23,23 @@ use std::time::Duration;
 /// How often expired reservations are swept.
 const SWEEP_INTERVAL: Duration = Duration::from_secs(1);
 
-/// Sets up logging.
-pub fn init_logging(format: LogFormat) {
+/// Flushes the buffered log when dropped.
+pub type LogGuard = crate::log_writer::FlushGuard;
+
+/// Sets up logging to standard output, buffered (see `log_writer`): a request
+/// never waits on the log's pipe or file.
+pub fn init_logging(format: LogFormat) -> LogGuard {
+    let (writer, guard) = crate::log_writer::buffered_stdout();
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(writer);
     let _ = match format {
         LogFormat::Json => builder.json().try_init(),
         LogFormat::Text => builder.try_init(),
     };
+    guard
 }
 
 /// Runs the server until SIGTERM or Ctrl-C.

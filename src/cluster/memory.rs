@@ -8,18 +8,26 @@ use super::api::{ApiError, ClusterApi, MetadataPatch, SchedulerEvent, VolcanoObj
 use crate::annotations::{BIND_PHASE, NODE_LOCK};
 use async_trait::async_trait;
 use k8s_openapi::api::core::v1::{Node, Pod};
-use parking_lot::Mutex;
+use parking_lot::{Mutex, MutexGuard};
+use rustc_hash::FxBuildHasher;
 use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::hash::BuildHasher;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// How many events the store keeps for `/debug/state`.
 const EVENT_HISTORY: usize = 1000;
 
 /// A pod kept as compact JSON: a typed `Pod` is several KiB in memory, and a
 /// cluster file may hold tens of thousands of pods that are only read back when one
-/// of them is bound or owns a node lock.
+/// of them is bound or owns a node lock. Its annotations are kept apart from the
+/// rest, so the scheduler's annotation patches (two per pod placed) rewrite a few
+/// hundred bytes instead of decoding and re-encoding the whole pod.
 struct StoredPod {
     uid: Option<Box<str>>,
-    json: CompactJson<Pod>,
+    /// The annotations as a JSON object; `None` when there are none.
+    annotations: Option<Box<[u8]>>,
+    /// The pod without its annotations.
+    body: CompactJson<Pod>,
 }
 
 /// An object serialised to JSON bytes, decoded on each read.
@@ -39,9 +47,21 @@ impl<T: serde::Serialize + serde::de::DeserializeOwned> CompactJson<T> {
     }
 
     fn decode(&self, kind: &str) -> Result<T, ApiError> {
-        serde_json::from_slice(&self.bytes)
-            .map_err(|e| ApiError::Other(format!("stored {kind} is unreadable: {e}")))
+        serde_json::from_slice(&self.bytes).map_err(|e| unreadable(kind, &e))
     }
+}
+
+fn unreadable(kind: &str, e: &serde_json::Error) -> ApiError {
+    ApiError::Other(format!("stored {kind} is unreadable: {e}"))
+}
+
+type Annotations = BTreeMap<String, String>;
+
+fn encode_annotations(annotations: Option<&Annotations>) -> Option<Box<[u8]>> {
+    let annotations = annotations.filter(|a| !a.is_empty())?;
+    serde_json::to_vec(annotations)
+        .ok()
+        .map(Vec::into_boxed_slice)
 }
 
 impl StoredPod {
@@ -51,19 +71,37 @@ impl StoredPod {
     /// is not kept: a bound pod costs a few hundred bytes instead of kilobytes.
     fn new(pod: &Pod) -> Self {
         let placed = pod.spec.as_ref().is_some_and(|s| s.node_name.is_some());
-        let json = if placed {
-            CompactJson::encode(&slim(pod))
-        } else {
-            CompactJson::encode(pod)
-        };
+        let mut body = if placed { slim(pod) } else { pod.clone() };
+        let annotations = body.metadata.annotations.take();
         Self {
             uid: pod.metadata.uid.as_deref().map(Box::from),
-            json,
+            annotations: encode_annotations(annotations.as_ref()),
+            body: CompactJson::encode(&body),
         }
     }
 
+    fn annotations(&self) -> Result<Option<Annotations>, ApiError> {
+        self.annotations
+            .as_deref()
+            .map(|bytes| serde_json::from_slice(bytes).map_err(|e| unreadable("pod", &e)))
+            .transpose()
+    }
+
     fn pod(&self) -> Result<Pod, ApiError> {
-        self.json.decode("pod")
+        let mut pod = self.body.decode("pod")?;
+        pod.metadata.annotations = self.annotations()?;
+        Ok(pod)
+    }
+
+    /// Applies annotation changes without touching the rest of the pod.
+    fn patch_annotations(
+        &mut self,
+        changes: &BTreeMap<String, Option<String>>,
+    ) -> Result<(), ApiError> {
+        let mut annotations = self.annotations()?;
+        apply(&mut annotations, changes);
+        self.annotations = encode_annotations(annotations.as_ref());
+        Ok(())
     }
 }
 
@@ -97,46 +135,79 @@ fn slim(pod: &Pod) -> Pod {
     }
 }
 
-/// A node kept as compact JSON, like pods (its register annotation is most of it).
+/// A node kept as compact JSON, with its annotations (most of it: the register
+/// annotation) decoded beside it: every bind takes and releases the node lock
+/// annotation, which then costs a map update rather than a decode and an encode.
 struct StoredNode {
-    resource_version: Option<String>,
-    json: CompactJson<Node>,
+    resource_version: String,
+    annotations: Annotations,
+    /// The node without annotations or resourceVersion.
+    body: CompactJson<Node>,
 }
 
 impl StoredNode {
-    fn new(node: &Node) -> Self {
+    fn new(node: &Node, resource_version: String) -> Self {
+        let mut body = node.clone();
+        let annotations = body.metadata.annotations.take().unwrap_or_default();
+        body.metadata.resource_version = None;
         Self {
-            resource_version: node.metadata.resource_version.clone(),
-            json: CompactJson::encode(node),
+            resource_version,
+            annotations,
+            body: CompactJson::encode(&body),
         }
     }
+}
 
-    fn node(&self) -> Result<Node, ApiError> {
-        self.json.decode("node")
+/// What is needed to rebuild a stored node outside the store's lock.
+struct NodeCopy {
+    resource_version: String,
+    annotations: Annotations,
+    body: Box<[u8]>,
+}
+
+impl NodeCopy {
+    fn node(self) -> Result<Node, ApiError> {
+        let mut node: Node =
+            serde_json::from_slice(&self.body).map_err(|e| unreadable("node", &e))?;
+        node.metadata.annotations = Some(self.annotations);
+        node.metadata.resource_version = Some(self.resource_version);
+        Ok(node)
     }
 }
 
-#[derive(Default)]
-struct Store {
-    /// Tens of thousands of entries: slots are kept small (one boxed key, a boxed
-    /// UID and the JSON), as the table doubles when it grows.
-    pods: HashMap<Box<str>, StoredPod>,
-    nodes: BTreeMap<String, StoredNode>,
-    events: VecDeque<SchedulerEvent>,
-    volcano_status: BTreeMap<VolcanoObject, serde_json::Value>,
-    version: u64,
-}
+/// Pods by `namespace/name`. Tens of thousands of entries: slots are kept small
+/// (one boxed key, a boxed UID and the JSON), as the table doubles when it grows.
+type PodTable = HashMap<Box<str>, StoredPod>;
 
-impl Store {
-    fn next_version(&mut self) -> String {
-        self.version += 1;
-        self.version.to_string()
+/// Shards of the pod table.
+const POD_SHARDS: usize = 16;
+
+/// The pod table in separately locked shards, so that calls about different
+/// pods (a filter's patch of one, a bind of another) never wait for each other.
+struct PodShards([Mutex<PodTable>; POD_SHARDS]);
+
+impl PodShards {
+    fn new() -> Self {
+        Self(std::array::from_fn(|_| Mutex::new(PodTable::default())))
+    }
+
+    /// The locked shard that holds `key`.
+    fn lock(&self, key: &str) -> MutexGuard<'_, PodTable> {
+        let shard = FxBuildHasher.hash_one(key) % POD_SHARDS as u64;
+        self.0[shard as usize].lock()
     }
 }
 
-/// The in-memory cluster.
+/// The in-memory cluster. Each kind of object has its own lock, so a bind writing
+/// the node lock does not wait for a filter patching a pod; JSON is decoded
+/// outside the locks where a read allows it.
 pub struct MemoryCluster {
-    store: Mutex<Store>,
+    pods: PodShards,
+    nodes: Mutex<BTreeMap<String, StoredNode>>,
+    events: Mutex<VecDeque<SchedulerEvent>>,
+    volcano_status: Mutex<BTreeMap<VolcanoObject, serde_json::Value>>,
+    /// The last resourceVersion handed out.
+    version: AtomicU64,
     simulate_device_plugin: bool,
 }
 
@@ -150,21 +221,6 @@ fn pod_key(pod: &Pod) -> Option<Box<str>> {
 
 /// A pod's key in the store: `namespace/name` in one allocation (neither may
 /// contain a slash).
-/// The stored pod `namespace/name`, or the API server's NotFound.
-fn stored_pod<'s>(
-    store: &'s mut Store,
-    namespace: &str,
-    name: &str,
-) -> Result<&'s mut StoredPod, ApiError> {
-    store
-        .pods
-        .get_mut(&key(namespace, name))
-        .ok_or_else(|| ApiError::NotFound {
-            kind: "pod",
-            name: format!("{namespace}/{name}"),
-        })
-}
-
 fn key(namespace: &str, name: &str) -> Box<str> {
     let mut k = String::with_capacity(namespace.len() + 1 + name.len());
     k.push_str(namespace);
@@ -173,8 +229,30 @@ fn key(namespace: &str, name: &str) -> Box<str> {
     k.into_boxed_str()
 }
 
+/// The stored pod under `key`, or the API server's NotFound.
+fn stored_pod<'s>(pods: &'s mut PodTable, key: &str) -> Result<&'s mut StoredPod, ApiError> {
+    pods.get_mut(key).ok_or_else(|| pod_not_found(key))
+}
+
+fn pod_not_found(key: &str) -> ApiError {
+    ApiError::NotFound {
+        kind: "pod",
+        name: key.to_string(),
+    }
+}
+
+fn node_not_found(name: &str) -> ApiError {
+    ApiError::NotFound {
+        kind: "node",
+        name: name.to_string(),
+    }
+}
+
 fn apply(map: &mut Option<BTreeMap<String, String>>, changes: &BTreeMap<String, Option<String>>) {
-    let m = map.get_or_insert_with(BTreeMap::new);
+    apply_to(map.get_or_insert_with(BTreeMap::new), changes);
+}
+
+fn apply_to(m: &mut BTreeMap<String, String>, changes: &BTreeMap<String, Option<String>>) {
     for (k, v) in changes {
         match v {
             Some(v) => {
@@ -191,27 +269,36 @@ impl MemoryCluster {
     /// A store holding `nodes` and `pods`.
     pub fn new(nodes: Vec<Node>, pods: Vec<Pod>, simulate_device_plugin: bool) -> Self {
         let cluster = Self {
-            store: Mutex::new(Store::default()),
+            pods: PodShards::new(),
+            nodes: Mutex::new(BTreeMap::new()),
+            events: Mutex::new(VecDeque::new()),
+            volcano_status: Mutex::new(BTreeMap::new()),
+            version: AtomicU64::new(0),
             simulate_device_plugin,
         };
         cluster.insert_all(nodes, pods);
         cluster
     }
 
+    fn next_version(&self) -> String {
+        (self.version.fetch_add(1, Ordering::Relaxed) + 1).to_string()
+    }
+
     /// Adds nodes and pods, consuming them (each typed pod is dropped as soon as it
     /// is stored compactly).
     pub fn insert_all(&self, nodes: Vec<Node>, pods: Vec<Pod>) {
-        let mut store = self.store.lock();
-        for mut node in nodes {
-            let v = store.next_version();
-            node.metadata.resource_version = Some(v);
-            if let Some(name) = node.metadata.name.clone() {
-                store.nodes.insert(name, StoredNode::new(&node));
+        {
+            let mut stored = self.nodes.lock();
+            for node in nodes {
+                if let Some(name) = node.metadata.name.clone() {
+                    stored.insert(name, StoredNode::new(&node, self.next_version()));
+                }
             }
         }
         for pod in pods {
             if let Some(k) = pod_key(&pod) {
-                store.pods.insert(k, StoredPod::new(&pod));
+                let stored = StoredPod::new(&pod);
+                self.pods.lock(&k).insert(k, stored);
             }
         }
     }
@@ -225,18 +312,34 @@ impl MemoryCluster {
     pub fn insert_pod(&self, pod: &Pod) {
         if let Some(k) = pod_key(pod) {
             let stored = StoredPod::new(pod);
-            self.store.lock().pods.insert(k, stored);
+            self.pods.lock(&k).insert(k, stored);
         }
     }
 
     /// Events recorded so far, oldest first.
     pub fn events(&self) -> Vec<SchedulerEvent> {
-        self.store.lock().events.iter().cloned().collect()
+        self.events.lock().iter().cloned().collect()
     }
 
     /// PodGroup and Queue statuses written so far.
     pub fn volcano_statuses(&self) -> BTreeMap<VolcanoObject, serde_json::Value> {
-        self.store.lock().volcano_status.clone()
+        self.volcano_status.lock().clone()
+    }
+
+    /// Releases the node lock `namespace/name` holds on `node`, as HAMi's device
+    /// plugin does once it has handed the pod its GPUs.
+    fn release_node_lock(&self, node: &str, namespace: &str, name: &str) {
+        let owner_suffix = format!(",{namespace},{name}");
+        let mut nodes = self.nodes.lock();
+        if let Some(stored) = nodes.get_mut(node)
+            && stored
+                .annotations
+                .get(NODE_LOCK)
+                .is_some_and(|v| v.ends_with(&owner_suffix))
+        {
+            stored.annotations.remove(NODE_LOCK);
+            stored.resource_version = self.next_version();
+        }
     }
 }
 
@@ -247,25 +350,34 @@ impl ClusterApi for MemoryCluster {
             return;
         };
         let uid = pod.metadata.uid.as_deref();
-        let known = |store: &Store| store.pods.get(&k).is_some_and(|p| p.uid.as_deref() == uid);
-        if known(&self.store.lock()) {
+        let known = |pods: &PodTable| pods.get(&k).is_some_and(|p| p.uid.as_deref() == uid);
+        if known(&self.pods.lock(&k)) {
             return;
         }
         // Encoded outside the lock; a write of the same pod in between wins.
         let stored = StoredPod::new(pod);
-        let mut store = self.store.lock();
-        if !known(&store) {
-            store.pods.insert(k, stored);
+        let mut pods = self.pods.lock(&k);
+        if !known(&pods) {
+            pods.insert(k, stored);
         }
     }
 
     async fn get_pod(&self, namespace: &str, name: &str) -> Result<Option<Pod>, ApiError> {
-        self.store
-            .lock()
+        // Copied under the lock, decoded outside it.
+        let key = key(namespace, name);
+        let copy = self
             .pods
-            .get(&key(namespace, name))
-            .map(StoredPod::pod)
-            .transpose()
+            .lock(&key)
+            .get(&key)
+            .map(|p| (p.body.bytes.clone(), p.annotations.clone()));
+        let Some((body, annotations)) = copy else {
+            return Ok(None);
+        };
+        let mut pod: Pod = serde_json::from_slice(&body).map_err(|e| unreadable("pod", &e))?;
+        pod.metadata.annotations = annotations
+            .map(|a| serde_json::from_slice(&a).map_err(|e| unreadable("pod", &e)))
+            .transpose()?;
+        Ok(Some(pod))
     }
 
     async fn patch_pod_metadata(
@@ -274,8 +386,12 @@ impl ClusterApi for MemoryCluster {
         name: &str,
         patch: &MetadataPatch,
     ) -> Result<(), ApiError> {
-        let mut store = self.store.lock();
-        let stored = stored_pod(&mut store, namespace, name)?;
+        let key = key(namespace, name);
+        let mut pods = self.pods.lock(&key);
+        let stored = stored_pod(&mut pods, &key)?;
+        if patch.labels.is_empty() {
+            return stored.patch_annotations(&patch.annotations);
+        }
         let mut pod = stored.pod()?;
         apply(&mut pod.metadata.annotations, &patch.annotations);
         apply(&mut pod.metadata.labels, &patch.labels);
@@ -290,61 +406,48 @@ impl ClusterApi for MemoryCluster {
         uid: &str,
         node: &str,
     ) -> Result<(), ApiError> {
-        let mut store = self.store.lock();
-        if !store.nodes.contains_key(node) {
-            return Err(ApiError::NotFound {
-                kind: "node",
-                name: node.to_string(),
-            });
+        if !self.nodes.lock().contains_key(node) {
+            return Err(node_not_found(node));
         }
-        let stored = stored_pod(&mut store, namespace, name)?;
-        let mut pod = stored.pod()?;
-        if pod.metadata.uid.as_deref() != Some(uid) {
-            return Err(ApiError::Conflict(format!(
-                "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
-                pod.metadata.uid.as_deref().unwrap_or("")
-            )));
-        }
-        let spec = pod.spec.get_or_insert_with(Default::default);
-        if let Some(existing) = &spec.node_name {
-            return Err(ApiError::Conflict(format!(
-                "pod {name} is already assigned to node \"{existing}\""
-            )));
-        }
-        spec.node_name = Some(node.to_string());
-        if self.simulate_device_plugin {
-            let mut phase = BTreeMap::new();
-            phase.insert(BIND_PHASE.to_string(), Some("success".to_string()));
-            apply(&mut pod.metadata.annotations, &phase);
-        }
-        *stored = StoredPod::new(&pod);
-        if self.simulate_device_plugin {
-            let owner_suffix = format!(",{namespace},{name}");
-            let version = store.next_version();
-            if let Some(stored) = store.nodes.get_mut(node)
-                && let Ok(mut n) = stored.node()
-            {
-                let anns = n.metadata.annotations.get_or_insert_with(BTreeMap::new);
-                if anns
-                    .get(NODE_LOCK)
-                    .is_some_and(|v| v.ends_with(&owner_suffix))
-                {
-                    anns.remove(NODE_LOCK);
-                    n.metadata.resource_version = Some(version);
-                    *stored = StoredNode::new(&n);
-                }
+        {
+            let key = key(namespace, name);
+            let mut pods = self.pods.lock(&key);
+            let stored = stored_pod(&mut pods, &key)?;
+            if stored.uid.as_deref() != Some(uid) {
+                return Err(ApiError::Conflict(format!(
+                    "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
+                    stored.uid.as_deref().unwrap_or("")
+                )));
             }
+            let mut pod = stored.pod()?;
+            let spec = pod.spec.get_or_insert_with(Default::default);
+            if let Some(existing) = &spec.node_name {
+                return Err(ApiError::Conflict(format!(
+                    "pod {name} is already assigned to node \"{existing}\""
+                )));
+            }
+            spec.node_name = Some(node.to_string());
+            if self.simulate_device_plugin {
+                let mut phase = BTreeMap::new();
+                phase.insert(BIND_PHASE.to_string(), Some("success".to_string()));
+                apply(&mut pod.metadata.annotations, &phase);
+            }
+            *stored = StoredPod::new(&pod);
+        }
+        if self.simulate_device_plugin {
+            self.release_node_lock(node, namespace, name);
         }
         Ok(())
     }
 
     async fn get_node(&self, name: &str) -> Result<Option<Node>, ApiError> {
-        self.store
-            .lock()
-            .nodes
-            .get(name)
-            .map(StoredNode::node)
-            .transpose()
+        // Copied under the lock, decoded outside it.
+        let copy = self.nodes.lock().get(name).map(|n| NodeCopy {
+            resource_version: n.resource_version.clone(),
+            annotations: n.annotations.clone(),
+            body: n.body.bytes.clone(),
+        });
+        copy.map(NodeCopy::node).transpose()
     }
 
     async fn patch_node_annotations(
@@ -353,35 +456,26 @@ impl ClusterApi for MemoryCluster {
         annotations: &BTreeMap<String, Option<String>>,
         resource_version: Option<&str>,
     ) -> Result<(), ApiError> {
-        let mut store = self.store.lock();
-        let version = store.next_version();
-        let stored = store
-            .nodes
-            .get_mut(name)
-            .ok_or_else(|| ApiError::NotFound {
-                kind: "node",
-                name: name.to_string(),
-            })?;
+        let mut nodes = self.nodes.lock();
+        let stored = nodes.get_mut(name).ok_or_else(|| node_not_found(name))?;
         if let Some(expected) = resource_version
-            && stored.resource_version.as_deref() != Some(expected)
+            && stored.resource_version != expected
         {
             return Err(ApiError::Conflict(format!(
                 "Operation cannot be fulfilled on nodes \"{name}\": the object has been modified; please apply your changes to the latest version and try again"
             )));
         }
-        let mut node = stored.node()?;
-        apply(&mut node.metadata.annotations, annotations);
-        node.metadata.resource_version = Some(version);
-        *stored = StoredNode::new(&node);
+        apply_to(&mut stored.annotations, annotations);
+        stored.resource_version = self.next_version();
         Ok(())
     }
 
     async fn record_event(&self, event: SchedulerEvent) {
-        let mut store = self.store.lock();
-        if store.events.len() >= EVENT_HISTORY {
-            store.events.pop_front();
+        let mut events = self.events.lock();
+        if events.len() >= EVENT_HISTORY {
+            events.pop_front();
         }
-        store.events.push_back(event);
+        events.push_back(event);
     }
 
     async fn remove_scheduling_gate(
@@ -390,8 +484,9 @@ impl ClusterApi for MemoryCluster {
         name: &str,
         gate: &str,
     ) -> Result<(), ApiError> {
-        let mut store = self.store.lock();
-        let stored = stored_pod(&mut store, namespace, name)?;
+        let key = key(namespace, name);
+        let mut pods = self.pods.lock(&key);
+        let stored = stored_pod(&mut pods, &key)?;
         let mut pod = stored.pod()?;
         if let Some(gates) = pod.spec.as_mut().and_then(|s| s.scheduling_gates.as_mut()) {
             gates.retain(|g| g.name != gate);
@@ -410,15 +505,9 @@ impl ClusterApi for MemoryCluster {
     }
 
     async fn evict_pod(&self, namespace: &str, name: &str) -> Result<(), ApiError> {
-        self.store
-            .lock()
-            .pods
-            .remove(&key(namespace, name))
-            .map(|_| ())
-            .ok_or_else(|| ApiError::NotFound {
-                kind: "pod",
-                name: format!("{namespace}/{name}"),
-            })
+        let key = key(namespace, name);
+        let removed = self.pods.lock(&key).remove(&key);
+        removed.map(|_| ()).ok_or_else(|| pod_not_found(&key))
     }
 
     async fn patch_volcano_status(
@@ -426,9 +515,8 @@ impl ClusterApi for MemoryCluster {
         object: &VolcanoObject,
         status: &serde_json::Value,
     ) -> Result<(), ApiError> {
-        let mut store = self.store.lock();
-        let current = store
-            .volcano_status
+        let mut statuses = self.volcano_status.lock();
+        let current = statuses
             .entry(object.clone())
             .or_insert_with(|| serde_json::json!({}));
         json_patch::merge(current, status);

@@ -248,14 +248,12 @@ impl Scheduler {
         }
         // A re-filter of the same pod replaces its earlier reservation; if nothing
         // fits now, the old annotations are cleared too.
-        let had_reservation = {
-            let mut ledger = self.ledger.write();
-            let had = ledger.pod(&ctx.uid).is_some();
-            if had {
-                ledger.mark_local_released(&ctx.uid);
-            }
-            had
-        };
+        // (Looked at under the read lock: most pods are filtered once, and a write
+        // lock on every filter would queue it behind every ranking in progress.)
+        let had_reservation = self.ledger.read().pod(&ctx.uid).is_some();
+        if had_reservation {
+            self.ledger.write().mark_local_released(&ctx.uid);
+        }
 
         let answer_nodes = |chosen: &[String]| answer_nodes_for(full_nodes, &args, chosen);
 
