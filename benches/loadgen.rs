@@ -33,6 +33,9 @@ cargo bench --bench loadgen -- [flags]
   --nodes N             nodes, 8 H100 each (default 1000)
   --pods-per-node P     running vGPU pods per node in the cluster file (default 10)
   --concurrency C       requests in flight (default 64)
+  --filters-in-flight F /filter calls at once (default: C). 1 is how kube-scheduler calls
+                        an extender: one pod's scheduling cycle at a time, its binds in
+                        parallel; the C cycles then overlap only in their binds
   --duration S          seconds of filter+bind cycles (default 10)
   --cycles K            stop after K cycles (default: as many as fit in --duration)
   --mode names|nodes    /filter with NodeNames (default) or full Node objects
@@ -63,6 +66,8 @@ struct Options {
     nodes: usize,
     pods_per_node: usize,
     concurrency: usize,
+    /// `/filter` calls at once (`None`: as many as `concurrency`).
+    filters_in_flight: Option<usize>,
     duration: Duration,
     cycles: Option<u64>,
     mode: Mode,
@@ -85,6 +90,7 @@ fn parse_options(args: Vec<String>) -> Result<Options, String> {
             nodes: 20,
             pods_per_node: 4,
             concurrency: 8,
+            filters_in_flight: None,
             duration: Duration::from_secs(30),
             cycles: Some(200),
             mode: Mode::Names,
@@ -101,6 +107,7 @@ fn parse_options(args: Vec<String>) -> Result<Options, String> {
             nodes: 1000,
             pods_per_node: 10,
             concurrency: 64,
+            filters_in_flight: None,
             duration: Duration::from_secs(10),
             cycles: None,
             mode: Mode::Names,
@@ -125,6 +132,7 @@ fn parse_options(args: Vec<String>) -> Result<Options, String> {
             "--nodes"
                 | "--pods-per-node"
                 | "--concurrency"
+                | "--filters-in-flight"
                 | "--duration"
                 | "--cycles"
                 | "--mode"
@@ -157,6 +165,7 @@ fn parse_options(args: Vec<String>) -> Result<Options, String> {
             "--nodes" => o.nodes = number(&value)? as usize,
             "--pods-per-node" => o.pods_per_node = number(&value)? as usize,
             "--concurrency" => o.concurrency = number(&value)? as usize,
+            "--filters-in-flight" => o.filters_in_flight = Some(number(&value)? as usize),
             "--duration" => {
                 let s: f64 = value
                     .parse()
@@ -198,6 +207,11 @@ fn parse_options(args: Vec<String>) -> Result<Options, String> {
     }
     if o.concurrency == 0 || o.concurrency > 4096 {
         return Err("--concurrency must be 1..=4096".into());
+    }
+    if o.filters_in_flight
+        .is_some_and(|f| f == 0 || f > o.concurrency)
+    {
+        return Err("--filters-in-flight must be 1..=--concurrency".into());
     }
     Ok(o)
 }
@@ -307,6 +321,8 @@ struct CycleRequests {
     filter_suffix: String,
     mode: Mode,
     run_id: u32,
+    /// Held for each `/filter` call: at most this many at once.
+    filter_turns: tokio::sync::Semaphore,
 }
 
 #[derive(Default)]
@@ -335,7 +351,10 @@ async fn cycle_task(
         body.push_str("{\"Pod\":");
         body.push_str(&pod);
         body.push_str(&requests.filter_suffix);
-        let answer = match post(&client, &requests.filter_url, body).await {
+        let turn = requests.filter_turns.acquire().await;
+        let filtered = post(&client, &requests.filter_url, body).await;
+        drop(turn);
+        let answer = match filtered {
             Ok((answer, seconds, version)) => {
                 out.filter.push(seconds);
                 if !out.versions.contains(&version) {
@@ -494,6 +513,7 @@ async fn run(options: Options) -> Result<bool, String> {
         }
         _ => format!(",\"Nodes\":null,\"NodeNames\":{names_json}}}"),
     };
+    let filters_in_flight = options.filters_in_flight.unwrap_or(options.concurrency);
     let requests = Arc::new(CycleRequests {
         filter_url: server.url("/filter"),
         bind_url: server.url("/bind"),
@@ -501,6 +521,7 @@ async fn run(options: Options) -> Result<bool, String> {
         filter_suffix,
         mode: options.mode,
         run_id,
+        filter_turns: tokio::sync::Semaphore::new(filters_in_flight),
     });
     let filter_body_bytes = 7 + requests.pod_template.len() + requests.filter_suffix.len();
     eprintln!(
@@ -632,8 +653,9 @@ async fn run(options: Options) -> Result<bool, String> {
         cluster.pods,
         file_mib
     );
+    let filters_in_flight = options.filters_in_flight.unwrap_or(options.concurrency);
     println!(
-        "load        --mode {mode}, {} in flight over {}, pod = 1 GPU {} MiB {}% cores, /filter body {:.1} KiB, server log {}",
+        "load        --mode {mode}, {} in flight ({filters_in_flight} of them /filter at most) over {}, pod = 1 GPU {} MiB {}% cores, /filter body {:.1} KiB, server log {}",
         options.concurrency,
         versions.join("+"),
         cluster::POD_MEM,
@@ -709,6 +731,7 @@ async fn run(options: Options) -> Result<bool, String> {
         "params": {
             "nodes": options.nodes, "gpus_per_node": cluster::GPUS_PER_NODE,
             "running_pods": cluster.pods, "concurrency": options.concurrency,
+            "filters_in_flight": filters_in_flight,
             "mode": mode, "http": versions.join("+"), "duration_s": secs3(options.duration),
             "cycles_limit": limit, "mutate_requests": options.mutate_requests,
             "server_log": options.server_log, "server_args": options.server_args,

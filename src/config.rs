@@ -244,6 +244,22 @@ pub struct ServeArgs {
     /// httpTimeout).
     #[arg(long = "gang-strict-wait", default_value = "25s", value_parser = parse_duration)]
     pub gang_strict_wait: Duration,
+    /// Threads that serve requests and run watches (at most the CPUs this process
+    /// may use). kube-scheduler filters one pod at a time, so more threads add
+    /// contention rather than speed; the second keeps requests answered while the
+    /// other decodes a large watch relist or runs a planning cycle. 1 gives the
+    /// shortest tail latency when the server shares its CPUs.
+    #[arg(long = "worker-threads", default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..=1024))]
+    pub worker_threads: u16,
+}
+
+impl ServeArgs {
+    /// The async runtime's worker threads: `--worker-threads`, but never more than
+    /// the CPUs available (threads beyond them only take turns).
+    pub fn runtime_threads(&self) -> usize {
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        usize::from(self.worker_threads).min(cpus).max(1)
+    }
 }
 
 /// Flags of `certs`.
@@ -355,5 +371,21 @@ mod tests {
         let err = Cli::try_parse_from(["vgpu-scheduler", "serve", "--node-scheduler-policy=pack"])
             .unwrap_err();
         assert!(err.to_string().contains("unknown node policy"));
+    }
+
+    #[test]
+    fn worker_threads_default_to_two_within_the_cpus() {
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let s = serve(&[]);
+        assert_eq!(s.worker_threads, 2);
+        assert_eq!(s.runtime_threads(), cpus.min(2));
+        assert_eq!(serve(&["--worker-threads=1"]).runtime_threads(), 1);
+        assert_eq!(
+            serve(&["--worker-threads=64"]).runtime_threads(),
+            cpus.min(64)
+        );
+        let err =
+            Cli::try_parse_from(["vgpu-scheduler", "serve", "--worker-threads=0"]).unwrap_err();
+        assert!(err.to_string().contains("--worker-threads"), "{err}");
     }
 }

@@ -27,11 +27,18 @@ fn disable_transparent_huge_pages() {
 
 fn main() -> std::process::ExitCode {
     disable_transparent_huge_pages();
+    let cli = Cli::parse();
+    let workers = match &cli.command {
+        Command::Serve(args) => args.runtime_threads(),
+        // Short-lived clients.
+        Command::Certs(_) | Command::Queues(_) => 1,
+    };
     match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers)
         .enable_all()
         .build()
     {
-        Ok(runtime) => runtime.block_on(run_cli()),
+        Ok(runtime) => runtime.block_on(run_cli(cli)),
         Err(e) => {
             eprintln!("vgpu-scheduler: start the async runtime: {e}");
             std::process::ExitCode::FAILURE
@@ -39,8 +46,7 @@ fn main() -> std::process::ExitCode {
     }
 }
 
-async fn run_cli() -> std::process::ExitCode {
-    let cli = Cli::parse();
+async fn run_cli(cli: Cli) -> std::process::ExitCode {
     match cli.command {
         Command::Serve(args) => {
             let _log = run::init_logging(args.log_format);
