@@ -90,13 +90,11 @@ impl Scheduler {
         {
             let ledger = self.ledger.read();
             let quota = ledger.quota_headroom(&ctx.namespace);
-            let mut ranked: Vec<(f64, &str)> = names
-                .iter()
-                .filter_map(|name| {
-                    let rank = ledger.rank(name)?;
-                    (rank.usable && may_fit(rank.rooms, &ctx.request)).then_some((rank.score, name))
-                })
-                .collect();
+            let mut ranked: Vec<(f64, &str)> = Vec::with_capacity(names.len());
+            ranked.extend(names.iter().filter_map(|name| {
+                let rank = ledger.rank(name)?;
+                (rank.usable && may_fit(rank.rooms, &ctx.request)).then_some((rank.score, name))
+            }));
             let order = |(sa, na): &(f64, &str), (sb, nb): &(f64, &str)| {
                 ctx.policies.node.prefers(*sb, *sa).then_with(|| na.cmp(nb))
             };
