@@ -90,22 +90,26 @@ impl Scheduler {
         {
             let ledger = self.ledger.read();
             let quota = ledger.quota_headroom(&ctx.namespace);
-            let mut ranked: Vec<(f64, &str)> = Vec::with_capacity(names.len());
-            ranked.extend(names.iter().filter_map(|name| {
-                let rank = ledger.rank(name)?;
-                (rank.usable && may_fit(rank.rooms, &ctx.request)).then_some((rank.score, name))
-            }));
+            let candidates = || {
+                names.iter().filter_map(|name| {
+                    let rank = ledger.rank(name)?;
+                    (rank.usable && may_fit(rank.rooms, &ctx.request)).then_some((rank.score, name))
+                })
+            };
             let order = |(sa, na): &(f64, &str), (sb, nb): &(f64, &str)| {
                 ctx.policies.node.prefers(*sb, *sa).then_with(|| na.cmp(nb))
             };
-            // Usually the best node fits: find it in one pass before sorting.
-            if let Some(best) = ranked.iter().copied().min_by(order)
-                && let Ok(p) = self.fit_with_quota(&ledger, ctx, best.1, quota)
+            // Usually the best node fits: find it in one pass, keeping nothing.
+            let best = candidates().min_by(order);
+            if let Some((_, name)) = best
+                && let Ok(p) = self.fit_with_quota(&ledger, ctx, name, quota)
             {
-                return Ok((best.1.to_string(), p));
+                return Ok((name.to_string(), p));
             }
+            // Otherwise rank them all and fit down the list.
+            let mut ranked: Vec<(f64, &str)> = candidates().collect();
             ranked.sort_by(order);
-            for (_, name) in ranked {
+            for (_, name) in ranked.into_iter().skip(usize::from(best.is_some())) {
                 if let Ok(p) = self.fit_with_quota(&ledger, ctx, name, quota) {
                     return Ok((name.to_string(), p));
                 }
