@@ -167,6 +167,15 @@ impl Scheduler {
     /// mode `all`, an expired reservation, another node chosen) a fresh one. The hold
     /// is then marked `Binding`, so it cannot expire while the bind waits for the lock.
     async fn ensure_reservation(&self, ctx: &PodContext, node: &str) -> Result<(), String> {
+        // The usual case, already marked at the start of the bind: no write lock.
+        let binding_here = self
+            .ledger
+            .read()
+            .pod(&ctx.uid)
+            .is_some_and(|p| p.node == node && matches!(p.phase, PodPhase::Binding));
+        if binding_here {
+            return Ok(());
+        }
         {
             let mut ledger = self.ledger.write();
             if ledger.pod(&ctx.uid).is_some_and(|p| p.node == node) {
