@@ -32,8 +32,10 @@ pub fn init_logging(format: LogFormat) -> LogGuard {
     let (writer, guard) = crate::log_writer::buffered_stdout();
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    // Colours only for a terminal: in a container log they are escape codes.
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
         .with_writer(writer);
     let _ = match format {
         LogFormat::Json => builder.json().try_init(),
