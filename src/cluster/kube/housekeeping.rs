@@ -71,8 +71,19 @@ pub fn start(
         tick.tick().await;
         loop {
             tick.tick().await;
-            if let Err(e) = resync(&client, &scheduler).await {
-                tracing::warn!(error = %e, "resync failed; retrying next period");
+            // A resync decodes and compares every pod of the cluster, seconds of CPU
+            // on a large one: it runs on a thread of its own, so no request waits
+            // for it (whatever --worker-threads is).
+            let (client, scheduler) = (client.clone(), scheduler.clone());
+            let runtime = tokio::runtime::Handle::current();
+            let done = tokio::task::spawn_blocking(move || {
+                runtime.block_on(async { resync(&client, &scheduler).await })
+            })
+            .await;
+            match done {
+                Ok(Ok(_)) => {}
+                Ok(Err(e)) => tracing::warn!(error = %e, "resync failed; retrying next period"),
+                Err(e) => tracing::warn!(error = %e, "resync stopped; retrying next period"),
             }
         }
     }));
