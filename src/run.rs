@@ -226,8 +226,11 @@ fn file_source(
 }
 
 /// A Kubernetes client from `kubeconfig`, else the in-cluster config, else
-/// `$KUBECONFIG` / `~/.kube/config` (used by `certs`).
-pub async fn kube_client(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<kube::Client> {
+/// `$KUBECONFIG` / `~/.kube/config`; `missing` says what to do when there is none.
+pub async fn kube_client(
+    kubeconfig: Option<&std::path::Path>,
+    missing: &'static str,
+) -> anyhow::Result<kube::Client> {
     let kube_config = match kubeconfig {
         Some(path) => {
             let file = kube::config::Kubeconfig::read_from(path)
@@ -236,9 +239,7 @@ pub async fn kube_client(kubeconfig: Option<&std::path::Path>) -> anyhow::Result
                 .await
                 .with_context(|| format!("use kubeconfig {}", path.display()))?
         }
-        None => kube::Config::infer()
-            .await
-            .context("no in-cluster config and no usable kubeconfig")?,
+        None => kube::Config::infer().await.context(missing)?,
     };
     kube::Client::try_from(kube_config).context("build Kubernetes client")
 }
@@ -249,19 +250,11 @@ async fn live_source(
     metrics: Arc<Metrics>,
     gang: &GangDriver,
 ) -> anyhow::Result<Source> {
-    let kube_config = match &args.kubeconfig {
-        Some(path) => {
-            let file = kube::config::Kubeconfig::read_from(path)
-                .with_context(|| format!("read kubeconfig {}", path.display()))?;
-            kube::Config::from_custom_kubeconfig(file, &kube::config::KubeConfigOptions::default())
-                .await
-                .with_context(|| format!("use kubeconfig {}", path.display()))?
-        }
-        None => kube::Config::infer().await.context(
-            "no cluster configuration: run in a pod, pass --kubeconfig, or use --cluster-file",
-        )?,
-    };
-    let client = kube::Client::try_from(kube_config).context("build Kubernetes client")?;
+    let client = kube_client(
+        args.kubeconfig.as_deref(),
+        "no cluster configuration: run in a pod, pass --kubeconfig, or use --cluster-file",
+    )
+    .await?;
     let node_lock_timeout = config.node_lock_timeout;
     let scheduler_name = config.scheduler_name.clone();
     let api_dyn: Arc<dyn ClusterApi> = Arc::new(KubeCluster::new(

@@ -302,7 +302,11 @@ fn secret_data(m: &Material) -> BTreeMap<String, ByteString> {
 /// Runs `certs`: brings the Secret and the webhook's caBundle up to date.
 pub async fn run(args: CertsArgs) -> anyhow::Result<()> {
     crate::server::install_crypto_provider();
-    let client = crate::run::kube_client(args.kubeconfig.as_deref()).await?;
+    let client = crate::run::kube_client(
+        args.kubeconfig.as_deref(),
+        "no in-cluster config and no usable kubeconfig",
+    )
+    .await?;
     let settings = Settings::from_args(&args);
     let secrets: Api<Secret> = Api::namespaced(client.clone(), &args.namespace);
     let what = format!("Secret {}/{}", args.namespace, args.secret_name);
