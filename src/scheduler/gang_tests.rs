@@ -191,6 +191,34 @@ fn gang_config() -> GangConfig {
     GangConfig::default()
 }
 
+/// Strict gangs whose members wait at most `strict_wait` at `/bind`.
+fn strict_config(strict_wait: Duration) -> GangConfig {
+    GangConfig {
+        strict: true,
+        strict_wait,
+        ..gang_config()
+    }
+}
+
+/// Filters and binds members `<prefix>0` .. `<prefix>{n-1}`, each in a task of its
+/// own (strict binds wait at the barrier for each other).
+fn filter_and_bind_each(
+    c: &Arc<Cluster>,
+    prefix: &str,
+    n: usize,
+) -> Vec<tokio::task::JoinHandle<Result<(), String>>> {
+    (0..n)
+        .map(|i| {
+            let c = c.clone();
+            let name = format!("{prefix}{i}");
+            tokio::spawn(async move {
+                let node = c.filter(&name).await.unwrap().remove(0);
+                c.bind(&name, &node).await
+            })
+        })
+        .collect()
+}
+
 async fn schedule(c: &Cluster, name: &str) -> String {
     let nodes = c
         .filter(name)
@@ -362,26 +390,11 @@ async fn queue_capability_blocks_with_the_named_dimension() {
 
 #[tokio::test]
 async fn strict_gangs_bind_nobody_before_min_member_arrive() {
-    let c = Cluster::new(
-        &[("n1", 3)],
-        GangConfig {
-            strict: true,
-            strict_wait: Duration::from_secs(5),
-            ..gang_config()
-        },
-    );
+    let c = Cluster::new(&[("n1", 3)], strict_config(Duration::from_secs(5)));
     c.gang("sync", 3, "default", "s", 3);
     assert_eq!(c.s.run_gang_cycle().await, 1);
     let c = Arc::new(c);
-    let mut binds = Vec::new();
-    for i in 0..2 {
-        let c = c.clone();
-        binds.push(tokio::spawn(async move {
-            let name = format!("s{i}");
-            let node = c.filter(&name).await.unwrap().remove(0);
-            c.bind(&name, &node).await
-        }));
-    }
+    let binds = filter_and_bind_each(&c, "s", 2);
     tokio::time::sleep(Duration::from_millis(200)).await;
     for i in 0..2 {
         let bound = c
@@ -401,26 +414,11 @@ async fn strict_gangs_bind_nobody_before_min_member_arrive() {
 
 #[tokio::test]
 async fn a_strict_gang_that_misses_the_deadline_releases_every_waiter() {
-    let c = Cluster::new(
-        &[("n1", 3)],
-        GangConfig {
-            strict: true,
-            strict_wait: Duration::from_millis(200),
-            ..gang_config()
-        },
-    );
+    let c = Cluster::new(&[("n1", 3)], strict_config(Duration::from_millis(200)));
     c.gang("sync", 3, "default", "s", 3);
     c.s.run_gang_cycle().await;
     let c = Arc::new(c);
-    let mut binds = Vec::new();
-    for i in 0..2 {
-        let c = c.clone();
-        binds.push(tokio::spawn(async move {
-            let name = format!("s{i}");
-            let node = c.filter(&name).await.unwrap().remove(0);
-            c.bind(&name, &node).await
-        }));
-    }
+    let binds = filter_and_bind_each(&c, "s", 2);
     let mut errors = Vec::new();
     for b in binds {
         errors.push(b.await.unwrap().unwrap_err());
@@ -679,26 +677,11 @@ async fn an_ungated_pod_planned_at_filter_counts_what_its_queue_already_holds() 
 
 #[tokio::test]
 async fn a_strict_gang_recreated_under_the_same_podgroup_waits_at_bind_again() {
-    let c = Cluster::new(
-        &[("n1", 4)],
-        GangConfig {
-            strict: true,
-            strict_wait: Duration::from_millis(300),
-            ..gang_config()
-        },
-    );
+    let c = Cluster::new(&[("n1", 4)], strict_config(Duration::from_millis(300)));
     c.gang("sync", 2, "default", "a", 2);
     assert_eq!(c.s.run_gang_cycle().await, 1);
     let c = Arc::new(c);
-    let mut binds = Vec::new();
-    for i in 0..2 {
-        let c = c.clone();
-        binds.push(tokio::spawn(async move {
-            let name = format!("a{i}");
-            let node = c.filter(&name).await.unwrap().remove(0);
-            c.bind(&name, &node).await
-        }));
-    }
+    let binds = filter_and_bind_each(&c, "a", 2);
     for b in binds {
         b.await.unwrap().unwrap();
     }
@@ -723,14 +706,7 @@ async fn a_repeated_bind_of_a_strict_member_never_releases_its_gpus() {
     // kube-scheduler restarted while a strict member waited at the barrier and
     // sent its bind again: both requests wait, and once the quorum is there the
     // one that comes second must not undo the first.
-    let c = Cluster::new(
-        &[("n1", 2)],
-        GangConfig {
-            strict: true,
-            strict_wait: Duration::from_secs(5),
-            ..gang_config()
-        },
-    );
+    let c = Cluster::new(&[("n1", 2)], strict_config(Duration::from_secs(5)));
     c.gang("sync", 2, "default", "d", 2);
     assert_eq!(c.s.run_gang_cycle().await, 1);
     let c = Arc::new(c);
