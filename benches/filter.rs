@@ -1,8 +1,11 @@
 //! Filter decision time against cluster size, next to the floor of decoding the same
 //! kube-scheduler request, so the report can say "decision = N x floor".
 
+#[path = "support/running_cluster.rs"]
+mod running_cluster;
+
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use k8s_openapi::api::core::v1::{Node, Pod};
+use running_cluster::{register_annotation, running_cluster};
 use std::hint::black_box;
 use std::sync::Arc;
 use vgpu_scheduler::cluster::file::ClusterObjects;
@@ -13,48 +16,6 @@ use vgpu_scheduler::extender::wire::ExtenderArgs;
 use vgpu_scheduler::metrics::Metrics;
 use vgpu_scheduler::policy::{GpuPolicy, NodePolicy};
 use vgpu_scheduler::scheduler::{Scheduler, SchedulerConfig};
-
-const GPUS_PER_NODE: usize = 8;
-const PODS_PER_NODE: usize = 10;
-
-fn register_annotation(node: usize) -> String {
-    let gpus: Vec<String> = (0..GPUS_PER_NODE)
-        .map(|g| {
-            format!(
-                r#"{{"id":"GPU-{node:08x}-{g:04x}-4b7f-8a61-2c5e9b1d7f03","count":10,"devmem":81559,"devcore":100,"type":"NVIDIA H100 80GB HBM3","numa":{},"health":true,"index":{g},"mode":"hami-core"}}"#,
-                g / 4
-            )
-        })
-        .collect();
-    format!("[{}]", gpus.join(","))
-}
-
-fn cluster(nodes: usize) -> ClusterObjects {
-    let mut objects = ClusterObjects::default();
-    for n in 0..nodes {
-        let node: Node = serde_json::from_value(serde_json::json!({
-            "metadata": {"name": format!("node-{n:05}"),
-                         "annotations": {"hami.io/node-nvidia-register": register_annotation(n)}}
-        }))
-        .expect("node fixture");
-        objects.nodes.push(node);
-        for p in 0..PODS_PER_NODE {
-            let g = (n + p) % GPUS_PER_NODE;
-            let uuid = format!("GPU-{n:08x}-{g:04x}-4b7f-8a61-2c5e9b1d7f03");
-            let pod: Pod = serde_json::from_value(serde_json::json!({
-                "metadata": {"name": format!("run-{n}-{p}"), "namespace": "bench",
-                    "uid": format!("uid-{n}-{p}"),
-                    "annotations": {"hami.io/vgpu-node": format!("node-{n:05}"),
-                        "hami.io/vgpu-devices-allocated": format!("{uuid},NVIDIA,{},{}:;", 4000 + 1000 * (p % 5), 5 * (p % 4))}},
-                "spec": {"nodeName": format!("node-{n:05}"), "containers": [{"name": "c"}]},
-                "status": {"phase": "Running"}
-            }))
-            .expect("pod fixture");
-            objects.pods.push(pod);
-        }
-    }
-    objects
-}
 
 fn scheduler(objects: &ClusterObjects, node: NodePolicy, gpu: &str) -> Scheduler {
     let api = Arc::new(MemoryCluster::new(Vec::new(), Vec::new(), true));
@@ -84,7 +45,7 @@ fn bench_filter(c: &mut Criterion) {
     let mut group = c.benchmark_group("filter_decision");
     group.sample_size(20);
     for nodes in [100usize, 1000, 5000] {
-        let objects = cluster(nodes);
+        let objects = running_cluster(nodes);
         for (label, node_policy, gpu_policy) in [
             ("binpack", NodePolicy::Binpack, "binpack"),
             ("spread", NodePolicy::Spread, "spread"),
@@ -137,7 +98,7 @@ fn bench_codecs(c: &mut Criterion) {
 }
 
 fn bench_rebuild(c: &mut Criterion) {
-    let objects = cluster(5000);
+    let objects = running_cluster(5000);
     let mut group = c.benchmark_group("ledger");
     group.sample_size(10);
     group.bench_function("rebuild_5000_nodes_50000_pods", |b| {

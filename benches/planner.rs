@@ -2,54 +2,23 @@
 //! every waiting gang (8 members of one vGPU each) over nodes of 8 H100s that already
 //! run 10 vGPU pods each, two weighted queues, commits included.
 
+#[path = "support/running_cluster.rs"]
+mod running_cluster;
+
 use criterion::{BatchSize, BenchmarkId, Criterion, criterion_group, criterion_main};
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::Pod;
+use running_cluster::running_cluster;
 use std::sync::Arc;
 use vgpu_scheduler::cluster::file::ClusterObjects;
 use vgpu_scheduler::cluster::memory::MemoryCluster;
 use vgpu_scheduler::metrics::Metrics;
 use vgpu_scheduler::scheduler::{Scheduler, SchedulerConfig};
 
-const GPUS_PER_NODE: usize = 8;
-const PODS_PER_NODE: usize = 10;
+/// Members per gang.
 const MEMBERS: usize = 8;
 
-fn register_annotation(node: usize) -> String {
-    let gpus: Vec<String> = (0..GPUS_PER_NODE)
-        .map(|g| {
-            format!(
-                r#"{{"id":"GPU-{node:08x}-{g:04x}-4b7f-8a61-2c5e9b1d7f03","count":10,"devmem":81559,"devcore":100,"type":"NVIDIA H100 80GB HBM3","numa":0,"health":true,"index":{g},"mode":"hami-core"}}"#
-            )
-        })
-        .collect();
-    format!("[{}]", gpus.join(","))
-}
-
 fn cluster(nodes: usize, gangs: usize) -> ClusterObjects {
-    let mut objects = ClusterObjects::default();
-    for n in 0..nodes {
-        let node: Node = serde_json::from_value(serde_json::json!({
-            "metadata": {"name": format!("node-{n:05}"),
-                         "annotations": {"hami.io/node-nvidia-register": register_annotation(n)}},
-            "status": {"allocatable": {"cpu": "96", "memory": "1Ti"}}
-        }))
-        .expect("node fixture");
-        objects.nodes.push(node);
-        for p in 0..PODS_PER_NODE {
-            let g = (n + p) % GPUS_PER_NODE;
-            let uuid = format!("GPU-{n:08x}-{g:04x}-4b7f-8a61-2c5e9b1d7f03");
-            let pod: Pod = serde_json::from_value(serde_json::json!({
-                "metadata": {"name": format!("run-{n}-{p}"), "namespace": "bench",
-                    "uid": format!("uid-{n}-{p}"),
-                    "annotations": {"hami.io/vgpu-node": format!("node-{n:05}"),
-                        "hami.io/vgpu-devices-allocated": format!("{uuid},NVIDIA,{},{}:;", 4000 + 1000 * (p % 5), 5 * (p % 4))}},
-                "spec": {"nodeName": format!("node-{n:05}"), "containers": [{"name": "c"}]},
-                "status": {"phase": "Running"}
-            }))
-            .expect("pod fixture");
-            objects.pods.push(pod);
-        }
-    }
+    let mut objects = running_cluster(nodes);
     for (name, weight) in [("gold", 2), ("silver", 1)] {
         objects.queues.push(serde_json::json!({
             "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
