@@ -653,7 +653,6 @@ async fn run(options: Options) -> Result<bool, String> {
         cluster.pods,
         file_mib
     );
-    let filters_in_flight = options.filters_in_flight.unwrap_or(options.concurrency);
     println!(
         "load        --mode {mode}, {} in flight ({filters_in_flight} of them /filter at most) over {}, pod = 1 GPU {} MiB {}% cores, /filter body {:.1} KiB, server log {}",
         options.concurrency,

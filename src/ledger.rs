@@ -84,7 +84,7 @@ impl NodeEntry {
     /// Whether the node's GPUs can take pods at all (registered, and registered
     /// well).
     pub fn usable(&self) -> bool {
-        self.unusable_reason.is_none() && !self.devices.is_empty()
+        crate::scheduler::registration::unusable_reason(self).is_none()
     }
 
     /// Puts the node's current score and room into the ranking index.

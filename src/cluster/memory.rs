@@ -45,10 +45,6 @@ impl<T: serde::Serialize + serde::de::DeserializeOwned> CompactJson<T> {
             kind: std::marker::PhantomData,
         }
     }
-
-    fn decode(&self, kind: &str) -> Result<T, ApiError> {
-        serde_json::from_slice(&self.bytes).map_err(|e| unreadable(kind, &e))
-    }
 }
 
 fn unreadable(kind: &str, e: &serde_json::Error) -> ApiError {
@@ -81,16 +77,11 @@ impl StoredPod {
     }
 
     fn annotations(&self) -> Result<Option<Annotations>, ApiError> {
-        self.annotations
-            .as_deref()
-            .map(|bytes| serde_json::from_slice(bytes).map_err(|e| unreadable("pod", &e)))
-            .transpose()
+        decode_annotations(self.annotations.as_deref())
     }
 
     fn pod(&self) -> Result<Pod, ApiError> {
-        let mut pod = self.body.decode("pod")?;
-        pod.metadata.annotations = self.annotations()?;
-        Ok(pod)
+        decode_pod(&self.body.bytes, self.annotations.as_deref())
     }
 
     /// Applies annotation changes without touching the rest of the pod.
@@ -103,6 +94,19 @@ impl StoredPod {
         self.annotations = encode_annotations(annotations.as_ref());
         Ok(())
     }
+}
+
+fn decode_annotations(bytes: Option<&[u8]>) -> Result<Option<Annotations>, ApiError> {
+    bytes
+        .map(|bytes| serde_json::from_slice(bytes).map_err(|e| unreadable("pod", &e)))
+        .transpose()
+}
+
+/// A stored pod from its body and its annotations.
+fn decode_pod(body: &[u8], annotations: Option<&[u8]>) -> Result<Pod, ApiError> {
+    let mut pod: Pod = serde_json::from_slice(body).map_err(|e| unreadable("pod", &e))?;
+    pod.metadata.annotations = decode_annotations(annotations)?;
+    Ok(pod)
 }
 
 /// What is kept of a placed pod: metadata (without managed fields), node, phase,
@@ -373,11 +377,7 @@ impl ClusterApi for MemoryCluster {
         let Some((body, annotations)) = copy else {
             return Ok(None);
         };
-        let mut pod: Pod = serde_json::from_slice(&body).map_err(|e| unreadable("pod", &e))?;
-        pod.metadata.annotations = annotations
-            .map(|a| serde_json::from_slice(&a).map_err(|e| unreadable("pod", &e)))
-            .transpose()?;
-        Ok(Some(pod))
+        decode_pod(&body, annotations.as_deref()).map(Some)
     }
 
     async fn patch_pod_metadata(
