@@ -289,6 +289,27 @@ fn parse(src: &str) -> Result<Parsed, Error> {
 }
 
 /// Parses until `end`/`else` (returned) or the end of input.
+/// The body of a `range` or `with` block and its `else` branch (empty without one).
+fn parse_body_and_else(
+    toks: &[Tok],
+    pos: &mut usize,
+    defines: &mut BTreeMap<String, Vec<Node>>,
+    action: &str,
+) -> Result<(Vec<Node>, Vec<Node>), Error> {
+    let (body, stop) = parse_list(toks, pos, defines)?;
+    match stop.as_deref() {
+        Some("end") => Ok((body, Vec::new())),
+        Some("else") => {
+            let (otherwise, stop) = parse_list(toks, pos, defines)?;
+            if stop.as_deref() != Some("end") {
+                return Err(format!("{action} else without end"));
+            }
+            Ok((body, otherwise))
+        }
+        other => Err(format!("{action} ended by {other:?}")),
+    }
+}
+
 fn parse_list(
     toks: &[Tok],
     pos: &mut usize,
@@ -359,19 +380,7 @@ fn parse_list(
                     rest = &rest[i + 1..];
                 }
                 let pipe = parse_pipeline(rest)?;
-                let (body, stop) = parse_list(toks, pos, defines)?;
-                let mut otherwise = Vec::new();
-                match stop.as_deref() {
-                    Some("end") => {}
-                    Some("else") => {
-                        let (list, stop) = parse_list(toks, pos, defines)?;
-                        if stop.as_deref() != Some("end") {
-                            return Err("range else without end".into());
-                        }
-                        otherwise = list;
-                    }
-                    other => return Err(format!("range ended by {other:?}")),
-                }
+                let (body, otherwise) = parse_body_and_else(toks, pos, defines, "range")?;
                 nodes.push(Node::Range {
                     vars,
                     pipe,
@@ -381,19 +390,7 @@ fn parse_list(
             }
             "with" => {
                 let pipe = parse_pipeline(&ws[1..])?;
-                let (body, stop) = parse_list(toks, pos, defines)?;
-                let mut otherwise = Vec::new();
-                match stop.as_deref() {
-                    Some("end") => {}
-                    Some("else") => {
-                        let (list, stop) = parse_list(toks, pos, defines)?;
-                        if stop.as_deref() != Some("end") {
-                            return Err("with else without end".into());
-                        }
-                        otherwise = list;
-                    }
-                    other => return Err(format!("with ended by {other:?}")),
-                }
+                let (body, otherwise) = parse_body_and_else(toks, pos, defines, "with")?;
                 nodes.push(Node::With(pipe, body, otherwise));
             }
             "define" => {
