@@ -4,6 +4,7 @@
 
 pub mod annotations;
 pub mod app;
+pub mod background;
 pub mod certs;
 pub mod cluster;
 pub mod config;

@@ -1,6 +1,7 @@
 //! `serve`: wire flags, cluster source, scheduler and server together.
 
 use crate::app::{AppState, RouterOptions, router};
+use crate::background::BackgroundRuntime;
 use crate::cluster::api::ClusterApi;
 use crate::cluster::file::{ClusterObject, visit_file};
 use crate::cluster::kube::housekeeping::{self, HousekeepingConfig};
@@ -78,9 +79,27 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         Some(path) => Some(crate::gang::driver::load_conf(path)?),
         None => None,
     };
-    let source = match &args.cluster_file {
-        Some(path) => file_source(path, config, metrics, args.simulate_device_plugin, &gang)?,
-        None => live_source(&args, config, metrics, &gang).await?,
+    let background_runtime = BackgroundRuntime::start().context("start the background runtime")?;
+    let client = match &args.cluster_file {
+        Some(_) => None,
+        None => Some(
+            kube_client(
+                args.kubeconfig.as_deref(),
+                "no cluster configuration: run in a pod, pass --kubeconfig, or use --cluster-file",
+            )
+            .await?,
+        ),
+    };
+    let source = {
+        // Every task the source starts lands on the background runtime.
+        let _background = background_runtime.handle().enter();
+        match (&args.cluster_file, client) {
+            (Some(path), _) => {
+                file_source(path, config, metrics, args.simulate_device_plugin, &gang)?
+            }
+            (None, Some(client)) => live_source(client, &args, config, metrics, &gang)?,
+            (None, None) => anyhow::bail!("no cluster file and no Kubernetes client"),
+        }
     };
     let scheduler = source.scheduler.clone();
     if let Some(conf) = conf {
@@ -144,6 +163,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     for task in background {
         task.abort();
     }
+    drop(background_runtime);
     tracing::info!("stopped");
     result
 }
@@ -244,17 +264,13 @@ pub async fn kube_client(
     kube::Client::try_from(kube_config).context("build Kubernetes client")
 }
 
-async fn live_source(
+fn live_source(
+    client: kube::Client,
     args: &ServeArgs,
     config: SchedulerConfig,
     metrics: Arc<Metrics>,
     gang: &GangDriver,
 ) -> anyhow::Result<Source> {
-    let client = kube_client(
-        args.kubeconfig.as_deref(),
-        "no cluster configuration: run in a pod, pass --kubeconfig, or use --cluster-file",
-    )
-    .await?;
     let node_lock_timeout = config.node_lock_timeout;
     let scheduler_name = config.scheduler_name.clone();
     let api_dyn: Arc<dyn ClusterApi> = Arc::new(KubeCluster::new(

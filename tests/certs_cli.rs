@@ -61,20 +61,10 @@ fn ok(kubeconfig: &Path, extra: &[&str]) -> String {
 }
 
 fn decode(s: &str) -> Vec<u8> {
-    let table = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = Vec::new();
-    let (mut buf, mut bits) = (0u32, 0);
-    for c in s.bytes().filter(|&c| c != b'=') {
-        let v = table.iter().position(|&t| t == c).expect("base64") as u32;
-        buf = (buf << 6) | v;
-        bits += 6;
-        if bits >= 8 {
-            bits -= 8;
-            out.push((buf >> bits) as u8);
-            buf &= (1 << bits) - 1;
-        }
-    }
-    out
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD
+        .decode(s)
+        .expect("standard base64")
 }
 
 fn secret(api: &FakeApiServer) -> Value {

@@ -38,8 +38,8 @@ async fn concurrent_filter_all_and_bind_never_oversubscribe() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn concurrent_filter_and_bind_on_one_server_thread_never_oversubscribe() {
-    run_load(Mode::OneThread).await;
+async fn concurrent_filter_and_bind_on_two_server_threads_never_oversubscribe() {
+    run_load(Mode::TwoThreads).await;
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -48,8 +48,9 @@ enum Mode {
     Single,
     /// --filter-mode all: /filter lists fitting nodes, /bind places the GPUs.
     All,
-    /// HAMi's way on a server with `--worker-threads 1`.
-    OneThread,
+    /// HAMi's way on a server with `--worker-threads 2`, where requests for the
+    /// same node race on two threads.
+    TwoThreads,
 }
 
 async fn run_load(mode: Mode) {
@@ -73,7 +74,7 @@ async fn run_load(mode: Mode) {
     let args: &[&str] = match mode {
         Mode::Single => &[],
         Mode::All => &["--filter-mode", "all"],
-        Mode::OneThread => &["--worker-threads", "1"],
+        Mode::TwoThreads => &["--worker-threads", "2"],
     };
     let server = Arc::new(Server::start(cluster, args).await);
 

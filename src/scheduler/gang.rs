@@ -764,9 +764,9 @@ impl Scheduler {
 }
 
 /// Runs CPU-heavy work (a planning cycle: 130 ms over 100 gangs at 5,000 nodes)
-/// without stalling the requests queued on this worker: on the multi-threaded
-/// runtime the worker hands its queue to another thread meanwhile, which matters
-/// most with `--worker-threads 1`.
+/// without stalling the tasks queued on this worker (on the background runtime:
+/// the watches): on a multi-threaded runtime the worker hands its queue to another
+/// thread meanwhile.
 fn off_the_workers<T>(work: impl FnOnce() -> T) -> T {
     match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
         Ok(tokio::runtime::RuntimeFlavor::MultiThread) => tokio::task::block_in_place(work),

@@ -15,57 +15,28 @@ const SECRET_MAX_BYTES: usize = 1024 * 1024;
 
 const CONFIG_KEY_MSG: &str = "a valid config key must consist of alphanumeric characters, '-', '_' or '.' (e.g. 'key.name',  or 'KEY_NAME',  or 'key-name', regex used for validation is '[-._a-zA-Z0-9]+')";
 
+/// Go's `base64.StdEncoding`: the standard alphabet, padding required, stray bits
+/// in the last symbol ignored (Go is not strict about them).
+const GO_STD: base64::engine::GeneralPurpose = base64::engine::GeneralPurpose::new(
+    &base64::alphabet::STANDARD,
+    base64::engine::GeneralPurposeConfig::new().with_decode_allow_trailing_bits(true),
+);
+
 /// Standard base64 with padding (how Go's JSON encodes `[]byte`).
 pub fn std_encode(data: &[u8]) -> String {
-    const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::new();
-    for chunk in data.chunks(3) {
-        let n = chunk.iter().fold(0u32, |acc, &b| (acc << 8) | b as u32) << (8 * (3 - chunk.len()));
-        for i in 0..4 {
-            if i <= chunk.len() {
-                out.push(A[((n >> (18 - 6 * i)) & 63) as usize] as char);
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
+    use base64::Engine;
+    GO_STD.encode(data)
 }
 
-/// Strict standard base64 (padding required, no URL alphabet), like Go's
-/// `base64.StdEncoding`. The error is the offset of the first bad byte.
+/// Decodes like Go's `base64.StdEncoding`. The error is the offset Go reports
+/// ("illegal base64 data at input byte N").
 pub fn std_decode(s: &str) -> Result<Vec<u8>, usize> {
-    let bytes = s.as_bytes();
-    if !bytes.len().is_multiple_of(4) {
-        return Err(bytes.len() / 4 * 4);
-    }
-    let mut out = Vec::with_capacity(bytes.len() / 4 * 3);
-    for (ci, chunk) in bytes.chunks(4).enumerate() {
-        let last = ci == bytes.len() / 4 - 1;
-        let mut n = 0u32;
-        let mut pad = 0;
-        for (i, &c) in chunk.iter().enumerate() {
-            let v = match c {
-                b'A'..=b'Z' => c - b'A',
-                b'a'..=b'z' => c - b'a' + 26,
-                b'0'..=b'9' => c - b'0' + 52,
-                b'+' => 62,
-                b'/' => 63,
-                b'=' if last && i >= 2 => {
-                    pad += 1;
-                    0
-                }
-                _ => return Err(ci * 4 + i),
-            };
-            if pad > 0 && c != b'=' {
-                return Err(ci * 4 + i);
-            }
-            n = (n << 6) | v as u32;
-        }
-        let b = n.to_be_bytes();
-        out.extend_from_slice(&b[1..4 - pad]);
-    }
-    Ok(out)
+    use base64::{DecodeError, Engine};
+    GO_STD.decode(s).map_err(|e| match e {
+        DecodeError::InvalidByte(at, _) | DecodeError::InvalidLastSymbol(at, _) => at,
+        // Go stops at the last whole quantum.
+        DecodeError::InvalidLength(_) | DecodeError::InvalidPadding => s.len() / 4 * 4,
+    })
 }
 
 fn cannot_handle(res: &Resource, detail: String) -> ApiError {

@@ -836,30 +836,10 @@ pub fn expect_rejected(answer: &Value) -> serde_json::Map<String, Value> {
 
 /// Standard base64 (RFC 4648) decoding, for AdmissionReview patches.
 pub fn base64_decode(s: &str) -> Vec<u8> {
-    let value = |c: u8| -> u32 {
-        match c {
-            b'A'..=b'Z' => u32::from(c - b'A'),
-            b'a'..=b'z' => u32::from(c - b'a') + 26,
-            b'0'..=b'9' => u32::from(c - b'0') + 52,
-            b'+' | b'-' => 62,
-            b'/' | b'_' => 63,
-            _ => panic!("invalid base64 character {:?}", c as char),
-        }
-    };
-    let clean: Vec<u8> = s
-        .bytes()
-        .filter(|c| !c.is_ascii_whitespace() && *c != b'=')
-        .collect();
-    let mut out = Vec::with_capacity(clean.len() * 3 / 4);
-    for chunk in clean.chunks(4) {
-        let mut n = 0u32;
-        for (i, &c) in chunk.iter().enumerate() {
-            n |= value(c) << (18 - 6 * i);
-        }
-        let bytes = [(n >> 16) as u8, (n >> 8) as u8, n as u8];
-        out.extend_from_slice(&bytes[..chunk.len().saturating_sub(1)]);
-    }
-    out
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD
+        .decode(s)
+        .expect("standard base64")
 }
 
 /// A small deterministic PRNG (xorshift64*), so load tests are reproducible.

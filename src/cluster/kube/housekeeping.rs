@@ -72,8 +72,8 @@ pub fn start(
         loop {
             tick.tick().await;
             // A resync decodes and compares every pod of the cluster, seconds of CPU
-            // on a large one: it runs on a thread of its own, so no request waits
-            // for it (whatever --worker-threads is).
+            // on a large one: it runs on a thread of its own, so the watches sharing
+            // the background runtime go on delivering events meanwhile.
             let (client, scheduler) = (client.clone(), scheduler.clone());
             let runtime = tokio::runtime::Handle::current();
             let done = tokio::task::spawn_blocking(move || {
