@@ -1,4 +1,5 @@
 //! The kube-scheduler extender protocol.
 
 pub mod node_names;
+pub mod node_object;
 pub mod wire;

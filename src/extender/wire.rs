@@ -5,7 +5,8 @@
 //! camelCase and lowercase, treat `null` like a missing field, and answer PascalCase.
 
 use super::node_names::NodeNames;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use super::node_object::NodeObject;
+use k8s_openapi::api::core::v1::Pod;
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -16,7 +17,7 @@ use std::collections::BTreeMap;
 pub struct NodeItems {
     /// The nodes.
     #[serde(default, deserialize_with = "null_as_default")]
-    pub items: Vec<Node>,
+    pub items: Vec<NodeObject>,
 }
 
 fn null_as_default<'de, D, T>(d: D) -> Result<T, D::Error>
@@ -51,13 +52,9 @@ impl ExtenderArgs {
     pub fn candidate_names(&self) -> Cow<'_, NodeNames> {
         match (&self.node_names, &self.nodes) {
             (Some(names), _) => Cow::Borrowed(names),
-            (None, Some(nodes)) => Cow::Owned(
-                nodes
-                    .items
-                    .iter()
-                    .filter_map(|n| n.metadata.name.as_deref())
-                    .collect(),
-            ),
+            (None, Some(nodes)) => {
+                Cow::Owned(nodes.items.iter().filter_map(NodeObject::name).collect())
+            }
             (None, None) => Cow::Owned(NodeNames::default()),
         }
     }

@@ -208,7 +208,7 @@ impl Scheduler {
         if let (None, Some(nodes)) = (&args.node_names, &args.nodes) {
             // Full Node objects are the freshest registration we can get.
             for node in &nodes.items {
-                self.apply_node(node);
+                self.apply_node(node.node());
             }
         }
         let names = args.candidate_names();
@@ -397,7 +397,7 @@ fn answer_nodes_for(
             .map(|n| {
                 n.items
                     .iter()
-                    .filter(|i| i.metadata.name.as_ref().is_some_and(|x| chosen.contains(x)))
+                    .filter(|i| i.name().is_some_and(|x| chosen.iter().any(|c| c == x)))
                     .cloned()
                     .collect()
             })
