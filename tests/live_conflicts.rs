@@ -142,6 +142,65 @@ async fn failed_writes_roll_back() {
 }
 
 #[tokio::test]
+async fn a_binding_whose_answer_is_lost_keeps_the_bound_pods_gpus() {
+    let api = FakeApiServer::start().await;
+    add_node(&api, "gpu-a", 1, 10);
+    let server = LiveServer::start(&api, &[]).await;
+    create_pod(&api, gpu_pod(NS, "lucky", 1, 10000, 100));
+    let uid = uid_of(&api_pod(&api, NS, "lucky"));
+    server.filter_one(&api, NS, "lucky", &["gpu-a"]).await;
+    let devices = annotation(
+        &api_pod(&api, NS, "lucky"),
+        "hami.io/vgpu-devices-to-allocate",
+    )
+    .map(str::to_string);
+    assert!(devices.is_some(), "the filter wrote the allocation");
+
+    // The API server binds the pod, but a gateway times out on the way back.
+    api.inject_lost_answers(
+        &format!("POST /api/v1/namespaces/{NS}/pods/lucky/binding"),
+        504,
+        1,
+    );
+    let error = server.bind(NS, "lucky", &uid, "gpu-a").await;
+    assert_eq!(error, "", "the pod was bound, so the bind succeeded");
+    let p = api_pod(&api, NS, "lucky");
+    assert_eq!(p["spec"]["nodeName"], "gpu-a", "{p}");
+    assert_eq!(
+        annotation(&p, "hami.io/vgpu-devices-to-allocate").map(str::to_string),
+        devices,
+        "the device plugin still finds the allocation: {p}"
+    );
+    assert_eq!(
+        annotation(&p, "hami.io/bind-phase"),
+        Some("allocating"),
+        "{p}"
+    );
+    assert!(
+        lock_of(&api, "gpu-a").is_some(),
+        "the node lock waits for the device plugin"
+    );
+    let state = server.state().await;
+    assert_eq!(
+        state.gpu_usage(&gpu_id("gpu-a", 0)),
+        Usage {
+            used: 1,
+            usedmem: 10000,
+            usedcores: 100
+        },
+        "the GPU stays booked: {}",
+        state.0
+    );
+
+    // A second pod cannot take the GPU the bound pod holds whole.
+    create_pod(&api, gpu_pod(NS, "second", 1, 10000, 10));
+    let second = server
+        .filter(&api_pod(&api, NS, "second"), &["gpu-a"])
+        .await;
+    assert!(second["FailedNodes"]["gpu-a"].is_string(), "{second}");
+}
+
+#[tokio::test]
 async fn dropped_watches_lose_nothing() {
     let api = FakeApiServer::start().await;
     add_node(&api, "gpu-a", 2, 10);

@@ -147,8 +147,27 @@ impl Scheduler {
             return Err(format!("patch pod {ns}/{name} bind phase: {e}"));
         }
         if let Err(e) = self.api.bind_pod(ns, name, uid, node).await {
-            self.roll_back(ctx.as_ref(), ns, name, node, locked).await;
-            return Err(format!("bind pod {ns}/{name} to {node}: {e}"));
+            match self.binding_outcome(ns, name, uid, node).await {
+                BindingOutcome::Bound => {
+                    tracing::info!(pod = %format!("{ns}/{name}"), node, error = %e, "the Binding answered an error but took effect");
+                }
+                BindingOutcome::NotBound => {
+                    self.roll_back(ctx.as_ref(), ns, name, node, locked).await;
+                    return Err(format!("bind pod {ns}/{name} to {node}: {e}"));
+                }
+                BindingOutcome::Unknown(read) => {
+                    // The pod may be bound: keep its GPUs booked (the watch settles
+                    // it either way) but do not leave the node locked for others.
+                    if locked
+                        && let Err(e) = node_lock::release(self.api.as_ref(), node, ns, name).await
+                    {
+                        tracing::warn!(node, error = %e, "could not release node lock after a bind of unknown outcome");
+                    }
+                    return Err(format!(
+                        "bind pod {ns}/{name} to {node}: {e}; reading the pod back failed ({read}), so its GPUs stay booked until the pod is seen bound or gone"
+                    ));
+                }
+            }
         }
         self.ledger.write().mark_bound(uid);
         self.gang_bound(&pod, node);
@@ -211,6 +230,23 @@ impl Scheduler {
         }
     }
 
+    /// Whether a Binding that answered an error took effect anyway: the error may
+    /// come from a timeout or a proxy after the API server committed it, or be a
+    /// conflict because a repeated request already bound the pod. Undoing the
+    /// reservation of a bound pod would free GPUs the device plugin is handing out.
+    async fn binding_outcome(&self, ns: &str, name: &str, uid: &str, node: &str) -> BindingOutcome {
+        match self.api.get_pod(ns, name).await {
+            Ok(Some(pod))
+                if pod.metadata.uid.as_deref() == Some(uid)
+                    && pod.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node) =>
+            {
+                BindingOutcome::Bound
+            }
+            Ok(_) => BindingOutcome::NotBound,
+            Err(e) => BindingOutcome::Unknown(e.to_string()),
+        }
+    }
+
     async fn roll_back(
         &self,
         ctx: Option<&PodContext>,
@@ -247,4 +283,12 @@ impl Scheduler {
             }
         }
     }
+}
+
+/// What reading a pod back says about a Binding that answered an error.
+enum BindingOutcome {
+    Bound,
+    NotBound,
+    /// The pod could not be read.
+    Unknown(String),
 }

@@ -16,6 +16,7 @@ pub type LogEntry = (String, String, u16);
 pub struct Faults {
     conflicts: Vec<Rule>,
     errors: Vec<Rule>,
+    lost_answers: Vec<Rule>,
     pub latency: Duration,
     pub log: Vec<LogEntry>,
 }
@@ -47,6 +48,14 @@ impl Faults {
         });
     }
 
+    pub fn add_lost_answers(&mut self, pattern: &str, status: u16, count: usize) {
+        self.lost_answers.push(Rule {
+            pattern: pattern.to_string(),
+            status,
+            remaining: count,
+        });
+    }
+
     /// Whether the write `"METHOD /path?query"` must answer 409.
     pub fn take_conflict(&mut self, line: &str) -> bool {
         take(&mut self.conflicts, line).is_some()
@@ -57,8 +66,15 @@ impl Faults {
         take(&mut self.errors, line)
     }
 
+    /// The status that replaces the answer of `"METHOD /path?query"` after it
+    /// was carried out.
+    pub fn take_lost_answer(&mut self, line: &str) -> Option<u16> {
+        take(&mut self.lost_answers, line)
+    }
+
     pub fn clear(&mut self) {
         self.conflicts.clear();
         self.errors.clear();
+        self.lost_answers.clear();
     }
 }

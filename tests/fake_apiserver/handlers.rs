@@ -150,7 +150,7 @@ async fn dispatch(
     {
         return Err(injected_conflict(&route, &r));
     }
-    match route {
+    let answer = match route {
         Route::Discovery(d) => discovery(state, d, &r),
         Route::NotFound => Err(ApiError::path_not_found()),
         Route::Collection { res, namespace } => collection(state, res, namespace, &r).await,
@@ -160,7 +160,11 @@ async fn dispatch(
             name,
             sub,
         } => object(state, res, &namespace, &name, sub.as_deref(), &r),
+    };
+    if let Some(code) = state.faults.lock().take_lost_answer(&fault_line) {
+        return Err(ApiError::generic(code, method));
     }
+    answer
 }
 
 fn injected_conflict(route: &Route, r: &Req) -> ApiError {

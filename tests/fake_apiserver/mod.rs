@@ -278,6 +278,16 @@ impl FakeApiServer {
         self.state.faults.lock().add_errors(pattern, status, count);
     }
 
+    /// The next `count` requests whose `"METHOD /path?query"` contains `pattern`
+    /// are carried out, but answer `status` (a gateway timeout that hides a
+    /// committed write: the client cannot tell what happened).
+    pub fn inject_lost_answers(&self, pattern: &str, status: u16, count: usize) {
+        self.state
+            .faults
+            .lock()
+            .add_lost_answers(pattern, status, count);
+    }
+
     /// Forgets pending injected conflicts and errors.
     pub fn clear_faults(&self) {
         self.state.faults.lock().clear();
