@@ -221,6 +221,11 @@ async fn pod_flows_through_webhook_filter_bind_and_is_released() {
         let e = event_with(&events, reason).expect("event");
         assert_eq!(e["source"]["component"], SCHEDULER, "{reason}: {e}");
         assert_eq!(e["involvedObject"]["kind"], "Pod", "{e}");
+        assert_eq!(
+            e["involvedObject"]["uid"],
+            uid.as_str(),
+            "describe finds it: {e}"
+        );
         assert_eq!(e["type"], "Normal", "{e}");
     }
     let (state, ok) = server
@@ -240,6 +245,68 @@ async fn pod_flows_through_webhook_filter_bind_and_is_released() {
         })
         .await;
     assert!(ok, "GPUs of a Succeeded pod released: {}", state.0);
+}
+
+#[tokio::test]
+async fn a_large_rejection_and_a_long_node_name_reach_the_cluster() {
+    let api = FakeApiServer::start().await;
+    let names: Vec<String> = (0..120).map(|i| format!("rack-{i:03}-gpu-node")).collect();
+    for name in &names {
+        add_node(&api, name, 1, 10);
+    }
+    // Longer than a label value may be (63), as a node name may be (253).
+    let long = format!("{}.compute.internal", "ip-10-0-0-1".repeat(6));
+    let mut far_node = gpu_node(&long, 1, 10);
+    // The kubelet's hostname label is the short host name.
+    far_node["metadata"]["labels"]["kubernetes.io/hostname"] = json!("ip-10-0-0-1");
+    api.create(far_node);
+    let server = LiveServer::start(&api, &[]).await;
+
+    // Nothing fits anywhere: every node is rejected, where kube-scheduler's
+    // preemption will not try to make room, and the event still gets recorded.
+    create_pod(&api, gpu_pod(NS, "too-big", 1, 200000, 10));
+    let stored = api_pod(&api, NS, "too-big");
+    let uid = uid_of(&stored);
+    let candidates: Vec<&str> = names.iter().map(String::as_str).collect();
+    let answer = server.filter(&stored, &candidates).await;
+    assert_eq!(
+        answer["FailedNodes"].as_object().map(|m| m.len()),
+        Some(120),
+        "{answer}"
+    );
+    assert_eq!(
+        answer["FailedAndUnresolvableNodes"], answer["FailedNodes"],
+        "GPU shortage is not for preemption to solve: {answer}"
+    );
+    assert!(
+        api.wait_until(Duration::from_secs(5), |a| {
+            event_with(&a.events_for(NS, "too-big"), "FilteringFailed").is_some()
+        })
+        .await,
+        "the API server took the FilteringFailed event"
+    );
+    let events = api.events_for(NS, "too-big");
+    let failed = event_with(&events, "FilteringFailed").expect("event");
+    let message = failed["message"].as_str().unwrap_or_default();
+    assert!(
+        message.starts_with("no available node, 120 nodes do not meet"),
+        "{message}"
+    );
+    assert!(message.len() <= 1024, "{}", message.len());
+    assert_eq!(failed["involvedObject"]["uid"], uid.as_str(), "{failed}");
+
+    // A node name too long for the vgpu-node label: the placement still lands.
+    create_pod(&api, gpu_pod(NS, "far", 1, 1000, 10));
+    let node = server.schedule(&api, NS, "far", &[long.as_str()]).await;
+    assert_eq!(node, long);
+    let p = api_pod(&api, NS, "far");
+    assert_eq!(
+        annotation(&p, "hami.io/vgpu-node"),
+        Some(long.as_str()),
+        "{p}"
+    );
+    assert_eq!(label(&p, "hami.io/vgpu-node"), None, "{p}");
+    assert_eq!(p["spec"]["nodeName"], long.as_str(), "{p}");
 }
 
 #[tokio::test]

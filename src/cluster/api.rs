@@ -45,6 +45,8 @@ pub struct SchedulerEvent {
     pub namespace: String,
     /// Pod name.
     pub pod: String,
+    /// Pod UID (empty when unknown): `kubectl describe` finds a pod's events by it.
+    pub uid: String,
     /// `Normal` or `Warning`.
     #[serde(rename = "type")]
     pub event_type: EventType,

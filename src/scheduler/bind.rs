@@ -43,8 +43,7 @@ impl Scheduler {
                 self.metrics.bind_outcome("failed");
                 tracing::warn!(pod = %format!("{namespace}/{name}"), node = %node, %error, "bind failed");
                 self.event(
-                    &namespace,
-                    &name,
+                    (&namespace, &name, &uid),
                     EventType::Warning,
                     "BindingFailed",
                     error.clone(),
@@ -172,8 +171,7 @@ impl Scheduler {
         self.ledger.write().mark_bound(uid);
         self.gang_bound(&pod, node);
         self.event(
-            ns,
-            name,
+            (ns, name, uid),
             EventType::Normal,
             "BindingSucceed",
             format!("Successfully binding node [{node}] to {ns}/{name}"),

@@ -242,10 +242,7 @@ impl Scheduler {
                     .iter()
                     .map(|n| (n.to_string(), reason.clone()))
                     .collect();
-                return ExtenderFilterResult {
-                    failed_nodes: failed,
-                    ..Default::default()
-                };
+                return rejected(failed);
             }
         }
         // A re-filter of the same pod replaces its earlier reservation; if nothing
@@ -270,6 +267,7 @@ impl Scheduler {
             let chosen: Vec<String> = eval.fits.iter().map(|(n, _)| n.clone()).collect();
             self.metrics.filter_outcome("fit");
             let mut result = answer_nodes(&chosen);
+            result.failed_and_unresolvable_nodes = eval.failed.clone();
             result.failed_nodes = eval.failed;
             return result;
         }
@@ -295,8 +293,7 @@ impl Scheduler {
             {
                 self.metrics.filter_outcome("error");
                 self.event(
-                    &ctx.namespace,
-                    &ctx.name,
+                    (&ctx.namespace, &ctx.name, &ctx.uid),
                     EventType::Warning,
                     "FilteringFailed",
                     e.clone(),
@@ -306,8 +303,7 @@ impl Scheduler {
             }
             self.metrics.filter_outcome("fit");
             self.event(
-                &ctx.namespace,
-                &ctx.name,
+                (&ctx.namespace, &ctx.name, &ctx.uid),
                 EventType::Normal,
                 "FilteringSucceed",
                 format!(
@@ -338,24 +334,23 @@ impl Scheduler {
         }
         let mut message = format!("no available node, {} nodes do not meet", failed.len());
         for (reason, nodes) in &by_reason {
-            message.push_str(&format!(
-                "; {} nodes {reason}({})",
-                nodes.len(),
-                nodes.join(",")
-            ));
+            // A few names per reason, so that every reason fits in the event.
+            let shown = nodes[..nodes.len().min(EVENT_NODES_PER_REASON)].join(",");
+            let more = if nodes.len() > EVENT_NODES_PER_REASON {
+                ",..."
+            } else {
+                ""
+            };
+            message.push_str(&format!("; {} nodes {reason}({shown}{more})", nodes.len()));
         }
         self.event(
-            &ctx.namespace,
-            &ctx.name,
+            (&ctx.namespace, &ctx.name, &ctx.uid),
             EventType::Warning,
             "FilteringFailed",
             message,
         )
         .await;
-        ExtenderFilterResult {
-            failed_nodes: failed,
-            ..Default::default()
-        }
+        rejected(failed)
     }
 
     /// `/prioritize`: 0..=10 per node by the pod's node policy; nodes that do not fit
@@ -380,6 +375,22 @@ impl Scheduler {
                 }
             })
             .collect())
+    }
+}
+
+/// Node names listed per reason in a `FilteringFailed` event.
+const EVENT_NODES_PER_REASON: usize = 10;
+
+/// Every candidate rejected, each in `FailedNodes` (HAMi's answer, which tools read)
+/// and in `FailedAndUnresolvableNodes`, which kube-scheduler lets win for a node in
+/// both: evicting pods cannot help a node that lacks GPUs (kube-scheduler does not
+/// see them, and this extender has no preempt verb), so its preemption must not
+/// evict anything for them.
+fn rejected(failed: BTreeMap<String, String>) -> ExtenderFilterResult {
+    ExtenderFilterResult {
+        failed_and_unresolvable_nodes: failed.clone(),
+        failed_nodes: failed,
+        ..Default::default()
     }
 }
 

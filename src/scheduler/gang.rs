@@ -408,8 +408,7 @@ impl Scheduler {
                 None => format!("gang {} placed whole", commit.gang),
             };
             self.event(
-                &m.namespace,
-                &m.name,
+                (&m.namespace, &m.name, &m.uid),
                 EventType::Normal,
                 "GangScheduled",
                 message,
@@ -466,7 +465,7 @@ impl Scheduler {
                 .get(k)
                 .is_some_and(|v| v.message.is_some() && v.phase != GangPhase::Running)
         });
-        let mut tell: Vec<(String, String, String)> = Vec::new();
+        let mut tell: Vec<(String, String, String, String)> = Vec::new();
         {
             let book = self.gang.book.read();
             for (key, v) in verdicts {
@@ -477,12 +476,17 @@ impl Scheduler {
                 memory.told.insert(key.clone(), message.clone());
                 let text = format!("gang {key} waits: {message}");
                 for m in book.members.values().filter(|m| &m.gang == key && m.gated) {
-                    tell.push((m.namespace.clone(), m.name.clone(), text.clone()));
+                    tell.push((
+                        m.namespace.clone(),
+                        m.name.clone(),
+                        m.uid.clone(),
+                        text.clone(),
+                    ));
                 }
             }
         }
-        for (ns, name, text) in tell {
-            self.event(&ns, &name, EventType::Warning, "GangWaiting", text)
+        for (ns, name, uid, text) in tell {
+            self.event((&ns, &name, &uid), EventType::Warning, "GangWaiting", text)
                 .await;
         }
     }

@@ -441,11 +441,18 @@ impl Scheduler {
         }))
     }
 
-    async fn event(&self, ns: &str, pod: &str, kind: EventType, reason: &str, message: String) {
+    async fn event(
+        &self,
+        (ns, pod, uid): (&str, &str, &str),
+        kind: EventType,
+        reason: &str,
+        message: String,
+    ) {
         self.api
             .record_event(SchedulerEvent {
                 namespace: ns.to_string(),
                 pod: pod.to_string(),
+                uid: uid.to_string(),
                 event_type: kind,
                 reason: reason.to_string(),
                 message,
@@ -517,11 +524,19 @@ pub(crate) fn allocation_patch(
     set(VGPU_TIME, chrono::Utc::now().timestamp().to_string());
     set(DEVICES_TO_ALLOCATE, encoded.clone());
     set(DEVICES_ALLOCATED, encoded);
-    patch
-        .labels
-        .insert(VGPU_NODE.to_string(), Some(node.to_string()));
+    // A label value holds at most 63 characters, a node name up to 253: the API
+    // server would refuse the whole patch, so a longer name gets no label (the
+    // annotation above carries it either way).
+    if node.len() <= LABEL_VALUE_MAX {
+        patch
+            .labels
+            .insert(VGPU_NODE.to_string(), Some(node.to_string()));
+    }
     patch
 }
+
+/// Longest value a Kubernetes label may have.
+const LABEL_VALUE_MAX: usize = 63;
 
 /// A patch removing our allocation annotations from a pod.
 pub(crate) fn clear_allocation_patch() -> MetadataPatch {

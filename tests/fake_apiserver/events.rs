@@ -147,6 +147,30 @@ pub fn validate_create(obj: &Value, events_k8s_io: bool) -> Vec<Cause> {
                 "does not match event.namespace",
             ));
         }
+        // A core/v1 event with `eventTime` is a "new" event: it must say who
+        // reported it and what was done, and its message is a note of at most 1 KiB.
+        if !str_field(obj, "eventTime").is_empty() {
+            for (f, max) in [
+                ("reportingComponent", 253usize),
+                ("reportingInstance", 128),
+                ("action", 128),
+                ("reason", 128),
+            ] {
+                let v = str_field(obj, f);
+                if v.is_empty() {
+                    causes.push(Cause::required(f));
+                } else if v.len() > max {
+                    causes.push(Cause::too_long(f, max));
+                }
+            }
+            if str_field(obj, "message").len() > 1024 {
+                causes.push(Cause::invalid(
+                    "message",
+                    &json!(""),
+                    "can have at most 1024 characters",
+                ));
+            }
+        }
     }
     causes
 }

@@ -12,6 +12,7 @@ use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject, EvictParams, Patch, PatchParams, PostParams};
 use serde_json::{Map, Value, json};
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Client-side limit on API calls (HAMi's `--kube-qps` / `--kube-burst`), so a
@@ -19,12 +20,19 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// burst are not throttled.
 type Limiter = governor::DefaultDirectRateLimiter;
 
+/// Event creates in flight at most; more are dropped rather than queued.
+const EVENTS_IN_FLIGHT: usize = 256;
+
+/// The API server's limit on an event's message when `eventTime` is set.
+const EVENT_MESSAGE_MAX_BYTES: usize = 1024;
+
 /// Writes and point reads against a live cluster.
 pub struct KubeCluster {
     client: Client,
     scheduler_name: String,
     event_counter: AtomicU64,
-    limiter: Option<Limiter>,
+    event_slots: Arc<tokio::sync::Semaphore>,
+    limiter: Option<Arc<Limiter>>,
 }
 
 fn api_error(e: kube::Error, kind: &'static str, name: &str) -> ApiError {
@@ -46,18 +54,92 @@ fn changes(map: &BTreeMap<String, Option<String>>) -> Value {
     Value::Object(m)
 }
 
+/// The core/v1 Event for `event`, the `n`th this process records. The API server
+/// refuses a message over 1 KiB when `eventTime` is set, and a name over 253
+/// characters: both are cut to fit.
+fn event_object(event: &SchedulerEvent, scheduler_name: &str, n: u64) -> Event {
+    let now = event.time;
+    let stamp = k8s_openapi::jiff::Timestamp::from_microsecond(now.timestamp_micros())
+        .unwrap_or_else(|_| k8s_openapi::jiff::Timestamp::now());
+    let suffix = format!(".{:x}{:04x}", now.timestamp_micros(), n % 0x10000);
+    let stem = truncate_at_char(&event.pod, 253 - suffix.len()).trim_end_matches(['-', '.']);
+    Event {
+        metadata: ObjectMeta {
+            name: Some(format!("{stem}{suffix}")),
+            namespace: Some(event.namespace.clone()),
+            ..Default::default()
+        },
+        involved_object: ObjectReference {
+            api_version: Some("v1".into()),
+            kind: Some("Pod".into()),
+            name: Some(event.pod.clone()),
+            namespace: Some(event.namespace.clone()),
+            uid: Some(event.uid.clone()).filter(|u| !u.is_empty()),
+            ..Default::default()
+        },
+        reason: Some(event.reason.clone()),
+        message: Some(event_message(&event.message)),
+        type_: Some(match event.event_type {
+            EventType::Normal => "Normal".into(),
+            EventType::Warning => "Warning".into(),
+        }),
+        source: Some(k8s_openapi::api::core::v1::EventSource {
+            component: Some(scheduler_name.to_string()),
+            host: None,
+        }),
+        reporting_component: Some(scheduler_name.to_string()),
+        reporting_instance: Some(scheduler_name.to_string()),
+        action: Some(if event.reason.starts_with("Binding") {
+            "Binding".into()
+        } else {
+            "Scheduling".into()
+        }),
+        first_timestamp: Some(Time(stamp)),
+        last_timestamp: Some(Time(stamp)),
+        event_time: Some(MicroTime(stamp)),
+        count: Some(1),
+        ..Default::default()
+    }
+}
+
+/// `message` cut to the API server's limit, marked with an ellipsis when cut.
+fn event_message(message: &str) -> String {
+    if message.len() <= EVENT_MESSAGE_MAX_BYTES {
+        return message.to_string();
+    }
+    const MORE: &str = "...";
+    let mut cut = truncate_at_char(message, EVENT_MESSAGE_MAX_BYTES - MORE.len()).to_string();
+    cut.push_str(MORE);
+    cut
+}
+
+/// The longest prefix of `s` of at most `max` bytes that ends on a character.
+fn truncate_at_char(s: &str, max: usize) -> &str {
+    if s.len() <= max {
+        return s;
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
+
 impl KubeCluster {
     /// A cluster client making at most `qps` calls per second with bursts of `burst`
     /// (`qps == 0`: no limit).
     pub fn new(client: Client, scheduler_name: String, qps: u32, burst: u32) -> Self {
         let limiter = std::num::NonZeroU32::new(qps).map(|qps| {
             let burst = std::num::NonZeroU32::new(burst.max(qps.get())).unwrap_or(qps);
-            governor::RateLimiter::direct(governor::Quota::per_second(qps).allow_burst(burst))
+            Arc::new(governor::RateLimiter::direct(
+                governor::Quota::per_second(qps).allow_burst(burst),
+            ))
         });
         Self {
             client,
             scheduler_name,
             event_counter: AtomicU64::new(0),
+            event_slots: Arc::new(tokio::sync::Semaphore::new(EVENTS_IN_FLIGHT)),
             limiter,
         }
     }
@@ -161,56 +243,26 @@ impl ClusterApi for KubeCluster {
     }
 
     async fn record_event(&self, event: SchedulerEvent) {
-        self.admit().await;
-        let n = self.event_counter.fetch_add(1, Ordering::Relaxed);
-        let now = event.time;
-        let stamp = k8s_openapi::jiff::Timestamp::from_microsecond(now.timestamp_micros())
-            .unwrap_or_else(|_| k8s_openapi::jiff::Timestamp::now());
-        let object = Event {
-            metadata: ObjectMeta {
-                name: Some(format!(
-                    "{}.{:x}{:04x}",
-                    event.pod,
-                    now.timestamp_micros(),
-                    n % 0x10000
-                )),
-                namespace: Some(event.namespace.clone()),
-                ..Default::default()
-            },
-            involved_object: ObjectReference {
-                api_version: Some("v1".into()),
-                kind: Some("Pod".into()),
-                name: Some(event.pod.clone()),
-                namespace: Some(event.namespace.clone()),
-                ..Default::default()
-            },
-            reason: Some(event.reason.clone()),
-            message: Some(event.message.clone()),
-            type_: Some(match event.event_type {
-                EventType::Normal => "Normal".into(),
-                EventType::Warning => "Warning".into(),
-            }),
-            source: Some(k8s_openapi::api::core::v1::EventSource {
-                component: Some(self.scheduler_name.clone()),
-                host: None,
-            }),
-            reporting_component: Some(self.scheduler_name.clone()),
-            reporting_instance: Some(self.scheduler_name.clone()),
-            action: Some(if event.reason.starts_with("Binding") {
-                "Binding".into()
-            } else {
-                "Scheduling".into()
-            }),
-            first_timestamp: Some(Time(stamp)),
-            last_timestamp: Some(Time(stamp)),
-            event_time: Some(MicroTime(stamp)),
-            count: Some(1),
-            ..Default::default()
+        // Filters and binds do not wait for their events: an event costs an API
+        // call (and a turn of the client's rate limit) that kube-scheduler would
+        // otherwise wait for. Past a bound of creates in flight, events are dropped.
+        let Ok(slot) = self.event_slots.clone().try_acquire_owned() else {
+            tracing::debug!(reason = %event.reason, pod = %event.pod, "too many events in flight; dropping one");
+            return;
         };
+        let n = self.event_counter.fetch_add(1, Ordering::Relaxed);
+        let object = event_object(&event, &self.scheduler_name, n);
         let api: Api<Event> = Api::namespaced(self.client.clone(), &event.namespace);
-        if let Err(e) = api.create(&PostParams::default(), &object).await {
-            tracing::debug!(error = %e, reason = %event.reason, "could not record event");
-        }
+        let limiter = self.limiter.clone();
+        tokio::spawn(async move {
+            if let Some(limiter) = &limiter {
+                limiter.until_ready().await;
+            }
+            if let Err(e) = api.create(&PostParams::default(), &object).await {
+                tracing::debug!(error = %e, reason = %event.reason, "could not record event");
+            }
+            drop(slot);
+        });
     }
 
     async fn remove_scheduling_gate(
@@ -315,5 +367,87 @@ impl ClusterApi for KubeCluster {
         result
             .map(|_| ())
             .map_err(|e| api_error(e, "volcano object", &object.to_string()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(pod: &str, message: String) -> SchedulerEvent {
+        SchedulerEvent {
+            namespace: "research".into(),
+            pod: pod.into(),
+            uid: "4f1c-uid".into(),
+            event_type: EventType::Warning,
+            reason: "FilteringFailed".into(),
+            message,
+            time: chrono::Utc::now(),
+        }
+    }
+
+    #[test]
+    fn events_name_the_pod_by_uid_so_describe_finds_them() {
+        let object = event_object(&event("trainer-0", "no fit".into()), "vgpu-scheduler", 7);
+        let involved = &object.involved_object;
+        assert_eq!(involved.uid.as_deref(), Some("4f1c-uid"));
+        assert_eq!(involved.name.as_deref(), Some("trainer-0"));
+        assert_eq!(involved.kind.as_deref(), Some("Pod"));
+        assert_eq!(
+            object.reporting_component.as_deref(),
+            Some("vgpu-scheduler")
+        );
+        assert!(
+            object
+                .metadata
+                .name
+                .as_deref()
+                .is_some_and(|n| n.starts_with("trainer-0."))
+        );
+        let no_uid = event_object(
+            &SchedulerEvent {
+                uid: String::new(),
+                ..event("p", "m".into())
+            },
+            "vgpu-scheduler",
+            0,
+        );
+        assert_eq!(no_uid.involved_object.uid, None);
+    }
+
+    #[test]
+    fn long_messages_and_names_are_cut_to_what_the_api_server_takes() {
+        let nodes: Vec<String> = (0..400).map(|i| format!("gpu-node-{i:04}")).collect();
+        let message = format!(
+            "no available node; 400 nodes CardInsufficientMemory({})",
+            nodes.join(",")
+        );
+        let object = event_object(&event("p", message.clone()), "vgpu-scheduler", 1);
+        let cut = object.message.as_deref().unwrap_or_default();
+        assert_eq!(cut.len(), EVENT_MESSAGE_MAX_BYTES);
+        assert!(cut.ends_with("...") && message.starts_with(&cut[..cut.len() - 3]));
+        // A multi-byte character at the limit is not split.
+        let wide = "é".repeat(EVENT_MESSAGE_MAX_BYTES);
+        let cut = event_message(&wide);
+        assert!(
+            cut.len() <= EVENT_MESSAGE_MAX_BYTES && cut.ends_with("..."),
+            "{}",
+            cut.len()
+        );
+        assert_eq!(event_message("short"), "short");
+
+        let long_pod = format!("{}-x", "a".repeat(250));
+        let object = event_object(&event(&long_pod, "m".into()), "vgpu-scheduler", 2);
+        let name = object.metadata.name.unwrap_or_default();
+        assert!(name.len() <= 253, "{}", name.len());
+        let stem = name.split('.').next().unwrap_or_default();
+        assert!(
+            stem.ends_with(|c: char| c.is_ascii_alphanumeric()),
+            "{name}"
+        );
+        assert_eq!(
+            object.involved_object.name.as_deref(),
+            Some(long_pod.as_str())
+        );
     }
 }
