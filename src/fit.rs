@@ -406,6 +406,9 @@ fn best_connected(devices: &[GpuDevice], candidates: &[usize], n: usize) -> Vec<
 }
 
 #[cfg(test)]
+mod hami_tests;
+
+#[cfg(test)]
 mod tests {
     use super::*;
     use crate::policy::{GpuPolicy, NodePolicy, PodPolicies, ScoringWeights};

@@ -23,15 +23,6 @@ pub enum NodePolicy {
 }
 
 impl NodePolicy {
-    /// Parses a policy name; anything but `spread` means binpack, as in HAMi.
-    pub fn parse(value: &str) -> Self {
-        if value.trim() == "spread" {
-            NodePolicy::Spread
-        } else {
-            NodePolicy::Binpack
-        }
-    }
-
     /// Strict parser for flags, so a typo is reported at start-up.
     pub fn parse_flag(value: &str) -> Result<Self, String> {
         match value.trim() {
@@ -119,8 +110,8 @@ fn token(name: &str) -> Option<GpuPolicyToken> {
 }
 
 impl GpuPolicy {
-    /// Parses a policy leniently, as HAMi does for pod annotations: unknown tokens are
-    /// ignored (a lone unknown name behaves like `spread`).
+    /// Parses a policy leniently: unknown tokens are ignored (a lone unknown name
+    /// behaves like `spread`, as HAMi's device sort does).
     pub fn parse(value: &str) -> Self {
         let chain = value.contains(',');
         let tokens = value.split(',').filter_map(|t| token(t.trim())).collect();
@@ -304,8 +295,11 @@ pub struct PodPolicies {
 }
 
 impl PodPolicies {
-    /// Resolves the pod's policies; a malformed weights annotation is an error for
-    /// the pod (HAMi fails the Filter), not for the node.
+    /// Resolves the pod's policies. A policy annotation replaces the configured
+    /// policy only when it names one (a typo, an empty value, a GPU-only token for
+    /// the node, or a chain with an unknown entry leave the configured policy in
+    /// place, as HAMi does); a malformed weights annotation is an error for the pod
+    /// (HAMi fails the Filter), not for the node.
     pub fn resolve(
         annotations: &BTreeMap<String, String>,
         default_node: NodePolicy,
@@ -313,11 +307,11 @@ impl PodPolicies {
     ) -> Result<Self, String> {
         let node = annotations
             .get(NODE_POLICY_ANNOTATION)
-            .map(|v| NodePolicy::parse(v))
+            .and_then(|v| NodePolicy::parse_flag(v).ok())
             .unwrap_or(default_node);
         let gpu = annotations
             .get(GPU_POLICY_ANNOTATION)
-            .map(|v| GpuPolicy::parse(v))
+            .and_then(|v| GpuPolicy::parse_flag(v).ok())
             .unwrap_or_else(|| default_gpu.clone());
         let weights = match annotations.get(SCORING_WEIGHTS_ANNOTATION) {
             Some(v) => ScoringWeights::parse(v)
@@ -327,6 +321,9 @@ impl PodPolicies {
         Ok(Self { node, gpu, weights })
     }
 }
+
+#[cfg(test)]
+mod hami_tests;
 
 #[cfg(test)]
 mod tests {

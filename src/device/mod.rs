@@ -3,6 +3,8 @@
 
 pub mod allocation_codec;
 pub mod device_config;
+#[cfg(test)]
+mod hami_tests;
 pub mod model;
 pub mod pair_score;
 pub mod register_codec;
