@@ -9,8 +9,9 @@ use crate::node_lock::{self, LockError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// Pause between attempts at a node lock held by another pod.
-const LOCK_RETRY_PAUSE: Duration = Duration::from_millis(50);
+/// Pause between attempts at a node lock held by another pod (HAMi's): each
+/// attempt reads the node and the lock owner.
+const LOCK_RETRY_PAUSE: Duration = Duration::from_millis(100);
 
 impl Scheduler {
     fn bind_serialiser(&self, node: &str) -> Arc<tokio::sync::Mutex<()>> {
@@ -55,6 +56,7 @@ impl Scheduler {
     }
 
     async fn bind_pod(&self, ns: &str, name: &str, uid: &str, node: &str) -> Result<(), String> {
+        let started = Instant::now();
         let pod = match self.api.get_pod(ns, name).await {
             Ok(Some(pod)) => pod,
             Ok(None) => {
@@ -129,7 +131,7 @@ impl Scheduler {
         // Only pods with GPUs take the node lock: HAMi's device plugin releases it
         // in Allocate, which never runs for a pod without GPUs.
         let locked = ctx.is_some();
-        if locked && let Err(e) = self.lock_node(node, ns, name).await {
+        if locked && let Err(e) = self.lock_node(node, ns, name, started).await {
             self.roll_back(ctx.as_ref(), ns, name, node, false).await;
             return Err(e.to_string());
         }
@@ -208,8 +210,18 @@ impl Scheduler {
         self.publish_allocation(ctx, node, &placement.devices).await
     }
 
-    async fn lock_node(&self, node: &str, ns: &str, name: &str) -> Result<(), LockError> {
-        let give_up = Instant::now() + self.config.node_lock_retry_timeout;
+    /// Takes the node lock, waiting for another pod's lock at most until
+    /// `--node-lock-retry-timeout` after the bind `started`: time a strict gang
+    /// member spent at its barrier counts, so the whole bind stays within
+    /// kube-scheduler's `httpTimeout` when both waits are configured under it.
+    async fn lock_node(
+        &self,
+        node: &str,
+        ns: &str,
+        name: &str,
+        started: Instant,
+    ) -> Result<(), LockError> {
+        let give_up = started + self.config.node_lock_retry_timeout;
         loop {
             match node_lock::acquire(
                 self.api.as_ref(),
