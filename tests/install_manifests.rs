@@ -1597,6 +1597,19 @@ fn plain_install_fits_the_binary() {
                 filter_all: false,
             },
         );
+        // kube-scheduler's own ClusterRole renews only the Lease named
+        // kube-scheduler; any other Lease needs the install's Role.
+        let role_namespaces: Vec<&str> = o
+            .roles
+            .iter()
+            .filter_map(|r| r.metadata.namespace.as_deref())
+            .collect();
+        let lease_namespace = doc.value["leaderElection"]["resourceNamespace"].as_str();
+        assert!(
+            lease_namespace.is_some_and(|ns| role_namespaces.contains(&ns)),
+            "{}: Lease in {lease_namespace:?}, Roles in {role_namespaces:?}",
+            doc.file
+        );
     }
 }
 
