@@ -1,6 +1,8 @@
 //! Leader election on a `coordination.k8s.io/v1` Lease, with client-go's
 //! algorithm: the holder renews `renewTime` with an optimistic-concurrency update;
-//! anyone may take the lease over once `renewTime + leaseDurationSeconds` passed.
+//! anyone may take the lease over once its record has not changed for
+//! `leaseDurationSeconds`, timed by the taker's own clock (as client-go does), so
+//! replicas whose clocks disagree cannot both lead.
 //! Only the leader does cluster-wide housekeeping (handshakes, lock repair,
 //! clearing expired reservations); every replica serves all requests.
 //!
@@ -15,7 +17,7 @@ use kube::Client;
 use kube::api::{Api, PostParams};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Lease settings.
 #[derive(Debug, Clone)]
@@ -61,24 +63,43 @@ impl Leadership {
     }
 }
 
-fn expired(lease: &Lease, now: Timestamp) -> bool {
-    let Some(spec) = &lease.spec else {
-        return true;
-    };
-    if spec.holder_identity.as_deref().unwrap_or("").is_empty() {
-        return true;
+/// The Lease record last seen and when this process first saw it.
+#[derive(Debug, Default)]
+struct Observed {
+    record: Option<LeaseSpec>,
+    since: Option<Instant>,
+}
+
+impl Observed {
+    /// Notes the record read at `now`; a record unlike the last one restarts the
+    /// clock.
+    fn see(&mut self, record: Option<&LeaseSpec>, now: Instant) {
+        if self.since.is_none() || self.record.as_ref() != record {
+            self.record = record.cloned();
+            self.since = Some(now);
+        }
     }
-    let Some(renewed) = spec.renew_time.as_ref() else {
-        return true;
-    };
-    let duration = i64::from(spec.lease_duration_seconds.unwrap_or(15));
-    now.as_second() > renewed.0.as_second() + duration
+
+    /// Whether the lease may be taken over at `now`: nobody holds it, or its
+    /// holder has not renewed it (as seen here) for its duration.
+    fn expired(&self, now: Instant) -> bool {
+        let Some(spec) = &self.record else {
+            return true;
+        };
+        if spec.holder_identity.as_deref().unwrap_or("").is_empty() {
+            return true;
+        }
+        let duration = u64::try_from(spec.lease_duration_seconds.unwrap_or(15)).unwrap_or(0);
+        self.since
+            .is_none_or(|since| now.duration_since(since) > Duration::from_secs(duration))
+    }
 }
 
 /// One acquire-or-renew attempt; returns whether we hold the lease afterwards.
-pub async fn try_acquire_or_renew(
+async fn try_acquire_or_renew(
     api: &Api<Lease>,
     config: &LeaderConfig,
+    observed: &mut Observed,
 ) -> Result<bool, kube::Error> {
     let now = Timestamp::now();
     let duration = i32::try_from(config.lease_duration.as_secs()).unwrap_or(i32::MAX);
@@ -104,9 +125,10 @@ pub async fn try_acquire_or_renew(
             Err(e) => Err(e),
         };
     };
+    observed.see(lease.spec.as_ref(), Instant::now());
     let spec = lease.spec.get_or_insert_with(Default::default);
     let ours = spec.holder_identity.as_deref() == Some(config.identity.as_str());
-    if !ours && !expired(&lease, now) {
+    if !ours && !observed.expired(Instant::now()) {
         return Ok(false);
     }
     let spec = lease.spec.get_or_insert_with(Default::default);
@@ -132,8 +154,9 @@ pub async fn try_acquire_or_renew(
 pub async fn run(client: Client, config: LeaderConfig, leadership: Leadership) {
     let api: Api<Lease> = Api::namespaced(client, &config.namespace);
     let mut last_renewal = tokio::time::Instant::now();
+    let mut observed = Observed::default();
     loop {
-        match try_acquire_or_renew(&api, &config).await {
+        match try_acquire_or_renew(&api, &config, &mut observed).await {
             Ok(true) => {
                 last_renewal = tokio::time::Instant::now();
                 leadership.set(true);
@@ -149,5 +172,53 @@ pub async fn run(client: Client, config: LeaderConfig, leadership: Leadership) {
             }
         }
         tokio::time::sleep(config.retry_period).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn held_by(holder: &str, renewed_at_second: i64) -> LeaseSpec {
+        LeaseSpec {
+            holder_identity: Some(holder.into()),
+            lease_duration_seconds: Some(15),
+            renew_time: Some(MicroTime(
+                Timestamp::from_second(renewed_at_second).unwrap_or(Timestamp::UNIX_EPOCH),
+            )),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_lease_expires_a_duration_after_its_record_last_changed_here() {
+        let start = Instant::now();
+        let at = |s: u64| start + Duration::from_secs(s);
+        let mut observed = Observed::default();
+        // The holder's clock runs far behind ours: its renewTime looks ancient,
+        // but it renews, so the lease is not ours to take.
+        observed.see(Some(&held_by("a", 1_000)), at(0));
+        assert!(!observed.expired(at(10)));
+        observed.see(Some(&held_by("a", 1_002)), at(12));
+        assert!(!observed.expired(at(26)), "renewed at 12 (our clock)");
+        // It stops renewing: the same record for longer than the duration.
+        observed.see(Some(&held_by("a", 1_002)), at(20));
+        assert!(!observed.expired(at(27)));
+        assert!(observed.expired(at(28)));
+        // A clock far ahead does not make a fresh lease look expired either.
+        let mut fresh = Observed::default();
+        fresh.see(Some(&held_by("b", 4_000_000_000)), at(0));
+        assert!(!fresh.expired(at(1)));
+    }
+
+    #[test]
+    fn an_unheld_or_missing_lease_is_free() {
+        let now = Instant::now();
+        let mut observed = Observed::default();
+        assert!(observed.expired(now));
+        observed.see(Some(&held_by("", 5)), now);
+        assert!(observed.expired(now));
+        observed.see(None, now);
+        assert!(observed.expired(now));
     }
 }
