@@ -28,6 +28,10 @@ pub struct NodeEntry {
     /// Fingerprint of the register and pair-score annotations, to skip re-decoding
     /// unchanged nodes on every watch event without keeping the text around.
     pub source_fingerprint: Option<u64>,
+    /// `resourceVersion` of the Node object this entry was built from, so that the
+    /// same object sent again (every full-Node `/filter` sends every candidate) is
+    /// recognised without decoding anything.
+    pub source_version: Option<Box<str>>,
     /// Current usage per device, parallel to `devices` (kept by the ledger).
     pub usage: Vec<GpuUsage>,
     /// Whether each device is an NVIDIA GPU (model contains "nvidia").

@@ -771,6 +771,37 @@ async fn full_nodes_mode_answers_with_the_chosen_node_object() {
     assert!(answer.get("Error").is_none(), "{answer}");
 }
 
+#[tokio::test]
+async fn full_nodes_mode_applies_each_newer_version_of_a_node() {
+    let with_gpu = |mem: u64, version: &str| {
+        let mut n = node("grow", &[h100(&gpu_uuid("grow", 0), 0).devmem(mem)], &[]);
+        n["metadata"]["resourceVersion"] = json!(version);
+        n
+    };
+    let server = Server::start(vec![with_gpu(4000, "10")], &[]).await;
+    let filter = |p: &Value, n: &Value| {
+        let body = json!({"Pod": p, "Nodes": {"items": [n]}, "NodeNames": null});
+        let server = &server;
+        async move { server.post_json("/filter", &body).await.1 }
+    };
+    // The node kube-scheduler sends registers a bigger GPU than the ledger knew.
+    let p = pod("default", "needs-8g").gpus(1, 8000, 10).build();
+    let answer = filter(&p, &with_gpu(16000, "11")).await;
+    assert_eq!(
+        answer["Nodes"]["items"][0]["metadata"]["name"], "grow",
+        "{answer}"
+    );
+    assert_eq!(
+        server.state().await.node("grow")["gpus"][0]["devmem"],
+        16000
+    );
+    // A newer version shrinks it again: nothing of 8000 MiB fits any more.
+    let q = pod("default", "needs-8g-too").gpus(1, 8000, 10).build();
+    let answer = filter(&q, &with_gpu(6000, "12")).await;
+    assert!(answer["FailedNodes"]["grow"].is_string(), "{answer}");
+    assert_eq!(server.state().await.node("grow")["gpus"][0]["devmem"], 6000);
+}
+
 // ---------------------------------------------------------------------------
 // --filter-mode all and /prioritize
 // ---------------------------------------------------------------------------

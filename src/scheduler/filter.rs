@@ -206,9 +206,12 @@ impl Scheduler {
         };
         let full_nodes = args.nodes.is_some() && args.node_names.is_none();
         if let (None, Some(nodes)) = (&args.node_names, &args.nodes) {
-            // Full Node objects are the freshest registration we can get.
+            // Full Node objects are the freshest registration we can get; those the
+            // ledger already has (same resourceVersion) are skipped.
             for node in &nodes.items {
-                self.apply_node(node.node());
+                if !self.node_is_applied(node.node()) {
+                    self.apply_node(node.node());
+                }
             }
         }
         let names = args.candidate_names();

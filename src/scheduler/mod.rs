@@ -203,6 +203,7 @@ impl Scheduler {
         };
         let mut ledger = self.ledger.write();
         let mut entry = registration::node_entry(node, ledger.node(name));
+        entry.source_version = node.metadata.resource_version.as_deref().map(Box::from);
         if self.config.check_device_plugin_health {
             let ready = registration::device_plugin_ready(
                 node,
@@ -214,6 +215,21 @@ impl Scheduler {
         ledger.upsert_node(name, entry);
         drop(ledger);
         self.gang_apply_node(node);
+    }
+
+    /// Whether `node` is the very object the ledger's entry was built from (same
+    /// name and resourceVersion), so applying it again would change nothing.
+    pub(crate) fn node_is_applied(&self, node: &Node) -> bool {
+        let (Some(name), Some(version)) = (
+            node.metadata.name.as_deref(),
+            node.metadata.resource_version.as_deref(),
+        ) else {
+            return false;
+        };
+        self.ledger
+            .read()
+            .node(name)
+            .is_some_and(|e| e.source_version.as_deref() == Some(version))
     }
 
     /// Applies a pod as a watch event shows it (events of one pod arrive in order).
