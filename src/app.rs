@@ -1,5 +1,6 @@
 //! The HTTP surface: one router for the extender verbs, the webhook, probes,
-//! metrics and the debug dump.
+//! metrics and the debug dumps, and one serving only the metrics (for a plain-HTTP
+//! metrics listener).
 
 use crate::cluster::memory::MemoryCluster;
 use crate::extender::wire::{
@@ -34,18 +35,23 @@ pub struct AppState {
 /// Router settings.
 #[derive(Debug, Clone, Copy)]
 pub struct RouterOptions {
-    /// Require a verified client certificate on /filter, /prioritize and /bind.
+    /// Require a verified client certificate on /filter, /prioritize, /bind and the
+    /// debug dumps (/debug/state, /debug/queues).
     pub require_client_certificate: bool,
     /// Largest request body accepted.
     pub max_request_body: usize,
 }
 
-/// Builds the router.
+/// Builds the router. The extender verbs and the debug dumps (which show every
+/// pod, node and quota) sit behind the client-certificate requirement; the webhook
+/// (called by the API server), the probes and the metrics stay open.
 pub fn router(state: Arc<AppState>, options: RouterOptions) -> Router {
-    let extender = Router::new()
+    let guarded = Router::new()
         .route("/filter", post(filter))
         .route("/prioritize", post(prioritize))
         .route("/bind", post(bind))
+        .route("/debug/state", get(debug_state))
+        .route("/debug/queues", get(debug_queues))
         .route_layer(client_certificate_layer(options.require_client_certificate));
     Router::new()
         .route("/mutate", post(mutate))
@@ -53,10 +59,16 @@ pub fn router(state: Arc<AppState>, options: RouterOptions) -> Router {
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
-        .route("/debug/state", get(debug_state))
-        .route("/debug/queues", get(debug_queues))
-        .merge(extender)
+        .merge(guarded)
         .layer(DefaultBodyLimit::max(options.max_request_body))
+        .with_state(state)
+}
+
+/// Only `GET /metrics`, the same text as the main router's: for the plain-HTTP
+/// listener of `--metrics-bind-address` (HAMi's metrics port).
+pub fn metrics_router(state: Arc<AppState>) -> Router {
+    Router::new()
+        .route("/metrics", get(metrics))
         .with_state(state)
 }
 

@@ -1,5 +1,8 @@
 //! Command-line flags. Names follow HAMi's scheduler (`--http_bind`, `--cert_file`,
-//! `--key_file` are accepted as aliases of the dashed spellings).
+//! `--key_file` are accepted as aliases of the dashed spellings), and so does the way
+//! booleans are given: `--debug` alone means true, `--debug=false` turns one off.
+//! HAMi's flags that have no counterpart here (`--profiling`, `-v`) are accepted so
+//! that HAMi's Deployment arguments start this server too.
 
 use crate::policy::{GpuPolicy, NodePolicy};
 use crate::scheduler::FilterMode;
@@ -41,6 +44,13 @@ pub struct QueuesArgs {
     /// CA certificate (PEM) to verify the server with.
     #[arg(long)]
     pub ca_file: Option<PathBuf>,
+    /// Client certificate (PEM) to present: a server started with --client-ca-file
+    /// serves /debug/queues only to clients with a certificate from that CA.
+    #[arg(long = "client-certificate", requires = "client_key")]
+    pub client_certificate: Option<PathBuf>,
+    /// Private key (PEM) of --client-certificate.
+    #[arg(long = "client-key", requires = "client_certificate")]
+    pub client_key: Option<PathBuf>,
     /// Plan this cluster file once instead of asking a server.
     #[arg(long = "cluster-file")]
     pub cluster_file: Option<PathBuf>,
@@ -106,6 +116,16 @@ fn parse_duration(v: &str) -> Result<Duration, String> {
     Ok(Duration::from_secs_f64(secs))
 }
 
+/// A boolean as Go's flag package reads it: `1`, `t`, `T`, `TRUE`, `true`, `True`,
+/// `0`, `f`, `F`, `FALSE`, `false`, `False`.
+fn parse_go_bool(v: &str) -> Result<bool, String> {
+    match v {
+        "1" | "t" | "T" | "TRUE" | "true" | "True" => Ok(true),
+        "0" | "f" | "F" | "FALSE" | "false" | "False" => Ok(false),
+        _ => Err(format!("invalid boolean {v:?}: use true or false")),
+    }
+}
+
 fn parse_node_policy(v: &str) -> Result<NodePolicy, String> {
     NodePolicy::parse_flag(v)
 }
@@ -130,6 +150,15 @@ pub struct ServeArgs {
         default_value = "127.0.0.1:8443"
     )]
     pub http_bind: String,
+    /// Also serve /metrics over plain HTTP on this address (HAMi's separate metrics
+    /// listener; HAMi's default is `:9395`, here it is off unless given). `:PORT`
+    /// listens on every interface.
+    #[arg(long = "metrics-bind-address", alias = "metrics_bind_address")]
+    pub metrics_bind_address: Option<String>,
+    /// Also emit HAMi's metric names from before v2.9 (`GPUDeviceMemoryLimit`,
+    /// `QuotaUsed`, ...) with their old label names, next to the `hami_*` ones.
+    #[arg(long = "legacy-metrics", alias = "legacy_metrics", default_value_t = false, num_args = 0..=1, default_missing_value = "true", value_parser = parse_go_bool, action = clap::ArgAction::Set)]
+    pub legacy_metrics: bool,
     /// Serving certificate (PEM). Without it a self-signed one is made at start.
     #[arg(long = "cert-file", alias = "cert_file")]
     pub cert_file: Option<PathBuf>,
@@ -171,12 +200,16 @@ pub struct ServeArgs {
     /// Burst of Kubernetes API calls above the QPS.
     #[arg(long = "kube-burst", default_value_t = 1000)]
     pub kube_burst: u32,
+    /// Time limit for connecting to the Kubernetes API and for each read and write
+    /// of a call, in seconds (`30`) or as a duration (`30s`); 0: none.
+    #[arg(long = "kube-timeout", alias = "kube_timeout", default_value = "0", value_parser = parse_duration)]
+    pub kube_timeout: Duration,
     /// Only nodes matching this label selector (`k=v,k2=v2`) are registered.
     #[arg(long = "node-label-selector")]
     pub node_label_selector: Option<String>,
     /// Elect a leader among replicas with a Lease; only the leader writes handshakes,
     /// repairs locks and clears expired reservations. All replicas serve requests.
-    #[arg(long = "leader-elect", default_value_t = false, action = clap::ArgAction::Set)]
+    #[arg(long = "leader-elect", default_value_t = false, num_args = 0..=1, default_missing_value = "true", value_parser = parse_go_bool, action = clap::ArgAction::Set)]
     pub leader_elect: bool,
     /// Lease name (default: the scheduler name).
     #[arg(long = "leader-elect-resource-name")]
@@ -189,7 +222,7 @@ pub struct ServeArgs {
     pub resync_period: Duration,
     /// In cluster-file mode, act like HAMi's device plugin after a bind (mark the
     /// pod allocated and release the node lock).
-    #[arg(long = "simulate-device-plugin", default_value_t = true, action = clap::ArgAction::Set)]
+    #[arg(long = "simulate-device-plugin", default_value_t = true, num_args = 0..=1, default_missing_value = "true", value_parser = parse_go_bool, action = clap::ArgAction::Set)]
     pub simulate_device_plugin: bool,
     /// single: choose node and GPUs in /filter; all: return all fitting nodes.
     #[arg(long = "filter-mode", value_enum, default_value = "single")]
@@ -200,11 +233,13 @@ pub struct ServeArgs {
     /// Age after which a node lock is taken over.
     #[arg(long = "node-lock-timeout", default_value = "5m", value_parser = parse_duration)]
     pub node_lock_timeout: Duration,
-    /// How long /bind waits for a node lock another pod holds.
+    /// How long /bind waits for a node lock another pod holds, counted from the
+    /// start of the bind (a strict gang member's wait at its barrier takes from
+    /// it), but at least 3 s once the lock is asked for.
     #[arg(long = "node-lock-retry-timeout", default_value = "20s", value_parser = parse_duration)]
     pub node_lock_retry_timeout: Duration,
     /// Rewrite spec.schedulerName of vGPU pods that name default-scheduler.
-    #[arg(long = "force-overwrite-default-scheduler", default_value_t = true, action = clap::ArgAction::Set)]
+    #[arg(long = "force-overwrite-default-scheduler", default_value_t = true, num_args = 0..=1, default_missing_value = "true", value_parser = parse_go_bool, action = clap::ArgAction::Set)]
     pub force_overwrite_default_scheduler: bool,
     /// Largest request body accepted (full Node lists are large).
     #[arg(long = "max-request-body", default_value = "32Mi", value_parser = parse_size)]
@@ -215,9 +250,19 @@ pub struct ServeArgs {
     /// Log format.
     #[arg(long = "log-format", value_enum, default_value = "text")]
     pub log_format: LogFormat,
+    /// Log this server's debug lines too when RUST_LOG is not set (HAMi's `--debug`).
+    #[arg(long = "debug", default_value_t = false, num_args = 0..=1, default_missing_value = "true", value_parser = parse_go_bool, action = clap::ArgAction::Set)]
+    pub debug: bool,
+    /// klog's verbosity, accepted for HAMi's arguments (`-v=4`): 4 or more acts as
+    /// --debug; lower changes nothing.
+    #[arg(short = 'v', long = "v", value_name = "LEVEL")]
+    pub verbosity: Option<u8>,
+    /// Accepted for HAMi's arguments; there are no profiling routes here.
+    #[arg(long = "profiling", default_value_t = false, num_args = 0..=1, default_missing_value = "true", value_parser = parse_go_bool, action = clap::ArgAction::Set)]
+    pub profiling: bool,
     /// Gang and queue scheduling: gate gang/queue pods at admission and place
     /// whole gangs (Volcano PodGroups and Queues).
-    #[arg(long = "gang-scheduling", default_value_t = true, action = clap::ArgAction::Set)]
+    #[arg(long = "gang-scheduling", default_value_t = true, num_args = 0..=1, default_missing_value = "true", value_parser = parse_go_bool, action = clap::ArgAction::Set)]
     pub gang_scheduling: bool,
     /// Volcano-format scheduler configuration (actions, tiers of plugins), reloaded
     /// when the file changes. Without it, Volcano's default configuration.
@@ -232,7 +277,7 @@ pub struct ServeArgs {
     pub gang_timeout: Duration,
     /// Hold every gang member at /bind until minMember members arrived (PodGroup
     /// annotation vgpu-scheduler.io/gang-strict overrides it per gang).
-    #[arg(long = "gang-strict", default_value_t = false, action = clap::ArgAction::Set)]
+    #[arg(long = "gang-strict", default_value_t = false, num_args = 0..=1, default_missing_value = "true", value_parser = parse_go_bool, action = clap::ArgAction::Set)]
     pub gang_strict: bool,
     /// Run the gang planner only while the kube-scheduler of this pod holds this
     /// Lease (NAMESPACE/NAME; its holder is `<POD_NAME>_<uuid>`), so planning and
@@ -248,13 +293,29 @@ pub struct ServeArgs {
     /// kube-scheduler filters one pod at a time, and one thread answers a filter over
     /// 5,000 nodes in under half a millisecond; more threads add throughput for many
     /// concurrent callers on a machine with spare cores, but where the server shares
-    /// its cores they preempt each other and lengthen the tail. Watches, the resync
-    /// and planning cycles run on a thread of their own either way.
+    /// its cores they preempt each other and lengthen the tail. Watches, housekeeping
+    /// and the periodic planning cycles run on a background thread either way (the
+    /// resync on a blocking thread of its own).
     #[arg(long = "worker-threads", default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=1024))]
     pub worker_threads: u16,
 }
 
 impl ServeArgs {
+    /// The Kubernetes client's time limit: `None` for `--kube-timeout=0`.
+    pub fn kube_timeout(&self) -> Option<Duration> {
+        (!self.kube_timeout.is_zero()).then_some(self.kube_timeout)
+    }
+
+    /// What is logged when RUST_LOG is not set: with `--debug` or `-v=4` and above
+    /// this server's own debug lines too (not its libraries'), else info and above.
+    pub fn default_log_filter(&self) -> &'static str {
+        if self.debug || self.verbosity.is_some_and(|v| v >= 4) {
+            "info,vgpu_scheduler=debug"
+        } else {
+            "info"
+        }
+    }
+
     /// The async runtime's worker threads: `--worker-threads`, but never more than
     /// the CPUs available (threads beyond them only take turns).
     pub fn runtime_threads(&self) -> usize {
@@ -372,6 +433,99 @@ mod tests {
         let err = Cli::try_parse_from(["vgpu-scheduler", "serve", "--node-scheduler-policy=pack"])
             .unwrap_err();
         assert!(err.to_string().contains("unknown node policy"));
+    }
+
+    fn serve_err(args: &[&str]) -> String {
+        let mut all = vec!["vgpu-scheduler", "serve"];
+        all.extend_from_slice(args);
+        Cli::try_parse_from(all).unwrap_err().to_string()
+    }
+
+    /// The arguments HAMi's chart gives its scheduler container (with the optional
+    /// ones and the default extraArgs) start this server too.
+    #[test]
+    fn hami_deployment_arguments_are_accepted() {
+        let s = serve(&[
+            "--http_bind=0.0.0.0:443",
+            "--cert_file=/tls/tls.crt",
+            "--key_file=/tls/tls.key",
+            "--scheduler-name=hami-scheduler",
+            "--metrics-bind-address=:9395",
+            "--node-scheduler-policy=binpack",
+            "--gpu-scheduler-policy=spread",
+            "--force-overwrite-default-scheduler=true",
+            "--device-config-file=/device-config.yaml",
+            "--leader-elect=true",
+            "--leader-elect-resource-name=hami-scheduler",
+            "--leader-elect-resource-namespace=kube-system",
+            "--node-label-selector=gpu=on",
+            "--legacy-metrics=true",
+            "--kube-timeout=30",
+            "--profiling=false",
+            "--debug",
+            "-v=4",
+        ]);
+        assert_eq!(s.http_bind, "0.0.0.0:443");
+        assert_eq!(s.metrics_bind_address.as_deref(), Some(":9395"));
+        assert!(s.legacy_metrics);
+        assert!(s.leader_elect);
+        assert!(!s.profiling);
+        assert!(s.debug);
+        assert_eq!(s.verbosity, Some(4));
+        assert_eq!(s.kube_timeout(), Some(Duration::from_secs(30)));
+        assert_eq!(s.default_log_filter(), "info,vgpu_scheduler=debug");
+    }
+
+    #[test]
+    fn hami_flags_default_to_off() {
+        let s = serve(&[]);
+        assert_eq!(s.metrics_bind_address, None);
+        assert!(!s.legacy_metrics && !s.profiling && !s.debug);
+        assert_eq!(s.verbosity, None);
+        assert_eq!(s.kube_timeout(), None);
+        assert_eq!(s.default_log_filter(), "info");
+        assert_eq!(serve(&["--kube-timeout", "0"]).kube_timeout(), None);
+        assert_eq!(
+            serve(&["--kube-timeout=1m"]).kube_timeout(),
+            Some(Duration::from_secs(60))
+        );
+        assert_eq!(serve(&["-v", "2"]).default_log_filter(), "info");
+        assert_eq!(
+            serve(&["--v=5"]).default_log_filter(),
+            "info,vgpu_scheduler=debug"
+        );
+        assert!(serve_err(&["--kube-timeout=soon"]).contains("--kube-timeout"));
+    }
+
+    /// Booleans as Go's flag package takes them: alone means true, `=VALUE` with
+    /// Go's spellings; a separate value still works as before.
+    #[test]
+    fn booleans_are_given_the_go_way() {
+        let s = serve(&[
+            "--debug",
+            "--profiling",
+            "--legacy-metrics",
+            "--leader-elect",
+        ]);
+        assert!(s.debug && s.profiling && s.legacy_metrics && s.leader_elect);
+        let s = serve(&[
+            "--debug=true",
+            "--gang-strict=1",
+            "--gang-scheduling=F",
+            "--simulate-device-plugin=False",
+        ]);
+        assert!(s.debug && s.gang_strict);
+        assert!(!s.gang_scheduling && !s.simulate_device_plugin);
+        let s = serve(&[
+            "--debug=false",
+            "--force-overwrite-default-scheduler",
+            "false",
+        ]);
+        assert!(!s.debug && !s.force_overwrite_default_scheduler);
+        // A bare flag followed by another flag does not swallow it.
+        let s = serve(&["--leader-elect", "--debug"]);
+        assert!(s.leader_elect && s.debug);
+        assert!(serve_err(&["--debug=maybe"]).contains("invalid boolean"));
     }
 
     #[test]

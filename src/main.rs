@@ -49,7 +49,7 @@ fn main() -> std::process::ExitCode {
 async fn run_cli(cli: Cli) -> std::process::ExitCode {
     match cli.command {
         Command::Serve(args) => {
-            let _log = run::init_logging(args.log_format);
+            let _log = run::init_logging_at(args.log_format, args.default_log_filter());
             match run::serve(*args).await {
                 Ok(()) => std::process::ExitCode::SUCCESS,
                 Err(e) => {

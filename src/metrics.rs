@@ -1,6 +1,6 @@
 //! Prometheus metrics: HAMi's `hami_*` GPU and quota gauges (computed from the
-//! ledger at scrape time, so they are never stale) plus request latency histograms
-//! and filter/bind outcome counters.
+//! ledger at scrape time, so they are never stale; optionally also under HAMi's
+//! pre-v2.9 names) plus request latency histograms and filter/bind outcome counters.
 
 use crate::ledger::Ledger;
 use prometheus_client::encoding::EncodeLabelSet;
@@ -24,9 +24,34 @@ struct OutcomeLabels {
     outcome: String,
 }
 
+/// How the cluster gauges are rendered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MetricsOptions {
+    /// `quota_name` of the GPU memory quota: the device config's memory resource
+    /// name (`nvidia.com/gpumem`).
+    pub quota_memory_resource: String,
+    /// `quota_name` of the GPU compute quota: the device config's cores resource
+    /// name (`nvidia.com/gpucores`).
+    pub quota_cores_resource: String,
+    /// Also render the gauges under HAMi's pre-v2.9 names (`--legacy-metrics`).
+    pub legacy_names: bool,
+}
+
+impl Default for MetricsOptions {
+    fn default() -> Self {
+        let nvidia = crate::device::device_config::NvidiaConfig::default();
+        Self {
+            quota_memory_resource: nvidia.resource_memory_name,
+            quota_cores_resource: nvidia.resource_core_name,
+            legacy_names: false,
+        }
+    }
+}
+
 /// Counters and histograms updated on the request path.
 pub struct Metrics {
     registry: Registry,
+    options: MetricsOptions,
     latency: Family<VerbLabels, Histogram>,
     filter: Family<OutcomeLabels, Counter>,
     bind: Family<OutcomeLabels, Counter>,
@@ -48,8 +73,13 @@ impl Default for Metrics {
 }
 
 impl Metrics {
-    /// Registers the request metrics.
+    /// Registers the request metrics; the gauges use the default resource names.
     pub fn new() -> Self {
+        Self::with_options(MetricsOptions::default())
+    }
+
+    /// Registers the request metrics; the gauges are rendered as `options` say.
+    pub fn with_options(options: MetricsOptions) -> Self {
         let mut registry = Registry::default();
         // 20 µs to ~10 s in steps of 25%, so a quantile read off the buckets (the
         // upper bound of the bucket it falls in) is at most 25% above the true value;
@@ -99,6 +129,7 @@ impl Metrics {
         );
         Self {
             registry,
+            options,
             latency,
             filter,
             bind,
@@ -144,229 +175,344 @@ impl Metrics {
             out.truncate(stripped.len());
         }
         let mut gauges = Registry::default();
-        register_ledger_gauges(&mut gauges, ledger);
+        register_build_info(&mut gauges);
+        let samples = collect_ledger_gauges(ledger, &self.options);
+        register_gauges(&mut gauges, &samples, self.options.legacy_names);
         crate::gang::queue_metrics::register_queue_gauges(&mut gauges, gangs);
         let _ = encode(&mut out, &gauges);
         out
     }
 }
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct DeviceLabels {
-    zone: String,
-    node: String,
-    device_uuid: String,
-    device_index: String,
-    device_type: String,
+/// One of HAMi's cluster gauges: its name, help and label names, and the name and
+/// label names it had before HAMi v2.9 (rendered too with `--legacy-metrics`; they
+/// name the first values, as some old names carried fewer labels). Every one also
+/// carries `zone="vGPU"` first, as HAMi's do.
+struct GaugeSpec {
+    name: &'static str,
+    help: &'static str,
+    labels: &'static [&'static str],
+    legacy_name: &'static str,
+    legacy_labels: &'static [&'static str],
 }
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct AllocatedLabels {
-    zone: String,
-    node: String,
-    device_uuid: String,
-    device_index: String,
-    device_cores: String,
-    device_type: String,
+const DEVICE: &[&str] = &["node", "device_uuid", "device_index", "device_type"];
+const LEGACY_DEVICE: &[&str] = &["nodeid", "deviceuuid", "deviceidx", "devicetype"];
+const POD_DEVICE: &[&str] = &["namespace", "node", "pod", "container_index", "device_uuid"];
+const LEGACY_POD_DEVICE: &[&str] = &[
+    "podnamespace",
+    "nodename",
+    "podname",
+    "containeridx",
+    "deviceuuid",
+];
+
+const NODE_GPU_OVERVIEW: GaugeSpec = GaugeSpec {
+    name: "hami_node_gpu_overview",
+    help: "GPU memory allocated, bytes, with the card's limits as labels",
+    labels: &[
+        "node",
+        "device_uuid",
+        "device_index",
+        "device_cores",
+        "device_memory_limit",
+        "device_type",
+    ],
+    legacy_name: "nodeGPUOverview",
+    legacy_labels: &[
+        "nodeid",
+        "deviceuuid",
+        "deviceidx",
+        "devicecores",
+        "devicememorylimit",
+        "devicetype",
+    ],
+};
+const GPU_MEMORY_LIMIT: GaugeSpec = GaugeSpec {
+    name: "hami_gpu_memory_limit_bytes",
+    help: "GPU memory registered, bytes",
+    labels: DEVICE,
+    legacy_name: "GPUDeviceMemoryLimit",
+    legacy_labels: LEGACY_DEVICE,
+};
+const GPU_CORE_LIMIT: GaugeSpec = GaugeSpec {
+    name: "hami_gpu_core_limit_ratio",
+    help: "GPU compute registered, percent",
+    labels: DEVICE,
+    legacy_name: "GPUDeviceCoreLimit",
+    legacy_labels: LEGACY_DEVICE,
+};
+const GPU_MEMORY_ALLOCATED: GaugeSpec = GaugeSpec {
+    name: "hami_gpu_memory_allocated_bytes",
+    help: "GPU memory allocated, bytes",
+    labels: &[
+        "node",
+        "device_uuid",
+        "device_index",
+        "device_cores",
+        "device_type",
+    ],
+    legacy_name: "GPUDeviceMemoryAllocated",
+    legacy_labels: &[
+        "nodeid",
+        "deviceuuid",
+        "deviceidx",
+        "devicecores",
+        "devicetype",
+    ],
+};
+const GPU_SHARED_COUNT: GaugeSpec = GaugeSpec {
+    name: "hami_gpu_shared_count",
+    help: "vGPU tasks sharing the GPU",
+    labels: DEVICE,
+    legacy_name: "GPUDeviceSharedNum",
+    legacy_labels: LEGACY_DEVICE,
+};
+const GPU_CORE_ALLOCATED: GaugeSpec = GaugeSpec {
+    name: "hami_gpu_core_allocated_ratio",
+    help: "GPU compute allocated, percent",
+    labels: DEVICE,
+    legacy_name: "GPUDeviceCoreAllocated",
+    legacy_labels: LEGACY_DEVICE,
+};
+const NODE_GPU_MEMORY_RATIO: GaugeSpec = GaugeSpec {
+    name: "hami_node_gpu_memory_allocated_ratio",
+    help: "GPU memory allocated over registered",
+    labels: DEVICE,
+    legacy_name: "nodeGPUMemoryPercentage",
+    legacy_labels: &["nodeid", "deviceuuid", "deviceidx"],
+};
+const VGPU_MEMORY_ALLOCATED: GaugeSpec = GaugeSpec {
+    name: "hami_vgpu_memory_allocated_bytes",
+    help: "GPU memory a pod holds, bytes",
+    labels: POD_DEVICE,
+    legacy_name: "vGPUMemoryAllocated",
+    legacy_labels: LEGACY_POD_DEVICE,
+};
+const VGPU_CORE_ALLOCATED: GaugeSpec = GaugeSpec {
+    name: "hami_vgpu_core_allocated_ratio",
+    help: "GPU compute a pod holds, percent",
+    labels: POD_DEVICE,
+    legacy_name: "vGPUCoreAllocated",
+    legacy_labels: LEGACY_POD_DEVICE,
+};
+const RESOURCE_QUOTA_USED: GaugeSpec = GaugeSpec {
+    name: "hami_resource_quota_used",
+    help: "vGPU quota used per namespace and resource",
+    labels: &["namespace", "quota_name", "limit"],
+    legacy_name: "QuotaUsed",
+    legacy_labels: &["quotanamespace", "quotaName", "limit"],
+};
+/// HAMi had no legacy name for the limit; its legacy rendering is left out.
+const RESOURCE_QUOTA_LIMIT: GaugeSpec = GaugeSpec {
+    name: "hami_resource_quota_limit",
+    help: "vGPU quota limit per namespace and resource",
+    labels: &["namespace", "quota_name"],
+    legacy_name: "",
+    legacy_labels: &[],
+};
+
+/// One gauge's samples, collected once: label values in the order of the spec's
+/// names, and the value.
+struct Samples {
+    spec: &'static GaugeSpec,
+    rows: Vec<(Vec<String>, f64)>,
 }
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct OverviewLabels {
-    zone: String,
-    node: String,
-    device_uuid: String,
-    device_index: String,
-    device_cores: String,
-    device_memory_limit: String,
-    device_type: String,
-}
+impl Samples {
+    fn new(spec: &'static GaugeSpec) -> Self {
+        Self {
+            spec,
+            rows: Vec::new(),
+        }
+    }
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct BuildLabels {
-    version: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct PodDeviceLabels {
-    zone: String,
-    namespace: String,
-    node: String,
-    pod: String,
-    container_index: String,
-    device_uuid: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct QuotaLabels {
-    zone: String,
-    namespace: String,
-    quota_name: String,
-    limit: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct QuotaLimitLabels {
-    zone: String,
-    namespace: String,
-    quota_name: String,
+    fn push(&mut self, values: Vec<String>, value: f64) {
+        debug_assert_eq!(values.len(), self.spec.labels.len(), "{}", self.spec.name);
+        self.rows.push((values, value));
+    }
 }
 
 type FGauge = Gauge<f64, AtomicU64>;
+type NamedLabels = Vec<(&'static str, String)>;
 
-fn register_ledger_gauges(r: &mut Registry, ledger: &Ledger) {
-    let zone = || "vGPU".to_string();
-    let mem_limit = Family::<DeviceLabels, FGauge>::default();
-    let core_limit = Family::<DeviceLabels, FGauge>::default();
-    let mem_alloc = Family::<AllocatedLabels, FGauge>::default();
-    let shared = Family::<DeviceLabels, FGauge>::default();
-    let core_alloc = Family::<DeviceLabels, FGauge>::default();
-    let mem_ratio = Family::<DeviceLabels, FGauge>::default();
-    let overview = Family::<OverviewLabels, FGauge>::default();
-    let build = Family::<BuildLabels, FGauge>::default();
-    build
-        .get_or_create(&BuildLabels {
-            version: env!("CARGO_PKG_VERSION").to_string(),
-        })
-        .set(1.0);
+const ZONE: &str = "vGPU";
+
+/// Reads the cluster gauges off the ledger once.
+fn collect_ledger_gauges(ledger: &Ledger, options: &MetricsOptions) -> Vec<Samples> {
+    let mut overview = Samples::new(&NODE_GPU_OVERVIEW);
+    let mut mem_limit = Samples::new(&GPU_MEMORY_LIMIT);
+    let mut core_limit = Samples::new(&GPU_CORE_LIMIT);
+    let mut mem_alloc = Samples::new(&GPU_MEMORY_ALLOCATED);
+    let mut shared = Samples::new(&GPU_SHARED_COUNT);
+    let mut core_alloc = Samples::new(&GPU_CORE_ALLOCATED);
+    let mut mem_ratio = Samples::new(&NODE_GPU_MEMORY_RATIO);
     for (name, entry) in ledger.nodes() {
         let usage = entry.usage.iter().copied();
         for (d, u) in entry.devices.iter().zip(usage) {
-            let l = DeviceLabels {
-                zone: zone(),
-                node: name.clone(),
-                device_uuid: d.id.to_string(),
-                device_index: d.index.to_string(),
-                device_type: d.model.clone(),
+            let device = || {
+                vec![
+                    name.clone(),
+                    d.id.to_string(),
+                    d.index.to_string(),
+                    d.model.clone(),
+                ]
             };
-            mem_limit.get_or_create(&l).set(d.devmem as f64 * MIB);
-            core_limit.get_or_create(&l).set(f64::from(d.devcore));
-            shared.get_or_create(&l).set(f64::from(u.used));
-            core_alloc.get_or_create(&l).set(f64::from(u.usedcores));
+            mem_limit.push(device(), d.devmem as f64 * MIB);
+            core_limit.push(device(), f64::from(d.devcore));
+            shared.push(device(), f64::from(u.used));
+            core_alloc.push(device(), f64::from(u.usedcores));
             if d.devmem > 0 {
-                mem_ratio
-                    .get_or_create(&l)
-                    .set(u.usedmem as f64 / d.devmem as f64);
+                mem_ratio.push(device(), u.usedmem as f64 / d.devmem as f64);
             }
-            overview
-                .get_or_create(&OverviewLabels {
-                    zone: zone(),
-                    node: name.clone(),
-                    device_uuid: d.id.to_string(),
-                    device_index: d.index.to_string(),
-                    device_cores: d.devcore.to_string(),
-                    device_memory_limit: (d.devmem as f64 * MIB).to_string(),
-                    device_type: d.model.clone(),
-                })
-                .set(u.usedmem as f64 * MIB);
-            mem_alloc
-                .get_or_create(&AllocatedLabels {
-                    zone: zone(),
-                    node: name.clone(),
-                    device_uuid: d.id.to_string(),
-                    device_index: d.index.to_string(),
-                    device_cores: d.devcore.to_string(),
-                    device_type: d.model.clone(),
-                })
-                .set(u.usedmem as f64 * MIB);
+            overview.push(
+                vec![
+                    name.clone(),
+                    d.id.to_string(),
+                    d.index.to_string(),
+                    d.devcore.to_string(),
+                    (d.devmem as f64 * MIB).to_string(),
+                    d.model.clone(),
+                ],
+                u.usedmem as f64 * MIB,
+            );
+            mem_alloc.push(
+                vec![
+                    name.clone(),
+                    d.id.to_string(),
+                    d.index.to_string(),
+                    d.devcore.to_string(),
+                    d.model.clone(),
+                ],
+                u.usedmem as f64 * MIB,
+            );
         }
     }
-    let pod_mem = Family::<PodDeviceLabels, FGauge>::default();
-    let pod_cores = Family::<PodDeviceLabels, FGauge>::default();
+    let mut pod_mem = Samples::new(&VGPU_MEMORY_ALLOCATED);
+    let mut pod_cores = Samples::new(&VGPU_CORE_ALLOCATED);
     for p in ledger.pods() {
         for (uuid, u) in &p.usage {
-            let l = PodDeviceLabels {
-                zone: zone(),
-                namespace: p.namespace.clone(),
-                node: p.node.clone(),
-                pod: p.name.clone(),
-                container_index: "0".into(),
-                device_uuid: uuid.to_string(),
+            let labels = || {
+                vec![
+                    p.namespace.clone(),
+                    p.node.clone(),
+                    p.name.clone(),
+                    "0".to_string(),
+                    uuid.to_string(),
+                ]
             };
-            pod_mem.get_or_create(&l).set(u.usedmem as f64 * MIB);
-            pod_cores.get_or_create(&l).set(f64::from(u.usedcores));
+            pod_mem.push(labels(), u.usedmem as f64 * MIB);
+            pod_cores.push(labels(), f64::from(u.usedcores));
         }
     }
-    let quota_used = Family::<QuotaLabels, FGauge>::default();
-    let quota_limit = Family::<QuotaLimitLabels, FGauge>::default();
+    let mut quota_used = Samples::new(&RESOURCE_QUOTA_USED);
+    let mut quota_limit = Samples::new(&RESOURCE_QUOTA_LIMIT);
     for (ns, limits, (mem, cores)) in ledger.quota_report() {
         for (resource, limit, used) in [
-            ("memory", limits.memory, mem),
-            ("cores", limits.cores, cores),
+            (&options.quota_memory_resource, limits.memory, mem),
+            (&options.quota_cores_resource, limits.cores, cores),
         ] {
-            quota_used
-                .get_or_create(&QuotaLabels {
-                    zone: zone(),
-                    namespace: ns.clone(),
-                    quota_name: resource.into(),
-                    limit: limit.map(|l| l.to_string()).unwrap_or_default(),
-                })
-                .set(used as f64);
+            quota_used.push(
+                vec![
+                    ns.clone(),
+                    resource.clone(),
+                    limit.map(|l| l.to_string()).unwrap_or_default(),
+                ],
+                used as f64,
+            );
             if let Some(limit) = limit {
-                quota_limit
-                    .get_or_create(&QuotaLimitLabels {
-                        zone: zone(),
-                        namespace: ns.clone(),
-                        quota_name: resource.into(),
-                    })
-                    .set(limit as f64);
+                quota_limit.push(vec![ns.clone(), resource.clone()], limit as f64);
             }
         }
     }
-    r.register("hami_build_info", "Build information", build);
-    r.register(
-        "hami_node_gpu_overview",
-        "GPU memory allocated, bytes, with the card's limits as labels",
+    vec![
         overview,
-    );
-    r.register(
-        "hami_gpu_memory_limit_bytes",
-        "GPU memory registered, bytes",
         mem_limit,
-    );
-    r.register(
-        "hami_gpu_core_limit_ratio",
-        "GPU compute registered, percent",
         core_limit,
-    );
-    r.register(
-        "hami_gpu_memory_allocated_bytes",
-        "GPU memory allocated, bytes",
         mem_alloc,
-    );
-    r.register(
-        "hami_gpu_shared_count",
-        "vGPU tasks sharing the GPU",
         shared,
-    );
-    r.register(
-        "hami_gpu_core_allocated_ratio",
-        "GPU compute allocated, percent",
         core_alloc,
-    );
-    r.register(
-        "hami_node_gpu_memory_allocated_ratio",
-        "GPU memory allocated over registered",
         mem_ratio,
-    );
-    r.register(
-        "hami_vgpu_memory_allocated_bytes",
-        "GPU memory a pod holds, bytes",
         pod_mem,
-    );
-    r.register(
-        "hami_vgpu_core_allocated_ratio",
-        "GPU compute a pod holds, percent",
         pod_cores,
-    );
-    r.register(
-        "hami_resource_quota_used",
-        "vGPU quota used per namespace",
         quota_used,
-    );
-    r.register(
-        "hami_resource_quota_limit",
-        "vGPU quota limit per namespace",
         quota_limit,
+    ]
+}
+
+/// Registers `samples` under their names and, with `legacy`, a second time under
+/// HAMi's pre-v2.9 names and label names: one collection, two renderings.
+fn register_gauges(r: &mut Registry, samples: &[Samples], legacy: bool) {
+    let family = |names: &'static [&'static str], rows: &[(Vec<String>, f64)]| {
+        let family = Family::<NamedLabels, FGauge>::default();
+        for (values, value) in rows {
+            let mut labels: NamedLabels = Vec::with_capacity(names.len() + 1);
+            labels.push(("zone", ZONE.to_string()));
+            labels.extend(names.iter().copied().zip(values.iter().cloned()));
+            family.get_or_create(&labels).set(*value);
+        }
+        family
+    };
+    for s in samples {
+        r.register(s.spec.name, s.spec.help, family(s.spec.labels, &s.rows));
+    }
+    if legacy {
+        for s in samples.iter().filter(|s| !s.spec.legacy_name.is_empty()) {
+            r.register(
+                s.spec.legacy_name,
+                s.spec.help,
+                family(s.spec.legacy_labels, &s.rows),
+            );
+        }
+    }
+}
+
+/// `hami_build_info`'s labels, as HAMi names them.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct BuildLabels {
+    version: String,
+    revision: String,
+    build_date: String,
+    go_version: String,
+    compiler: String,
+    platform: String,
+}
+
+impl BuildLabels {
+    fn of_this_build() -> Self {
+        Self {
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            revision: env!("VGPU_SCHEDULER_REVISION").to_string(),
+            build_date: env!("VGPU_SCHEDULER_BUILD_DATE").to_string(),
+            go_version: env!("VGPU_SCHEDULER_RUSTC_VERSION").to_string(),
+            compiler: "rustc".to_string(),
+            platform: go_platform(std::env::consts::OS, std::env::consts::ARCH),
+        }
+    }
+}
+
+/// `os/arch` in Go's spelling (`linux/amd64`, `linux/arm64`), as HAMi's
+/// `platform` label has it.
+fn go_platform(os: &str, arch: &str) -> String {
+    let arch = match arch {
+        "x86_64" => "amd64",
+        "x86" => "386",
+        "aarch64" => "arm64",
+        "loongarch64" => "loong64",
+        "powerpc64" if cfg!(target_endian = "little") => "ppc64le",
+        "powerpc64" => "ppc64",
+        other => other,
+    };
+    format!("{os}/{arch}")
+}
+
+fn register_build_info(r: &mut Registry) {
+    let build = Family::<BuildLabels, FGauge>::default();
+    build.get_or_create(&BuildLabels::of_this_build()).set(1.0);
+    r.register(
+        "hami_build_info",
+        "Build information: version, source revision, build date, compiler, platform",
+        build,
     );
 }
 
@@ -395,5 +541,123 @@ mod tests {
         assert_eq!(bucket("0.0003").as_deref(), Some("1"), "{text}");
         assert_eq!(bucket("0.002").as_deref(), Some("2"), "{text}");
         assert!(bucket("0.0005").is_some(), "{text}");
+    }
+
+    fn quota_ledger() -> Ledger {
+        let mut ledger = Ledger::default();
+        ledger.upsert_quota(
+            "team-a",
+            "gpu-quota",
+            crate::ledger::QuotaLimits {
+                memory: Some(40000),
+                cores: Some(150),
+            },
+        );
+        ledger
+    }
+
+    fn render(options: MetricsOptions, ledger: &Ledger) -> String {
+        Metrics::with_options(options).render(ledger, &crate::scheduler::GangView::default())
+    }
+
+    fn lines<'a>(text: &'a str, name: &str) -> Vec<&'a str> {
+        text.lines()
+            .filter(|l| l.starts_with(&format!("{name}{{")))
+            .collect()
+    }
+
+    /// HAMi's `quota_name` is the resource name from the device config.
+    #[test]
+    fn quota_gauges_are_named_after_the_resources() {
+        let text = render(MetricsOptions::default(), &quota_ledger());
+        assert_eq!(
+            lines(&text, "hami_resource_quota_limit"),
+            [
+                r#"hami_resource_quota_limit{zone="vGPU",namespace="team-a",quota_name="nvidia.com/gpumem"} 40000.0"#,
+                r#"hami_resource_quota_limit{zone="vGPU",namespace="team-a",quota_name="nvidia.com/gpucores"} 150.0"#,
+            ],
+            "{text}"
+        );
+        let used = lines(&text, "hami_resource_quota_used");
+        assert_eq!(used.len(), 2, "{text}");
+        assert!(
+            used.contains(
+                &r#"hami_resource_quota_used{zone="vGPU",namespace="team-a",quota_name="nvidia.com/gpumem",limit="40000"} 0.0"#
+            ),
+            "{text}"
+        );
+        assert!(!text.contains(r#"quota_name="memory""#), "{text}");
+
+        let custom = render(
+            MetricsOptions {
+                quota_memory_resource: "example.com/vram".into(),
+                quota_cores_resource: "example.com/vcores".into(),
+                legacy_names: false,
+            },
+            &quota_ledger(),
+        );
+        assert!(
+            custom.contains(r#"quota_name="example.com/vram",limit="40000"} 0.0"#),
+            "{custom}"
+        );
+        assert!(
+            custom.contains(r#"quota_name="example.com/vcores",limit="150"} 0.0"#),
+            "{custom}"
+        );
+    }
+
+    /// `--legacy-metrics` renders the same samples a second time under HAMi's old
+    /// names and label names; without it they are absent.
+    #[test]
+    fn legacy_names_render_the_same_samples() {
+        let plain = render(MetricsOptions::default(), &quota_ledger());
+        assert!(!plain.contains("QuotaUsed"), "{plain}");
+        let legacy = render(
+            MetricsOptions {
+                legacy_names: true,
+                ..MetricsOptions::default()
+            },
+            &quota_ledger(),
+        );
+        assert!(
+            legacy.contains(
+                r#"QuotaUsed{zone="vGPU",quotanamespace="team-a",quotaName="nvidia.com/gpumem",limit="40000"} 0.0"#
+            ),
+            "{legacy}"
+        );
+        assert!(legacy.contains("# TYPE QuotaUsed gauge"), "{legacy}");
+        assert_eq!(lines(&legacy, "hami_resource_quota_used").len(), 2);
+        assert_eq!(legacy.matches("# EOF").count(), 1, "{legacy}");
+    }
+
+    #[test]
+    fn build_info_has_hami_labels() {
+        let text = render(MetricsOptions::default(), &Ledger::default());
+        let line = lines(&text, "hami_build_info");
+        assert_eq!(line.len(), 1, "{text}");
+        let line = line[0];
+        assert!(line.ends_with(" 1.0"), "{line}");
+        let expected = format!(
+            r#"hami_build_info{{version="{}",revision="#,
+            env!("CARGO_PKG_VERSION")
+        );
+        assert!(line.starts_with(&expected), "{line}");
+        for label in ["revision=", "build_date=", "go_version=\"rustc "] {
+            assert!(line.contains(label), "{label} in {line}");
+        }
+        let platform = go_platform(std::env::consts::OS, std::env::consts::ARCH);
+        assert!(
+            line.contains(&format!(r#",compiler="rustc",platform="{platform}"}}"#)),
+            "{line}"
+        );
+        assert!(!line.contains("zone="), "{line}");
+    }
+
+    #[test]
+    fn platform_is_spelled_as_go_does() {
+        assert_eq!(go_platform("linux", "x86_64"), "linux/amd64");
+        assert_eq!(go_platform("linux", "aarch64"), "linux/arm64");
+        assert_eq!(go_platform("windows", "x86"), "windows/386");
+        assert_eq!(go_platform("linux", "s390x"), "linux/s390x");
     }
 }

@@ -12,6 +12,9 @@ use serde_json::Value;
 use std::fmt::Write;
 use std::sync::Arc;
 
+/// How long reading a server's /debug/queues may take.
+const FETCH_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// Runs the subcommand; returns what to print.
 pub async fn run(args: QueuesArgs) -> anyhow::Result<String> {
     let view = match (&args.server, &args.cluster_file) {
@@ -27,11 +30,22 @@ pub async fn run(args: QueuesArgs) -> anyhow::Result<String> {
 
 async fn fetch(server: &str, args: &QueuesArgs) -> anyhow::Result<Value> {
     crate::server::install_crypto_provider();
-    let mut builder = reqwest::Client::builder().danger_accept_invalid_certs(args.insecure);
+    let mut builder = reqwest::Client::builder()
+        .danger_accept_invalid_certs(args.insecure)
+        .timeout(FETCH_TIMEOUT);
     if let Some(ca) = &args.ca_file {
         let pem = std::fs::read(ca).with_context(|| format!("read {}", ca.display()))?;
         builder = builder.add_root_certificate(
             reqwest::Certificate::from_pem(&pem).context("CA file is not a PEM certificate")?,
+        );
+    }
+    if let (Some(cert), Some(key)) = (&args.client_certificate, &args.client_key) {
+        let mut pem = std::fs::read(key).with_context(|| format!("read {}", key.display()))?;
+        pem.push(b'\n');
+        pem.extend(std::fs::read(cert).with_context(|| format!("read {}", cert.display()))?);
+        builder = builder.identity(
+            reqwest::Identity::from_pem(&pem)
+                .context("--client-certificate/--client-key are not a PEM certificate and key")?,
         );
     }
     let url = format!("{}/debug/queues", server.trim_end_matches('/'));

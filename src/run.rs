@@ -1,6 +1,6 @@
 //! `serve`: wire flags, cluster source, scheduler and server together.
 
-use crate::app::{AppState, RouterOptions, router};
+use crate::app::{AppState, RouterOptions, metrics_router, router};
 use crate::background::BackgroundRuntime;
 use crate::cluster::api::ClusterApi;
 use crate::cluster::file::{ClusterObject, visit_file};
@@ -10,7 +10,7 @@ use crate::cluster::kube::{KubeCluster, watch};
 use crate::cluster::memory::MemoryCluster;
 use crate::config::{LogFormat, ServeArgs};
 use crate::device::device_config::DeviceConfig;
-use crate::metrics::Metrics;
+use crate::metrics::{Metrics, MetricsOptions};
 use crate::scheduler::{GangConfig, Scheduler, SchedulerConfig};
 use crate::server::{
     ServerLimits, TlsServer, TlsSettings, default_self_signed_names, install_crypto_provider,
@@ -27,12 +27,23 @@ const SWEEP_INTERVAL: Duration = Duration::from_secs(1);
 /// Flushes the buffered log when dropped.
 pub type LogGuard = crate::log_writer::FlushGuard;
 
+/// How long the plain-HTTP metrics listener may take to close its connections
+/// once the server stopped.
+const METRICS_SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+
 /// Sets up logging to standard output, buffered (see `log_writer`): a request
-/// never waits on the log's pipe or file.
+/// never waits on the log's pipe or file. RUST_LOG, when set, says what is logged;
+/// else everything at info level and above.
 pub fn init_logging(format: LogFormat) -> LogGuard {
+    init_logging_at(format, "info")
+}
+
+/// [`init_logging`] with `default_filter` (RUST_LOG's syntax: `info`,
+/// `info,vgpu_scheduler=debug`) used when RUST_LOG is not set.
+pub fn init_logging_at(format: LogFormat, default_filter: &str) -> LogGuard {
     let (writer, guard) = crate::log_writer::buffered_stdout();
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_filter));
     // Colours only for a terminal: in a container log they are escape codes.
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
@@ -48,6 +59,9 @@ pub fn init_logging(format: LogFormat) -> LogGuard {
 /// Runs the server until SIGTERM or Ctrl-C.
 pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     install_crypto_provider();
+    if args.profiling {
+        tracing::warn!("--profiling has no effect: this server has no profiling routes");
+    }
     let devices = match &args.device_config_file {
         Some(path) => DeviceConfig::load(path)?,
         None => DeviceConfig::default(),
@@ -69,7 +83,11 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             strict_wait: args.gang_strict_wait,
         },
     };
-    let metrics = Arc::new(Metrics::new());
+    let metrics = Arc::new(Metrics::with_options(MetricsOptions {
+        quota_memory_resource: devices.nvidia.resource_memory_name.clone(),
+        quota_cores_resource: devices.nvidia.resource_core_name.clone(),
+        legacy_names: args.legacy_metrics,
+    }));
     let gang = GangDriver {
         enabled: args.gang_scheduling,
         period: args.schedule_period,
@@ -80,26 +98,45 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         None => None,
     };
     let background_runtime = BackgroundRuntime::start().context("start the background runtime")?;
-    let client = match &args.cluster_file {
+    let kube_config = match &args.cluster_file {
         Some(_) => None,
-        None => Some(
-            kube_client(
+        None => {
+            let mut kube_config = kube_config(
                 args.kubeconfig.as_deref(),
                 "no cluster configuration: run in a pod, pass --kubeconfig, or use --cluster-file",
             )
-            .await?,
-        ),
-    };
-    let source = {
-        // Every task the source starts lands on the background runtime.
-        let _background = background_runtime.handle().enter();
-        match (&args.cluster_file, client) {
-            (Some(path), _) => {
-                file_source(path, config, metrics, args.simulate_device_plugin, &gang)?
-            }
-            (None, Some(client)) => live_source(client, &args, config, metrics, &gang)?,
-            (None, None) => anyhow::bail!("no cluster file and no Kubernetes client"),
+            .await?;
+            set_kube_timeout(&mut kube_config, args.kube_timeout());
+            Some(kube_config)
         }
+    };
+    let source = match (&args.cluster_file, kube_config) {
+        (Some(path), _) => {
+            // The sweeper and the planner land on the background runtime.
+            let _background = background_runtime.handle().enter();
+            file_source(path, config, metrics, args.simulate_device_plugin, &gang)?
+        }
+        (None, Some(kube_config)) => {
+            // Two clients, each driving its connections from its own runtime: the
+            // request threads' for the writes `/filter` and `/bind` wait on, the
+            // background thread's for the watches, the Lease and housekeeping.
+            let requests =
+                kube::Client::try_from(kube_config.clone()).context("build Kubernetes client")?;
+            let _background = background_runtime.handle().enter();
+            let background =
+                kube::Client::try_from(kube_config).context("build Kubernetes client")?;
+            live_source(
+                LiveClients {
+                    requests,
+                    background,
+                },
+                &args,
+                config,
+                metrics,
+                &gang,
+            )?
+        }
+        (None, None) => anyhow::bail!("no cluster file and no Kubernetes client"),
     };
     let scheduler = source.scheduler.clone();
     if let Some(conf) = conf {
@@ -138,10 +175,32 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             max_request_body: args.max_request_body,
         },
     );
-    let listener = tokio::net::TcpListener::bind(&args.http_bind)
+    let listener = listen(&args.http_bind)
         .await
         .with_context(|| format!("listen on {}", args.http_bind))?;
     tracing::info!(address = %listener.local_addr()?, "serving HTTPS");
+    // One stop signal for every listener.
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let metrics_server = match &args.metrics_bind_address {
+        Some(address) => {
+            let listener = listen(address)
+                .await
+                .with_context(|| format!("listen on {address} (--metrics-bind-address)"))?;
+            tracing::info!(address = %listener.local_addr()?, "serving /metrics over HTTP");
+            let app = metrics_router(state.clone());
+            let stopped = stopped.clone();
+            Some(tokio::spawn(async move {
+                axum::serve(listener, app)
+                    .with_graceful_shutdown(stop_requested(stopped))
+                    .await
+            }))
+        }
+        None => None,
+    };
+    tokio::spawn(async move {
+        shutdown_signal().await;
+        let _ = stop.send(true);
+    });
 
     let background = source.background;
     {
@@ -159,7 +218,17 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         request_timeout: args.request_timeout,
         ..ServerLimits::default()
     };
-    let result = tls.serve(listener, app, limits, shutdown_signal()).await;
+    let result = tls
+        .serve(listener, app, limits, stop_requested(stopped))
+        .await;
+    if let Some(mut server) = metrics_server {
+        match tokio::time::timeout(METRICS_SHUTDOWN_GRACE, &mut server).await {
+            Ok(Ok(Ok(()))) => {}
+            Ok(Ok(Err(error))) => tracing::warn!(%error, "metrics listener failed"),
+            Ok(Err(error)) => tracing::warn!(%error, "metrics listener task failed"),
+            Err(_) => server.abort(),
+        }
+    }
     for task in background {
         task.abort();
     }
@@ -251,7 +320,16 @@ pub async fn kube_client(
     kubeconfig: Option<&std::path::Path>,
     missing: &'static str,
 ) -> anyhow::Result<kube::Client> {
-    let kube_config = match kubeconfig {
+    let kube_config = kube_config(kubeconfig, missing).await?;
+    kube::Client::try_from(kube_config).context("build Kubernetes client")
+}
+
+/// The client configuration [`kube_client`] uses.
+pub async fn kube_config(
+    kubeconfig: Option<&std::path::Path>,
+    missing: &'static str,
+) -> anyhow::Result<kube::Config> {
+    Ok(match kubeconfig {
         Some(path) => {
             let file = kube::config::Kubeconfig::read_from(path)
                 .with_context(|| format!("read kubeconfig {}", path.display()))?;
@@ -260,12 +338,54 @@ pub async fn kube_client(
                 .with_context(|| format!("use kubeconfig {}", path.display()))?
         }
         None => kube::Config::infer().await.context(missing)?,
-    };
-    kube::Client::try_from(kube_config).context("build Kubernetes client")
+    })
+}
+
+/// `--kube-timeout`: with `Some`, connecting to the API server and each read and
+/// write of a call must finish within it (the read limit counts from the request
+/// being sent, not from when a pooled connection went idle). A watch stream that
+/// stays quiet for longer is reconnected. `None` keeps the client's defaults.
+pub fn set_kube_timeout(config: &mut kube::Config, timeout: Option<Duration>) {
+    if let Some(timeout) = timeout {
+        config.connect_timeout = Some(timeout);
+        config.read_timeout = Some(timeout);
+        config.write_timeout = Some(timeout);
+        config.reset_reader_on_write = true;
+    }
+}
+
+/// Listens on `address`; Go's `:PORT` (every interface) is accepted as HAMi's
+/// flags give it: IPv6 and IPv4 where the system allows, else IPv4.
+pub async fn listen(address: &str) -> std::io::Result<tokio::net::TcpListener> {
+    if let Some(port) = address
+        .strip_prefix(':')
+        .and_then(|p| p.parse::<u16>().ok())
+    {
+        let any: [std::net::SocketAddr; 2] = [
+            (std::net::Ipv6Addr::UNSPECIFIED, port).into(),
+            (std::net::Ipv4Addr::UNSPECIFIED, port).into(),
+        ];
+        return tokio::net::TcpListener::bind(&any[..]).await;
+    }
+    tokio::net::TcpListener::bind(address).await
+}
+
+/// Resolves once a stop was signalled (or the signalling side is gone).
+async fn stop_requested(mut stopped: tokio::sync::watch::Receiver<bool>) {
+    let _ = stopped.wait_for(|stop| *stop).await;
+}
+
+/// The Kubernetes clients of live mode (see `serve`).
+struct LiveClients {
+    /// Behind the scheduler's cluster calls (patches, Bindings, events), which
+    /// requests wait on.
+    requests: kube::Client,
+    /// For the watches, leader election and housekeeping.
+    background: kube::Client,
 }
 
 fn live_source(
-    client: kube::Client,
+    clients: LiveClients,
     args: &ServeArgs,
     config: SchedulerConfig,
     metrics: Arc<Metrics>,
@@ -273,8 +393,9 @@ fn live_source(
 ) -> anyhow::Result<Source> {
     let node_lock_timeout = config.node_lock_timeout;
     let scheduler_name = config.scheduler_name.clone();
+    let client = clients.background;
     let api_dyn: Arc<dyn ClusterApi> = Arc::new(KubeCluster::new(
-        client.clone(),
+        clients.requests,
         scheduler_name.clone(),
         args.kube_qps,
         args.kube_burst,

@@ -981,13 +981,28 @@ async fn extender_verbs_require_a_client_certificate_when_a_client_ca_is_set() {
         .post_raw("/mutate", admission_review_for(&p).to_string())
         .await;
     assert_eq!(status, 200, "/mutate stays open without a client cert");
-    let state = server.state().await;
-    assert!(state.pods().is_empty(), "the refused filter did nothing");
+    assert_eq!(
+        server.get("/debug/state").await.0,
+        401,
+        "the debug dump is guarded like the extender verbs"
+    );
 
     // A client certificate from the configured CA is accepted.
     let kube_scheduler = issue(&ca, "kube-scheduler", ExtendedKeyUsagePurpose::ClientAuth);
     let identity = format!("{}{}", kube_scheduler.key_pem, kube_scheduler.cert_pem);
     let trusted = https_client(&server.root_pem, Some(&identity));
+    let state: Value = trusted
+        .get(server.url("/debug/state"))
+        .send()
+        .await
+        .expect("debug state with client cert")
+        .json()
+        .await
+        .expect("debug state is JSON");
+    assert!(
+        State(state).pods().is_empty(),
+        "the refused filter did nothing"
+    );
     let resp = trusted
         .post(server.url("/filter"))
         .json(&filter_args(&p, &["plain"]))
@@ -1116,7 +1131,9 @@ async fn metrics_expose_gpu_gauges_and_request_latency() {
 
 #[tokio::test]
 async fn unknown_policy_values_fall_back_like_hami_and_bad_weights_are_errors() {
-    // Unknown GPU policy => spread; unknown node policy => binpack (hami-compat §7.4, §7.7).
+    // Annotations that name no policy are ignored: the configured spread (node) and
+    // binpack (GPU) apply, as in HAMi (policy_fallback_placement_test.go), not the
+    // comparators' own fallbacks (binpack for nodes, spread for GPUs).
     let server = worked_example_server(&[
         "--node-scheduler-policy",
         "spread",
@@ -1131,7 +1148,7 @@ async fn unknown_policy_values_fall_back_like_hami_and_bad_weights_are_errors() 
             ("hami.io/gpu-scheduler-policy", "bogus"),
         ],
     );
-    check_worked_example(&server, &p, "node2", DEVICE3, "unknown policies").await;
+    check_worked_example(&server, &p, "node1", DEVICE1, "unknown policies").await;
 
     for weights in ["slot=1,core=x,memory=1", "slot=0,core=0,memory=0", "slot=1"] {
         let p = worked_example_pod(

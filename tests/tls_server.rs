@@ -1,8 +1,11 @@
 //! End-to-end tests of the TLS server: real sockets on 127.0.0.1, a real TLS client,
-//! certificates made on the fly with rcgen.
+//! certificates made on the fly with rcgen; a test router, and the scheduler's own
+//! routes to see which of them need a client certificate.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
@@ -16,10 +19,17 @@ use tokio::io::AsyncReadExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
+use vgpu_scheduler::app::{AppState, RouterOptions, router};
+use vgpu_scheduler::cluster::api::ClusterApi;
+use vgpu_scheduler::cluster::memory::MemoryCluster;
+use vgpu_scheduler::device::device_config::NvidiaConfig;
+use vgpu_scheduler::metrics::Metrics;
+use vgpu_scheduler::scheduler::{Scheduler, SchedulerConfig};
 use vgpu_scheduler::server::{
     ClientIdentity, ServerLimits, TlsServer, TlsSettings, client_certificate_layer,
     install_crypto_provider,
 };
+use vgpu_scheduler::webhook::WebhookConfig;
 
 /// A test certificate authority that can issue server and client certificates.
 struct TestCa {
@@ -119,10 +129,14 @@ impl Running {
 }
 
 async fn start(server: TlsServer, limits: ServerLimits) -> Result<Running> {
+    start_app(server, app(), limits).await
+}
+
+async fn start_app(server: TlsServer, app: Router, limits: ServerLimits) -> Result<Running> {
     let listener = TcpListener::bind("127.0.0.1:0").await?;
     let address = listener.local_addr()?;
     let (shutdown, shutdown_rx) = oneshot::channel::<()>();
-    let task = tokio::spawn(server.serve(listener, app(), limits, async move {
+    let task = tokio::spawn(server.serve(listener, app, limits, async move {
         let _ = shutdown_rx.await;
     }));
     Ok(Running {
@@ -164,10 +178,7 @@ fn fast_limits() -> ServerLimits {
 async fn self_signed_mode_serves_https_over_h2_and_http1() -> Result<()> {
     install_crypto_provider();
     let dir = tempfile::tempdir()?;
-    let server = TlsServer::new(&TlsSettings {
-        self_signed_dir: Some(dir.path().to_path_buf()),
-        ..TlsSettings::default()
-    })?;
+    let server = self_signed_server(dir.path())?;
     let cert_file = server
         .self_signed_certificate_file()
         .context("self-signed mode must report its certificate file")?
@@ -204,6 +215,36 @@ async fn self_signed_mode_serves_https_over_h2_and_http1() -> Result<()> {
     running.stop().await
 }
 
+/// A server with a self-signed certificate written into `dir` (as `cert.pem`).
+fn self_signed_server(dir: &std::path::Path) -> Result<TlsServer> {
+    Ok(TlsServer::new(&TlsSettings {
+        self_signed_dir: Some(dir.to_path_buf()),
+        ..TlsSettings::default()
+    })?)
+}
+
+/// A server with a certificate from `server_ca` that asks for client certificates
+/// from `client_ca` (files written into `dir`).
+fn server_with_client_ca(
+    dir: &std::path::Path,
+    server_ca: &TestCa,
+    client_ca: &TestCa,
+) -> Result<TlsServer> {
+    let serving = server_ca.server_cert()?;
+    let cert_file = dir.join("tls.crt");
+    let key_file = dir.join("tls.key");
+    let client_ca_file = dir.join("client-ca.crt");
+    std::fs::write(&cert_file, &serving.cert_pem)?;
+    std::fs::write(&key_file, &serving.key_pem)?;
+    std::fs::write(&client_ca_file, client_ca.pem())?;
+    Ok(TlsServer::new(&TlsSettings {
+        cert_file: Some(cert_file),
+        key_file: Some(key_file),
+        client_ca_file: Some(client_ca_file),
+        ..TlsSettings::default()
+    })?)
+}
+
 #[tokio::test]
 async fn client_certificates_are_requested_but_enforced_per_route() -> Result<()> {
     install_crypto_provider();
@@ -211,20 +252,7 @@ async fn client_certificates_are_requested_but_enforced_per_route() -> Result<()
     let server_ca = TestCa::new("server CA")?;
     let client_ca = TestCa::new("client CA")?;
     let other_ca = TestCa::new("someone else's CA")?;
-    let serving = server_ca.server_cert()?;
-    let cert_file = dir.path().join("tls.crt");
-    let key_file = dir.path().join("tls.key");
-    let client_ca_file = dir.path().join("client-ca.crt");
-    std::fs::write(&cert_file, &serving.cert_pem)?;
-    std::fs::write(&key_file, &serving.key_pem)?;
-    std::fs::write(&client_ca_file, client_ca.pem())?;
-
-    let server = TlsServer::new(&TlsSettings {
-        cert_file: Some(cert_file),
-        key_file: Some(key_file),
-        client_ca_file: Some(client_ca_file),
-        ..TlsSettings::default()
-    })?;
+    let server = server_with_client_ca(dir.path(), &server_ca, &client_ca)?;
     assert!(server.requests_client_certificates());
     assert!(server.self_signed_certificate_file().is_none());
     let running = start(server, fast_limits()).await?;
@@ -258,6 +286,173 @@ async fn client_certificates_are_requested_but_enforced_per_route() -> Result<()
         Ok((status, _)) => assert_eq!(status, 401, "foreign client cert must not pass"),
     }
 
+    running.stop().await
+}
+
+/// The scheduler's own routes behind a client CA: the extender verbs and the debug
+/// dumps need a certificate from it; the webhook, probes and metrics stay open.
+fn scheduler_app(require_client_certificate: bool) -> Router {
+    let memory = Arc::new(MemoryCluster::new(Vec::new(), Vec::new(), true));
+    let api: Arc<dyn ClusterApi> = memory.clone();
+    let scheduler = Arc::new(Scheduler::new(
+        SchedulerConfig::default(),
+        api,
+        Arc::new(Metrics::new()),
+    ));
+    let state = Arc::new(AppState {
+        scheduler,
+        webhook: WebhookConfig {
+            scheduler_name: "vgpu-scheduler".into(),
+            force_overwrite_default_scheduler: true,
+            nvidia: NvidiaConfig::default(),
+            gang_gates: true,
+        },
+        memory_cluster: Some(memory),
+        ready: AtomicBool::new(true),
+    });
+    router(
+        state,
+        RouterOptions {
+            require_client_certificate,
+            max_request_body: 1 << 20,
+        },
+    )
+}
+
+async fn post_text(client: &reqwest::Client, url: &str, body: &str) -> Result<(u16, String)> {
+    let response = client
+        .post(url)
+        .header("content-type", "application/json")
+        .body(body.to_owned())
+        .send()
+        .await?;
+    let status = response.status().as_u16();
+    Ok((status, response.text().await?))
+}
+
+/// Runs `vgpu-scheduler queues` without blocking the runtime the server under test
+/// runs on.
+async fn queues_cli(args: &[&str]) -> Result<(bool, String)> {
+    let run = tokio::process::Command::new(env!("CARGO_BIN_EXE_vgpu-scheduler"))
+        .arg("queues")
+        .args(args)
+        .kill_on_drop(true)
+        .output();
+    let output = tokio::time::timeout(Duration::from_secs(20), run)
+        .await
+        .context("vgpu-scheduler queues did not finish")??;
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    Ok((output.status.success(), text))
+}
+
+#[tokio::test]
+async fn debug_dumps_need_a_client_certificate_like_the_extender_verbs() -> Result<()> {
+    install_crypto_provider();
+    let dir = tempfile::tempdir()?;
+    let server_ca = TestCa::new("server CA")?;
+    let client_ca = TestCa::new("client CA")?;
+    let server_ca_file = dir.path().join("server-ca.crt");
+    std::fs::write(&server_ca_file, server_ca.pem())?;
+    let server = server_with_client_ca(dir.path(), &server_ca, &client_ca)?;
+    let guarded = server.requests_client_certificates();
+    assert!(guarded);
+    let running = start_app(server, scheduler_app(guarded), fast_limits()).await?;
+
+    let anonymous = client(&server_ca.pem(), None)?;
+    for path in ["/debug/state", "/debug/queues"] {
+        assert_eq!(
+            get_text(&anonymous, &running.url(path)).await?,
+            (401, "client certificate required".to_owned()),
+            "{path}"
+        );
+    }
+    assert_eq!(
+        post_text(&anonymous, &running.url("/filter"), "{}")
+            .await?
+            .0,
+        401
+    );
+    assert_eq!(
+        post_text(&anonymous, &running.url("/bind"), "{}").await?.0,
+        401
+    );
+    for path in ["/healthz", "/readyz", "/metrics"] {
+        assert_eq!(
+            get_text(&anonymous, &running.url(path)).await?.0,
+            200,
+            "{path} stays open"
+        );
+    }
+    let review = r#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u-1","kind":{"group":"","version":"v1","kind":"Pod"},"resource":{"group":"","version":"v1","resource":"pods"},"namespace":"default","operation":"CREATE","object":{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","namespace":"default"},"spec":{"containers":[{"name":"c"}]}}}}"#;
+    for path in ["/mutate", "/webhook"] {
+        let (status, body) = post_text(&anonymous, &running.url(path), review).await?;
+        assert_eq!(status, 200, "{path} stays open: {body}");
+        assert!(body.contains(r#""allowed":true"#), "{body}");
+    }
+
+    let identity = client_ca.client_cert("operator")?;
+    let trusted = client(&server_ca.pem(), Some(&identity))?;
+    let (status, state) = get_text(&trusted, &running.url("/debug/state")).await?;
+    assert_eq!(status, 200, "{state}");
+    assert!(
+        serde_json::from_str::<serde_json::Value>(&state).is_ok(),
+        "{state}"
+    );
+    let (status, queues) = get_text(&trusted, &running.url("/debug/queues")).await?;
+    assert_eq!(status, 200, "{queues}");
+
+    // `vgpu-scheduler queues` reads /debug/queues: refused without a certificate,
+    // served with one.
+    let base = running.url("");
+    let ca = server_ca_file.to_string_lossy().into_owned();
+    let (ok, out) = queues_cli(&["--server", &base, "--ca-file", &ca, "--json"]).await?;
+    assert!(!ok && out.contains("401"), "{out}");
+    let client_cert = dir.path().join("client.crt");
+    let client_key = dir.path().join("client.key");
+    std::fs::write(&client_cert, &identity.cert_pem)?;
+    std::fs::write(&client_key, &identity.key_pem)?;
+    let (ok, out) = queues_cli(&[
+        "--server",
+        &base,
+        "--ca-file",
+        &ca,
+        "--client-certificate",
+        &client_cert.to_string_lossy(),
+        "--client-key",
+        &client_key.to_string_lossy(),
+        "--json",
+    ])
+    .await?;
+    assert!(ok, "{out}");
+    assert!(
+        serde_json::from_str::<serde_json::Value>(&out).is_ok(),
+        "{out}"
+    );
+
+    running.stop().await
+}
+
+#[tokio::test]
+async fn without_a_client_ca_the_debug_dumps_are_open() -> Result<()> {
+    install_crypto_provider();
+    let dir = tempfile::tempdir()?;
+    let server = self_signed_server(dir.path())?;
+    let guarded = server.requests_client_certificates();
+    assert!(!guarded);
+    let root = std::fs::read_to_string(dir.path().join("cert.pem"))?;
+    let running = start_app(server, scheduler_app(guarded), fast_limits()).await?;
+    let anonymous = client(&root, None)?;
+    for path in ["/debug/state", "/debug/queues"] {
+        assert_eq!(
+            get_text(&anonymous, &running.url(path)).await?.0,
+            200,
+            "{path}"
+        );
+    }
     running.stop().await
 }
 
@@ -342,10 +537,7 @@ async fn rotated_certificate_applies_to_new_connections_only() -> Result<()> {
 async fn shutdown_lets_in_flight_requests_finish() -> Result<()> {
     install_crypto_provider();
     let dir = tempfile::tempdir()?;
-    let server = TlsServer::new(&TlsSettings {
-        self_signed_dir: Some(dir.path().to_path_buf()),
-        ..TlsSettings::default()
-    })?;
+    let server = self_signed_server(dir.path())?;
     let root = std::fs::read_to_string(dir.path().join("cert.pem"))?;
     let running = start(server, fast_limits()).await?;
     let address = running.address;
@@ -375,10 +567,7 @@ async fn shutdown_lets_in_flight_requests_finish() -> Result<()> {
 async fn silent_client_is_dropped_after_handshake_timeout() -> Result<()> {
     install_crypto_provider();
     let dir = tempfile::tempdir()?;
-    let server = TlsServer::new(&TlsSettings {
-        self_signed_dir: Some(dir.path().to_path_buf()),
-        ..TlsSettings::default()
-    })?;
+    let server = self_signed_server(dir.path())?;
     let root = std::fs::read_to_string(dir.path().join("cert.pem"))?;
     let running = start(server, fast_limits()).await?;
 

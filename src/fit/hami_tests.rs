@@ -40,7 +40,7 @@ fn card(id: &str) -> Card {
             count: 10,
             devmem: 8000,
             devcore: 100,
-            model: "NVIDIA".into(),
+            model: "NVIDIA A100-SXM4-80GB".into(),
             numa: 0,
             health: true,
             mode: "hami-core".into(),

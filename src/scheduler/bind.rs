@@ -13,6 +13,9 @@ use std::time::{Duration, Instant};
 /// attempt reads the node and the lock owner.
 const LOCK_RETRY_PAUSE: Duration = Duration::from_millis(100);
 
+/// Shortest wait for a node lock, however long the bind waited before asking.
+const LOCK_MIN_WAIT: Duration = Duration::from_secs(3);
+
 impl Scheduler {
     fn bind_serialiser(&self, node: &str) -> Arc<tokio::sync::Mutex<()>> {
         self.bind_serialisers
@@ -210,10 +213,12 @@ impl Scheduler {
         self.publish_allocation(ctx, node, &placement.devices).await
     }
 
-    /// Takes the node lock, waiting for another pod's lock at most until
-    /// `--node-lock-retry-timeout` after the bind `started`: time a strict gang
-    /// member spent at its barrier counts, so the whole bind stays within
-    /// kube-scheduler's `httpTimeout` when both waits are configured under it.
+    /// Takes the node lock, waiting for another pod's lock until
+    /// `--node-lock-retry-timeout` after the bind `started`, so that time a strict
+    /// gang member spent at its barrier counts against the same budget and the
+    /// whole bind stays near kube-scheduler's `httpTimeout`; but always for at
+    /// least `LOCK_MIN_WAIT` (members of one gang on one node queue for the lock
+    /// right after their barrier opens).
     async fn lock_node(
         &self,
         node: &str,
@@ -221,7 +226,8 @@ impl Scheduler {
         name: &str,
         started: Instant,
     ) -> Result<(), LockError> {
-        let give_up = started + self.config.node_lock_retry_timeout;
+        let budget = self.config.node_lock_retry_timeout;
+        let give_up = (started + budget).max(Instant::now() + LOCK_MIN_WAIT.min(budget));
         loop {
             match node_lock::acquire(
                 self.api.as_ref(),

@@ -387,8 +387,9 @@ const EVENT_NODES_PER_REASON: usize = 10;
 /// Every candidate rejected, each in `FailedNodes` (HAMi's answer, which tools read)
 /// and in `FailedAndUnresolvableNodes`, which kube-scheduler lets win for a node in
 /// both: evicting pods cannot help a node that lacks GPUs (kube-scheduler does not
-/// see them, and this extender has no preempt verb), so its preemption must not
-/// evict anything for them.
+/// count them: the install marks the vGPU resources `ignoredByScheduler`, and this
+/// extender has no preempt verb), so its preemption must not evict anything for
+/// them. An extender preempt verb would have to revisit this.
 fn rejected(failed: BTreeMap<String, String>) -> ExtenderFilterResult {
     ExtenderFilterResult {
         failed_and_unresolvable_nodes: failed.clone(),

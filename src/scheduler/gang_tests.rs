@@ -792,3 +792,44 @@ async fn an_admitted_gang_reserves_its_minimum_in_its_queue() {
     assert_eq!(team.inqueue.get("nvidia.com/gpu"), 2000, "{team:?}");
     assert_eq!(team.allocated.get("nvidia.com/gpu"), 0);
 }
+
+#[test]
+fn node_relists_and_planning_cycles_never_deadlock() {
+    // A relist that finds a node gone updates the ledger and the gang book while
+    // planning cycles read both; the two must take the locks in the same order.
+    let c = Cluster::new(&[("n1", 2), ("n2", 2)], gang_config());
+    c.gang("g", 2, "default", "m", 2);
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let planner = {
+        let (s, stop) = (c.s.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime");
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                rt.block_on(s.run_gang_cycle());
+            }
+        })
+    };
+    let (done, finished) = std::sync::mpsc::channel();
+    {
+        let s = c.s.clone();
+        let existing: std::collections::HashSet<String> =
+            ["n1".to_string(), "n2".to_string()].into();
+        std::thread::spawn(move || {
+            for _ in 0..3000 {
+                s.apply_node(&gpu_node("flaky", 1));
+                s.retain_nodes(&existing);
+            }
+            let _ = done.send(());
+        });
+    }
+    let relisted = finished.recv_timeout(Duration::from_secs(60));
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    assert!(
+        relisted.is_ok(),
+        "relists stalled: the ledger and the gang book deadlocked"
+    );
+    planner.join().expect("planner thread");
+}

@@ -374,15 +374,23 @@ impl Scheduler {
 
     /// After a full list: forgets nodes that no longer exist.
     pub fn retain_nodes(&self, existing: &std::collections::HashSet<String>) {
-        let mut ledger = self.ledger.write();
-        let gone: Vec<String> = ledger
-            .node_names()
-            .filter(|n| !existing.contains(*n))
-            .cloned()
-            .collect();
-        for n in gone {
-            ledger.remove_node(&n);
-            self.gang_forget_node(&n);
+        let gone: Vec<String> = {
+            let mut ledger = self.ledger.write();
+            let gone: Vec<String> = ledger
+                .node_names()
+                .filter(|n| !existing.contains(*n))
+                .cloned()
+                .collect();
+            for n in &gone {
+                ledger.remove_node(n);
+            }
+            gone
+        };
+        // The gang book is locked only after the ledger is released: the planner
+        // takes the book first and the ledger second, and the opposite order on
+        // another thread would deadlock the two.
+        for n in &gone {
+            self.gang_forget_node(n);
         }
     }
 
@@ -542,12 +550,10 @@ pub(crate) fn allocation_patch(
     set(DEVICES_ALLOCATED, encoded);
     // A label value holds at most 63 characters, a node name up to 253: the API
     // server would refuse the whole patch, so a longer name gets no label (the
-    // annotation above carries it either way).
-    if node.len() <= LABEL_VALUE_MAX {
-        patch
-            .labels
-            .insert(VGPU_NODE.to_string(), Some(node.to_string()));
-    }
+    // annotation above carries it either way), and a label from an earlier
+    // placement on another node is removed.
+    let label = (node.len() <= LABEL_VALUE_MAX).then(|| node.to_string());
+    patch.labels.insert(VGPU_NODE.to_string(), label);
     patch
 }
 
