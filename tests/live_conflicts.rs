@@ -201,6 +201,50 @@ async fn a_binding_whose_answer_is_lost_keeps_the_bound_pods_gpus() {
 }
 
 #[tokio::test]
+async fn a_failed_binding_that_cannot_be_checked_keeps_the_gpus_and_frees_the_node() {
+    let api = FakeApiServer::start().await;
+    add_node(&api, "gpu-a", 1, 10);
+    let server = LiveServer::start(&api, &[]).await;
+    create_pod(&api, gpu_pod(NS, "unsure", 1, 10000, 100));
+    let uid = uid_of(&api_pod(&api, NS, "unsure"));
+    server.filter_one(&api, NS, "unsure", &["gpu-a"]).await;
+
+    // The Binding fails, and so does reading the pod back (the bind's own first
+    // read of it goes through): nobody can tell whether the pod is bound.
+    let pod_path = format!("GET /api/v1/namespaces/{NS}/pods/unsure");
+    api.inject_errors_after(&pod_path, 1, 500, 1);
+    api.inject_errors(
+        &format!("POST /api/v1/namespaces/{NS}/pods/unsure/binding"),
+        500,
+        1,
+    );
+    let error = server.bind(NS, "unsure", &uid, "gpu-a").await;
+    assert!(error.contains("stay booked"), "{error}");
+    let p = api_pod(&api, NS, "unsure");
+    assert!(
+        annotation(&p, "hami.io/vgpu-devices-to-allocate").is_some(),
+        "the allocation stays for the device plugin in case the pod is bound: {p}"
+    );
+    assert_eq!(lock_of(&api, "gpu-a"), None, "the node is not left locked");
+    let state = server.state().await;
+    assert_eq!(
+        state.gpu_usage(&gpu_id("gpu-a", 0)),
+        Usage {
+            used: 1,
+            usedmem: 10000,
+            usedcores: 100
+        },
+        "the GPU stays booked: {}",
+        state.0
+    );
+
+    // The pod was not bound after all: kube-scheduler's retry places it.
+    let node = server.schedule(&api, NS, "unsure", &["gpu-a"]).await;
+    assert_eq!(node, "gpu-a");
+    assert_eq!(api_pod(&api, NS, "unsure")["spec"]["nodeName"], "gpu-a");
+}
+
+#[tokio::test]
 async fn dropped_watches_lose_nothing() {
     let api = FakeApiServer::start().await;
     add_node(&api, "gpu-a", 2, 10);

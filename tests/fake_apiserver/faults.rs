@@ -6,6 +6,8 @@ use std::time::Duration;
 struct Rule {
     pattern: String,
     status: u16,
+    /// Matching requests let through before the rule starts failing them.
+    pass: usize,
     remaining: usize,
 }
 
@@ -25,6 +27,10 @@ fn take(rules: &mut Vec<Rule>, line: &str) -> Option<u16> {
     let rule = rules
         .iter_mut()
         .find(|r| r.remaining > 0 && line.contains(&r.pattern))?;
+    if rule.pass > 0 {
+        rule.pass -= 1;
+        return None;
+    }
     rule.remaining -= 1;
     let status = rule.status;
     rules.retain(|r| r.remaining > 0);
@@ -36,14 +42,16 @@ impl Faults {
         self.conflicts.push(Rule {
             pattern: pattern.to_string(),
             status: 409,
+            pass: 0,
             remaining: count,
         });
     }
 
-    pub fn add_errors(&mut self, pattern: &str, status: u16, count: usize) {
+    pub fn add_errors(&mut self, pattern: &str, status: u16, pass: usize, count: usize) {
         self.errors.push(Rule {
             pattern: pattern.to_string(),
             status,
+            pass,
             remaining: count,
         });
     }
@@ -52,6 +60,7 @@ impl Faults {
         self.lost_answers.push(Rule {
             pattern: pattern.to_string(),
             status,
+            pass: 0,
             remaining: count,
         });
     }

@@ -275,7 +275,19 @@ impl FakeApiServer {
     /// answer `status` with the real server's generic Status for that code
     /// (429/503/504 carry `Retry-After: 1`).
     pub fn inject_errors(&self, pattern: &str, status: u16, count: usize) {
-        self.state.faults.lock().add_errors(pattern, status, count);
+        self.state
+            .faults
+            .lock()
+            .add_errors(pattern, status, 0, count);
+    }
+
+    /// Like [`FakeApiServer::inject_errors`], after letting the first `pass`
+    /// matching requests through.
+    pub fn inject_errors_after(&self, pattern: &str, pass: usize, status: u16, count: usize) {
+        self.state
+            .faults
+            .lock()
+            .add_errors(pattern, status, pass, count);
     }
 
     /// The next `count` requests whose `"METHOD /path?query"` contains `pattern`
