@@ -371,7 +371,9 @@ fn collect_ledger_gauges(ledger: &Ledger, options: &MetricsOptions) -> Vec<Sampl
                     d.id.to_string(),
                     d.index.to_string(),
                     d.devcore.to_string(),
-                    (d.devmem as f64 * MIB).to_string(),
+                    // HAMi writes the card's memory in MiB into this label (the
+                    // value is in bytes).
+                    d.devmem.to_string(),
                     d.model.clone(),
                 ],
                 u.usedmem as f64 * MIB,

@@ -1115,7 +1115,11 @@ async fn metrics_expose_gpu_gauges_and_request_latency() {
         metric_value(
             &text,
             "hami_node_gpu_overview",
-            &[("node", "node2"), ("device_uuid", DEVICE4)]
+            &[
+                ("node", "node2"),
+                ("device_uuid", DEVICE4),
+                ("device_memory_limit", "8000")
+            ]
         ),
         Some(6000.0 * 1_048_576.0),
         "{text}"
