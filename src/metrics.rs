@@ -562,10 +562,14 @@ mod tests {
         Metrics::with_options(options).render(ledger, &crate::scheduler::GangView::default())
     }
 
+    /// The samples of `name`, sorted (the exposition's order is not specified).
     fn lines<'a>(text: &'a str, name: &str) -> Vec<&'a str> {
-        text.lines()
+        let mut lines: Vec<&str> = text
+            .lines()
             .filter(|l| l.starts_with(&format!("{name}{{")))
-            .collect()
+            .collect();
+        lines.sort_unstable();
+        lines
     }
 
     /// HAMi's `quota_name` is the resource name from the device config.
@@ -575,8 +579,8 @@ mod tests {
         assert_eq!(
             lines(&text, "hami_resource_quota_limit"),
             [
-                r#"hami_resource_quota_limit{zone="vGPU",namespace="team-a",quota_name="nvidia.com/gpumem"} 40000.0"#,
                 r#"hami_resource_quota_limit{zone="vGPU",namespace="team-a",quota_name="nvidia.com/gpucores"} 150.0"#,
+                r#"hami_resource_quota_limit{zone="vGPU",namespace="team-a",quota_name="nvidia.com/gpumem"} 40000.0"#,
             ],
             "{text}"
         );
