@@ -453,6 +453,31 @@ async fn garbage_register_annotation_is_reported_and_other_nodes_still_schedule(
     assert_eq!(state.expect_pod(pod_uid(&p))["node"], "plain");
 }
 
+#[tokio::test]
+async fn a_garbage_pair_score_annotation_disables_that_node_only() {
+    let server = Server::start(
+        vec![
+            one_gpu_node("bad-scores", &[("hami.io/node-nvidia-score", "{not json")]),
+            one_gpu_node("plain", &[]),
+        ],
+        &[],
+    )
+    .await;
+    let state = server.state().await;
+    let bad = state.node("bad-scores");
+    assert!(
+        bad["registrationError"]
+            .as_str()
+            .is_some_and(|e| e.contains("hami.io/node-nvidia-score")),
+        "the reason names the annotation: {bad}"
+    );
+    let p = pod("default", "avoids-bad-scores")
+        .gpus(1, 1000, 10)
+        .build();
+    let answer = server.filter(&p, &["bad-scores", "plain"]).await;
+    assert_eq!(answer, json!({"NodeNames": ["plain"]}));
+}
+
 // ---------------------------------------------------------------------------
 // Requests that are not ours, malformed requests, quantities
 // ---------------------------------------------------------------------------

@@ -114,21 +114,24 @@ pub fn node_entry(node: &Node, previous: Option<&NodeEntry>) -> NodeEntry {
         entry.unusable_reason = Some(NODE_UNREGISTERED);
         return entry;
     };
-    match decode_register_annotation(raw) {
-        Ok(mut devices) => {
+    // A malformed pair-score annotation disables the node's GPUs like a malformed
+    // registration, as in HAMi: the device plugin that wrote it is not to be trusted
+    // with the other either.
+    let devices = decode_register_annotation(raw)
+        .map_err(|e| format!("malformed {NODE_REGISTER} annotation: {e}"))
+        .and_then(|mut devices| {
             if let Some(scores) = score_raw {
-                match decode_pair_scores(scores) {
-                    Ok(scores) => attach_pair_scores(&mut devices, &scores),
-                    Err(e) => {
-                        tracing::warn!(node = name, error = %e, "ignoring malformed {NODE_SCORE} annotation; topology-aware placement treats all pairs as unconnected");
-                    }
-                }
+                let scores = decode_pair_scores(scores)
+                    .map_err(|e| format!("malformed {NODE_SCORE} annotation: {e}"))?;
+                attach_pair_scores(&mut devices, &scores);
             }
-            entry.devices = devices;
-        }
+            Ok(devices)
+        });
+    match devices {
+        Ok(devices) => entry.devices = devices,
         Err(e) => {
-            tracing::warn!(node = name, error = %e, "node GPUs disabled: malformed {NODE_REGISTER} annotation");
-            entry.registration_error = Some(format!("malformed {NODE_REGISTER} annotation: {e}"));
+            tracing::warn!(node = name, error = %e, "node GPUs disabled");
+            entry.registration_error = Some(e);
             entry.unusable_reason = Some(NODE_REGISTRATION_INVALID);
         }
     }
