@@ -160,3 +160,33 @@ async fn one_leader_both_serve_and_failover_within_twenty_seconds() {
         .schedule(&api, NS, "after-failover", &["gpu-a", "gpu-b"])
         .await;
 }
+
+#[tokio::test]
+async fn a_lease_held_by_kube_scheduler_is_never_taken_over() {
+    // As with HAMi's flags: --leader-elect-resource-name names the Lease the pod's
+    // kube-scheduler holds, which has lapsed (kube-scheduler restarting).
+    let api = FakeApiServer::start().await;
+    add_node(&api, "gpu-a", 1, 10);
+    let kube_scheduler = "sched-0_5b1c1f4e-2c39-4d5b-9a43-0c6f0e7d2a11";
+    api.create(serde_json::json!({
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": {"name": SCHEDULER, "namespace": LEASE_NS},
+        "spec": {
+            "holderIdentity": kube_scheduler,
+            "leaseDurationSeconds": 1,
+            "renewTime": "2020-01-01T00:00:00.000000Z"
+        }
+    }));
+    let server = LiveServer::start_with(&api, replica("replica-a")).await;
+    // Several election rounds (every 2 s) after the Lease ran out.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(holder(&api).as_deref(), Some(kube_scheduler));
+    assert!(
+        server
+            .log()
+            .contains("this Lease belongs to kube-scheduler"),
+        "the reason is logged:\n{}",
+        server.log_tail(20)
+    );
+}

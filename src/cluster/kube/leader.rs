@@ -95,6 +95,20 @@ impl Observed {
     }
 }
 
+/// Whether `holder` has the form of kube-scheduler's (client-go's) identities,
+/// `<hostname>_<uuid>`, which this server never uses for itself.
+fn is_kube_scheduler_identity(holder: &str) -> bool {
+    let Some((host, uuid)) = holder.rsplit_once('_') else {
+        return false;
+    };
+    let groups: Vec<&str> = uuid.split('-').collect();
+    !host.is_empty()
+        && groups.iter().map(|g| g.len()).eq([8, 4, 4, 4, 12])
+        && groups
+            .iter()
+            .all(|g| g.bytes().all(|b| b.is_ascii_hexdigit()))
+}
+
 /// One acquire-or-renew attempt; returns whether we hold the lease afterwards.
 async fn try_acquire_or_renew(
     api: &Api<Lease>,
@@ -127,7 +141,19 @@ async fn try_acquire_or_renew(
     };
     observed.see(lease.spec.as_ref(), Instant::now());
     let spec = lease.spec.get_or_insert_with(Default::default);
-    let ours = spec.holder_identity.as_deref() == Some(config.identity.as_str());
+    let holder = spec.holder_identity.as_deref().unwrap_or("");
+    let ours = holder == config.identity;
+    if !ours && is_kube_scheduler_identity(holder) {
+        // HAMi's --leader-elect follows kube-scheduler's own Lease, and its flags
+        // name that Lease. Campaigning on it would, the first time kube-scheduler
+        // lapsed, lock kube-scheduler out of scheduling for good.
+        tracing::error!(
+            lease = %config.name,
+            holder,
+            "this Lease belongs to kube-scheduler: give --leader-elect-resource-name a Lease of the extender's own"
+        );
+        return Ok(false);
+    }
     if !ours && !observed.expired(Instant::now()) {
         return Ok(false);
     }
@@ -209,6 +235,22 @@ mod tests {
         let mut fresh = Observed::default();
         fresh.see(Some(&held_by("b", 4_000_000_000)), at(0));
         assert!(!fresh.expired(at(1)));
+    }
+
+    #[test]
+    fn kube_scheduler_identities_are_recognised() {
+        assert!(is_kube_scheduler_identity(
+            "hami-scheduler-7d9f8-x2x5q_5b1c1f4e-2c39-4d5b-9a43-0c6f0e7d2a11"
+        ));
+        for ours in [
+            "vgpu-scheduler-7d9f8-x2x5q",
+            "host_with_underscores",
+            "_5b1c1f4e-2c39-4d5b-9a43-0c6f0e7d2a11",
+            "h_5b1c1f4e-2c39-4d5b-9a43-0c6f0e7d2a1z",
+            "",
+        ] {
+            assert!(!is_kube_scheduler_identity(ours), "{ours}");
+        }
     }
 
     #[test]
