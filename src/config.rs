@@ -257,6 +257,14 @@ pub struct ServeArgs {
     /// --debug; lower changes nothing.
     #[arg(short = 'v', long = "v", value_name = "LEVEL")]
     pub verbosity: Option<u8>,
+    /// Accepted for HAMi's arguments (its chart's `ascend.enabled`): only NVIDIA GPUs
+    /// are scheduled here, so Ascend devices are left alone.
+    #[arg(long = "enable-ascend", hide = true, default_value_t = false, num_args = 0..=1, default_missing_value = "true", value_parser = parse_go_bool, action = clap::ArgAction::Set)]
+    pub enable_ascend: bool,
+    /// Accepted for HAMi's arguments (its chart's `iluvatar.enabled`): only NVIDIA
+    /// GPUs are scheduled here.
+    #[arg(long = "enable-iluvatar", hide = true, default_value_t = false, num_args = 0..=1, default_missing_value = "true", value_parser = parse_go_bool, action = clap::ArgAction::Set)]
+    pub enable_iluvatar: bool,
     /// Accepted for HAMi's arguments; there are no profiling routes here.
     #[arg(long = "profiling", default_value_t = false, num_args = 0..=1, default_missing_value = "true", value_parser = parse_go_bool, action = clap::ArgAction::Set)]
     pub profiling: bool,
@@ -462,6 +470,8 @@ mod tests {
             "--legacy-metrics=true",
             "--kube-timeout=30",
             "--profiling=false",
+            "--enable-ascend=true",
+            "--enable-iluvatar=true",
             "--debug",
             "-v=4",
         ]);
@@ -470,6 +480,7 @@ mod tests {
         assert!(s.legacy_metrics);
         assert!(s.leader_elect);
         assert!(!s.profiling);
+        assert!(s.enable_ascend && s.enable_iluvatar);
         assert!(s.debug);
         assert_eq!(s.verbosity, Some(4));
         assert_eq!(s.kube_timeout(), Some(Duration::from_secs(30)));

@@ -62,6 +62,14 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     if args.profiling {
         tracing::warn!("--profiling has no effect: this server has no profiling routes");
     }
+    for (set, flag) in [
+        (args.enable_ascend, "--enable-ascend"),
+        (args.enable_iluvatar, "--enable-iluvatar"),
+    ] {
+        if set {
+            tracing::warn!("{flag} has no effect: only NVIDIA GPUs are scheduled here");
+        }
+    }
     let devices = match &args.device_config_file {
         Some(path) => DeviceConfig::load(path)?,
         None => DeviceConfig::default(),
