@@ -406,13 +406,15 @@ fn answer_nodes_for(
     chosen: &[String],
 ) -> ExtenderFilterResult {
     if full_nodes {
+        // `--filter-mode all` may keep thousands of the nodes sent.
+        let chosen: std::collections::HashSet<&str> = chosen.iter().map(String::as_str).collect();
         let items = args
             .nodes
             .as_ref()
             .map(|n| {
                 n.items
                     .iter()
-                    .filter(|i| i.name().is_some_and(|x| chosen.iter().any(|c| c == x)))
+                    .filter(|i| i.name().is_some_and(|x| chosen.contains(x)))
                     .cloned()
                     .collect()
             })
