@@ -9,9 +9,7 @@
 //! each other on a small machine. On a thread of its own it only competes for a core
 //! when it has work, and the request threads can stay few.
 
-use std::future::Future;
 use tokio::runtime::{Builder, Handle, Runtime};
-use tokio::task::JoinHandle;
 
 /// A one-thread multi-threaded runtime (so that `block_in_place` works for a
 /// planning cycle) that stops, without waiting, when dropped.
@@ -38,14 +36,6 @@ impl BackgroundRuntime {
     pub fn handle(&self) -> &Handle {
         &self.handle
     }
-
-    pub fn spawn<F>(&self, work: F) -> JoinHandle<F::Output>
-    where
-        F: Future + Send + 'static,
-        F::Output: Send + 'static,
-    {
-        self.handle.spawn(work)
-    }
 }
 
 impl Drop for BackgroundRuntime {
@@ -66,6 +56,7 @@ mod tests {
     async fn spawned_work_runs_on_the_background_thread_and_drop_inside_async_is_fine() {
         let background = BackgroundRuntime::start().expect("runtime");
         let name = background
+            .handle()
             .spawn(async { std::thread::current().name().map(str::to_string) })
             .await
             .expect("join");
@@ -77,6 +68,7 @@ mod tests {
         assert_eq!(entered.await.expect("join").as_deref(), Some("background"));
         // A planning cycle uses block_in_place, which needs the multi-threaded flavor.
         let planned = background
+            .handle()
             .spawn(async { tokio::task::block_in_place(|| 6 * 7) })
             .await
             .expect("join");

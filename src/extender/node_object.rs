@@ -26,12 +26,6 @@ pub struct NodeObject {
 }
 
 impl NodeObject {
-    /// Wraps a complete node (tests and tools that build requests).
-    pub fn from_node(node: &Node) -> Result<Self, serde_json::Error> {
-        let raw = serde_json::value::to_raw_value(node)?;
-        Self::from_raw(raw)
-    }
-
     fn from_raw(raw: Box<RawValue>) -> Result<Self, serde_json::Error> {
         let fields: SeenFields = serde_json::from_str(raw.get())?;
         Ok(Self {
@@ -47,11 +41,6 @@ impl NodeObject {
     /// The fields scheduling reads, as a `Node` (the rest left empty).
     pub fn node(&self) -> &Node {
         &self.seen
-    }
-
-    /// The complete object (decoded on demand).
-    pub fn full(&self) -> Result<Node, serde_json::Error> {
-        serde_json::from_str(self.raw.get())
     }
 }
 
@@ -182,14 +171,11 @@ mod tests {
             seen.spec.is_none(),
             "fields scheduling does not read are not kept"
         );
-        assert_eq!(serde_json::to_string(&object).expect("encode"), text);
+        let echoed = serde_json::to_string(&object).expect("encode");
+        assert_eq!(echoed, text);
+        let whole: Node = serde_json::from_str(&echoed).expect("a whole node");
         assert_eq!(
-            object
-                .full()
-                .expect("full")
-                .spec
-                .and_then(|s| s.pod_cidr)
-                .as_deref(),
+            whole.spec.and_then(|s| s.pod_cidr).as_deref(),
             Some("10.0.0.0/24")
         );
     }
@@ -218,13 +204,5 @@ mod tests {
             let err = serde_json::from_str::<NodeObject>(text).expect_err(text);
             assert!(err.to_string().contains("node object"), "{text}: {err}");
         }
-    }
-
-    #[test]
-    fn from_node_round_trips() {
-        let node: Node = serde_json::from_value(full_node()).expect("node");
-        let object = NodeObject::from_node(&node).expect("wrap");
-        assert_eq!(object.name(), Some("gpu-a"));
-        assert_eq!(object.full().expect("full"), node);
     }
 }
