@@ -141,14 +141,36 @@ async fn failed_writes_roll_back() {
     server.schedule(&api, NS, "unlucky", &["gpu-a"]).await;
 }
 
-#[tokio::test]
-async fn a_binding_whose_answer_is_lost_keeps_the_bound_pods_gpus() {
+/// A server over one node `gpu-a` with one GPU, and a pod `name` whose `/filter`
+/// reserved that GPU whole. Returns the pod's UID.
+async fn whole_gpu_reserved_for(name: &str) -> (FakeApiServer, LiveServer, String) {
     let api = FakeApiServer::start().await;
     add_node(&api, "gpu-a", 1, 10);
     let server = LiveServer::start(&api, &[]).await;
-    create_pod(&api, gpu_pod(NS, "lucky", 1, 10000, 100));
-    let uid = uid_of(&api_pod(&api, NS, "lucky"));
-    server.filter_one(&api, NS, "lucky", &["gpu-a"]).await;
+    create_pod(&api, gpu_pod(NS, name, 1, 10000, 100));
+    let uid = uid_of(&api_pod(&api, NS, name));
+    server.filter_one(&api, NS, name, &["gpu-a"]).await;
+    (api, server, uid)
+}
+
+/// The GPU of `gpu-a` is still booked whole by one pod.
+async fn assert_whole_gpu_booked(server: &LiveServer) {
+    let state = server.state().await;
+    assert_eq!(
+        state.gpu_usage(&gpu_id("gpu-a", 0)),
+        Usage {
+            used: 1,
+            usedmem: 10000,
+            usedcores: 100
+        },
+        "the GPU stays booked: {}",
+        state.0
+    );
+}
+
+#[tokio::test]
+async fn a_binding_whose_answer_is_lost_keeps_the_bound_pods_gpus() {
+    let (api, server, uid) = whole_gpu_reserved_for("lucky").await;
     let devices = annotation(
         &api_pod(&api, NS, "lucky"),
         "hami.io/vgpu-devices-to-allocate",
@@ -180,17 +202,7 @@ async fn a_binding_whose_answer_is_lost_keeps_the_bound_pods_gpus() {
         lock_of(&api, "gpu-a").is_some(),
         "the node lock waits for the device plugin"
     );
-    let state = server.state().await;
-    assert_eq!(
-        state.gpu_usage(&gpu_id("gpu-a", 0)),
-        Usage {
-            used: 1,
-            usedmem: 10000,
-            usedcores: 100
-        },
-        "the GPU stays booked: {}",
-        state.0
-    );
+    assert_whole_gpu_booked(&server).await;
 
     // A second pod cannot take the GPU the bound pod holds whole.
     create_pod(&api, gpu_pod(NS, "second", 1, 10000, 10));
@@ -202,12 +214,7 @@ async fn a_binding_whose_answer_is_lost_keeps_the_bound_pods_gpus() {
 
 #[tokio::test]
 async fn a_failed_binding_that_cannot_be_checked_keeps_the_gpus_and_frees_the_node() {
-    let api = FakeApiServer::start().await;
-    add_node(&api, "gpu-a", 1, 10);
-    let server = LiveServer::start(&api, &[]).await;
-    create_pod(&api, gpu_pod(NS, "unsure", 1, 10000, 100));
-    let uid = uid_of(&api_pod(&api, NS, "unsure"));
-    server.filter_one(&api, NS, "unsure", &["gpu-a"]).await;
+    let (api, server, uid) = whole_gpu_reserved_for("unsure").await;
 
     // The Binding fails, and so does reading the pod back (the bind's own first
     // read of it goes through): nobody can tell whether the pod is bound.
@@ -226,17 +233,7 @@ async fn a_failed_binding_that_cannot_be_checked_keeps_the_gpus_and_frees_the_no
         "the allocation stays for the device plugin in case the pod is bound: {p}"
     );
     assert_eq!(lock_of(&api, "gpu-a"), None, "the node is not left locked");
-    let state = server.state().await;
-    assert_eq!(
-        state.gpu_usage(&gpu_id("gpu-a", 0)),
-        Usage {
-            used: 1,
-            usedmem: 10000,
-            usedcores: 100
-        },
-        "the GPU stays booked: {}",
-        state.0
-    );
+    assert_whole_gpu_booked(&server).await;
 
     // The pod was not bound after all: kube-scheduler's retry places it.
     let node = server.schedule(&api, NS, "unsure", &["gpu-a"]).await;

@@ -302,15 +302,6 @@ fn every_container_gets_a_request_slot_init_containers_first() {
 // TestAssertNuma
 // ---------------------------------------------------------------------------
 
-fn selectors(pairs: &[(&str, &str)]) -> DeviceSelectors {
-    DeviceSelectors::from_annotations(
-        &pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect(),
-    )
-}
-
 #[test]
 fn card_type_lists_are_substrings_and_nouse_wins() {
     for (case, annotations, model, allowed) in [
@@ -400,7 +391,7 @@ fn card_type_lists_are_substrings_and_nouse_wins() {
         ),
     ] {
         assert_eq!(
-            selectors(&annotations).type_allowed(model, "hami-core"),
+            DeviceSelectors::from_pairs(&annotations).type_allowed(model, "hami-core"),
             allowed,
             "{case}"
         );
@@ -486,7 +477,11 @@ fn card_uuid_lists_are_exact_and_trimmed() {
             true,
         ),
     ] {
-        assert_eq!(selectors(&annotations).uuid_allowed(id), allowed, "{case}");
+        assert_eq!(
+            DeviceSelectors::from_pairs(&annotations).uuid_allowed(id),
+            allowed,
+            "{case}"
+        );
     }
 }
 
@@ -502,7 +497,11 @@ fn numa_bind_is_a_go_boolean() {
         ),
         ("absent does not", vec![], false),
     ] {
-        assert_eq!(selectors(&annotations).numa_bind, bind, "{case}");
+        assert_eq!(
+            DeviceSelectors::from_pairs(&annotations).numa_bind,
+            bind,
+            "{case}"
+        );
     }
 }
 

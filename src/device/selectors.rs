@@ -105,32 +105,36 @@ fn parse_go_bool(v: &str) -> bool {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn sel(pairs: &[(&str, &str)]) -> DeviceSelectors {
-        DeviceSelectors::from_annotations(
+impl DeviceSelectors {
+    /// Selectors from `(annotation, value)` pairs.
+    pub(crate) fn from_pairs(pairs: &[(&str, &str)]) -> Self {
+        Self::from_annotations(
             &pairs
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
         )
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
 
     #[test]
     fn type_lists_match_case_insensitive_substrings() {
-        let s = sel(&[(USE_GPU_TYPE, "a100, H100")]);
+        let s = DeviceSelectors::from_pairs(&[(USE_GPU_TYPE, "a100, H100")]);
         assert!(s.type_allowed("NVIDIA H100 80GB HBM3", "hami-core"));
         assert!(s.type_allowed("NVIDIA A100-SXM4-80GB", "hami-core"));
         assert!(!s.type_allowed("NVIDIA GeForce RTX 4090", "hami-core"));
-        let s = sel(&[(NOUSE_GPU_TYPE, "4090")]);
+        let s = DeviceSelectors::from_pairs(&[(NOUSE_GPU_TYPE, "4090")]);
         assert!(!s.type_allowed("NVIDIA GeForce RTX 4090", "hami-core"));
         assert!(s.type_allowed("NVIDIA H100 80GB HBM3", "hami-core"));
     }
 
     #[test]
     fn empty_lists_exclude_nothing() {
-        let s = sel(&[
+        let s = DeviceSelectors::from_pairs(&[
             (USE_GPU_TYPE, " , "),
             (USE_GPU_UUID, ""),
             (NOUSE_GPU_UUID, ","),
@@ -141,7 +145,10 @@ mod tests {
 
     #[test]
     fn uuid_lists_are_exact_and_nouse_applies_with_use() {
-        let s = sel(&[(USE_GPU_UUID, "GPU-1, GPU-2"), (NOUSE_GPU_UUID, "GPU-2")]);
+        let s = DeviceSelectors::from_pairs(&[
+            (USE_GPU_UUID, "GPU-1, GPU-2"),
+            (NOUSE_GPU_UUID, "GPU-2"),
+        ]);
         assert!(s.uuid_allowed("GPU-1"));
         assert!(!s.uuid_allowed("GPU-2"));
         assert!(!s.uuid_allowed("GPU-10"));
@@ -149,10 +156,10 @@ mod tests {
 
     #[test]
     fn vgpu_mode_and_numa_bind() {
-        let s = sel(&[(VGPU_MODE, "mig"), (NUMA_BIND, "true")]);
+        let s = DeviceSelectors::from_pairs(&[(VGPU_MODE, "mig"), (NUMA_BIND, "true")]);
         assert!(!s.type_allowed("NVIDIA A100", "hami-core"));
         assert!(s.type_allowed("NVIDIA A100", "mig"));
         assert!(s.numa_bind);
-        assert!(!sel(&[(NUMA_BIND, "yes")]).numa_bind);
+        assert!(!DeviceSelectors::from_pairs(&[(NUMA_BIND, "yes")]).numa_bind);
     }
 }

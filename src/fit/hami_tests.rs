@@ -251,6 +251,16 @@ enum Want {
     Reason(&'static str),
 }
 
+/// A node of the one card `card` (named `dev-0`): the request lands on it, or
+/// the node is rejected for `failure`.
+fn check_one_card(case: &str, card: Card, ask: &Ask, failure: Option<&'static str>) {
+    let want = match failure {
+        None => Want::Gpus(vec!["dev-0"]),
+        Some(reason) => Want::Reason(reason),
+    };
+    check(case, &node(&[card]), ask, want);
+}
+
 fn check(case: &str, node: &Node, ask: &Ask, want: Want) {
     let got = fit(node, ask);
     match want {
@@ -714,16 +724,11 @@ fn card_time_slicing_check() {
         ("exactly exhausted", 10, 10, false),
         ("over-committed", 10, 15, false),
     ] {
-        let want = if pass {
-            Want::Gpus(vec!["dev-0"])
-        } else {
-            Want::Reason("1/1 CardTimeSlicingExhausted")
-        };
-        check(
+        check_one_card(
             case,
-            &node(&[free("dev-0").slots(used, count)]),
+            free("dev-0").slots(used, count),
             &ask(vec![gpus(1, 100, 10)]),
-            want,
+            (!pass).then_some("1/1 CardTimeSlicingExhausted"),
         );
     }
 }
@@ -799,16 +804,11 @@ fn card_memory_check() {
         ("all used", 1024, 1024, 1, false),
         ("zero request fits", 1024, 1024, 0, true),
     ] {
-        let want = if pass {
-            Want::Gpus(vec!["dev-0"])
-        } else {
-            Want::Reason("1/1 CardInsufficientMemory")
-        };
-        check(
+        check_one_card(
             case,
-            &node(&[card("dev-0").mem(used, total)]),
+            card("dev-0").mem(used, total),
             &ask(vec![gpus(1, asked, 0)]),
-            want,
+            (!pass).then_some("1/1 CardInsufficientMemory"),
         );
     }
 }
@@ -844,13 +844,9 @@ fn card_core_check() {
         ),
         ("zero totalcore with zero request passes", 0, 0, 0, None),
     ] {
-        let want = match want {
-            None => Want::Gpus(vec!["dev-0"]),
-            Some(reason) => Want::Reason(reason),
-        };
-        check(
+        check_one_card(
             case,
-            &node(&[free("dev-0").cores(used, total)]),
+            free("dev-0").cores(used, total),
             &ask(vec![gpus(1, 100, asked)]),
             want,
         );
@@ -879,16 +875,11 @@ fn card_exclusive_check() {
         ),
         ("coresreq below 100 never exclusive", 100, 99, 10, true),
     ] {
-        let want = if pass {
-            Want::Gpus(vec!["dev-0"])
-        } else {
-            Want::Reason("1/1 ExclusiveDeviceAllocateConflict")
-        };
-        check(
+        check_one_card(
             case,
-            &node(&[free("dev-0").slots(used, 100).cores(0, total)]),
+            free("dev-0").slots(used, 100).cores(0, total),
             &ask(vec![gpus(1, 100, asked)]),
-            want,
+            (!pass).then_some("1/1 ExclusiveDeviceAllocateConflict"),
         );
     }
 }
@@ -915,13 +906,9 @@ fn card_compute_exhausted_check() {
         ("zero totalcore passes", 0, 0, 0, None),
         ("cores partial, request zero passes", 100, 30, 0, None),
     ] {
-        let want = match want {
-            None => Want::Gpus(vec!["dev-0"]),
-            Some(reason) => Want::Reason(reason),
-        };
-        check(
+        check_one_card(
             case,
-            &node(&[free("dev-0").cores(used, total)]),
+            free("dev-0").cores(used, total),
             &ask(vec![gpus(1, 100, asked)]),
             want,
         );

@@ -65,6 +65,25 @@ fn str_field<'a>(obj: &'a Value, f: &str) -> &'a str {
     obj.get(f).and_then(Value::as_str).unwrap_or("")
 }
 
+/// Who reported a "new" event and what was done: the reporting controller (named
+/// `controller_field` in the view posted), instance, action and reason are
+/// required and bounded.
+fn check_reporting(obj: &Value, controller_field: &str, causes: &mut Vec<Cause>) {
+    for (f, max) in [
+        (controller_field, 253usize),
+        ("reportingInstance", 128),
+        ("action", 128),
+        ("reason", 128),
+    ] {
+        let v = str_field(obj, f);
+        if v.is_empty() {
+            causes.push(Cause::required(f));
+        } else if v.len() > max {
+            causes.push(Cause::too_long(f, max));
+        }
+    }
+}
+
 /// Create validation for an event in the view it was posted in.
 pub fn validate_create(obj: &Value, events_k8s_io: bool) -> Vec<Cause> {
     let ns = objects::namespace(obj);
@@ -114,19 +133,7 @@ pub fn validate_create(obj: &Value, events_k8s_io: bool) -> Vec<Cause> {
                 "needs to be unset",
             ));
         }
-        for (f, max) in [
-            ("reportingController", 253usize),
-            ("reportingInstance", 128),
-            ("action", 128),
-            ("reason", 128),
-        ] {
-            let v = str_field(obj, f);
-            if v.is_empty() {
-                causes.push(Cause::required(f));
-            } else if v.len() > max {
-                causes.push(Cause::too_long(f, max));
-            }
-        }
+        check_reporting(obj, "reportingController", &mut causes);
         if str_field(obj, "note").len() > 1024 {
             causes.push(Cause::too_long("note", 1024));
         }
@@ -150,19 +157,7 @@ pub fn validate_create(obj: &Value, events_k8s_io: bool) -> Vec<Cause> {
         // A core/v1 event with `eventTime` is a "new" event: it must say who
         // reported it and what was done, and its message is a note of at most 1 KiB.
         if !str_field(obj, "eventTime").is_empty() {
-            for (f, max) in [
-                ("reportingComponent", 253usize),
-                ("reportingInstance", 128),
-                ("action", 128),
-                ("reason", 128),
-            ] {
-                let v = str_field(obj, f);
-                if v.is_empty() {
-                    causes.push(Cause::required(f));
-                } else if v.len() > max {
-                    causes.push(Cause::too_long(f, max));
-                }
-            }
+            check_reporting(obj, "reportingComponent", &mut causes);
             if str_field(obj, "message").len() > 1024 {
                 causes.push(Cause::invalid(
                     "message",
