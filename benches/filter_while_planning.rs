@@ -8,6 +8,7 @@
 //! for room. The numbers say how much a cycle delays the filters that reserve.
 //!
 //! `cargo bench --bench filter_while_planning [-- --nodes N --gangs G --filters F]`
+//! (without `--bench`, as `cargo test --all-targets` runs it, a small smoke run).
 
 #[path = "support/running_cluster.rs"]
 mod running_cluster;
@@ -33,12 +34,22 @@ struct Options {
 }
 
 fn options() -> Options {
-    let mut o = Options {
-        nodes: 5000,
-        gangs: 100,
-        filters: 2000,
-    };
     let args: Vec<String> = std::env::args().collect();
+    // Without `--bench` (as `cargo test --all-targets` runs it): a small smoke run,
+    // so the bench keeps working.
+    let mut o = if args.iter().any(|a| a == "--bench") {
+        Options {
+            nodes: 5000,
+            gangs: 100,
+            filters: 2000,
+        }
+    } else {
+        Options {
+            nodes: 50,
+            gangs: 4,
+            filters: 20,
+        }
+    };
     let mut i = 1;
     while i < args.len() {
         let value = || args.get(i + 1).and_then(|v| v.parse().ok());
@@ -137,10 +148,6 @@ fn report(label: &str, mut latencies: Vec<Duration>) {
 }
 
 fn main() {
-    if std::env::args().any(|a| a == "--list") {
-        // `cargo test --benches` lists benches; there is nothing to list.
-        return;
-    }
     let o = options();
     let objects = cluster(o.nodes, o.gangs);
     let api = Arc::new(MemoryCluster::new(Vec::new(), Vec::new(), false));

@@ -8,6 +8,9 @@ use crate::policy::{DeviceSortKey, GpuPolicyToken, PodPolicies, ScoringWeights};
 use crate::usage::{GpuUsage, collapse_pod_usage, usage_totals};
 use std::collections::{BTreeMap, BTreeSet};
 
+mod pod_context;
+pub use pod_context::PodContext;
+
 /// Why one GPU (or a node) could not take a container. The names are HAMi's, and
 /// are shown to users in `FailedNodes`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]

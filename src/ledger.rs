@@ -5,6 +5,7 @@ use crate::device::model::{GpuDevice, PodDevices};
 
 use crate::fit::QuotaHeadroom;
 use crate::freshness::{FORGET_AFTER, LocalMark, PodMeta};
+use crate::node_load::NodeLoad;
 use crate::rank_index::{GpuRoom, Rank, RankIndex};
 use crate::usage::{GpuUsage, collapse_pod_usage, usage_totals};
 use rustc_hash::FxHashMap;
@@ -12,6 +13,9 @@ use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Instant;
+
+/// Low-cardinality reason for nodes without a usable registration.
+pub const NODE_UNREGISTERED: &str = "node unregistered";
 
 /// A node as the scheduler knows it.
 #[derive(Debug, Clone, Default)]
@@ -41,6 +45,9 @@ pub struct NodeEntry {
     /// Node score (utilisation before placing), kept current with `usage`, so
     /// ranking thousands of nodes per filter costs a lookup each.
     pub score: f64,
+    /// Changes with every change to the entry (registration or usage), so a plan
+    /// made on a snapshot can tell whether the node is still as it saw it.
+    pub generation: u64,
 }
 
 impl NodeEntry {
@@ -88,7 +95,18 @@ impl NodeEntry {
     /// Whether the node's GPUs can take pods at all (registered, and registered
     /// well).
     pub fn usable(&self) -> bool {
-        crate::scheduler::registration::unusable_reason(self).is_none()
+        self.unusable().is_none()
+    }
+
+    /// Why the node's GPUs cannot take pods, if they cannot (low-cardinality words).
+    pub fn unusable(&self) -> Option<&'static str> {
+        if let Some(reason) = self.unusable_reason {
+            return Some(reason);
+        }
+        if self.devices.is_empty() {
+            return Some(NODE_UNREGISTERED);
+        }
+        None
     }
 
     /// Puts the node's current score and room into the ranking index.
@@ -213,7 +231,11 @@ pub struct QuotaLimits {
 pub struct Ledger {
     /// A fast non-cryptographic hash: node names come from the API server, not
     /// from untrusted clients.
-    nodes: FxHashMap<String, NodeEntry>,
+    nodes: FxHashMap<String, Arc<NodeEntry>>,
+    /// The last generation given to a node entry.
+    generation: u64,
+    /// CPU and memory per node (allocatable, and requested by the pods on it).
+    load: NodeLoad,
     /// What ranking reads of every node in `nodes`, kept in step with it.
     rank: RankIndex,
     /// Usage per node per GPU UUID (includes UUIDs not, or no longer, registered).
@@ -234,22 +256,52 @@ pub struct Ledger {
 }
 
 impl Ledger {
+    fn next_generation(&mut self) -> u64 {
+        self.generation += 1;
+        self.generation
+    }
+
     /// Registers or updates a node.
     pub fn upsert_node(&mut self, name: &str, mut entry: NodeEntry) {
         entry.index_devices(self.node_usage.get(name));
         entry.index_rank(name, &mut self.rank);
-        self.nodes.insert(name.to_string(), entry);
+        entry.generation = self.next_generation();
+        self.nodes.insert(name.to_string(), Arc::new(entry));
     }
 
     /// Forgets a node (its pods stay tracked until they go).
     pub fn remove_node(&mut self, name: &str) {
         self.nodes.remove(name);
         self.rank.remove(name);
+        self.load.remove_node(name);
     }
 
     /// A registered node.
     pub fn node(&self, name: &str) -> Option<&NodeEntry> {
-        self.nodes.get(name)
+        self.nodes.get(name).map(|e| &**e)
+    }
+
+    /// Every node as it is now, sorted by name, shared rather than copied: a
+    /// planning session works on this picture while the ledger moves on (an entry
+    /// changed later is copied then, and its generation tells the change).
+    pub fn snapshot_nodes(&self) -> Vec<(String, Arc<NodeEntry>)> {
+        let mut nodes: Vec<(String, Arc<NodeEntry>)> = self
+            .nodes
+            .iter()
+            .map(|(name, e)| (name.clone(), e.clone()))
+            .collect();
+        nodes.sort_by(|a, b| a.0.cmp(&b.0));
+        nodes
+    }
+
+    /// CPU and memory per node.
+    pub fn load(&self) -> &NodeLoad {
+        &self.load
+    }
+
+    /// CPU and memory per node, to update from Node and Pod events.
+    pub fn load_mut(&mut self) -> &mut NodeLoad {
+        &mut self.load
     }
 
     /// What ranking needs of a registered node, from a compact index (cheaper than
@@ -260,7 +312,7 @@ impl Ledger {
 
     /// All nodes, sorted by name (for dumps and metrics, not the hot path).
     pub fn nodes(&self) -> Vec<(&String, &NodeEntry)> {
-        let mut nodes: Vec<_> = self.nodes.iter().collect();
+        let mut nodes: Vec<_> = self.nodes.iter().map(|(n, e)| (n, &**e)).collect();
         nodes.sort_by(|a, b| a.0.cmp(b.0));
         nodes
     }
@@ -354,17 +406,20 @@ impl Ledger {
         if let Some(n) = self.nodes.get(&entry.node) {
             n.share_uuids(&mut entry);
         }
+        let generation = self.next_generation();
         let node = self.node_usage.entry(entry.node.clone()).or_default();
         for (uuid, u) in &entry.usage {
             node.entry(uuid.clone()).or_default().add(u);
         }
         if let Some(n) = self.nodes.get_mut(&entry.node) {
+            let n = Arc::make_mut(n);
             for (uuid, u) in &entry.usage {
                 if let Some(i) = n.device_position(uuid) {
                     n.usage[i].add(u);
                 }
             }
             n.rescore();
+            n.generation = generation;
             n.index_rank(&entry.node, &mut self.rank);
         }
         let (mem, cores) = usage_totals(entry.usage.iter().map(|(_, u)| u));
@@ -385,7 +440,10 @@ impl Ledger {
         let entry = *self.pods.remove(uid)?;
         self.reserved.remove(uid);
         self.touch(uid);
+        let generation = self.next_generation();
         if let Some(n) = self.nodes.get_mut(&entry.node) {
+            let n = Arc::make_mut(n);
+            n.generation = generation;
             for (uuid, u) in &entry.usage {
                 if let Some(i) = n.device_position(uuid) {
                     n.usage[i].sub(u);

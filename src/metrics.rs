@@ -166,7 +166,7 @@ impl Metrics {
 
     /// Prometheus text: request metrics, then the GPU/quota gauges of `ledger`
     /// and the queue gauges of the last planning cycle.
-    pub fn render(&self, ledger: &Ledger, gangs: &crate::scheduler::GangView) -> String {
+    pub fn render(&self, ledger: &Ledger, gangs: &crate::gang::GangView) -> String {
         let mut out = String::new();
         let _ = encode(&mut out, &self.registry);
         // `encode` ends with "# EOF"; the gauges follow in a second registry, so
@@ -529,7 +529,7 @@ mod tests {
         let metrics = Metrics::new();
         metrics.observe("filter", 0.00029);
         metrics.observe("filter", 0.0019);
-        let text = metrics.render(&Ledger::default(), &crate::scheduler::GangView::default());
+        let text = metrics.render(&Ledger::default(), &crate::gang::GangView::default());
         let bucket = |le: &str| {
             text.lines()
                 .find(|l| {
@@ -559,7 +559,7 @@ mod tests {
     }
 
     fn render(options: MetricsOptions, ledger: &Ledger) -> String {
-        Metrics::with_options(options).render(ledger, &crate::scheduler::GangView::default())
+        Metrics::with_options(options).render(ledger, &crate::gang::GangView::default())
     }
 
     /// The samples of `name`, sorted (the exposition's order is not specified).

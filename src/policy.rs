@@ -42,6 +42,19 @@ impl NodePolicy {
         }
     }
 
+    /// How much the policy likes a node with this score, 0.0..=100.0 (higher is
+    /// better; kube-scheduler's node score range): the node score (0..=30 by
+    /// construction) scaled, reversed for spread. Ordering nodes by it is ordering
+    /// them by [`Self::prefers`], and it adds up with the scores of node-order
+    /// plugins, which use the same range per unit of weight.
+    pub fn preference(self, node_score: f64) -> f64 {
+        let utilisation = (node_score / 30.0).clamp(0.0, 1.0);
+        match self {
+            NodePolicy::Binpack => utilisation * 100.0,
+            NodePolicy::Spread => (1.0 - utilisation) * 100.0,
+        }
+    }
+
     /// Maps a node score (0..=30 by construction) onto kube-scheduler's 0..=10 range,
     /// higher meaning preferred under this policy.
     pub fn extender_score(self, node_score: f64) -> i64 {

@@ -68,7 +68,7 @@ async fn dry_run(path: &std::path::Path, conf: Option<&std::path::Path>) -> anyh
     let api: Arc<dyn ClusterApi> = memory.clone();
     let scheduler = Scheduler::new(SchedulerConfig::default(), api, Arc::new(Metrics::new()));
     if let Some(conf) = conf {
-        scheduler.set_gang_conf(crate::gang::driver::load_conf(conf)?);
+        scheduler.set_gang_conf(crate::scheduler::gang::driver::load_conf(conf)?);
     }
     visit_file(path, |object| match object {
         ClusterObject::Node(node) => {

@@ -102,7 +102,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         conf_path: args.scheduler_config.clone(),
     };
     let conf = match &args.scheduler_config {
-        Some(path) => Some(crate::gang::driver::load_conf(path)?),
+        Some(path) => Some(crate::scheduler::gang::driver::load_conf(path)?),
         None => None,
     };
     let background_runtime = BackgroundRuntime::start().context("start the background runtime")?;
@@ -307,7 +307,7 @@ fn file_source(
     };
     let mut background = vec![sweeper];
     if gang.enabled {
-        background.extend(crate::gang::driver::start(
+        background.extend(crate::scheduler::gang::driver::start(
             scheduler.clone(),
             gang.period,
             gang.conf_path.clone(),
@@ -471,7 +471,7 @@ fn live_source(
             }
             None => leadership.clone(),
         };
-        background.extend(crate::gang::driver::start(
+        background.extend(crate::scheduler::gang::driver::start(
             scheduler.clone(),
             gang.period,
             gang.conf_path.clone(),

@@ -5,7 +5,7 @@
 use k8s_openapi::api::core::v1::Node;
 use serde_json::{Value, json};
 use vgpu_scheduler::scheduler::registration::{
-    NODE_HANDSHAKE, NODE_UNREGISTERED, device_plugin_ready, node_entry, unusable_reason,
+    NODE_HANDSHAKE, NODE_UNREGISTERED, device_plugin_ready, node_entry,
 };
 
 const REGISTER: &str = "hami.io/node-nvidia-register";
@@ -106,7 +106,7 @@ fn device_cordon_lists_trimmed_uuids() {
 #[test]
 fn nodes_without_gpus_are_not_registered() {
     let missing = node_entry(&k8s_node(annotations(&[]), None), None);
-    assert_eq!(unusable_reason(&missing), Some(NODE_UNREGISTERED));
+    assert_eq!(missing.unusable(), Some(NODE_UNREGISTERED));
     assert!(
         missing
             .registration_error

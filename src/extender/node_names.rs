@@ -45,10 +45,13 @@ impl NodeNames {
 
     /// The names in order.
     pub fn iter(&self) -> impl ExactSizeIterator<Item = &str> + Clone + '_ {
-        (0..self.ends.len()).map(|i| {
-            let start = if i == 0 { 0 } else { self.ends[i - 1] };
-            &self.text[start..self.ends[i]]
-        })
+        (0..self.ends.len()).map(|i| self.get(i))
+    }
+
+    /// The `i`-th name (`i < len()`).
+    pub fn get(&self, i: usize) -> &str {
+        let start = if i == 0 { 0 } else { self.ends[i - 1] };
+        &self.text[start..self.ends[i]]
     }
 
     /// Whether `name` is one of the names.

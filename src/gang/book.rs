@@ -1,40 +1,20 @@
 //! What the planner knows about gangs and queues: the member pods (from the pod
-//! watch or the cluster file), PodGroups, Queues and node capacity. Updated by
+//! watch or the cluster file), PodGroups and Queues. Updated by
 //! events; the planner reads a consistent copy of it once per cycle.
 
 use super::membership::{DEFAULT_QUEUE, Membership};
+use crate::resources::{Resources, pod_requests};
 use crate::volcano::objects::{PodGroupSpec, QueueSpec};
-use crate::volcano::resources::Resources;
 use chrono::{DateTime, Utc};
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::Pod;
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::fmt;
 use std::sync::Arc;
 
 /// The scheduling gate our webhook puts on gang and queue pods; removed by the
 /// planner when the pod's whole gang has a place.
 pub const GANG_GATE: &str = "vgpu-scheduler.io/gang";
 
-/// A gang: a PodGroup, or a plain pod that names a queue (a gang of one).
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct GangKey {
-    /// Namespace of the PodGroup (or pod).
-    pub namespace: String,
-    /// PodGroup name (or pod name for a gang of one).
-    pub name: String,
-    /// True for a plain pod without a PodGroup.
-    pub single: bool,
-}
-
-impl fmt::Display for GangKey {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.single {
-            write!(f, "pod {}/{}", self.namespace, self.name)
-        } else {
-            write!(f, "{}/{}", self.namespace, self.name)
-        }
-    }
-}
+pub use crate::volcano::framework::GangKey;
 
 /// Where a member pod stands, as the API shows it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -100,8 +80,6 @@ pub struct GangBook {
     pub queues: BTreeMap<String, QueueSpec>,
     /// Queues whose object could not be read, with the reason (shown in debug output).
     pub queue_errors: BTreeMap<String, String>,
-    /// Allocatable CPU and memory per node (milli-units), for queue totals.
-    pub node_allocatable: HashMap<String, Resources>,
 }
 
 impl GangBook {
@@ -160,29 +138,6 @@ impl GangBook {
         self.queue_errors.remove(name);
     }
 
-    /// Records a node's allocatable CPU and memory.
-    pub fn apply_node(&mut self, node: &Node) {
-        let Some(name) = node.metadata.name.as_deref() else {
-            return;
-        };
-        let mut r = Resources::default();
-        if let Some(alloc) = node.status.as_ref().and_then(|s| s.allocatable.as_ref()) {
-            for dim in ["cpu", "memory"] {
-                if let Some(q) = alloc.get(dim)
-                    && let Some(v) = milli(&q.0)
-                {
-                    r.set(dim, v);
-                }
-            }
-        }
-        self.node_allocatable.insert(name.to_string(), r);
-    }
-
-    /// Forgets a node.
-    pub fn forget_node(&mut self, name: &str) {
-        self.node_allocatable.remove(name);
-    }
-
     /// The queue a member's gang belongs to.
     pub fn queue_of(&self, gang: &GangKey, hint: Option<&str>) -> String {
         if !gang.single
@@ -209,11 +164,6 @@ pub fn member_order(a: &Member, b: &Member) -> std::cmp::Ordering {
         .cmp(&a.priority)
         .then_with(|| a.created.cmp(&b.created))
         .then_with(|| a.name.cmp(&b.name))
-}
-
-/// A quantity in milli-units, `None` when unparsable.
-fn milli(q: &str) -> Option<i64> {
-    crate::volcano::resources::parse_milli("", q).ok()
 }
 
 /// The member record of a pod, or `None` when the pod is not a gang/queue member.
@@ -280,35 +230,4 @@ pub fn member_of(pod: &Pod) -> Option<Member> {
         requests: pod_requests(pod),
         pod: Arc::new(trimmed),
     })
-}
-
-/// CPU and memory a pod requests, as Kubernetes counts it: the sum over containers,
-/// or the largest init container when that is more.
-pub fn pod_requests(pod: &Pod) -> Resources {
-    let mut total = Resources::default();
-    let Some(spec) = pod.spec.as_ref() else {
-        return total;
-    };
-    let of = |c: &k8s_openapi::api::core::v1::Container, dim: &str| -> i64 {
-        c.resources
-            .as_ref()
-            .and_then(|r| r.requests.as_ref().and_then(|m| m.get(dim)))
-            .and_then(|q| milli(&q.0))
-            .unwrap_or(0)
-    };
-    for dim in ["cpu", "memory"] {
-        let app: i64 = spec.containers.iter().map(|c| of(c, dim)).sum();
-        let init = spec
-            .init_containers
-            .iter()
-            .flatten()
-            .map(|c| of(c, dim))
-            .max()
-            .unwrap_or(0);
-        let v = app.max(init);
-        if v > 0 {
-            total.set(dim, v);
-        }
-    }
-    total
 }

@@ -3,15 +3,21 @@
 //! whole gangs against queue shares and quotas, writes each member's GPUs onto the
 //! pod and lifts the gates of all members together; `/filter` then honours the
 //! plan and `/bind` can hold strict gangs until enough members arrive.
+//!
+//! This layer holds what the planner knows (the book), turns it into a session's
+//! state (`snapshot`), runs the session (`plan`) and renders what it decided
+//! (`status`, `view`). The scheduler writes the decisions.
 
 pub mod barrier;
 pub mod book;
-pub mod driver;
 pub mod membership;
-pub mod planner;
+pub mod plan;
 pub mod queue_metrics;
-pub mod session_nodes;
+pub mod snapshot;
 pub mod status;
+pub mod view;
+
+pub use view::GangView;
 
 /// Pod annotation: when the planner's reservation for the pod ends (Unix seconds).
 /// It survives restarts, so a rebuilt ledger keeps the reservation exactly as long.

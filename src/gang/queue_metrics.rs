@@ -2,7 +2,7 @@
 //! deserved resources, share, weight, overuse and PodGroups per phase, from the last
 //! planning cycle (computed at scrape time, never stale beyond one cycle).
 
-use crate::scheduler::GangView;
+use super::view::GangView;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;

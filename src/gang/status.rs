@@ -1,8 +1,7 @@
 //! PodGroup and Queue status as Volcano writes it, so `kubectl get pg,queue`
 //! tells the truth about what the planner decided.
 
-use super::planner::{GangPhase, GangVerdict};
-use crate::volcano::session::QueueReport;
+use crate::volcano::framework::{GangPhase, GangVerdict, QueueReport};
 use serde_json::{Value, json};
 
 /// The PodGroup `status` for a verdict. `now` is RFC 3339.

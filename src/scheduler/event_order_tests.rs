@@ -8,7 +8,7 @@ use crate::cluster::memory::MemoryCluster;
 use crate::extender::wire::{ExtenderArgs, ExtenderBindingArgs};
 use crate::ledger::PodPhase;
 use crate::metrics::Metrics;
-use crate::scheduler::registration::{NODE_DEVICE_PLUGIN_NOT_READY, unusable_reason};
+use crate::scheduler::registration::NODE_DEVICE_PLUGIN_NOT_READY;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -203,7 +203,7 @@ fn a_node_whose_device_plugin_went_away_is_unusable_until_it_returns() {
     );
     let (s, _) = scheduler(vec![], config);
     s.apply_node(&stale);
-    let reason = s.with_ledger(|l| l.node("n1").and_then(unusable_reason));
+    let reason = s.with_ledger(|l| l.node("n1").and_then(|e| e.unusable()));
     assert_eq!(reason, Some(NODE_DEVICE_PLUGIN_NOT_READY));
     let back = node(
         "n1",
@@ -212,7 +212,7 @@ fn a_node_whose_device_plugin_went_away_is_unusable_until_it_returns() {
     );
     s.apply_node(&back);
     assert_eq!(
-        s.with_ledger(|l| l.node("n1").and_then(unusable_reason)),
+        s.with_ledger(|l| l.node("n1").and_then(|e| e.unusable())),
         None
     );
     // A fresh unanswered handshake is still within its grace period.
@@ -223,7 +223,7 @@ fn a_node_whose_device_plugin_went_away_is_unusable_until_it_returns() {
     );
     s.apply_node(&fresh);
     assert_eq!(
-        s.with_ledger(|l| l.node("n1").and_then(unusable_reason)),
+        s.with_ledger(|l| l.node("n1").and_then(|e| e.unusable())),
         None
     );
 }

@@ -1,6 +1,5 @@
 //! `/filter` and `/prioritize`.
 
-use super::registration::unusable_reason;
 use super::{FilterMode, PodContext, Scheduler};
 use crate::cluster::api::EventType;
 use crate::device::allocation_codec::encode_pod_devices;
@@ -8,8 +7,14 @@ use crate::device::model::PodDevices;
 use crate::extender::node_names::NodeNames;
 use crate::extender::wire::{ExtenderArgs, ExtenderFilterResult, HostPriority, NodeItems};
 use crate::fit::{FitRequest, Placement, QuotaHeadroom, fit_pod};
-use crate::ledger::{Ledger, PodEntry, PodPhase};
+use crate::ledger::{Ledger, NODE_UNREGISTERED, PodEntry, PodPhase};
+use crate::placement::{
+    NodeFacts, NodeJudge, NodeRejections, NodeSource, RankFacts, TaskFacts, choose_node,
+    evaluate_all,
+};
 use crate::rank_index::may_fit;
+use crate::resources::{Resources, VgpuDims, pod_requests};
+use crate::volcano::framework::charge::request_charge;
 use k8s_openapi::api::core::v1::Pod;
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -18,10 +23,106 @@ use std::time::Instant;
 /// take the chosen GPUs between the decision and the reservation.
 const RESERVE_ATTEMPTS: usize = 8;
 
+/// A node the load book has no figures for.
+static NO_RESOURCES: Resources = Resources::new();
+
 /// Nodes that fit, with their placements, and the reasons for the rest.
 pub(crate) struct Evaluation {
     pub fits: Vec<(String, Placement)>,
     pub failed: BTreeMap<String, String>,
+}
+
+/// The candidates of an extender call, as the ledger has them.
+struct LedgerCandidates<'a> {
+    ledger: &'a Ledger,
+    names: &'a NodeNames,
+}
+
+impl NodeSource for LedgerCandidates<'_> {
+    fn len(&self) -> usize {
+        self.names.len()
+    }
+
+    fn name(&self, i: usize) -> &str {
+        self.names.get(i)
+    }
+
+    fn rank(&self, i: usize, request: &crate::device::request::PodRequest) -> Option<RankFacts> {
+        let rank = self.ledger.rank(self.names.get(i))?;
+        Some(RankFacts {
+            score: rank.score,
+            usable: rank.usable,
+            may_fit: rank.usable && may_fit(rank.rooms, request),
+        })
+    }
+
+    fn fit(&self, i: usize, request: &FitRequest<'_>) -> Result<Placement, String> {
+        fit_entry(self.ledger, self.names.get(i), request)
+    }
+
+    fn quota(&self, namespace: &str) -> QuotaHeadroom {
+        self.ledger.quota_headroom(namespace)
+    }
+
+    fn facts(&self, i: usize) -> Option<NodeFacts<'_>> {
+        let name = self.names.get(i);
+        let entry = self.ledger.node(name)?;
+        let load = self.ledger.load().get(name);
+        Some(NodeFacts {
+            name,
+            gpus: entry.view(),
+            allocatable: load.map_or(&NO_RESOURCES, |l| &l.allocatable),
+            requested: load.map_or(&NO_RESOURCES, |l| &l.requested),
+        })
+    }
+}
+
+/// Fits a pod on a node as the ledger has it, or says why not.
+fn fit_entry(ledger: &Ledger, node: &str, request: &FitRequest<'_>) -> Result<Placement, String> {
+    let Some(entry) = ledger.node(node) else {
+        return Err(NODE_UNREGISTERED.to_string());
+    };
+    if let Some(reason) = entry.unusable() {
+        return Err(reason.to_string());
+    }
+    fit_pod(entry.view(), request)
+}
+
+/// What plugins see of the pod: its requests plus its vGPU estimate (computed
+/// only when some plugin filters or scores nodes).
+struct PodFacts {
+    resreq: Resources,
+    dims: VgpuDims,
+}
+
+impl PodFacts {
+    fn of(
+        scheduler: &Scheduler,
+        judge: &dyn NodeJudge,
+        pod: Option<&Pod>,
+        ctx: &PodContext,
+    ) -> Self {
+        let dims = scheduler.vgpu_dims();
+        let mut resreq = Resources::default();
+        if judge.filters() || judge.scores() {
+            if let Some(pod) = pod {
+                resreq = pod_requests(pod);
+            }
+            resreq.add(&request_charge(&dims, ctx));
+        }
+        Self { resreq, dims }
+    }
+
+    fn task<'a>(&'a self, ctx: &'a PodContext, pod: Option<&'a Pod>) -> TaskFacts<'a> {
+        TaskFacts {
+            namespace: &ctx.namespace,
+            name: &ctx.name,
+            gpu: Some(ctx),
+            resreq: &self.resreq,
+            pod,
+            dims: &self.dims,
+        }
+    }
 }
 
 impl Scheduler {
@@ -32,90 +133,55 @@ impl Scheduler {
         ctx: &PodContext,
         node: &str,
     ) -> Result<Placement, String> {
-        self.fit_with_quota(ledger, ctx, node, ledger.quota_headroom(&ctx.namespace))
+        fit_entry(
+            ledger,
+            node,
+            &FitRequest {
+                request: &ctx.request,
+                policies: &ctx.policies,
+                selectors: &ctx.selectors,
+                quota: ledger.quota_headroom(&ctx.namespace),
+            },
+        )
     }
 
-    fn fit_with_quota(
-        &self,
-        ledger: &Ledger,
-        ctx: &PodContext,
-        node: &str,
-        quota: QuotaHeadroom,
-    ) -> Result<Placement, String> {
-        let Some(entry) = ledger.node(node) else {
-            return Err(super::registration::NODE_UNREGISTERED.to_string());
-        };
-        if let Some(reason) = unusable_reason(entry) {
-            return Err(reason.to_string());
-        }
-        let request = FitRequest {
-            request: &ctx.request,
-            policies: &ctx.policies,
-            selectors: &ctx.selectors,
-            quota,
-        };
-        fit_pod(entry.view(), &request)
-    }
-
-    /// Fits the pod on every candidate (filter mode `all`, prioritize, failures).
+    /// Judges the pod on every candidate.
+    #[cfg(test)]
     pub(crate) fn evaluate(&self, ctx: &PodContext, names: &NodeNames) -> Evaluation {
+        self.evaluate_pod(None, ctx, names)
+    }
+
+    fn evaluate_pod(&self, pod: Option<&Pod>, ctx: &PodContext, names: &NodeNames) -> Evaluation {
+        let conf = self.node_judge();
+        let judge = conf.judge();
+        let facts = PodFacts::of(self, judge, pod, ctx);
         let ledger = self.ledger.read();
-        let quota = ledger.quota_headroom(&ctx.namespace);
-        let mut fits = Vec::new();
-        let mut failed = BTreeMap::new();
-        for name in names.iter() {
-            match self.fit_with_quota(&ledger, ctx, name, quota) {
-                Ok(p) => fits.push((name.to_string(), p)),
-                Err(reason) => {
-                    failed.insert(name.to_string(), reason);
-                }
-            }
-        }
+        let source = LedgerCandidates {
+            ledger: &ledger,
+            names,
+        };
+        let (fits, failed) = evaluate_all(&source, ctx, &facts.task(ctx, pod), judge);
         Evaluation { fits, failed }
     }
 
-    /// The best node by the pod's node policy (ties: the smaller name) that fits.
-    ///
-    /// The node score depends only on current usage, so candidates are ranked by it
-    /// first (read from the ledger's compact ranking index, kept current with usage)
-    /// and fitted best-first; the first that fits is the answer. Nodes without
-    /// enough open GPUs for the request ([`may_fit`]) are not ranked at all. Only when none
-    /// fits is every node fitted, for the per-node reasons. Same answer as fitting
-    /// everything, at a fraction of the cost.
+    /// The best node that passes the plugins' predicates and fits, by the pod's node
+    /// policy plus the plugins' node scores (ties: the smaller name), through the
+    /// node choice the planner shares; on failure every candidate's reason.
     pub(crate) fn choose_node(
         &self,
+        pod: Option<&Pod>,
         ctx: &PodContext,
         names: &NodeNames,
-    ) -> Result<(String, Placement), BTreeMap<String, String>> {
-        {
-            let ledger = self.ledger.read();
-            let quota = ledger.quota_headroom(&ctx.namespace);
-            let candidates = || {
-                names.iter().filter_map(|name| {
-                    let rank = ledger.rank(name)?;
-                    (rank.usable && may_fit(rank.rooms, &ctx.request)).then_some((rank.score, name))
-                })
-            };
-            let order = |(sa, na): &(f64, &str), (sb, nb): &(f64, &str)| {
-                ctx.policies.node.prefers(*sb, *sa).then_with(|| na.cmp(nb))
-            };
-            // Usually the best node fits: find it in one pass, keeping nothing.
-            let best = candidates().min_by(order);
-            if let Some((_, name)) = best
-                && let Ok(p) = self.fit_with_quota(&ledger, ctx, name, quota)
-            {
-                return Ok((name.to_string(), p));
-            }
-            // Otherwise rank them all and fit down the list.
-            let mut ranked: Vec<(f64, &str)> = candidates().collect();
-            ranked.sort_by(order);
-            for (_, name) in ranked.into_iter().skip(usize::from(best.is_some())) {
-                if let Ok(p) = self.fit_with_quota(&ledger, ctx, name, quota) {
-                    return Ok((name.to_string(), p));
-                }
-            }
-        }
-        Err(self.evaluate(ctx, names).failed)
+    ) -> Result<(String, Placement), NodeRejections> {
+        let conf = self.node_judge();
+        let judge = conf.judge();
+        let facts = PodFacts::of(self, judge, pod, ctx);
+        let ledger = self.ledger.read();
+        let source = LedgerCandidates {
+            ledger: &ledger,
+            names,
+        };
+        choose_node(&source, ctx, &facts.task(ctx, pod), judge).map(|c| (c.node, c.placement))
     }
 
     /// Check-and-reserve as one step under the ledger's write lock.
@@ -170,7 +236,7 @@ impl Scheduler {
         names: &NodeNames,
     ) -> Result<Option<(String, Placement)>, String> {
         let ctx = self.pod_context(pod)?.ok_or("pod asks for no vGPU")?;
-        Ok(self.choose_node(&ctx, names).ok())
+        Ok(self.choose_node(Some(pod), &ctx, names).ok())
     }
 
     /// Clears a pod's allocation annotations after we released its reservation.
@@ -263,7 +329,7 @@ impl Scheduler {
             if had_reservation {
                 self.clear_allocation(&ctx).await;
             }
-            let eval = self.evaluate(&ctx, &names);
+            let eval = self.evaluate_pod(Some(pod), &ctx, &names);
             if eval.fits.is_empty() {
                 return self.no_fit(&ctx, eval.failed).await;
             }
@@ -276,7 +342,7 @@ impl Scheduler {
         }
 
         for _ in 0..RESERVE_ATTEMPTS {
-            let node = match self.choose_node(&ctx, &names) {
+            let node = match self.choose_node(Some(pod), &ctx, &names) {
                 Ok((node, _)) => node,
                 Err(failed) => {
                     if had_reservation {
@@ -357,25 +423,57 @@ impl Scheduler {
     }
 
     /// `/prioritize`: 0..=10 per node by the pod's node policy; nodes that do not fit
-    /// score 0. Pods without vGPU requests get an empty list (no opinion).
+    /// score 0. With plugins that score nodes, the policy's preference plus their
+    /// scores, scaled so the best node scores 10. Pods without vGPU requests get an
+    /// empty list (no opinion).
     pub fn prioritize(&self, args: ExtenderArgs) -> Result<Vec<HostPriority>, String> {
         let pod = args.pod.as_ref().ok_or("extender args missing pod")?;
         let Some(ctx) = self.pod_context(pod)? else {
             return Ok(Vec::new());
         };
         let names = args.candidate_names();
+        let conf = self.node_judge();
+        let judge = conf.judge();
+        let facts = PodFacts::of(self, judge, Some(pod), &ctx);
+        let task = facts.task(&ctx, Some(pod));
         let ledger = self.ledger.read();
-        Ok(names
-            .iter()
-            .map(|host| {
-                let score = match self.fit_on(&ledger, &ctx, host) {
-                    Ok(p) => ctx.policies.node.extender_score(p.node_score),
-                    Err(_) => 0,
+        let source = LedgerCandidates {
+            ledger: &ledger,
+            names: &names,
+        };
+        let policy = ctx.policies.node;
+        let scored: Vec<(String, Option<f64>)> = (0..source.len())
+            .map(|i| {
+                let host = source.name(i).to_string();
+                let passes = !judge.filters()
+                    || source
+                        .facts(i)
+                        .is_some_and(|n| judge.predicate(&task, &n).is_ok());
+                let fit = passes
+                    .then(|| self.fit_on(&ledger, &ctx, &host).ok())
+                    .flatten();
+                let score = fit.map(|p| {
+                    if judge.scores() {
+                        policy.preference(p.node_score)
+                            + source.facts(i).map_or(0.0, |n| judge.score(&task, &n))
+                    } else {
+                        policy.extender_score(p.node_score) as f64
+                    }
+                });
+                (host, score)
+            })
+            .collect();
+        let best = scored.iter().filter_map(|(_, s)| *s).fold(0.0f64, f64::max);
+        Ok(scored
+            .into_iter()
+            .map(|(host, score)| {
+                let score = match score {
+                    None => 0,
+                    Some(s) if !judge.scores() => s as i64,
+                    Some(_) if best <= 0.0 => 0,
+                    Some(s) => (s / best * 10.0).round() as i64,
                 };
-                HostPriority {
-                    host: host.to_string(),
-                    score,
-                }
+                HostPriority { host, score }
             })
             .collect())
     }

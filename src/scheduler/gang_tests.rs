@@ -163,7 +163,7 @@ impl Cluster {
         }
     }
 
-    pub fn verdict(&self, gang: &str) -> crate::gang::planner::GangVerdict {
+    pub fn verdict(&self, gang: &str) -> crate::volcano::framework::GangVerdict {
         self.s
             .gang_view()
             .gangs
@@ -339,7 +339,7 @@ async fn two_gangs_that_fit_alone_but_not_together_run_one_after_the_other() {
     }
     assert_eq!(
         c.verdict("ml/first").phase,
-        crate::gang::planner::GangPhase::Completed
+        crate::volcano::framework::GangPhase::Completed
     );
 }
 
@@ -639,7 +639,7 @@ async fn role_minimums_above_min_member_do_not_hold_a_gang_back() {
     assert!(!c.gated("w0").await && !c.gated("w1").await);
     assert_eq!(
         c.verdict("ml/roles").phase,
-        crate::gang::planner::GangPhase::Running
+        crate::volcano::framework::GangPhase::Running
     );
 }
 
@@ -787,7 +787,7 @@ async fn an_admitted_gang_reserves_its_minimum_in_its_queue() {
     let team = view.queues.iter().find(|q| q.name == "team").unwrap();
     assert_eq!(
         c.verdict("ml/wait").phase,
-        crate::gang::planner::GangPhase::Inqueue
+        crate::volcano::framework::GangPhase::Inqueue
     );
     assert_eq!(team.inqueue.get("nvidia.com/gpu"), 2000, "{team:?}");
     assert_eq!(team.allocated.get("nvidia.com/gpu"), 0);

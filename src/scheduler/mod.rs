@@ -7,7 +7,7 @@ mod debug_state;
 #[cfg(test)]
 mod event_order_tests;
 mod filter;
-mod gang;
+pub(crate) mod gang;
 #[cfg(test)]
 mod gang_invariant_tests;
 #[cfg(test)]
@@ -17,17 +17,16 @@ mod invariant_tests;
 pub mod registration;
 pub mod tracking;
 
-pub use gang::GangView;
+pub use crate::fit::PodContext;
+pub use crate::gang::GangView;
 
 use crate::cluster::api::{ClusterApi, EventType, MetadataPatch, SchedulerEvent};
 use crate::cluster::file::ClusterObjects;
 use crate::device::device_config::NvidiaConfig;
-use crate::device::request::{PodRequest, parse_pod_request};
-use crate::device::selectors::DeviceSelectors;
 use crate::freshness::LocalMark;
 use crate::ledger::{Ledger, PodPhase, QuotaLimits};
 use crate::metrics::Metrics;
-use crate::policy::{GpuPolicy, NodePolicy, PodPolicies};
+use crate::policy::{GpuPolicy, NodePolicy};
 use crate::quantity::{quantity_to_count, quantity_to_mib};
 use k8s_openapi::api::core::v1::{Node, Pod, ResourceQuota};
 use parking_lot::{Mutex, RwLock};
@@ -115,23 +114,6 @@ impl Default for SchedulerConfig {
     }
 }
 
-/// A vGPU pod, parsed once per call.
-#[derive(Debug, Clone)]
-pub struct PodContext {
-    /// Pod UID.
-    pub uid: String,
-    /// Namespace.
-    pub namespace: String,
-    /// Name.
-    pub name: String,
-    /// Per-container vGPU requests.
-    pub request: PodRequest,
-    /// Node and GPU policies in force for the pod.
-    pub policies: PodPolicies,
-    /// Type, UUID and NUMA selectors from its annotations.
-    pub selectors: DeviceSelectors,
-}
-
 /// The scheduler.
 pub struct Scheduler {
     config: SchedulerConfig,
@@ -213,8 +195,9 @@ impl Scheduler {
             registration::apply_health(&mut entry, ready);
         }
         ledger.upsert_node(name, entry);
-        drop(ledger);
-        self.gang_apply_node(node);
+        ledger
+            .load_mut()
+            .set_allocatable(name, crate::node_load::allocatable_of(node));
     }
 
     /// Whether `node` is the very object the ledger's entry was built from (same
@@ -238,6 +221,10 @@ impl Scheduler {
         let Some(uid) = pod.metadata.uid.clone() else {
             return;
         };
+        self.ledger
+            .write()
+            .load_mut()
+            .set_pod(&uid, crate::node_load::occupancy_of(pod));
         self.gang_apply_pod(pod);
         let finished = matches!(
             pod.status.as_ref().and_then(|s| s.phase.as_deref()),
@@ -324,14 +311,17 @@ impl Scheduler {
 
     /// Releases a deleted pod's GPUs; the pod is never tracked again.
     pub fn forget_pod(&self, uid: &str) {
-        self.ledger.write().mark_finished(uid);
+        {
+            let mut ledger = self.ledger.write();
+            ledger.mark_finished(uid);
+            ledger.load_mut().set_pod(uid, None);
+        }
         self.gang_forget_pod(uid);
     }
 
     /// Forgets a deleted node.
     pub fn forget_node(&self, name: &str) {
         self.ledger.write().remove_node(name);
-        self.gang_forget_node(name);
     }
 
     /// Forgets a deleted ResourceQuota.
@@ -367,6 +357,7 @@ impl Scheduler {
         for (uid, _) in &gone {
             ledger.mark_finished(uid);
         }
+        ledger.load_mut().retain_pods(existing);
         drop(ledger);
         self.gang_retain_pods(existing);
         gone.into_iter().map(|(_, shown)| shown).collect()
@@ -374,23 +365,14 @@ impl Scheduler {
 
     /// After a full list: forgets nodes that no longer exist.
     pub fn retain_nodes(&self, existing: &std::collections::HashSet<String>) {
-        let gone: Vec<String> = {
-            let mut ledger = self.ledger.write();
-            let gone: Vec<String> = ledger
-                .node_names()
-                .filter(|n| !existing.contains(*n))
-                .cloned()
-                .collect();
-            for n in &gone {
-                ledger.remove_node(n);
-            }
-            gone
-        };
-        // The gang book is locked only after the ledger is released: the planner
-        // takes the book first and the ledger second, and the opposite order on
-        // another thread would deadlock the two.
+        let mut ledger = self.ledger.write();
+        let gone: Vec<String> = ledger
+            .node_names()
+            .filter(|n| !existing.contains(*n))
+            .cloned()
+            .collect();
         for n in &gone {
-            self.gang_forget_node(n);
+            ledger.remove_node(n);
         }
     }
 
@@ -434,35 +416,12 @@ impl Scheduler {
 
     /// Parses the pod; `Ok(None)` when it asks for no vGPU.
     pub(crate) fn pod_context(&self, pod: &Pod) -> Result<Option<PodContext>, String> {
-        let request = parse_pod_request(pod, &self.config.nvidia).map_err(|e| e.to_string())?;
-        if request.is_empty() {
-            return Ok(None);
-        }
-        let empty = Default::default();
-        let annotations = pod.metadata.annotations.as_ref().unwrap_or(&empty);
-        let policies = PodPolicies::resolve(
-            annotations,
+        PodContext::parse(
+            pod,
+            &self.config.nvidia,
             self.config.node_policy,
             &self.config.gpu_policy,
-        )?;
-        let uid = pod
-            .metadata
-            .uid
-            .clone()
-            .filter(|u| !u.is_empty())
-            .ok_or("pod has no metadata.uid")?;
-        Ok(Some(PodContext {
-            uid,
-            namespace: pod
-                .metadata
-                .namespace
-                .clone()
-                .unwrap_or_else(|| "default".into()),
-            name: pod.metadata.name.clone().unwrap_or_default(),
-            request,
-            policies,
-            selectors: DeviceSelectors::from_annotations(annotations),
-        }))
+        )
     }
 
     async fn event(

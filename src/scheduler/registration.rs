@@ -6,8 +6,7 @@ use crate::device::register_codec::decode_register_annotation;
 use crate::ledger::NodeEntry;
 use k8s_openapi::api::core::v1::Node;
 
-/// Low-cardinality reason for nodes without a usable registration.
-pub const NODE_UNREGISTERED: &str = "node unregistered";
+pub use crate::ledger::NODE_UNREGISTERED;
 /// Low-cardinality reason for nodes whose registration annotation is malformed.
 pub const NODE_REGISTRATION_INVALID: &str = "node GPU registration invalid";
 /// Low-cardinality reason for nodes whose device plugin stopped answering.
@@ -136,13 +135,4 @@ pub fn node_entry(node: &Node, previous: Option<&NodeEntry>) -> NodeEntry {
         }
     }
     entry
-}
-
-/// The reason shown to kube-scheduler for a node that cannot take vGPU pods at all.
-pub fn unusable_reason(entry: &NodeEntry) -> Option<&'static str> {
-    match entry.unusable_reason {
-        Some(reason) => Some(reason),
-        None if entry.devices.is_empty() => Some(NODE_UNREGISTERED),
-        None => None,
-    }
 }

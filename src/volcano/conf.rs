@@ -33,7 +33,8 @@ use thiserror::Error;
 /// Volcano's default `overcommit-factor`.
 pub const DEFAULT_OVERCOMMIT_FACTOR: f64 = 1.2;
 
-/// Plugins whose semantics this scheduler implements.
+/// Plugins whose semantics this scheduler implements (one file each under
+/// `volcano::plugins`).
 pub const SUPPORTED_PLUGINS: &[&str] = &[
     "priority",
     "gang",
@@ -42,11 +43,13 @@ pub const SUPPORTED_PLUGINS: &[&str] = &[
     "capacity",
     "overcommit",
     "capacity-card",
+    "binpack",
+    "drf",
 ];
 
-/// Plugins accepted and ignored: they score or filter nodes, which kube-scheduler and
-/// the extender's own filter already do.
-pub const IGNORED_PLUGINS: &[&str] = &["drf", "predicates", "nodeorder", "binpack"];
+/// Plugins accepted and ignored: kube-scheduler already ran its own predicates and
+/// scores before calling the extender.
+pub const IGNORED_PLUGINS: &[&str] = &["predicates", "nodeorder"];
 
 /// Volcano plugins this scheduler does not implement. They are rejected rather than
 /// ignored because each changes admission or eviction behaviour a user relies on.
@@ -66,6 +69,71 @@ const UNSUPPORTED_VOLCANO_PLUGINS: &[&str] = &[
     "tdm",
     "usage",
 ];
+
+/// An extension point a plugin entry can switch off with `enableXxx: false`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub enum ExtensionPoint {
+    /// Job order.
+    JobOrder,
+    /// Namespace order (accepted; jobs are not grouped by namespace here).
+    NamespaceOrder,
+    /// Job ready.
+    JobReady,
+    /// Job pipelined.
+    JobPipelined,
+    /// Task order.
+    TaskOrder,
+    /// Preemptable victims.
+    Preemptable,
+    /// Reclaimable victims.
+    Reclaimable,
+    /// Queue order.
+    QueueOrder,
+    /// Cluster order (accepted; one cluster).
+    ClusterOrder,
+    /// Node predicate.
+    Predicate,
+    /// Best node (accepted; the node order decides).
+    BestNode,
+    /// Node order (scores).
+    NodeOrder,
+    /// Target job (accepted).
+    TargetJob,
+    /// Reserved nodes (accepted).
+    ReservedNodes,
+    /// Job enqueueable and enqueued.
+    JobEnqueued,
+    /// Victim tasks.
+    Victim,
+    /// Job starving.
+    JobStarving,
+}
+
+/// Each switch as Volcano spells it (`enabledVictim` and `EnabledClusterOrder`
+/// included), and the point it controls.
+pub const SWITCHES: &[(&str, ExtensionPoint)] = &[
+    ("enableJobOrder", ExtensionPoint::JobOrder),
+    ("enableNamespaceOrder", ExtensionPoint::NamespaceOrder),
+    ("enableJobReady", ExtensionPoint::JobReady),
+    ("enableJobPipelined", ExtensionPoint::JobPipelined),
+    ("enableTaskOrder", ExtensionPoint::TaskOrder),
+    ("enablePreemptable", ExtensionPoint::Preemptable),
+    ("enableReclaimable", ExtensionPoint::Reclaimable),
+    ("enableQueueOrder", ExtensionPoint::QueueOrder),
+    ("EnabledClusterOrder", ExtensionPoint::ClusterOrder),
+    ("enablePredicate", ExtensionPoint::Predicate),
+    ("enableBestNode", ExtensionPoint::BestNode),
+    ("enableNodeOrder", ExtensionPoint::NodeOrder),
+    ("enableTargetJob", ExtensionPoint::TargetJob),
+    ("enableReservedNodes", ExtensionPoint::ReservedNodes),
+    ("enableJobEnqueued", ExtensionPoint::JobEnqueued),
+    ("enabledVictim", ExtensionPoint::Victim),
+    ("enableJobStarving", ExtensionPoint::JobStarving),
+];
+
+/// The plugin option that is an argument rather than a switch: hierarchical
+/// sharing (capacity, drf), off unless set.
+pub const HIERARCHY_FLAG: &str = "enableHierarchy";
 
 /// One scheduling action, in the order the scheduler runs them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -137,6 +205,19 @@ impl PluginOption {
             arguments: BTreeMap::new(),
             flags: BTreeMap::new(),
         }
+    }
+
+    /// Whether an extension point of this entry is on (`enableXxx` absent or true).
+    pub fn switched_on(&self, point: ExtensionPoint) -> bool {
+        SWITCHES
+            .iter()
+            .filter(|(_, p)| *p == point)
+            .all(|(key, _)| self.flags.get(*key).copied().unwrap_or(true))
+    }
+
+    /// `enableHierarchy` (off unless set).
+    pub fn hierarchy(&self) -> bool {
+        self.flags.get(HIERARCHY_FLAG).copied().unwrap_or(false)
     }
 }
 
@@ -311,7 +392,7 @@ impl SchedulerConf {
     /// Whether the capacity plugin runs with `enableHierarchy: true` (queues form a
     /// tree through `spec.parent`); without it, as in Volcano, parents are ignored.
     pub fn capacity_hierarchy(&self) -> bool {
-        self.flag("capacity", "enableHierarchy").unwrap_or(false)
+        self.flag("capacity", HIERARCHY_FLAG).unwrap_or(false)
     }
 
     /// Human-readable remarks about how the configuration is applied: ignored
@@ -322,7 +403,7 @@ impl SchedulerConf {
         for p in self.tiers.iter().flat_map(|t| t.plugins.iter()) {
             if IGNORED_PLUGINS.contains(&p.name.as_str()) {
                 notes.push(format!(
-                    "plugin {} is accepted and ignored: kube-scheduler and the extender's filter place pods",
+                    "plugin {} is accepted and ignored: kube-scheduler ran its own predicates and scores before calling the extender",
                     p.name
                 ));
             }
@@ -444,12 +525,21 @@ fn parse_plugin(at: &str, plugin: &Value) -> Result<PluginOption, ConfError> {
                 }
                 v => return Err(bad(format!("arguments: expected a mapping, got {v}"))),
             },
-            k if k.starts_with("enable") || k.starts_with("Enable") => match value {
+            k if k == HIERARCHY_FLAG || SWITCHES.iter().any(|(s, _)| *s == k) => match value {
                 Value::Bool(b) => {
                     option.flags.insert(key.clone(), *b);
                 }
                 v => return Err(bad(format!("{k}: expected true or false, got {v}"))),
             },
+            k if k.starts_with("enable") || k.starts_with("Enable") => {
+                let known: Vec<&str> = std::iter::once(HIERARCHY_FLAG)
+                    .chain(SWITCHES.iter().map(|(s, _)| *s))
+                    .collect();
+                return Err(bad(format!(
+                    "unknown switch {k:?} (known: {})",
+                    known.join(", ")
+                )));
+            }
             k => {
                 return Err(bad(format!(
                     "unknown option {k:?} (expected name, arguments, enableXxx)"
@@ -509,7 +599,7 @@ tiers:
         assert!(conf.enabled("overcommit"));
         assert!(!conf.enabled("capacity"));
         assert_eq!(conf.overcommit_factor(), 1.2);
-        assert_eq!(conf.notes().len(), 3, "drf, predicates, nodeorder ignored");
+        assert_eq!(conf.notes().len(), 2, "predicates and nodeorder ignored");
     }
 
     #[test]
@@ -559,7 +649,7 @@ configurations:
             Some(&Value::String("inference".into()))
         );
         assert!(!conf.enabled("proportion"));
-        assert_eq!(conf.notes(), vec!["plugin binpack is accepted and ignored: kube-scheduler and the extender's filter place pods".to_owned()]);
+        assert!(conf.notes().is_empty(), "binpack runs: {:?}", conf.notes());
     }
 
     #[test]
@@ -637,6 +727,10 @@ configurations:
             (
                 "actions: enqueue\ntiers:\n- plugins:\n  - name: gang\n    weight: 3\n",
                 "(gang): unknown option \"weight\"",
+            ),
+            (
+                "actions: enqueue\ntiers:\n- plugins:\n  - name: gang\n    enableJobOrdr: false\n",
+                "(gang): unknown switch \"enableJobOrdr\" (known: enableHierarchy, enableJobOrder",
             ),
             (
                 "actions: enqueue\ntiers:\n- plugins:\n  - name: gang\n    arguments: 3\n",

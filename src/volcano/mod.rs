@@ -1,21 +1,27 @@
-//! Volcano-compatible queue policy: Queue and PodGroup objects, the scheduler
-//! configuration, and the queue plugins (proportion, capacity, capacity-card,
-//! overcommit) behind one façade, [`session::QueueSession`].
+//! Volcano-compatible scheduling: Queue and PodGroup objects, the scheduler
+//! configuration, the framework (sessions, statements, tiers of plugins), the
+//! actions and the plugins, and the arithmetic of the queue plugins.
 //!
 //! Everything here is pure computation on values the caller provides: no I/O, no
-//! async, no Kubernetes client. The watcher or the cluster file reads the objects,
-//! the planner builds a session per pass and asks it.
+//! async, no Kubernetes client, no clock. The watcher or the cluster file reads the
+//! objects, the gang layer builds a session's state per cycle and runs it.
 
+pub mod actions;
 pub mod capacity;
 pub mod card_quota;
 pub mod conf;
+pub mod framework;
 pub mod objects;
 pub mod overcommit;
+pub mod plugins;
 pub mod proportion;
-pub mod resources;
-pub mod session;
+/// Resource amounts (moved to the crate root; the old path stays).
+pub use crate::resources;
 
 pub use conf::SchedulerConf;
+pub use framework::{QueueReport, Rejection};
 pub use objects::{PodGroupSpec, QueueSpec, QueueState};
 pub use resources::Resources;
-pub use session::{QueueInput, QueueReport, QueueSession, Rejection};
+
+/// Parses `volcano-scheduler.conf` and checks every plugin's arguments.
+pub use framework::registry::load as load_conf;

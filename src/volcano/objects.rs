@@ -18,6 +18,12 @@ use thiserror::Error;
 /// JSON object such as `{"NVIDIA-H200": 8}`.
 pub const CARD_QUOTA_ANNOTATION: &str = "volcano.sh/card.quota";
 
+/// Queue annotation: the queue's path in the hierarchical DRF tree.
+pub const HIERARCHY_ANNOTATION: &str = "volcano.sh/hierarchy";
+
+/// Queue annotation: the weights along that path.
+pub const HIERARCHY_WEIGHTS_ANNOTATION: &str = "volcano.sh/hierarchy-weights";
+
 /// The queue every hierarchy hangs from; `parent: root` means "top level".
 pub const ROOT_QUEUE: &str = "root";
 
@@ -112,6 +118,11 @@ pub struct QueueSpec {
     pub state: QueueState,
     /// Annotation `volcano.sh/card.quota`: card name → number of cards.
     pub card_quota: BTreeMap<String, i64>,
+    /// Annotation `volcano.sh/hierarchy` (`root/eng/prod`): the queue's place in the
+    /// tree hierarchical DRF shares by.
+    pub hierarchy: Option<String>,
+    /// Annotation `volcano.sh/hierarchy-weights` (`1/2/8`): a weight per level.
+    pub hierarchy_weights: Option<String>,
 }
 
 impl QueueSpec {
@@ -128,6 +139,8 @@ impl QueueSpec {
             parent: None,
             state: QueueState::Open,
             card_quota: BTreeMap::new(),
+            hierarchy: None,
+            hierarchy_weights: None,
         }
     }
 
@@ -213,6 +226,8 @@ impl QueueSpec {
             parent,
             state,
             card_quota,
+            hierarchy: annotations.get(HIERARCHY_ANNOTATION).cloned(),
+            hierarchy_weights: annotations.get(HIERARCHY_WEIGHTS_ANNOTATION).cloned(),
             name,
         })
     }

@@ -83,6 +83,27 @@ pub struct Excess {
     pub limit: i64,
 }
 
+/// Resource names the queues count vGPUs under.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VgpuDims {
+    /// vGPU count (`nvidia.com/gpu`).
+    pub count: String,
+    /// vGPU memory in MiB (`nvidia.com/gpumem`).
+    pub memory: String,
+    /// vGPU compute in percent (`nvidia.com/gpucores`).
+    pub cores: String,
+}
+
+impl Default for VgpuDims {
+    fn default() -> Self {
+        Self {
+            count: "nvidia.com/gpu".into(),
+            memory: "nvidia.com/gpumem".into(),
+            cores: "nvidia.com/gpucores".into(),
+        }
+    }
+}
+
 /// Resource name → milli-units. See the module documentation for the unit and for
 /// the meaning of a missing dimension.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
@@ -90,8 +111,8 @@ pub struct Resources(BTreeMap<String, i64>);
 
 impl Resources {
     /// No dimensions at all.
-    pub fn new() -> Self {
-        Self::default()
+    pub const fn new() -> Self {
+        Self(BTreeMap::new())
     }
 
     /// Builds from `(name, milli-units)` pairs; negative values become zero.
@@ -445,6 +466,51 @@ impl<'de> Deserialize<'de> for Resources {
         let value = serde_json::Value::deserialize(deserializer)?;
         Resources::from_json(&value).map_err(serde::de::Error::custom)
     }
+}
+
+/// CPU and memory a pod requests, as Kubernetes counts it: the sum over containers,
+/// or the largest init container when that is more.
+pub fn pod_requests(pod: &k8s_openapi::api::core::v1::Pod) -> Resources {
+    pod_requests_of(pod, Some(&["cpu", "memory"]))
+}
+
+/// What a pod requests of each resource (only `only` when given), as Kubernetes
+/// counts it: the sum over containers, or the largest init container when that is
+/// more. Unparsable quantities count zero.
+pub fn pod_requests_of(pod: &k8s_openapi::api::core::v1::Pod, only: Option<&[&str]>) -> Resources {
+    let mut total = Resources::default();
+    let Some(spec) = pod.spec.as_ref() else {
+        return total;
+    };
+    let requests = |c: &'_ k8s_openapi::api::core::v1::Container| {
+        c.resources
+            .as_ref()
+            .and_then(|r| r.requests.as_ref())
+            .into_iter()
+            .flatten()
+            .filter(|(dim, _)| only.is_none_or(|o| o.contains(&dim.as_str())))
+            .filter_map(|(dim, q)| parse_milli(dim, &q.0).ok().map(|v| (dim.clone(), v)))
+            .collect::<Vec<(String, i64)>>()
+    };
+    let mut app: BTreeMap<String, i64> = BTreeMap::new();
+    for c in &spec.containers {
+        for (dim, v) in requests(c) {
+            let slot = app.entry(dim).or_default();
+            *slot = slot.saturating_add(v);
+        }
+    }
+    for c in spec.init_containers.iter().flatten() {
+        for (dim, v) in requests(c) {
+            let slot = app.entry(dim).or_default();
+            *slot = (*slot).max(v);
+        }
+    }
+    for (dim, v) in app {
+        if v > 0 {
+            total.set(dim, v);
+        }
+    }
+    total
 }
 
 #[cfg(test)]

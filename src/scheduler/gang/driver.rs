@@ -18,7 +18,7 @@ const DEBOUNCE: Duration = Duration::from_millis(50);
 pub fn load_conf(path: &Path) -> anyhow::Result<SchedulerConf> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| anyhow::anyhow!("read scheduler config {}: {e}", path.display()))?;
-    SchedulerConf::parse(&text)
+    crate::volcano::load_conf(&text)
         .map_err(|e| anyhow::anyhow!("scheduler config {}: {e}", path.display()))
 }
 

@@ -1,0 +1,23 @@
+//! One planning session, pure: open a session on the state, run the configured
+//! actions, close it. The caller builds the state (`snapshot`) and writes what the
+//! session decided.
+
+use crate::volcano::actions;
+use crate::volcano::conf::SchedulerConf;
+use crate::volcano::framework::registry;
+use crate::volcano::framework::{Session, SessionOutcome, SessionState, Tiers};
+
+/// Runs the configured actions over `state` with the configured plugins.
+pub fn plan(state: SessionState, conf: &SchedulerConf) -> SessionOutcome {
+    // The configuration was checked when it loaded; a plugin that still fails to
+    // build leaves the session without plugins rather than without a plan.
+    let tiers = registry::build(conf).unwrap_or_else(|e| {
+        tracing::warn!(error = %e, "scheduler configuration does not build; planning without plugins");
+        Tiers::default()
+    });
+    let mut session = Session::open(state, tiers);
+    for action in actions::configured(conf) {
+        action.execute(&mut session);
+    }
+    session.close()
+}

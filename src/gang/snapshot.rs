@@ -1,0 +1,277 @@
+//! Builds the state a planning session works on from the gang book (members,
+//! PodGroups, Queues) and a moment's look at the ledger (GPU usage, who holds what,
+//! node CPU and memory, namespace quotas). The ledger is only read while this runs:
+//! node entries are shared, not copied, so taking the picture is quick and the
+//! session then plans without holding anything.
+
+use super::book::{GangBook, Member, MemberPhase};
+use super::membership::DEFAULT_QUEUE;
+use crate::fit::PodContext;
+use crate::ledger::Ledger;
+use crate::resources::{Resources, VgpuDims};
+use crate::volcano::card_quota::{card_request, card_request_resources};
+use crate::volcano::conf::{Action, SchedulerConf};
+use crate::volcano::framework::charge::{placement_charge, request_charge, vgpu_total};
+use crate::volcano::framework::job::{GpuAsk, TaskPlacement};
+use crate::volcano::framework::nodes::{NodeSet, SessionNode};
+use crate::volcano::framework::queue::{QueueInfo, add_cards};
+use crate::volcano::framework::{GangKey, JobInfo, SessionState, TaskInfo, TaskStatus};
+use crate::volcano::objects::QueueSpec;
+use chrono::{DateTime, Utc};
+use k8s_openapi::api::core::v1::Pod;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Parses a pod's vGPU request (`None`: the pod asks for no vGPU).
+pub type ParsePod<'a> = &'a dyn Fn(&Pod) -> Result<Option<PodContext>, String>;
+
+/// What the picture is taken of, besides the ledger.
+pub struct SnapshotInput<'a> {
+    /// Members, PodGroups, Queues.
+    pub book: &'a GangBook,
+    /// Actions and plugins in force.
+    pub conf: &'a SchedulerConf,
+    /// vGPU resource names.
+    pub dims: &'a VgpuDims,
+    /// Jobs admitted by enqueue in earlier cycles and not yet placed.
+    pub inqueue: &'a BTreeSet<GangKey>,
+    /// Plan only this job (and its ungated members).
+    pub only: Option<&'a GangKey>,
+    /// The vGPU parse.
+    pub parse: ParsePod<'a>,
+    /// Now, for plugins that count time.
+    pub now: DateTime<Utc>,
+}
+
+/// The session state over `ledger` as it is now.
+pub fn build_state(input: &SnapshotInput<'_>, ledger: &Ledger) -> SessionState {
+    let nodes: Vec<SessionNode> = ledger
+        .snapshot_nodes()
+        .into_iter()
+        .map(|(name, gpus)| SessionNode {
+            resources: ledger.load().get(&name).cloned().unwrap_or_default(),
+            name,
+            gpus,
+        })
+        .collect();
+    let quotas = ledger
+        .quota_report()
+        .into_iter()
+        .map(|(ns, _, _)| {
+            let headroom = ledger.quota_headroom(&ns);
+            (ns, headroom)
+        })
+        .collect();
+    let mut total = Resources::default();
+    let allocatable = ledger.load().total_allocatable();
+    for dim in ["cpu", "memory"] {
+        if allocatable.contains(dim) {
+            total.set(dim, allocatable.get(dim));
+        }
+    }
+    total.add(&vgpu_total(input.dims, nodes.iter().map(|n| &*n.gpus)));
+    let node_set = NodeSet::new(nodes, quotas);
+
+    let mut jobs = assemble_jobs(input, ledger, &node_set);
+    let enqueue_on = input.conf.has_action(Action::Enqueue);
+    for job in jobs.values_mut() {
+        let c = job.counts();
+        job.inqueue |= c.ready > 0 || job.reaches_minimum(c.ready, &c.ready_roles) || !enqueue_on;
+    }
+    let queues = queue_infos(input, &jobs);
+    SessionState {
+        jobs,
+        queues,
+        nodes: node_set,
+        total,
+        dims: input.dims.clone(),
+        now: input.now,
+        only: input.only.cloned(),
+    }
+}
+
+fn assemble_jobs(
+    input: &SnapshotInput<'_>,
+    ledger: &Ledger,
+    nodes: &NodeSet,
+) -> BTreeMap<GangKey, JobInfo> {
+    let book = input.book;
+    let mut by_gang: BTreeMap<&GangKey, Vec<&Member>> = BTreeMap::new();
+    for m in book.members.values() {
+        by_gang.entry(&m.gang).or_default().push(m);
+    }
+    by_gang
+        .into_iter()
+        .map(|(key, mut members)| {
+            members.sort_by(|a, b| super::book::member_order(a, b));
+            let hint = members.iter().find_map(|m| m.queue_hint.as_deref());
+            let group = (!key.single)
+                .then(|| book.groups.get(&(key.namespace.clone(), key.name.clone())))
+                .flatten();
+            let oldest = members.iter().filter_map(|m| m.created).min();
+            let (min_member, min_roles, min_resources, created) = match group {
+                Some(g) => (
+                    g.min_member.max(0) as usize,
+                    g.min_task_member
+                        .iter()
+                        .map(|(k, v)| (k.clone(), (*v).max(0) as usize))
+                        .collect(),
+                    g.min_resources.clone(),
+                    g.creation_timestamp.or(oldest),
+                ),
+                None => (1, BTreeMap::new(), None, oldest),
+            };
+            let tasks: Vec<TaskInfo> = members
+                .iter()
+                .map(|m| task_of(input, ledger, nodes, m))
+                .collect();
+            let mut allocated = Resources::default();
+            for t in &tasks {
+                if t.status.holds_resources() {
+                    allocated.add(&t.resreq);
+                }
+            }
+            let job = JobInfo {
+                key: key.clone(),
+                queue: book.queue_of(key, hint),
+                card_request: requested_cards(&members, min_member),
+                min_member,
+                min_roles,
+                min_resources,
+                priority: members.iter().map(|m| m.priority).max().unwrap_or(0),
+                created,
+                group_missing: !key.single && group.is_none(),
+                inqueue: input.inqueue.contains(key),
+                tasks,
+                allocated: allocated.without_zeros(),
+            };
+            (key.clone(), job)
+        })
+        .collect()
+}
+
+/// One member as a task: its status, what it asks, what it holds and is charged.
+fn task_of(input: &SnapshotInput<'_>, ledger: &Ledger, nodes: &NodeSet, m: &Member) -> TaskInfo {
+    let held = ledger.pod(&m.uid);
+    let status = match m.phase {
+        MemberPhase::Succeeded => TaskStatus::Succeeded,
+        MemberPhase::Failed => TaskStatus::Failed,
+        MemberPhase::Placed => TaskStatus::Running,
+        MemberPhase::Pending if held.is_some() => TaskStatus::Allocated,
+        MemberPhase::Pending => TaskStatus::Pending,
+    };
+    let gpu = match (input.parse)(&m.pod) {
+        Ok(Some(ctx)) => GpuAsk::Vgpu(Box::new(ctx)),
+        Ok(None) => GpuAsk::None,
+        Err(e) => GpuAsk::Invalid(e),
+    };
+    let mut resreq = m.requests.clone();
+    let mut cards = BTreeMap::new();
+    let placement = held.map(|p| TaskPlacement {
+        node: p.node.clone(),
+        devices: p.devices.clone(),
+        init_count: p.init_count,
+    });
+    match (&placement, &gpu) {
+        (Some(p), _) => {
+            let node = nodes.get(&p.node).map(|n| &*n.gpus);
+            let (vgpu, held_cards) = placement_charge(input.dims, node, &p.devices, p.init_count);
+            resreq.add(&vgpu);
+            cards = held_cards;
+        }
+        (None, GpuAsk::Vgpu(ctx)) => resreq.add(&request_charge(input.dims, ctx)),
+        (None, _) => {}
+    }
+    TaskInfo {
+        uid: m.uid.clone(),
+        namespace: m.namespace.clone(),
+        name: m.name.clone(),
+        job: m.gang.clone(),
+        role: m.role.clone(),
+        priority: m.priority,
+        created: m.created,
+        status,
+        gated: m.gated,
+        foreign_gates: m.foreign_gates,
+        requests: m.requests.clone(),
+        resreq,
+        cards,
+        gpu,
+        placement,
+        pod: m.pod.clone(),
+    }
+}
+
+/// The cards the first minMember members ask for with `volcano.sh/card.request`
+/// (unreadable requests are logged and ignored).
+fn requested_cards(members: &[&Member], min_member: usize) -> Resources {
+    let mut total = Resources::default();
+    for m in members.iter().take(min_member.max(1)) {
+        let Some(annotations) = m.pod.metadata.annotations.as_ref() else {
+            continue;
+        };
+        match card_request(annotations) {
+            Ok(Some(cards)) => total.add(&card_request_resources(&cards)),
+            Ok(None) => {}
+            Err(e) => {
+                tracing::warn!(pod = %format!("{}/{}", m.namespace, m.name), error = %e, "ignoring unreadable card request")
+            }
+        }
+    }
+    total
+}
+
+/// Every queue that exists (and the default queue, unless its object is
+/// unreadable), with what its jobs hold and ask for.
+fn queue_infos(
+    input: &SnapshotInput<'_>,
+    jobs: &BTreeMap<GangKey, JobInfo>,
+) -> BTreeMap<String, QueueInfo> {
+    let book = input.book;
+    let mut queues: BTreeMap<String, QueueInfo> = book
+        .queues
+        .values()
+        .map(|spec| (spec.name.clone(), QueueInfo::idle(spec.clone())))
+        .collect();
+    if !queues.contains_key(DEFAULT_QUEUE) && !book.queue_errors.contains_key(DEFAULT_QUEUE) {
+        queues.insert(
+            DEFAULT_QUEUE.to_string(),
+            QueueInfo::idle(QueueSpec::new(DEFAULT_QUEUE)),
+        );
+    }
+    for job in jobs.values() {
+        let Some(q) = queues.get_mut(&job.queue) else {
+            continue;
+        };
+        let mut held = 0usize;
+        for t in &job.tasks {
+            if matches!(t.status, TaskStatus::Succeeded | TaskStatus::Failed) {
+                continue;
+            }
+            q.request.add(&t.resreq);
+            if t.status.holds_resources() {
+                held += 1;
+                // What a gang holds beyond its minimum is elastic: admission may
+                // count it as given back (Volcano's `elastic`).
+                if held > job.min_member {
+                    q.elastic.add(&t.resreq);
+                }
+                q.allocated.add(&t.resreq);
+                add_cards(&mut q.cards, &t.cards);
+            }
+        }
+        // An admitted gang reserves what its minimum still needs beyond what it
+        // already holds (Volcano's `inqueue`: minResources minus allocated).
+        if input.inqueue.contains(&job.key)
+            && let Some(min) = &job.min_resources
+        {
+            q.inqueue.add(&min.minus(&job.allocated));
+        }
+    }
+    for q in queues.values_mut() {
+        q.allocated.prune_zeros();
+        q.request.prune_zeros();
+        q.inqueue.prune_zeros();
+        q.elastic.prune_zeros();
+    }
+    queues
+}

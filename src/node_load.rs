@@ -1,0 +1,148 @@
+//! Resources per node: what each node offers (allocatable) and what the pods
+//! bound to it request, kept from Node and Pod events. Plugins that score or
+//! filter nodes by CPU and memory (binpack, and the queue totals) read it.
+
+use crate::resources::{Resources, parse_milli, pod_requests_of};
+use k8s_openapi::api::core::v1::{Node, Pod};
+use rustc_hash::FxHashMap;
+
+/// One node's CPU and memory.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct NodeResources {
+    /// Allocatable CPU and memory (milli-units).
+    pub allocatable: Resources,
+    /// CPU and memory requested by the pods bound to the node (milli-units).
+    pub requested: Resources,
+}
+
+/// CPU and memory of every node.
+#[derive(Debug, Default)]
+pub struct NodeLoad {
+    nodes: FxHashMap<String, NodeResources>,
+    /// Each counted pod's node and request, to take it back exactly.
+    pods: FxHashMap<Box<str>, (String, Resources)>,
+}
+
+/// A node's allocatable resources (unparsable quantities are left out).
+pub fn allocatable_of(node: &Node) -> Resources {
+    let mut r = Resources::default();
+    if let Some(alloc) = node.status.as_ref().and_then(|s| s.allocatable.as_ref()) {
+        for (dim, q) in alloc {
+            if let Ok(v) = parse_milli(dim, &q.0) {
+                r.set(dim.as_str(), v);
+            }
+        }
+    }
+    r
+}
+
+/// The node a pod occupies and what it requests there, if it occupies one: bound
+/// (`spec.nodeName`) and not finished.
+pub fn occupancy_of(pod: &Pod) -> Option<(String, Resources)> {
+    let node = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.node_name.as_deref())
+        .filter(|n| !n.is_empty())?;
+    let finished = matches!(
+        pod.status.as_ref().and_then(|s| s.phase.as_deref()),
+        Some("Succeeded") | Some("Failed")
+    );
+    (!finished).then(|| (node.to_string(), pod_requests_of(pod, None)))
+}
+
+impl NodeLoad {
+    /// Sets a node's allocatable CPU and memory.
+    pub fn set_allocatable(&mut self, node: &str, allocatable: Resources) {
+        self.nodes.entry(node.to_string()).or_default().allocatable = allocatable;
+    }
+
+    /// Forgets a node's allocatable (its pods stay counted until they go).
+    pub fn remove_node(&mut self, node: &str) {
+        if let Some(n) = self.nodes.get_mut(node) {
+            n.allocatable = Resources::default();
+            if n.requested.is_empty() {
+                self.nodes.remove(node);
+            }
+        }
+    }
+
+    /// Records where a pod sits now (`None`: on no node, or finished).
+    pub fn set_pod(&mut self, uid: &str, occupancy: Option<(String, Resources)>) {
+        if let Some((node, requests)) = self.pods.remove(uid)
+            && let Some(n) = self.nodes.get_mut(&node)
+        {
+            {
+                n.requested.saturating_sub(&requests);
+                n.requested.prune_zeros();
+                if n.requested.is_empty() && n.allocatable.is_empty() {
+                    self.nodes.remove(&node);
+                }
+            }
+        }
+        if let Some((node, requests)) = occupancy {
+            let n = self.nodes.entry(node.clone()).or_default();
+            n.requested.add(&requests);
+            n.requested.prune_zeros();
+            self.pods.insert(uid.into(), (node, requests));
+        }
+    }
+
+    /// Drops every pod not in `keep` (after a full list).
+    pub fn retain_pods(&mut self, keep: &std::collections::HashSet<String>) {
+        let gone: Vec<Box<str>> = self
+            .pods
+            .keys()
+            .filter(|uid| !keep.contains(&***uid))
+            .cloned()
+            .collect();
+        for uid in gone {
+            self.set_pod(&uid, None);
+        }
+    }
+
+    /// A node's CPU and memory.
+    pub fn get(&self, node: &str) -> Option<&NodeResources> {
+        self.nodes.get(node)
+    }
+
+    /// Allocatable CPU and memory of every node, summed.
+    pub fn total_allocatable(&self) -> Resources {
+        let mut total = Resources::default();
+        for n in self.nodes.values() {
+            total.add(&n.allocatable);
+        }
+        total
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod(node: &str, cpu: &str, phase: &str) -> Pod {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "p", "uid": "u"},
+            "spec": {"nodeName": node, "containers": [{"name": "c",
+                "resources": {"requests": {"cpu": cpu, "memory": "1Gi"}}}]},
+            "status": {"phase": phase}
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn pods_are_counted_on_their_node_until_they_finish_or_move() {
+        let mut load = NodeLoad::default();
+        load.set_allocatable("a", Resources::from_units([("cpu", 8)]));
+        load.set_pod("u", occupancy_of(&pod("a", "2", "Running")));
+        assert_eq!(load.get("a").unwrap().requested.get("cpu"), 2000);
+        load.set_pod("u", occupancy_of(&pod("a", "3", "Running")));
+        assert_eq!(load.get("a").unwrap().requested.get("cpu"), 3000);
+        load.set_pod("u", occupancy_of(&pod("a", "3", "Succeeded")));
+        assert!(load.get("a").unwrap().requested.is_empty());
+        load.set_pod("u", occupancy_of(&pod("b", "1", "Running")));
+        load.retain_pods(&Default::default());
+        assert!(load.get("b").is_none());
+        assert_eq!(load.total_allocatable().get("cpu"), 8000);
+    }
+}

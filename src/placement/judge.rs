@@ -1,0 +1,73 @@
+//! What plugins say about nodes: predicates that rule a node out and scores that
+//! order the rest (Volcano's predicate and node-order extension points).
+
+use crate::fit::{NodeView, PodContext};
+use crate::resources::{Resources, VgpuDims};
+use k8s_openapi::api::core::v1::Pod;
+
+/// The pod being placed, as plugins see it.
+#[derive(Debug, Clone, Copy)]
+pub struct TaskFacts<'a> {
+    /// Namespace.
+    pub namespace: &'a str,
+    /// Name.
+    pub name: &'a str,
+    /// Its vGPU request, if it asks for vGPUs.
+    pub gpu: Option<&'a PodContext>,
+    /// Its CPU and memory requests (milli-units), plus its vGPU dimensions.
+    pub resreq: &'a Resources,
+    /// The pod itself.
+    pub pod: Option<&'a Pod>,
+    /// The names its vGPU dimensions go by in `resreq`.
+    pub dims: &'a VgpuDims,
+}
+
+/// A candidate node, as plugins see it.
+#[derive(Debug, Clone, Copy)]
+pub struct NodeFacts<'a> {
+    /// Node name.
+    pub name: &'a str,
+    /// Its GPUs and their usage.
+    pub gpus: NodeView<'a>,
+    /// Allocatable CPU and memory (milli-units).
+    pub allocatable: &'a Resources,
+    /// CPU and memory requested by the pods on it (milli-units).
+    pub requested: &'a Resources,
+}
+
+/// Predicates and scores over nodes.
+pub trait NodeJudge {
+    /// Whether any predicate runs (otherwise every node passes).
+    fn filters(&self) -> bool;
+
+    /// Whether any node-order score runs (otherwise every node scores 0).
+    fn scores(&self) -> bool;
+
+    /// Rules the node out for the task, with a reason; `Ok` lets it through.
+    fn predicate(&self, task: &TaskFacts<'_>, node: &NodeFacts<'_>) -> Result<(), String>;
+
+    /// The plugins' summed score of the node for the task (higher is better).
+    fn score(&self, task: &TaskFacts<'_>, node: &NodeFacts<'_>) -> f64;
+}
+
+/// No plugin opinion: every node passes and scores 0.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoJudge;
+
+impl NodeJudge for NoJudge {
+    fn filters(&self) -> bool {
+        false
+    }
+
+    fn scores(&self) -> bool {
+        false
+    }
+
+    fn predicate(&self, _: &TaskFacts<'_>, _: &NodeFacts<'_>) -> Result<(), String> {
+        Ok(())
+    }
+
+    fn score(&self, _: &TaskFacts<'_>, _: &NodeFacts<'_>) -> f64 {
+        0.0
+    }
+}

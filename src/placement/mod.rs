@@ -1,0 +1,16 @@
+//! Choosing a node and its GPUs for one pod: the one path `/filter` and the
+//! planner's sessions share. Candidates come from a [`NodeSource`] (the ledger for
+//! `/filter`, a session's snapshot for the planner); plugins add predicates and
+//! node scores through a [`NodeJudge`]; the GPU fit decides last.
+//!
+//! With no plugin that filters or scores nodes (Volcano's default configuration),
+//! candidates are ranked by the pod's node policy alone and fitted best-first, so
+//! the usual filter costs one pass over the candidates and one fit.
+
+mod choose;
+mod judge;
+mod source;
+
+pub use choose::{Choice, NodeRejections, choose_node, evaluate_all};
+pub use judge::{NoJudge, NodeFacts, NodeJudge, TaskFacts};
+pub use source::{NodeSource, RankFacts};

@@ -1,0 +1,232 @@
+//! One planning cycle: take a picture of the cluster, plan on it without holding
+//! anything, then commit what the session decided to the live ledger.
+//!
+//! `/filter` never waits for a plan: the ledger is read only while the picture is
+//! taken (node entries are shared, not copied) and written only while the plan's
+//! reservations are checked and booked, a few microseconds per member. A node that
+//! changed since the picture (another pod placed or gone, a new registration) is
+//! checked again with the live usage: the member keeps its place if it still fits
+//! there (its GPUs chosen again), and otherwise its whole gang is left for the next
+//! cycle. Nothing is ever booked over capacity.
+
+use super::{PlannerMemory, off_the_workers};
+use crate::fit::{FitRequest, fit_pod};
+use crate::gang::GangView;
+use crate::gang::book::{GangBook, GangKey};
+use crate::gang::plan::plan;
+use crate::gang::snapshot::{SnapshotInput, build_state};
+use crate::gang::status::QueueCounts;
+use crate::ledger::{Ledger, PodEntry, PodPhase};
+use crate::resources::VgpuDims;
+use crate::scheduler::Scheduler;
+use crate::usage::{collapse_pod_usage, usage_totals};
+use crate::volcano::framework::job::TaskPlacement;
+use crate::volcano::framework::{GangPhase, SessionOutcome};
+use k8s_openapi::api::core::v1::Pod;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// Why a planned gang did not commit although the session placed it.
+const OVERTAKEN: &str =
+    "its plan was overtaken by placements made meanwhile (a node changed under it); planning again";
+
+impl Scheduler {
+    pub(crate) fn vgpu_dims(&self) -> VgpuDims {
+        VgpuDims {
+            count: self.config.nvidia.resource_count_name.clone(),
+            memory: self.config.nvidia.resource_memory_name.clone(),
+            cores: self.config.nvidia.resource_core_name.clone(),
+        }
+    }
+
+    /// Plans on a picture of the cluster, then books what the session committed
+    /// (see the module documentation). `only`: plan just this gang.
+    pub(super) fn plan_and_reserve(
+        &self,
+        memory: &PlannerMemory,
+        only: Option<&GangKey>,
+    ) -> SessionOutcome {
+        let book = self.gang.book.read().clone();
+        let conf = self.gang.conf.load_full();
+        let dims = self.vgpu_dims();
+        let parse = |pod: &Pod| self.pod_context(pod);
+        let input = SnapshotInput {
+            book: &book,
+            conf: &conf.conf,
+            dims: &dims,
+            inqueue: &memory.inqueue,
+            only,
+            parse: &parse,
+            now: chrono::Utc::now(),
+        };
+        let state = build_state(&input, &self.ledger.read());
+        let mut outcome = off_the_workers(|| plan(state, &conf.conf));
+        self.reserve_commits(&mut outcome, &book);
+        outcome
+    }
+
+    /// Books every committed gang in the live ledger, member by member, checking
+    /// each against the node as it is now; a gang that no longer fits whole is
+    /// taken back whole and reported.
+    fn reserve_commits(&self, outcome: &mut SessionOutcome, book: &GangBook) {
+        if outcome.commits.is_empty() {
+            return;
+        }
+        let deadline = Instant::now() + self.config.gang.timeout;
+        let mut overtaken: Vec<(GangKey, usize)> = Vec::new();
+        {
+            let mut ledger = self.ledger.write();
+            let mut expected: HashMap<String, u64> = std::mem::take(&mut outcome.node_generations)
+                .into_iter()
+                .collect();
+            outcome.commits.retain_mut(|commit| {
+                let mut booked: Vec<String> = Vec::new();
+                let mut fits = true;
+                for m in commit.members.iter_mut() {
+                    let Some(placement) = m.placement.as_mut() else {
+                        continue;
+                    };
+                    let pod = book.members.get(&m.uid).map(|member| member.pod.clone());
+                    if let Err(reason) =
+                        self.still_fits(&ledger, &expected, &m.namespace, pod.as_deref(), placement)
+                    {
+                        tracing::info!(gang = %commit.gang, pod = %format!("{}/{}", m.namespace, m.name), node = %placement.node, reason = %reason, "planned member no longer fits; the gang waits for the next cycle");
+                        fits = false;
+                        break;
+                    }
+                    ledger.add_pod(PodEntry::new(
+                        m.uid.clone(),
+                        m.namespace.clone(),
+                        m.name.clone(),
+                        placement.node.clone(),
+                        placement.devices.clone(),
+                        placement.init_count,
+                        PodPhase::Reserved { deadline },
+                    ));
+                    ledger.mark_local_held(&m.uid, &placement.node, &placement.devices);
+                    if let Some(entry) = ledger.node(&placement.node) {
+                        expected.insert(placement.node.clone(), entry.generation);
+                    }
+                    booked.push(m.uid.clone());
+                }
+                if fits {
+                    return true;
+                }
+                for uid in &booked {
+                    ledger.mark_local_released(uid);
+                }
+                // Nodes touched by the rollback changed: later gangs on them are
+                // checked again rather than trusted.
+                for m in &commit.members {
+                    if let Some(p) = &m.placement {
+                        expected.remove(&p.node);
+                    }
+                }
+                overtaken.push((commit.gang.clone(), commit.members.len()));
+                false
+            });
+        }
+        for (gang, planned) in overtaken {
+            if let Some(v) = outcome.verdicts.get_mut(&gang) {
+                v.ready = v.ready.saturating_sub(planned);
+                if v.phase == GangPhase::Running && v.ready < v.min_member {
+                    v.phase = GangPhase::Inqueue;
+                }
+                v.reason = Some("NotEnoughResources");
+                v.message = Some(OVERTAKEN.to_string());
+            }
+        }
+    }
+
+    /// Whether a planned member may be booked as planned: the node is exactly as
+    /// the session saw it (plus what this commit booked) and the namespace quota
+    /// still has room; or, when the node changed, whether the member still fits
+    /// there with the live usage (its GPUs then chosen again).
+    fn still_fits(
+        &self,
+        ledger: &Ledger,
+        expected: &HashMap<String, u64>,
+        namespace: &str,
+        pod: Option<&Pod>,
+        placement: &mut TaskPlacement,
+    ) -> Result<(), String> {
+        let entry = ledger.node(&placement.node).ok_or("the node is gone")?;
+        if let Some(reason) = entry.unusable() {
+            return Err(reason.to_string());
+        }
+        let quota = ledger.quota_headroom(namespace);
+        if expected.get(&placement.node) == Some(&entry.generation) {
+            let (mem, cores) =
+                usage_totals(collapse_pod_usage(&placement.devices, placement.init_count).values());
+            if quota.allows(mem, cores) {
+                return Ok(());
+            }
+        }
+        let ctx = pod
+            .map(|p| self.pod_context(p))
+            .transpose()?
+            .flatten()
+            .ok_or("the pod asks for no vGPU any more")?;
+        let fitted = fit_pod(
+            entry.view(),
+            &FitRequest {
+                request: &ctx.request,
+                policies: &ctx.policies,
+                selectors: &ctx.selectors,
+                quota,
+            },
+        )
+        .map_err(|reason| format!("does not fit any more: {reason}"))?;
+        placement.devices = fitted.devices;
+        Ok(())
+    }
+
+    /// One planning cycle: plan, commit, write statuses, watch deadlines.
+    /// Returns how many gangs were committed.
+    pub async fn run_gang_cycle(&self) -> usize {
+        if !self.config.gang.enabled {
+            return 0;
+        }
+        let mut memory = self.gang.planner.lock().await;
+        let outcome = self.plan_and_reserve(&memory, None);
+        for key in &outcome.enqueued {
+            memory.inqueue.insert(key.clone());
+        }
+        let mut committed = 0;
+        for commit in &outcome.commits {
+            if self.publish_commit(commit).await.is_ok() {
+                committed += 1;
+            }
+        }
+        self.finish_interrupted_commits(&outcome.verdicts).await;
+        // Gangs that are placed, finished or gone leave the enqueue memory.
+        memory.inqueue.retain(|k| {
+            outcome
+                .verdicts
+                .get(k)
+                .is_some_and(|v| v.phase == GangPhase::Inqueue)
+        });
+        self.gang.barriers.retain(|k| {
+            outcome
+                .verdicts
+                .get(k)
+                .is_some_and(|v| v.phase != GangPhase::Completed)
+        });
+        self.gang_watchdog().await;
+        self.write_statuses(&mut memory, &outcome).await;
+        self.tell_waiting_members(&mut memory, &outcome.verdicts)
+            .await;
+        let mut gang_counts: BTreeMap<String, QueueCounts> = BTreeMap::new();
+        for v in outcome.verdicts.values() {
+            gang_counts.entry(v.queue.clone()).or_default().add(v.phase);
+        }
+        *self.gang.view.write() = Arc::new(GangView {
+            planned_at: Some(chrono::Utc::now().to_rfc3339()),
+            queues: outcome.queues,
+            gang_counts,
+            gangs: outcome.verdicts.into_values().collect(),
+        });
+        committed
+    }
+}

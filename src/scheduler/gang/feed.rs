@@ -1,0 +1,115 @@
+//! Feeding the gang book from watch events (pods, PodGroups, Queues), waking the
+//! planner when something it cares about changed.
+
+use crate::gang::book::{MemberPhase, member_of};
+use crate::scheduler::Scheduler;
+use crate::volcano::objects::{PodGroupSpec, QueueSpec};
+use k8s_openapi::api::core::v1::Pod;
+use std::collections::HashSet;
+
+impl Scheduler {
+    /// Applies a PodGroup (JSON as the API serves it).
+    pub fn apply_podgroup(&self, object: &serde_json::Value) {
+        match PodGroupSpec::from_json(object) {
+            Ok(group) => {
+                self.gang.book.write().apply_group(group);
+                self.gang.wake.notify_one();
+            }
+            Err(e) => tracing::warn!(error = %e, "ignoring unreadable PodGroup"),
+        }
+    }
+
+    /// Forgets a deleted PodGroup.
+    pub fn forget_podgroup(&self, namespace: &str, name: &str) {
+        self.gang.book.write().forget_group(namespace, name);
+        self.gang.wake.notify_one();
+    }
+
+    /// Applies a Queue (JSON as the API serves it).
+    pub fn apply_queue(&self, object: &serde_json::Value) {
+        match QueueSpec::from_json(object) {
+            Ok(queue) => {
+                self.gang.book.write().apply_queue(queue);
+                self.gang.wake.notify_one();
+            }
+            Err(e) => {
+                let name = object
+                    .pointer("/metadata/name")
+                    .and_then(|n| n.as_str())
+                    .unwrap_or("");
+                tracing::warn!(queue = name, error = %e, "queue is unreadable; it admits nothing until fixed");
+                self.gang.book.write().queue_error(name, e.to_string());
+            }
+        }
+    }
+
+    /// Forgets a deleted Queue.
+    pub fn forget_queue(&self, name: &str) {
+        self.gang.book.write().forget_queue(name);
+        self.gang.wake.notify_one();
+    }
+
+    /// Feeds a pod event to the gang book.
+    pub(crate) fn gang_apply_pod(&self, pod: &Pod) {
+        if !self.config.gang.enabled {
+            return;
+        }
+        let member = member_of(pod);
+        if member.is_none() {
+            // The common case, on every pod event: only touch the locks when the
+            // pod used to be a member.
+            let Some(uid) = pod.metadata.uid.as_deref() else {
+                return;
+            };
+            if self.gang.book.read().members.contains_key(uid) {
+                self.gang_forget_pod(uid);
+            }
+            return;
+        }
+        if let Some(uid) = pod.metadata.uid.as_deref() {
+            let mut planned = self.gang.planned.lock();
+            // A copy without the plan annotation may be older than our write, so
+            // only a pod that left Pending (or the gang) ends its plan here.
+            match &member {
+                Some(m) if m.phase == MemberPhase::Pending => {
+                    if m.plan_deadline.is_some() {
+                        planned.insert(uid.to_string());
+                    }
+                }
+                _ => {
+                    planned.remove(uid);
+                }
+            }
+        }
+        let mut book = self.gang.book.write();
+        match member {
+            Some(m) => {
+                let relevant = m.gated || m.phase != MemberPhase::Pending;
+                book.members.insert(m.uid.clone(), m);
+                if relevant {
+                    self.gang.wake.notify_one();
+                }
+            }
+            None => {
+                if let Some(uid) = pod.metadata.uid.as_deref() {
+                    book.forget_pod(uid);
+                }
+            }
+        }
+    }
+
+    pub(crate) fn gang_forget_pod(&self, uid: &str) {
+        self.gang.planned.lock().remove(uid);
+        if self.gang.book.write().members.remove(uid).is_some() {
+            self.gang.wake.notify_one();
+        }
+    }
+
+    pub(crate) fn gang_forget_plan(&self, uid: &str) {
+        self.gang.planned.lock().remove(uid);
+    }
+
+    pub(crate) fn gang_retain_pods(&self, existing: &HashSet<String>) {
+        self.gang.book.write().retain_pods(existing);
+    }
+}

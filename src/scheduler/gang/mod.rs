@@ -1,0 +1,133 @@
+//! The scheduler's side of gang and queue scheduling: the state it keeps, and one
+//! file per concern: feeding the book from events (`feed`), running and committing
+//! planning cycles (`cycle`), publishing plans onto pods (`publish`), PodGroup and
+//! Queue status (`report`), the watchdog (`watchdog`), the `/filter` and `/bind`
+//! hooks (`hooks`) and the loop that runs cycles (`driver`).
+
+mod cycle;
+pub mod driver;
+mod feed;
+mod hooks;
+mod publish;
+mod report;
+mod watchdog;
+
+use crate::cluster::api::VolcanoObject;
+use crate::gang::GangView;
+use crate::gang::barrier::Barriers;
+use crate::gang::book::{GangBook, GangKey};
+use crate::placement::NodeJudge;
+use crate::volcano::conf::SchedulerConf;
+use crate::volcano::framework::{Tiers, registry};
+use arc_swap::ArcSwap;
+use parking_lot::{Mutex, RwLock};
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
+
+/// What the planner remembers between cycles.
+#[derive(Default)]
+pub(crate) struct PlannerMemory {
+    /// Gangs admitted by enqueue, not yet placed.
+    inqueue: BTreeSet<GangKey>,
+    /// Status last written per object (without timestamps).
+    written: HashMap<VolcanoObject, serde_json::Value>,
+    /// Why each gang waited when its members were last told (events).
+    told: HashMap<GangKey, String>,
+}
+
+/// The configuration in force and the plugins built from it, swapped together.
+pub(crate) struct ConfInForce {
+    /// The Volcano-format configuration.
+    pub conf: SchedulerConf,
+    /// Its plugins, for `/filter`'s predicates and node scores (sessions build
+    /// their own).
+    pub judge: Tiers,
+}
+
+impl ConfInForce {
+    fn new(conf: SchedulerConf) -> Self {
+        let judge = registry::build(&conf).unwrap_or_else(|e| {
+            tracing::warn!(error = %e, "scheduler configuration does not build; filtering without plugins");
+            Tiers::default()
+        });
+        Self { conf, judge }
+    }
+}
+
+/// Gang state held by the scheduler.
+pub(crate) struct GangState {
+    book: RwLock<GangBook>,
+    /// Held for a whole cycle (plan, commit, publish): one cycle at a time.
+    planner: tokio::sync::Mutex<PlannerMemory>,
+    view: RwLock<Arc<GangView>>,
+    conf: ArcSwap<ConfInForce>,
+    /// Pods whose plan is reserved and written on the pod (the plan `/filter`
+    /// honours).
+    planned: Mutex<HashSet<String>>,
+    barriers: Barriers,
+    wake: Arc<tokio::sync::Notify>,
+}
+
+impl Default for GangState {
+    fn default() -> Self {
+        Self {
+            book: RwLock::new(GangBook::default()),
+            planner: tokio::sync::Mutex::new(PlannerMemory::default()),
+            view: RwLock::new(Arc::new(GangView::default())),
+            conf: ArcSwap::from_pointee(ConfInForce::new(SchedulerConf::default())),
+            planned: Mutex::new(HashSet::new()),
+            barriers: Barriers::default(),
+            wake: Arc::new(tokio::sync::Notify::new()),
+        }
+    }
+}
+
+/// What `/filter` should do with a gang or queue pod.
+pub(crate) enum GangFilter {
+    /// Not a gang matter: filter as usual.
+    Usual,
+    /// The plan puts the pod on this node.
+    Planned(String),
+    /// The gang cannot be placed now: this reason for every node.
+    Wait(String),
+}
+
+impl crate::scheduler::Scheduler {
+    /// Woken when gang pods, PodGroups or Queues change, so the planner runs soon.
+    pub fn gang_wake(&self) -> Arc<tokio::sync::Notify> {
+        self.gang.wake.clone()
+    }
+
+    /// Replaces the Volcano-format scheduler configuration (hot reload).
+    pub fn set_gang_conf(&self, conf: SchedulerConf) {
+        self.gang.conf.store(Arc::new(ConfInForce::new(conf)));
+    }
+
+    /// The plugins' predicates and node scores in force, for `/filter`.
+    pub(crate) fn node_judge(&self) -> arc_swap::Guard<Arc<ConfInForce>> {
+        self.gang.conf.load()
+    }
+
+    /// The last cycle's picture.
+    pub fn gang_view(&self) -> Arc<GangView> {
+        self.gang.view.read().clone()
+    }
+}
+
+impl ConfInForce {
+    /// The plugins as a node judge.
+    pub fn judge(&self) -> &dyn NodeJudge {
+        &self.judge
+    }
+}
+
+/// Runs CPU-heavy work (a planning session: over 100 gangs at 5,000 nodes it takes
+/// a good part of a second) without stalling the tasks queued on this worker (on the
+/// background runtime: the watches): on a multi-threaded runtime the worker hands
+/// its queue to another thread meanwhile.
+fn off_the_workers<T>(work: impl FnOnce() -> T) -> T {
+    match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
+        Ok(tokio::runtime::RuntimeFlavor::MultiThread) => tokio::task::block_in_place(work),
+        _ => work(),
+    }
+}

@@ -1,0 +1,112 @@
+//! Telling users what the planner decided: PodGroup and Queue status written as
+//! Volcano writes it, and an event on each waiting member when its gang's reason
+//! changes.
+
+use super::PlannerMemory;
+use crate::cluster::api::{EventType, VolcanoObject};
+use crate::gang::book::GangKey;
+use crate::gang::status::{QueueCounts, podgroup_status, podgroup_status_key, queue_status};
+use crate::scheduler::Scheduler;
+use crate::volcano::framework::{GangPhase, GangVerdict, SessionOutcome};
+use std::collections::{BTreeMap, HashSet};
+
+impl Scheduler {
+    /// Tells the gated members of a waiting gang why, as a pod event (what
+    /// `kubectl describe pod` shows), once per change of the reason.
+    pub(super) async fn tell_waiting_members(
+        &self,
+        memory: &mut PlannerMemory,
+        verdicts: &BTreeMap<GangKey, GangVerdict>,
+    ) {
+        memory.told.retain(|k, _| {
+            verdicts
+                .get(k)
+                .is_some_and(|v| v.message.is_some() && v.phase != GangPhase::Running)
+        });
+        let mut tell: Vec<(String, String, String, String)> = Vec::new();
+        {
+            let book = self.gang.book.read();
+            for (key, v) in verdicts {
+                let Some(message) = &v.message else { continue };
+                if v.phase == GangPhase::Running || memory.told.get(key) == Some(message) {
+                    continue;
+                }
+                memory.told.insert(key.clone(), message.clone());
+                let text = format!("gang {key} waits: {message}");
+                for m in book.members.values().filter(|m| &m.gang == key && m.gated) {
+                    tell.push((
+                        m.namespace.clone(),
+                        m.name.clone(),
+                        m.uid.clone(),
+                        text.clone(),
+                    ));
+                }
+            }
+        }
+        for (ns, name, uid, text) in tell {
+            self.event((&ns, &name, &uid), EventType::Warning, "GangWaiting", text)
+                .await;
+        }
+    }
+
+    pub(super) async fn write_statuses(
+        &self,
+        memory: &mut PlannerMemory,
+        outcome: &SessionOutcome,
+    ) {
+        let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+        let mut writes: Vec<(VolcanoObject, serde_json::Value)> = Vec::new();
+        let mut counts: BTreeMap<&str, QueueCounts> = BTreeMap::new();
+        {
+            let book = self.gang.book.read();
+            for (key, v) in &outcome.verdicts {
+                counts.entry(v.queue.as_str()).or_default().add(v.phase);
+                if key.single
+                    || !book
+                        .groups
+                        .contains_key(&(key.namespace.clone(), key.name.clone()))
+                {
+                    continue;
+                }
+                writes.push((
+                    VolcanoObject::PodGroup {
+                        namespace: key.namespace.clone(),
+                        name: key.name.clone(),
+                    },
+                    podgroup_status(v, &now),
+                ));
+            }
+            for report in &outcome.queues {
+                if !book.queues.contains_key(&report.name) {
+                    continue;
+                }
+                let c = counts
+                    .get(report.name.as_str())
+                    .copied()
+                    .unwrap_or_default();
+                writes.push((
+                    VolcanoObject::Queue {
+                        name: report.name.clone(),
+                    },
+                    queue_status(report, &c),
+                ));
+            }
+        }
+        // Forget what was written for objects that are gone.
+        let current: HashSet<&VolcanoObject> = writes.iter().map(|(o, _)| o).collect();
+        memory.written.retain(|o, _| current.contains(o));
+        for (object, status) in writes {
+            let key = podgroup_status_key(&status);
+            if memory.written.get(&object) == Some(&key) {
+                continue;
+            }
+            match self.api.patch_volcano_status(&object, &status).await {
+                Ok(()) => {
+                    memory.written.insert(object, key);
+                }
+                // Retried next cycle; a PodGroup deleted meanwhile is forgotten then.
+                Err(e) => tracing::warn!(object = %object, error = %e, "could not write status"),
+            }
+        }
+    }
+}

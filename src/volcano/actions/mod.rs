@@ -1,0 +1,76 @@
+//! The actions a configuration can list, as values: `actions: "enqueue, allocate,
+//! backfill"` runs these three, in that order, in every session.
+
+pub mod allocate;
+pub mod backfill;
+pub mod enqueue;
+
+use super::conf::{Action as ActionName, SchedulerConf};
+use super::framework::Action;
+
+/// The configured actions that run, in order. `preempt`, `reclaim` and `shuffle`
+/// are accepted in the configuration and do not run yet.
+pub fn configured(conf: &SchedulerConf) -> Vec<Box<dyn Action>> {
+    conf.actions
+        .iter()
+        .filter_map(|a| -> Option<Box<dyn Action>> {
+            match a {
+                ActionName::Enqueue => Some(Box::new(enqueue::Enqueue)),
+                ActionName::Allocate => Some(Box::new(allocate::Allocate)),
+                ActionName::Backfill => Some(Box::new(backfill::Backfill)),
+                ActionName::Preempt | ActionName::Reclaim | ActionName::Shuffle => None,
+            }
+        })
+        .collect()
+}
+
+/// The jobs an action may consider, grouped by queue, each queue's jobs in job
+/// order: not completed, within the session's scope, passing `keep`. Jobs that
+/// cannot be scheduled at all are noted on the way (once per session).
+pub(crate) fn jobs_by_queue(
+    session: &mut super::framework::Session,
+    keep: impl Fn(&super::framework::JobInfo) -> bool,
+) -> std::collections::BTreeMap<String, Vec<super::framework::GangKey>> {
+    use super::framework::GangPhase;
+    let mut by_queue: std::collections::BTreeMap<String, Vec<super::framework::GangKey>> =
+        Default::default();
+    let keys: Vec<super::framework::GangKey> = session.state.jobs.keys().cloned().collect();
+    for key in keys {
+        let Some(job) = session.state.job(&key) else {
+            continue;
+        };
+        if job.is_completed() || session.state.only.as_ref().is_some_and(|o| o != &key) {
+            continue;
+        }
+        if let Err(invalid) = session.job_valid(job) {
+            let phase = if job.is_ready() && !job.group_missing {
+                GangPhase::Running
+            } else {
+                GangPhase::Pending
+            };
+            session.note_job(&key, Some(phase), invalid.reason, invalid.message);
+            continue;
+        }
+        if keep(job) {
+            by_queue.entry(job.queue.clone()).or_default().push(key);
+        }
+    }
+    for jobs in by_queue.values_mut() {
+        jobs.sort_by(|a, b| session.job_order(a, b));
+    }
+    by_queue
+}
+
+/// The first queue in queue order that still has jobs (and, for allocation, is not
+/// overused), with its next job taken off.
+pub(crate) fn next_job(
+    session: &super::framework::Session,
+    waiting: &mut std::collections::BTreeMap<String, Vec<super::framework::GangKey>>,
+    skip_overused: bool,
+) -> Option<super::framework::GangKey> {
+    let queue = session.ordered_queues().into_iter().find(|q| {
+        waiting.get(q).is_some_and(|j| !j.is_empty()) && !(skip_overused && session.overused(q))
+    })?;
+    let jobs = waiting.get_mut(&queue)?;
+    (!jobs.is_empty()).then(|| jobs.remove(0))
+}

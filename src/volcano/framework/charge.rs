@@ -1,0 +1,83 @@
+//! What a task costs its queue: its CPU and memory requests plus its vGPUs, counted
+//! under the vGPU resource names, and the physical cards it holds (capacity-card).
+
+use crate::device::model::PodDevices;
+use crate::fit::PodContext;
+use crate::ledger::NodeEntry;
+use crate::resources::{Resources, VgpuDims};
+use crate::usage::collapse_pod_usage;
+use crate::volcano::card_quota::card_type;
+use std::collections::BTreeMap;
+
+/// A task's charge and the cards it holds.
+pub type Charge = (Resources, BTreeMap<String, i64>);
+
+/// What a placement takes, as vGPU dimensions, and the cards it holds (card types
+/// from the node's registration).
+pub fn placement_charge(
+    dims: &VgpuDims,
+    node: Option<&NodeEntry>,
+    devices: &PodDevices,
+    init_count: usize,
+) -> Charge {
+    let usage = collapse_pod_usage(devices, init_count);
+    let mut cards: BTreeMap<String, i64> = BTreeMap::new();
+    let (mut count, mut mem, mut cores) = (0i64, 0i64, 0i64);
+    for (uuid, u) in &usage {
+        count += i64::from(u.used);
+        mem += u.usedmem as i64;
+        cores += i64::from(u.usedcores);
+        if let Some(d) = node.and_then(|e| e.devices.iter().find(|d| &d.id == uuid)) {
+            *cards.entry(card_type(&d.model)).or_default() += 1;
+        }
+    }
+    let mut r = Resources::default();
+    r.set(&dims.count, count * 1000);
+    r.set(&dims.memory, mem * 1000);
+    r.set(&dims.cores, cores * 1000);
+    (r, cards)
+}
+
+/// What a vGPU request will take, estimated before it is placed (a percentage of
+/// card memory counts no MiB yet).
+pub fn request_charge(dims: &VgpuDims, ctx: &PodContext) -> Resources {
+    let (mut count, mut mem, mut cores) = (0i64, 0i64, 0i64);
+    for c in ctx.request.app().iter().flatten() {
+        let n = i64::from(c.nums);
+        count += n;
+        mem += c.memreq as i64 * n;
+        cores += i64::from(c.cores()) * n;
+    }
+    let mut r = Resources::default();
+    r.set(&dims.count, count * 1000);
+    if mem > 0 {
+        r.set(&dims.memory, mem * 1000);
+    }
+    if cores > 0 {
+        r.set(&dims.cores, cores * 1000);
+    }
+    r
+}
+
+/// Everything the usable nodes offer as vGPUs.
+pub fn vgpu_total<'a>(
+    dims: &VgpuDims,
+    nodes: impl IntoIterator<Item = &'a NodeEntry>,
+) -> Resources {
+    let (mut count, mut mem, mut cores) = (0i64, 0i64, 0i64);
+    for entry in nodes {
+        if entry.unusable_reason.is_some() {
+            continue;
+        }
+        for d in &entry.devices {
+            count += i64::from(d.count);
+            mem += d.devmem as i64;
+            cores += i64::from(d.devcore);
+        }
+    }
+    let mut vgpu = Resources::default();
+    vgpu.set(&dims.count, count * 1000);
+    vgpu.set(&dims.memory, mem * 1000);
+    vgpu.set(&dims.cores, cores * 1000);
+    vgpu
+}

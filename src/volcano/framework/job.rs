@@ -1,0 +1,293 @@
+//! Jobs and tasks as a session sees them (Volcano's `JobInfo` / `TaskInfo`): a
+//! PodGroup (or a plain queue pod, a gang of one) and its member pods, each with
+//! what it asks for, what it holds, and where it stands.
+
+use crate::device::model::PodDevices;
+use crate::fit::PodContext;
+use crate::volcano::resources::Resources;
+use chrono::{DateTime, Utc};
+use k8s_openapi::api::core::v1::Pod;
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Arc;
+
+/// A gang: a PodGroup, or a plain pod that names a queue (a gang of one).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct GangKey {
+    /// Namespace of the PodGroup (or pod).
+    pub namespace: String,
+    /// PodGroup name (or pod name for a gang of one).
+    pub name: String,
+    /// True for a plain pod without a PodGroup.
+    pub single: bool,
+}
+
+impl fmt::Display for GangKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.single {
+            write!(f, "pod {}/{}", self.namespace, self.name)
+        } else {
+            write!(f, "{}/{}", self.namespace, self.name)
+        }
+    }
+}
+
+/// Where a task stands (Volcano's task statuses, those an extender can observe).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum TaskStatus {
+    /// Waiting for a place.
+    Pending,
+    /// Holds GPUs: placed by this session, or reserved in the ledger by an earlier
+    /// plan or a `/filter`, not yet on a node.
+    Allocated,
+    /// Placed on resources that are still being freed (by evictions); it starts once
+    /// they are gone.
+    Pipelined,
+    /// On a node (`spec.nodeName` set), not finished.
+    Running,
+    /// Being evicted: still on its node until its kubelet confirms.
+    Releasing,
+    /// Finished successfully.
+    Succeeded,
+    /// Failed.
+    Failed,
+}
+
+impl TaskStatus {
+    /// Whether the task counts toward its gang's minimum now (Volcano's ready
+    /// statuses: allocated, binding, bound, running; and succeeded).
+    pub fn is_ready(self) -> bool {
+        matches!(
+            self,
+            TaskStatus::Allocated | TaskStatus::Running | TaskStatus::Succeeded
+        )
+    }
+
+    /// Whether the task holds (or is about to hold) resources its queue is charged
+    /// for.
+    pub fn holds_resources(self) -> bool {
+        matches!(
+            self,
+            TaskStatus::Allocated
+                | TaskStatus::Pipelined
+                | TaskStatus::Running
+                | TaskStatus::Releasing
+        )
+    }
+}
+
+/// Where a task's GPUs are.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TaskPlacement {
+    /// Node name.
+    pub node: String,
+    /// GPUs per container (init containers first).
+    pub devices: PodDevices,
+    /// How many entries of `devices` are init containers.
+    pub init_count: usize,
+}
+
+/// What a task asks of the GPUs.
+#[derive(Debug, Clone)]
+pub enum GpuAsk {
+    /// No vGPU: kube-scheduler alone places it.
+    None,
+    /// A parsed vGPU request.
+    Vgpu(Box<PodContext>),
+    /// The request cannot be read; the task can never be placed.
+    Invalid(String),
+}
+
+impl PartialEq for GpuAsk {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (GpuAsk::None, GpuAsk::None) => true,
+            (GpuAsk::Vgpu(a), GpuAsk::Vgpu(b)) => a.uid == b.uid && a.request == b.request,
+            (GpuAsk::Invalid(a), GpuAsk::Invalid(b)) => a == b,
+            _ => false,
+        }
+    }
+}
+
+/// One member pod of a job.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TaskInfo {
+    /// Pod UID.
+    pub uid: String,
+    /// Namespace.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+    /// Its job.
+    pub job: GangKey,
+    /// Role inside the job (`volcano.sh/task-spec`).
+    pub role: Option<String>,
+    /// Priority (higher first).
+    pub priority: i32,
+    /// Creation time.
+    pub created: Option<DateTime<Utc>>,
+    /// Where it stands.
+    pub status: TaskStatus,
+    /// Carries our scheduling gate (the planner lifts it).
+    pub gated: bool,
+    /// Carries gates of others: it cannot start with its gang.
+    pub foreign_gates: bool,
+    /// Its CPU and memory requests (milli-units).
+    pub requests: Resources,
+    /// What its queue is charged for it: CPU and memory requests plus its vGPUs
+    /// (what its GPUs take once placed, its request before).
+    pub resreq: Resources,
+    /// Physical GPUs it holds, per card type (capacity-card).
+    pub cards: BTreeMap<String, i64>,
+    /// What it asks of the GPUs.
+    pub gpu: GpuAsk,
+    /// Its GPUs, once placed.
+    pub placement: Option<TaskPlacement>,
+    /// The pod (metadata trimmed), for plugins that read it.
+    pub pod: Arc<Pod>,
+}
+
+impl TaskInfo {
+    /// Whether the task waits for a place and this session may give it one.
+    pub fn is_pending(&self) -> bool {
+        self.status == TaskStatus::Pending && !self.foreign_gates
+    }
+
+    /// Whether the task asks for nothing at all (Volcano's best-effort tasks, which
+    /// backfill places).
+    pub fn is_best_effort(&self) -> bool {
+        matches!(self.gpu, GpuAsk::None) && self.resreq.is_empty()
+    }
+}
+
+/// Counts of a job's tasks by standing.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct TaskCounts {
+    /// Placed, holding GPUs, or finished successfully.
+    pub ready: usize,
+    /// Not failed and not held back by someone else's gate.
+    pub valid: usize,
+    /// On nodes.
+    pub running: usize,
+    /// Finished successfully.
+    pub succeeded: usize,
+    /// Failed.
+    pub failed: usize,
+    /// Pipelined onto resources being freed.
+    pub pipelined: usize,
+    /// `ready` per role.
+    pub ready_roles: BTreeMap<String, usize>,
+    /// `valid` per role.
+    pub valid_roles: BTreeMap<String, usize>,
+    /// `pipelined` per role.
+    pub pipelined_roles: BTreeMap<String, usize>,
+}
+
+/// A job (PodGroup, or a gang of one).
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobInfo {
+    /// The gang.
+    pub key: GangKey,
+    /// Its queue.
+    pub queue: String,
+    /// minMember (1 for a gang of one).
+    pub min_member: usize,
+    /// minTaskMember per role.
+    pub min_roles: BTreeMap<String, usize>,
+    /// minResources, if stated.
+    pub min_resources: Option<Resources>,
+    /// Cards its first minMember members state with `volcano.sh/card.request`, as
+    /// `card/<name>` dimensions.
+    pub card_request: Resources,
+    /// Priority (higher first).
+    pub priority: i32,
+    /// Creation time (the PodGroup's, else its oldest member's).
+    pub created: Option<DateTime<Utc>>,
+    /// Its PodGroup does not exist (yet).
+    pub group_missing: bool,
+    /// Admitted by enqueue (in this session or an earlier one).
+    pub inqueue: bool,
+    /// Tasks in a stable order (priority, age, name).
+    pub tasks: Vec<TaskInfo>,
+    /// What the tasks holding resources are charged, summed.
+    pub allocated: Resources,
+}
+
+impl JobInfo {
+    /// Counts of the tasks by standing.
+    pub fn counts(&self) -> TaskCounts {
+        let mut c = TaskCounts::default();
+        for t in &self.tasks {
+            let role = t.role.clone().unwrap_or_default();
+            match t.status {
+                TaskStatus::Failed => {
+                    c.failed += 1;
+                    continue;
+                }
+                TaskStatus::Succeeded => c.succeeded += 1,
+                TaskStatus::Running | TaskStatus::Releasing => c.running += 1,
+                _ => {}
+            }
+            if t.foreign_gates && t.status == TaskStatus::Pending {
+                continue;
+            }
+            c.valid += 1;
+            *c.valid_roles.entry(role.clone()).or_default() += 1;
+            if t.status == TaskStatus::Pipelined {
+                c.pipelined += 1;
+                *c.pipelined_roles.entry(role.clone()).or_default() += 1;
+            }
+            if t.status.is_ready() || t.status == TaskStatus::Releasing {
+                c.ready += 1;
+                *c.ready_roles.entry(role).or_default() += 1;
+            }
+        }
+        c
+    }
+
+    /// Whether the job reached its minimum: minMember ready, and every role's
+    /// minimum (skipped, as Volcano skips it, when minMember is below the sum of the
+    /// role minimums).
+    pub fn reaches_minimum(&self, ready: usize, ready_roles: &BTreeMap<String, usize>) -> bool {
+        let role_sum: usize = self.min_roles.values().sum();
+        ready >= self.min_member
+            && (self.min_member < role_sum
+                || self
+                    .min_roles
+                    .iter()
+                    .all(|(role, min)| ready_roles.get(role).copied().unwrap_or(0) >= *min))
+    }
+
+    /// Whether the job holds its minimum now.
+    pub fn is_ready(&self) -> bool {
+        let c = self.counts();
+        self.reaches_minimum(c.ready, &c.ready_roles)
+    }
+
+    /// Whether every task finished successfully.
+    pub fn is_completed(&self) -> bool {
+        !self.tasks.is_empty() && self.tasks.iter().all(|t| t.status == TaskStatus::Succeeded)
+    }
+
+    /// What admission checks against the queue: minResources, or for a gang of one
+    /// its own request; `None` for a PodGroup without minResources (admitted at once,
+    /// the allocate simulation being the real check).
+    pub fn min_request(&self) -> Option<Resources> {
+        match (&self.min_resources, self.key.single) {
+            (Some(min), _) => Some(min.clone()),
+            (None, true) => {
+                let mut r = Resources::default();
+                for t in self.tasks.iter().take(self.min_member.max(1)) {
+                    r.add(&t.resreq);
+                }
+                Some(r)
+            }
+            (None, false) => None,
+        }
+    }
+
+    /// Position of a task by UID.
+    pub fn task_index(&self, uid: &str) -> Option<usize> {
+        self.tasks.iter().position(|t| t.uid == uid)
+    }
+}

@@ -1,0 +1,46 @@
+//! A Volcano-style scheduling framework: a session opened on a snapshot of the
+//! cluster runs the configured actions; actions ask the configured plugins through
+//! named extension points, tier by tier; every change goes through a statement that
+//! commits or discards as a whole.
+//!
+//! - [`plugin::Plugin`]: the extension points, each optional.
+//! - [`registry`]: plugins by name, built from `volcano-scheduler.conf`.
+//! - [`tiers::Tiers`]: how the plugins' answers combine.
+//! - [`session::Session`] over a [`state::SessionState`]; [`statement::Statement`].
+//! - [`action::Action`]: enqueue, allocate, backfill (in `volcano::actions`).
+//!
+//! Everything here is pure computation on the snapshot: no I/O, no locks, no
+//! clock. The caller builds the state, runs the session and writes what it decided.
+
+pub mod action;
+pub mod arguments;
+pub mod charge;
+pub mod job;
+pub mod nodes;
+pub mod outcome;
+pub mod plugin;
+pub mod queue;
+pub mod registry;
+pub mod rejection;
+pub mod report;
+pub mod session;
+pub mod state;
+pub mod statement;
+pub mod tiers;
+
+#[cfg(test)]
+mod queue_policy_tests;
+#[cfg(test)]
+pub(crate) mod testing;
+
+pub use action::Action;
+pub use job::{GangKey, JobInfo, TaskInfo, TaskStatus};
+pub use outcome::{GangPhase, GangVerdict, SessionOutcome};
+pub use plugin::{Plugin, Vote};
+pub use queue::QueueInfo;
+pub use rejection::Rejection;
+pub use report::QueueReport;
+pub use session::Session;
+pub use state::SessionState;
+pub use statement::Statement;
+pub use tiers::Tiers;

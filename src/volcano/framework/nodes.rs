@@ -1,0 +1,264 @@
+//! The nodes a session sees: a snapshot of the ledger's node entries (shared, not
+//! copied) with the session's tentative placements laid over them. Only a node the
+//! session places a pod on gets a copy of its usage, and taking the placement back
+//! removes the copy, so a discarded statement leaves the set exactly as it was.
+
+use crate::device::model::PodDevices;
+use crate::device::request::PodRequest;
+use crate::fit::{FitRequest, NodeView, Placement, QuotaHeadroom, fit_pod, node_score};
+use crate::ledger::NodeEntry;
+use crate::node_load::NodeResources;
+use crate::placement::{NodeFacts, NodeSource, RankFacts};
+use crate::resources::Resources;
+use crate::usage::{GpuUsage, collapse_pod_usage, usage_totals};
+use rustc_hash::FxHashMap;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// One node in a session.
+#[derive(Debug, Clone)]
+pub struct SessionNode {
+    /// Node name.
+    pub name: String,
+    /// Its GPUs as the ledger had them when the session opened.
+    pub gpus: Arc<NodeEntry>,
+    /// Its CPU and memory when the session opened.
+    pub resources: NodeResources,
+}
+
+/// What the session changed on one node.
+#[derive(Debug, Clone, PartialEq)]
+struct NodeChange {
+    usage: Vec<GpuUsage>,
+    score: f64,
+    requested: Resources,
+}
+
+/// One tentative placement's effect, kept to take it back exactly.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlacedUsage {
+    node: usize,
+    namespace: String,
+    usage: Vec<(Arc<str>, GpuUsage)>,
+    requests: Resources,
+}
+
+/// The session's nodes.
+#[derive(Debug, Clone, Default)]
+pub struct NodeSet {
+    nodes: Vec<SessionNode>,
+    index: FxHashMap<String, usize>,
+    changed: BTreeMap<usize, NodeChange>,
+    quotas: BTreeMap<String, QuotaHeadroom>,
+    namespace_usage: BTreeMap<String, (u64, u64)>,
+}
+
+impl PartialEq for NodeSet {
+    /// Same nodes (the very same snapshot entries), same changes.
+    fn eq(&self, other: &Self) -> bool {
+        self.nodes.len() == other.nodes.len()
+            && self
+                .nodes
+                .iter()
+                .zip(&other.nodes)
+                .all(|(a, b)| a.name == b.name && Arc::ptr_eq(&a.gpus, &b.gpus))
+            && self.changed == other.changed
+            && self.quotas == other.quotas
+            && self.namespace_usage == other.namespace_usage
+    }
+}
+
+impl NodeSet {
+    /// A set over a ledger snapshot, sorted by name, with each namespace's quota
+    /// headroom as the ledger had it.
+    pub fn new(mut nodes: Vec<SessionNode>, quotas: BTreeMap<String, QuotaHeadroom>) -> Self {
+        nodes.sort_by(|a, b| a.name.cmp(&b.name));
+        let index = nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (n.name.clone(), i))
+            .collect();
+        Self {
+            nodes,
+            index,
+            changed: BTreeMap::new(),
+            quotas,
+            namespace_usage: BTreeMap::new(),
+        }
+    }
+
+    /// The nodes, sorted by name.
+    pub fn iter(&self) -> impl Iterator<Item = &SessionNode> {
+        self.nodes.iter()
+    }
+
+    /// A node by name.
+    pub fn get(&self, name: &str) -> Option<&SessionNode> {
+        self.index.get(name).map(|&i| &self.nodes[i])
+    }
+
+    /// A node's GPU usage as the session sees it now.
+    pub fn usage(&self, name: &str) -> Option<&[GpuUsage]> {
+        self.index.get(name).map(|&i| self.usage_of(i))
+    }
+
+    fn usage_of(&self, i: usize) -> &[GpuUsage] {
+        match self.changed.get(&i) {
+            Some(c) => &c.usage,
+            None => &self.nodes[i].gpus.usage,
+        }
+    }
+
+    fn score_of(&self, i: usize) -> f64 {
+        match self.changed.get(&i) {
+            Some(c) => c.score,
+            None => self.nodes[i].gpus.score,
+        }
+    }
+
+    fn requested_of(&self, i: usize) -> &Resources {
+        match self.changed.get(&i) {
+            Some(c) => &c.requested,
+            None => &self.nodes[i].resources.requested,
+        }
+    }
+
+    /// Places a pod tentatively: its GPUs (if any) and its CPU and memory requests.
+    pub fn place(
+        &mut self,
+        namespace: &str,
+        node: &str,
+        devices: &PodDevices,
+        init_count: usize,
+        requests: &Resources,
+    ) -> Option<PlacedUsage> {
+        let &i = self.index.get(node)?;
+        let placed = PlacedUsage {
+            node: i,
+            namespace: namespace.to_string(),
+            usage: collapse_pod_usage(devices, init_count)
+                .into_iter()
+                .collect(),
+            requests: requests.clone(),
+        };
+        self.apply(&placed, true);
+        Some(placed)
+    }
+
+    /// Takes back a [`NodeSet::place`].
+    pub fn unplace(&mut self, placed: &PlacedUsage) {
+        self.apply(placed, false);
+    }
+
+    fn apply(&mut self, placed: &PlacedUsage, add: bool) {
+        let node = &self.nodes[placed.node];
+        let entry = &node.gpus;
+        let change = self
+            .changed
+            .entry(placed.node)
+            .or_insert_with(|| NodeChange {
+                usage: entry.usage.clone(),
+                score: entry.score,
+                requested: node.resources.requested.clone(),
+            });
+        for (uuid, u) in &placed.usage {
+            if let Some(d) = entry.devices.iter().position(|d| d.id == *uuid) {
+                if add {
+                    change.usage[d].add(u);
+                } else {
+                    change.usage[d].sub(u);
+                }
+            }
+        }
+        change.score = node_score(&entry.devices, &change.usage);
+        if add {
+            change.requested.add(&placed.requests);
+        } else {
+            change.requested.saturating_sub(&placed.requests);
+        }
+        change.requested.prune_zeros();
+        if change.usage == entry.usage && change.requested == node.resources.requested {
+            self.changed.remove(&placed.node);
+        }
+        let (mem, cores) = usage_totals(placed.usage.iter().map(|(_, u)| u));
+        let ns = self
+            .namespace_usage
+            .entry(placed.namespace.clone())
+            .or_default();
+        if add {
+            ns.0 = ns.0.saturating_add(mem);
+            ns.1 = ns.1.saturating_add(cores);
+        } else {
+            ns.0 = ns.0.saturating_sub(mem);
+            ns.1 = ns.1.saturating_sub(cores);
+        }
+        if *ns == (0, 0) {
+            self.namespace_usage.remove(&placed.namespace);
+        }
+    }
+
+    /// Nodes the session placed pods on, by name.
+    pub fn changed_nodes(&self) -> impl Iterator<Item = &str> {
+        self.changed.keys().map(|&i| self.nodes[i].name.as_str())
+    }
+}
+
+impl NodeSource for NodeSet {
+    fn len(&self) -> usize {
+        self.nodes.len()
+    }
+
+    fn name(&self, i: usize) -> &str {
+        &self.nodes[i].name
+    }
+
+    fn rank(&self, i: usize, _request: &PodRequest) -> Option<RankFacts> {
+        // No room screen here: computing each node's free room per member costs as
+        // much as the fits it saves (the best node usually fits).
+        Some(RankFacts {
+            score: self.score_of(i),
+            usable: self.nodes[i].gpus.usable(),
+            may_fit: true,
+        })
+    }
+
+    fn fit(&self, i: usize, request: &FitRequest<'_>) -> Result<Placement, String> {
+        let entry = &self.nodes[i].gpus;
+        if let Some(reason) = entry.unusable() {
+            return Err(reason.to_string());
+        }
+        fit_pod(
+            NodeView {
+                usage: self.usage_of(i),
+                ..entry.view()
+            },
+            request,
+        )
+    }
+
+    fn quota(&self, namespace: &str) -> QuotaHeadroom {
+        let mut q = self.quotas.get(namespace).copied().unwrap_or_default();
+        if let Some((mem, cores)) = self.namespace_usage.get(namespace) {
+            if let Some((_, used)) = q.memory.as_mut() {
+                *used = used.saturating_add(*mem);
+            }
+            if let Some((_, used)) = q.cores.as_mut() {
+                *used = used.saturating_add(*cores);
+            }
+        }
+        q
+    }
+
+    fn facts(&self, i: usize) -> Option<NodeFacts<'_>> {
+        let node = &self.nodes[i];
+        Some(NodeFacts {
+            name: &node.name,
+            gpus: NodeView {
+                usage: self.usage_of(i),
+                ..node.gpus.view()
+            },
+            allocatable: &node.resources.allocatable,
+            requested: self.requested_of(i),
+        })
+    }
+}

@@ -1,0 +1,126 @@
+//! What a session decided: the placements to commit, the evictions to make, and
+//! where every job stands and why.
+
+use super::job::{GangKey, TaskPlacement};
+use super::report::QueueReport;
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// One task a committed statement placed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlannedTask {
+    /// Pod UID.
+    pub uid: String,
+    /// Namespace.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+    /// Whether it carries our gate (to lift on commit).
+    pub gated: bool,
+    /// Node and GPUs, for tasks that ask for vGPUs.
+    pub placement: Option<TaskPlacement>,
+    /// Placed on resources still being freed: it may start only once the victims
+    /// are gone.
+    pub pipelined: bool,
+}
+
+/// A job's tasks placed by one committed statement.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobCommit {
+    /// The job.
+    pub gang: GangKey,
+    /// Its queue.
+    pub queue: String,
+    /// The tasks placed, in decision order.
+    pub members: Vec<PlannedTask>,
+}
+
+/// A task a committed statement evicts.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Eviction {
+    /// Pod UID.
+    pub uid: String,
+    /// Namespace.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+    /// Its job.
+    pub job: GangKey,
+    /// Its queue.
+    pub queue: String,
+    /// Why (names the preemptor or the plugin).
+    pub reason: String,
+}
+
+/// A job's phase, named as Volcano names PodGroup phases.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum GangPhase {
+    /// Not admitted by its queue yet.
+    Pending,
+    /// Admitted, waiting for a place for all of its minimum.
+    Inqueue,
+    /// At least its minimum is placed or running.
+    Running,
+    /// Every member finished.
+    Completed,
+}
+
+impl GangPhase {
+    /// The PodGroup `status.phase` value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GangPhase::Pending => "Pending",
+            GangPhase::Inqueue => "Inqueue",
+            GangPhase::Running => "Running",
+            GangPhase::Completed => "Completed",
+        }
+    }
+}
+
+/// Where a job stands after the session, and why it waits.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GangVerdict {
+    /// `namespace/name`.
+    pub gang: String,
+    /// True for a plain pod (no PodGroup).
+    pub single: bool,
+    /// Queue.
+    pub queue: String,
+    /// Phase.
+    pub phase: GangPhase,
+    /// minMember.
+    pub min_member: usize,
+    /// Pods that belong to it.
+    pub members: usize,
+    /// Pods placed (bound, binding, planned) or finished successfully.
+    pub ready: usize,
+    /// Pods on nodes.
+    pub running: usize,
+    /// Pods succeeded.
+    pub succeeded: usize,
+    /// Pods failed.
+    pub failed: usize,
+    /// Why it waits (Volcano's condition reason), if it does.
+    pub reason: Option<&'static str>,
+    /// The waiting message, e.g. `2/8 tasks in gang unschedulable: ...`.
+    pub message: Option<String>,
+}
+
+/// What a session decided.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct SessionOutcome {
+    /// Placements to commit, in decision order.
+    pub commits: Vec<JobCommit>,
+    /// Evictions to make, in decision order.
+    pub evictions: Vec<Eviction>,
+    /// Every job's standing.
+    pub verdicts: BTreeMap<GangKey, GangVerdict>,
+    /// Jobs the enqueue action admitted in this session.
+    pub enqueued: Vec<GangKey>,
+    /// The queues after the session.
+    pub queues: Vec<QueueReport>,
+    /// Each node a commit places a task on, with the generation its entry had in
+    /// the snapshot: the commit books as planned only where it is unchanged.
+    pub node_generations: BTreeMap<String, u64>,
+}

@@ -1,0 +1,188 @@
+//! The plugin trait: Volcano's extension points, each optional. A plugin implements
+//! the points it has an opinion on; the defaults say nothing (order: equal; votes:
+//! abstain; checks: pass; scores: 0), so a plugin is only as large as its opinions.
+//!
+//! How the session combines plugins, tier by tier, is in [`super::tiers`].
+
+use super::job::{JobInfo, TaskInfo};
+use super::queue::QueueInfo;
+use super::rejection::Rejection;
+use super::report::QueueReport;
+use super::state::SessionState;
+use crate::placement::{NodeFacts, TaskFacts};
+use std::cmp::Ordering;
+use std::fmt;
+
+/// A plugin's answer to a yes/no question it may abstain from (enqueueable,
+/// pipelined).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Vote {
+    /// No opinion.
+    Abstain,
+    /// Yes.
+    Permit,
+    /// No, and why.
+    Reject(Rejection),
+}
+
+/// Why a job cannot be scheduled at all this session (Volcano's job-valid result).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobInvalid {
+    /// Volcano's condition reason (`NotEnoughTasks`, ...).
+    pub reason: &'static str,
+    /// What users read.
+    pub message: String,
+}
+
+/// A task placed or taken back, for plugins that keep figures of their own.
+#[derive(Debug, Clone, Copy)]
+pub struct TaskEvent<'a> {
+    /// The task, with the charge it was placed with.
+    pub task: &'a TaskInfo,
+    /// Its queue.
+    pub queue: &'a str,
+}
+
+/// Volcano's extension points. Every method has a default that expresses no
+/// opinion; see [`super::tiers`] for how answers are combined.
+pub trait Plugin: fmt::Debug + Send + Sync {
+    /// The plugin's name in the configuration.
+    fn name(&self) -> &'static str;
+
+    /// Called once when a session opens, after the session's own state is built:
+    /// derive what the plugin keeps (deserved amounts, shares, trees).
+    fn open(&mut self, _state: &SessionState) {}
+
+    /// Job order: `Less` serves `a` first.
+    fn job_order(&self, _state: &SessionState, _a: &JobInfo, _b: &JobInfo) -> Ordering {
+        Ordering::Equal
+    }
+
+    /// Task order inside a job: `Less` places `a` first.
+    fn task_order(&self, _a: &TaskInfo, _b: &TaskInfo) -> Ordering {
+        Ordering::Equal
+    }
+
+    /// Queue order: `Less` serves `a` first.
+    fn queue_order(&self, _state: &SessionState, _a: &QueueInfo, _b: &QueueInfo) -> Ordering {
+        Ordering::Equal
+    }
+
+    /// Whether the job can be scheduled at all (enough pods exist...).
+    fn job_valid(&self, _state: &SessionState, _job: &JobInfo) -> Result<(), JobInvalid> {
+        Ok(())
+    }
+
+    /// Whether the job holds enough to start; `None`: no opinion.
+    fn job_ready(&self, _job: &JobInfo) -> Option<bool> {
+        None
+    }
+
+    /// Whether the job holds enough, counting tasks pipelined onto resources being
+    /// freed.
+    fn job_pipelined(&self, _job: &JobInfo) -> Vote {
+        Vote::Abstain
+    }
+
+    /// Whether the job still wants more (preemption helps only starving jobs);
+    /// `None`: no opinion.
+    fn job_starving(&self, _job: &JobInfo) -> Option<bool> {
+        None
+    }
+
+    /// Whether the job may be admitted to its queue (enqueue).
+    fn job_enqueueable(&self, _state: &SessionState, _job: &JobInfo) -> Vote {
+        Vote::Abstain
+    }
+
+    /// The job was admitted: count what it reserves.
+    fn job_enqueued(&mut self, _state: &SessionState, _job: &JobInfo) {}
+
+    /// Whether the task may be placed in its queue now.
+    fn allocatable(
+        &self,
+        _state: &SessionState,
+        _queue: &QueueInfo,
+        _task: &TaskInfo,
+    ) -> Result<(), Rejection> {
+        Ok(())
+    }
+
+    /// Whether the queue holds more than its share (allocate skips it).
+    fn overused(&self, _state: &SessionState, _queue: &QueueInfo) -> bool {
+        false
+    }
+
+    /// Whether the queue may take resources from others for the task (reclaim).
+    fn preemptive(
+        &self,
+        _state: &SessionState,
+        _queue: &QueueInfo,
+        _task: &TaskInfo,
+    ) -> Result<(), Rejection> {
+        Ok(())
+    }
+
+    /// Whether this plugin has a predicate (lets node choice skip the call).
+    fn filters_nodes(&self) -> bool {
+        false
+    }
+
+    /// Rules a node out for the task.
+    fn predicate(&self, _task: &TaskFacts<'_>, _node: &NodeFacts<'_>) -> Result<(), String> {
+        Ok(())
+    }
+
+    /// Whether this plugin scores nodes (lets node choice skip the call).
+    fn scores_nodes(&self) -> bool {
+        false
+    }
+
+    /// The node's score for the task (higher is better).
+    fn node_order(&self, _task: &TaskFacts<'_>, _node: &NodeFacts<'_>) -> f64 {
+        0.0
+    }
+
+    /// Which of `candidates` the preemptor may evict (same queue); `None`: no
+    /// opinion.
+    fn preemptable(
+        &self,
+        _state: &SessionState,
+        _preemptor: &TaskInfo,
+        _candidates: &[&TaskInfo],
+    ) -> Option<Vec<String>> {
+        None
+    }
+
+    /// Which of `candidates` the reclaimer may evict (other queues); `None`: no
+    /// opinion.
+    fn reclaimable(
+        &self,
+        _state: &SessionState,
+        _reclaimer: &TaskInfo,
+        _candidates: &[&TaskInfo],
+    ) -> Option<Vec<String>> {
+        None
+    }
+
+    /// Tasks the plugin wants evicted regardless of any preemptor (UIDs); `None`: no
+    /// opinion.
+    fn victim_tasks(&self, _state: &SessionState) -> Option<Vec<String>> {
+        None
+    }
+
+    /// A task was placed (or pipelined) in this session.
+    fn on_allocate(&mut self, _state: &SessionState, _event: &TaskEvent<'_>) {}
+
+    /// A placement was taken back (a discarded statement, an eviction).
+    fn on_deallocate(&mut self, _state: &SessionState, _event: &TaskEvent<'_>) {}
+
+    /// Adds what the plugin derives about a queue to its report.
+    fn describe_queue(&self, _state: &SessionState, _queue: &QueueInfo, _report: &mut QueueReport) {
+    }
+
+    /// Remarks for operators about how the plugin reads its configuration.
+    fn notes(&self) -> Vec<String> {
+        Vec::new()
+    }
+}

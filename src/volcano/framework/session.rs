@@ -1,0 +1,620 @@
+//! A session: the state of the cluster copied when a planning cycle opens, the
+//! plugins in force, and what the actions decided. Actions ask the plugins through
+//! the session (tier by tier) and change the state only through statements; the
+//! session turns the committed statements into an outcome when it closes.
+
+use super::charge::{Charge, placement_charge};
+use super::job::{GangKey, JobInfo, TaskInfo, TaskPlacement, TaskStatus};
+use super::nodes::PlacedUsage;
+use super::outcome::{Eviction, GangPhase, GangVerdict, JobCommit, PlannedTask, SessionOutcome};
+use super::plugin::{JobInvalid, TaskEvent};
+use super::queue::{QueueInfo, add_cards, sub_cards};
+use super::rejection::Rejection;
+use super::report::QueueReport;
+use super::state::SessionState;
+use super::tiers::Tiers;
+use crate::placement::{Choice, NodeRejections, TaskFacts, choose_node};
+use crate::resources::Resources;
+use crate::volcano::card_quota::use_by_quota_key;
+use std::cmp::Ordering;
+use std::collections::BTreeMap;
+
+/// Why a job waits, as the actions found it.
+#[derive(Debug, Clone, PartialEq)]
+struct JobNote {
+    /// The phase to report instead of the one its tasks imply (a job refused
+    /// admission stays Pending).
+    phase: Option<GangPhase>,
+    reason: &'static str,
+    message: String,
+}
+
+/// A planning session.
+#[derive(Debug)]
+pub struct Session {
+    /// The cluster as the session sees it.
+    pub state: SessionState,
+    tiers: Tiers,
+    commits: Vec<JobCommit>,
+    evictions: Vec<Eviction>,
+    enqueued: Vec<GangKey>,
+    notes: BTreeMap<GangKey, JobNote>,
+}
+
+/// What a statement needs to take an operation back.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct TaskBefore {
+    status: TaskStatus,
+    resreq: Resources,
+    cards: BTreeMap<String, i64>,
+    placement: Option<TaskPlacement>,
+}
+
+impl Session {
+    /// Opens a session: the plugins derive what they keep from the state.
+    pub fn open(state: SessionState, mut tiers: Tiers) -> Self {
+        tiers.open(&state);
+        Self {
+            state,
+            tiers,
+            commits: Vec::new(),
+            evictions: Vec::new(),
+            enqueued: Vec::new(),
+            notes: BTreeMap::new(),
+        }
+    }
+
+    /// The plugins.
+    pub fn tiers(&self) -> &Tiers {
+        &self.tiers
+    }
+
+    /// Queue names in queue order: the plugins' order, then higher priority, then
+    /// name. Unknown names sort last.
+    pub fn ordered_queues(&self) -> Vec<String> {
+        let mut names: Vec<String> = self.state.queues.keys().cloned().collect();
+        names.sort_by(|a, b| self.queue_order(a, b));
+        names
+    }
+
+    /// Queue order (see [`Self::ordered_queues`]).
+    pub fn queue_order(&self, a: &str, b: &str) -> Ordering {
+        match (self.state.queue(a), self.state.queue(b)) {
+            (Some(qa), Some(qb)) => self
+                .tiers
+                .queue_order(&self.state, qa, qb)
+                .then_with(|| qb.spec.priority.cmp(&qa.spec.priority))
+                .then_with(|| a.cmp(b)),
+            (Some(_), None) => Ordering::Less,
+            (None, Some(_)) => Ordering::Greater,
+            (None, None) => a.cmp(b),
+        }
+    }
+
+    /// Job order: the plugins' order, then age, then key.
+    pub fn job_order(&self, a: &GangKey, b: &GangKey) -> Ordering {
+        match (self.state.job(a), self.state.job(b)) {
+            (Some(ja), Some(jb)) => self
+                .tiers
+                .job_order(&self.state, ja, jb)
+                .then_with(|| ja.created.cmp(&jb.created))
+                .then_with(|| a.cmp(b)),
+            _ => a.cmp(b),
+        }
+    }
+
+    /// A job's task UIDs in task order: the plugins' order, then age, then name.
+    pub fn ordered_tasks(&self, job: &GangKey) -> Vec<String> {
+        let Some(j) = self.state.job(job) else {
+            return Vec::new();
+        };
+        let mut tasks: Vec<&TaskInfo> = j.tasks.iter().collect();
+        tasks.sort_by(|a, b| {
+            self.tiers
+                .task_order(a, b)
+                .then_with(|| a.created.cmp(&b.created))
+                .then_with(|| a.name.cmp(&b.name))
+        });
+        tasks.into_iter().map(|t| t.uid.clone()).collect()
+    }
+
+    /// Whether the job can be scheduled at all: its PodGroup exists and no plugin
+    /// finds it invalid.
+    pub fn job_valid(&self, job: &JobInfo) -> Result<(), JobInvalid> {
+        if job.group_missing {
+            return Err(JobInvalid {
+                reason: "NotEnoughTasks",
+                message: format!(
+                    "PodGroup {}/{} does not exist yet; its pods wait for it",
+                    job.key.namespace, job.key.name
+                ),
+            });
+        }
+        self.tiers.job_valid(&self.state, job)
+    }
+
+    /// Whether the plugins find the job ready.
+    pub fn job_ready(&self, job: &GangKey) -> bool {
+        self.state.job(job).is_some_and(|j| self.tiers.job_ready(j))
+    }
+
+    /// Whether the plugins find the job pipelined.
+    pub fn job_pipelined(&self, job: &GangKey) -> bool {
+        self.state
+            .job(job)
+            .is_some_and(|j| self.tiers.job_pipelined(j))
+    }
+
+    /// Whether the plugins find the job starving.
+    pub fn job_starving(&self, job: &GangKey) -> bool {
+        self.state
+            .job(job)
+            .is_some_and(|j| self.tiers.job_starving(j))
+    }
+
+    /// Whether the queue is overused.
+    pub fn overused(&self, queue: &str) -> bool {
+        self.state
+            .queue(queue)
+            .is_some_and(|q| self.tiers.overused(&self.state, q))
+    }
+
+    /// Whether the job may be admitted to its queue.
+    pub fn job_enqueueable(&self, job: &GangKey) -> Result<(), Rejection> {
+        let Some(j) = self.state.job(job) else {
+            return Ok(());
+        };
+        self.queue_open(&j.queue, "enqueue")?;
+        self.tiers.job_enqueueable(&self.state, j)
+    }
+
+    /// Admits the job: what it reserves counts against its queue from now on.
+    pub fn enqueue(&mut self, job: &GangKey) {
+        let Some(j) = self.state.jobs.get_mut(job) else {
+            return;
+        };
+        if j.inqueue {
+            return;
+        }
+        j.inqueue = true;
+        let mut reserve = j.min_request().unwrap_or_default();
+        reserve.add(&j.card_request);
+        let reserve = reserve.minus(&j.allocated);
+        let queue = j.queue.clone();
+        if let Some(q) = self.state.queues.get_mut(&queue) {
+            q.inqueue.add(&reserve);
+            q.inqueue.prune_zeros();
+        }
+        self.enqueued.push(job.clone());
+        if let Some(j) = self.state.jobs.get(job) {
+            self.tiers.job_enqueued(&self.state, j);
+        }
+    }
+
+    /// A queue that exists and is Open, or why not. `action` names the refusal when
+    /// no quota plugin runs.
+    pub fn queue_open(&self, queue: &str, action: &'static str) -> Result<(), Rejection> {
+        let q = self
+            .state
+            .queue(queue)
+            .ok_or_else(|| Rejection::unknown_queue(queue))?;
+        if q.spec.state != crate::volcano::objects::QueueState::Open {
+            let plugin = self
+                .tiers
+                .names()
+                .into_iter()
+                .find(|n| matches!(*n, "capacity" | "proportion"))
+                .unwrap_or(action);
+            return Err(Rejection {
+                plugin,
+                queue: queue.to_owned(),
+                dimension: "state".to_owned(),
+                message: format!("state is {}, not Open", q.spec.state.as_str()),
+            });
+        }
+        Ok(())
+    }
+
+    /// The best node for a task that asks for vGPUs, through the one node-choice
+    /// path `/filter` uses; `Ok(None)` for a task that asks for none.
+    pub fn choose_node(&self, job: &GangKey, uid: &str) -> Result<Option<Choice>, String> {
+        let task = self
+            .state
+            .task(job, uid)
+            .ok_or_else(|| format!("task {uid} is not in job {job}"))?;
+        match &task.gpu {
+            super::job::GpuAsk::None => Ok(None),
+            super::job::GpuAsk::Invalid(e) => Err(format!("invalid request: {e}")),
+            super::job::GpuAsk::Vgpu(ctx) => {
+                let facts = TaskFacts {
+                    namespace: &task.namespace,
+                    name: &task.name,
+                    gpu: Some(ctx),
+                    resreq: &task.resreq,
+                    pod: Some(&task.pod),
+                    dims: &self.state.dims,
+                };
+                choose_node(&self.state.nodes, ctx, &facts, &self.tiers)
+                    .map(Some)
+                    .map_err(|failed| summarise_node_reasons(&failed))
+            }
+        }
+    }
+
+    /// What the task would be charged placed by `choice` (its request without one).
+    pub fn charge_for(&self, task: &TaskInfo, choice: Option<&Choice>) -> Charge {
+        match (choice, &task.gpu) {
+            (Some(c), super::job::GpuAsk::Vgpu(ctx)) => {
+                let node = self.state.nodes.get(&c.node).map(|n| &*n.gpus);
+                let (vgpu, cards) = placement_charge(
+                    &self.state.dims,
+                    node,
+                    &c.placement.devices,
+                    ctx.request.init_count,
+                );
+                let mut r = task.requests.clone();
+                r.add(&vgpu);
+                (r, cards)
+            }
+            _ => (task.resreq.clone(), task.cards.clone()),
+        }
+    }
+
+    /// Whether the task, charged `charge`, may be placed in its queue: the queue is
+    /// Open and every plugin agrees.
+    pub fn allocatable(&self, job: &GangKey, uid: &str, charge: &Charge) -> Result<(), Rejection> {
+        let Some(j) = self.state.job(job) else {
+            return Ok(());
+        };
+        let Some(task) = j.tasks.iter().find(|t| t.uid == uid) else {
+            return Ok(());
+        };
+        self.queue_open(&j.queue, "allocate")?;
+        let queue = self
+            .state
+            .queue(&j.queue)
+            .ok_or_else(|| Rejection::unknown_queue(&j.queue))?;
+        let mut charged = task.clone();
+        charged.resreq = charge.0.clone();
+        charged.cards = charge.1.clone();
+        self.tiers.allocatable(&self.state, queue, &charged)
+    }
+
+    /// Records why a job waits (the last note wins).
+    pub fn note_job(
+        &mut self,
+        job: &GangKey,
+        phase: Option<GangPhase>,
+        reason: &'static str,
+        message: String,
+    ) {
+        self.notes.insert(
+            job.clone(),
+            JobNote {
+                phase,
+                reason,
+                message,
+            },
+        );
+    }
+
+    /// Whether a job has a note already.
+    pub fn has_note(&self, job: &GangKey) -> bool {
+        self.notes.contains_key(job)
+    }
+
+    /// Forgets why a job waited (it was placed).
+    pub fn clear_note(&mut self, job: &GangKey) {
+        self.notes.remove(job);
+    }
+
+    /// Places (or pipelines) a task and charges its queue; returns what a statement
+    /// needs to take it back.
+    pub(crate) fn apply_allocate(
+        &mut self,
+        job: &GangKey,
+        uid: &str,
+        choice: Option<&Choice>,
+        charge: Charge,
+        status: TaskStatus,
+    ) -> Option<(TaskBefore, Option<PlacedUsage>)> {
+        let j = self.state.jobs.get_mut(job)?;
+        let queue = j.queue.clone();
+        let i = j.task_index(uid)?;
+        let task = &mut j.tasks[i];
+        let before = TaskBefore {
+            status: task.status,
+            resreq: task.resreq.clone(),
+            cards: task.cards.clone(),
+            placement: task.placement.clone(),
+        };
+        let init_count = match &task.gpu {
+            super::job::GpuAsk::Vgpu(ctx) => ctx.request.init_count,
+            _ => 0,
+        };
+        task.status = status;
+        task.resreq = charge.0;
+        task.cards = charge.1;
+        task.placement = choice.map(|c| TaskPlacement {
+            node: c.node.clone(),
+            devices: c.placement.devices.clone(),
+            init_count,
+        });
+        let (resreq, cards, namespace, requests) = (
+            task.resreq.clone(),
+            task.cards.clone(),
+            task.namespace.clone(),
+            task.requests.clone(),
+        );
+        j.allocated.add(&resreq);
+        j.allocated.prune_zeros();
+        if let Some(q) = self.state.queues.get_mut(&queue) {
+            q.allocated.add(&resreq);
+            q.allocated.prune_zeros();
+            add_cards(&mut q.cards, &cards);
+        }
+        let placed = choice.and_then(|c| {
+            self.state.nodes.place(
+                &namespace,
+                &c.node,
+                &c.placement.devices,
+                init_count,
+                &requests,
+            )
+        });
+        self.fire(job, uid, &queue, true);
+        Some((before, placed))
+    }
+
+    /// Takes back an [`Self::apply_allocate`].
+    pub(crate) fn undo_allocate(
+        &mut self,
+        job: &GangKey,
+        uid: &str,
+        before: TaskBefore,
+        placed: Option<&PlacedUsage>,
+    ) {
+        let Some(queue) = self.state.job(job).map(|j| j.queue.clone()) else {
+            return;
+        };
+        self.fire(job, uid, &queue, false);
+        if let Some(p) = placed {
+            self.state.nodes.unplace(p);
+        }
+        let Some(j) = self.state.jobs.get_mut(job) else {
+            return;
+        };
+        let Some(i) = j.task_index(uid) else {
+            return;
+        };
+        let task = &mut j.tasks[i];
+        let (resreq, cards) = (task.resreq.clone(), task.cards.clone());
+        task.status = before.status;
+        task.resreq = before.resreq;
+        task.cards = before.cards;
+        task.placement = before.placement;
+        j.allocated.saturating_sub(&resreq);
+        j.allocated.prune_zeros();
+        if let Some(q) = self.state.queues.get_mut(&queue) {
+            q.allocated.saturating_sub(&resreq);
+            q.allocated.prune_zeros();
+            sub_cards(&mut q.cards, &cards);
+        }
+    }
+
+    /// Marks a running task as being evicted: its queue is no longer charged for it.
+    pub(crate) fn apply_evict(&mut self, job: &GangKey, uid: &str) -> Option<TaskBefore> {
+        let queue = self.state.job(job)?.queue.clone();
+        let before = {
+            let task = self.state.task(job, uid)?;
+            TaskBefore {
+                status: task.status,
+                resreq: task.resreq.clone(),
+                cards: task.cards.clone(),
+                placement: task.placement.clone(),
+            }
+        };
+        self.fire(job, uid, &queue, false);
+        let j = self.state.jobs.get_mut(job)?;
+        let i = j.task_index(uid)?;
+        j.tasks[i].status = TaskStatus::Releasing;
+        j.allocated.saturating_sub(&before.resreq);
+        j.allocated.prune_zeros();
+        if let Some(q) = self.state.queues.get_mut(&queue) {
+            q.allocated.saturating_sub(&before.resreq);
+            q.allocated.prune_zeros();
+            sub_cards(&mut q.cards, &before.cards);
+        }
+        Some(before)
+    }
+
+    /// Takes back an [`Self::apply_evict`].
+    pub(crate) fn undo_evict(&mut self, job: &GangKey, uid: &str, before: TaskBefore) {
+        let Some(j) = self.state.jobs.get_mut(job) else {
+            return;
+        };
+        let queue = j.queue.clone();
+        let Some(i) = j.task_index(uid) else {
+            return;
+        };
+        j.tasks[i].status = before.status;
+        j.allocated.add(&before.resreq);
+        j.allocated.prune_zeros();
+        if let Some(q) = self.state.queues.get_mut(&queue) {
+            q.allocated.add(&before.resreq);
+            q.allocated.prune_zeros();
+            add_cards(&mut q.cards, &before.cards);
+        }
+        self.fire(job, uid, &queue, true);
+    }
+
+    fn fire(&mut self, job: &GangKey, uid: &str, queue: &str, allocate: bool) {
+        let Some(task) = self.state.task(job, uid) else {
+            return;
+        };
+        let event = TaskEvent { task, queue };
+        if allocate {
+            self.tiers.on_allocate(&self.state, &event);
+        } else {
+            self.tiers.on_deallocate(&self.state, &event);
+        }
+    }
+
+    /// Records the placements of a committed statement.
+    pub(crate) fn record_commit(&mut self, job: &GangKey, uid: &str, pipelined: bool) {
+        let Some(j) = self.state.job(job) else {
+            return;
+        };
+        let Some(t) = j.tasks.iter().find(|t| t.uid == uid) else {
+            return;
+        };
+        let planned = PlannedTask {
+            uid: t.uid.clone(),
+            namespace: t.namespace.clone(),
+            name: t.name.clone(),
+            gated: t.gated,
+            placement: t.placement.clone(),
+            pipelined,
+        };
+        match self.commits.last_mut() {
+            Some(c) if &c.gang == job => c.members.push(planned),
+            _ => self.commits.push(JobCommit {
+                gang: job.clone(),
+                queue: j.queue.clone(),
+                members: vec![planned],
+            }),
+        }
+    }
+
+    /// Records an eviction of a committed statement.
+    pub(crate) fn record_eviction(&mut self, job: &GangKey, uid: &str, reason: String) {
+        let Some(j) = self.state.job(job) else {
+            return;
+        };
+        let Some(t) = j.tasks.iter().find(|t| t.uid == uid) else {
+            return;
+        };
+        self.evictions.push(Eviction {
+            uid: t.uid.clone(),
+            namespace: t.namespace.clone(),
+            name: t.name.clone(),
+            job: job.clone(),
+            queue: j.queue.clone(),
+            reason,
+        });
+    }
+
+    /// Closes the session: every job's standing and every queue's report.
+    pub fn close(self) -> SessionOutcome {
+        let verdicts = self
+            .state
+            .jobs
+            .iter()
+            .map(|(key, job)| (key.clone(), self.verdict(job)))
+            .collect();
+        let queues = self.state.queues.values().map(|q| self.report(q)).collect();
+        let node_generations = self
+            .commits
+            .iter()
+            .flat_map(|c| &c.members)
+            .filter_map(|m| m.placement.as_ref())
+            .filter_map(|p| {
+                let node = self.state.nodes.get(&p.node)?;
+                Some((p.node.clone(), node.gpus.generation))
+            })
+            .collect();
+        SessionOutcome {
+            commits: self.commits,
+            evictions: self.evictions,
+            verdicts,
+            enqueued: self.enqueued,
+            queues,
+            node_generations,
+        }
+    }
+
+    /// Every queue's report now, in name order.
+    pub fn queue_reports(&self) -> Vec<QueueReport> {
+        self.state.queues.values().map(|q| self.report(q)).collect()
+    }
+
+    fn verdict(&self, job: &JobInfo) -> GangVerdict {
+        let c = job.counts();
+        let phase = if job.is_completed() {
+            GangPhase::Completed
+        } else if let Some(phase) = self.notes.get(&job.key).and_then(|n| n.phase) {
+            phase
+        } else if job.reaches_minimum(c.ready, &c.ready_roles) {
+            GangPhase::Running
+        } else if job.inqueue {
+            GangPhase::Inqueue
+        } else {
+            GangPhase::Pending
+        };
+        let note = (phase != GangPhase::Completed)
+            .then(|| self.notes.get(&job.key))
+            .flatten();
+        GangVerdict {
+            gang: format!("{}/{}", job.key.namespace, job.key.name),
+            single: job.key.single,
+            queue: job.queue.clone(),
+            phase,
+            min_member: job.min_member,
+            members: job.tasks.len(),
+            ready: c.ready,
+            running: c.running,
+            succeeded: c.succeeded,
+            failed: c.failed,
+            reason: note.map(|n| n.reason),
+            message: note.map(|n| n.message.clone()),
+        }
+    }
+
+    fn report(&self, q: &QueueInfo) -> QueueReport {
+        let mut report = QueueReport {
+            name: q.spec.name.clone(),
+            state: q.spec.state,
+            state_reason: None,
+            weight: q.spec.weight,
+            priority: q.spec.priority,
+            parent: q.spec.parent.clone(),
+            reclaimable: q.spec.reclaimable,
+            leaf: true,
+            guarantee: q.spec.guarantee.clone(),
+            capability: q.spec.capability.clone(),
+            real_capability: None,
+            deserved: None,
+            allocated: q.allocated.clone(),
+            request: q.request.clone(),
+            inqueue: q.inqueue.clone(),
+            elastic: q.elastic.clone(),
+            share: 0.0,
+            overused: self.tiers.overused(&self.state, q),
+            card_quota: q.spec.card_quota.clone(),
+            card_used: BTreeMap::new(),
+            cards_allocated: q.cards.clone(),
+        };
+        self.tiers.describe_queue(&self.state, q, &mut report);
+        report.card_used = use_by_quota_key(&report.card_quota, &report.cards_allocated);
+        report
+    }
+}
+
+/// `did not fit any node (5 nodes CardInsufficientMemory, 1 node NodeUnfitPod)`,
+/// most frequent reason first (low cardinality: no node names).
+pub fn summarise_node_reasons(failed: &NodeRejections) -> String {
+    if failed.is_empty() {
+        return "no node has registered GPUs".into();
+    }
+    let mut by_reason: BTreeMap<&str, usize> = BTreeMap::new();
+    for reason in failed.values() {
+        *by_reason.entry(reason).or_default() += 1;
+    }
+    let mut v: Vec<(&str, usize)> = by_reason.into_iter().collect();
+    v.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(b.0)));
+    let parts: Vec<String> = v
+        .iter()
+        .map(|(r, n)| format!("{n} node{} {r}", if *n == 1 { "" } else { "s" }))
+        .collect();
+    format!("did not fit any node ({})", parts.join(", "))
+}

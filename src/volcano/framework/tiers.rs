@@ -1,0 +1,336 @@
+//! The configured plugins, tier by tier, and how their answers combine (Volcano's
+//! rules):
+//!
+//! - **Orders** (job, task, queue): the first plugin, in tier order, whose answer is
+//!   not "equal" decides; the caller breaks remaining ties.
+//! - **Votes** (enqueueable, pipelined): any rejection refuses; otherwise a tier in
+//!   which some plugin permits decides "yes" and later tiers are not asked; with no
+//!   opinion at all the answer is "yes".
+//! - **Victims** (preemptable, reclaimable, victim tasks): within a tier the
+//!   deciding plugins' victims are intersected (a plugin that allows none ends the
+//!   tier with none); the first tier in which some plugin decided gives the answer,
+//!   even when it is "none"; with no decision there are no victims. (Volcano moves
+//!   on to the next tier when a tier's answer is empty, so a lower tier could
+//!   offer a victim a higher one refused; here a refusal stands.)
+//! - **Checks** (allocatable, preemptive, job valid, job ready, predicates): every
+//!   plugin must agree; the first refusal is the answer.
+//! - **Job starving**: the first tier with a plugin that has an opinion decides,
+//!   and every such plugin in it must say yes.
+//! - **Overused**: any plugin saying so.
+//! - **Node scores**: summed.
+//!
+//! An entry's `enableXxx: false` takes that plugin out of that point only.
+
+use super::job::{JobInfo, TaskInfo};
+use super::plugin::{JobInvalid, Plugin, TaskEvent, Vote};
+use super::queue::QueueInfo;
+use super::rejection::Rejection;
+use super::report::QueueReport;
+use super::state::SessionState;
+use crate::placement::{NodeFacts, NodeJudge, TaskFacts};
+use crate::volcano::conf::{ExtensionPoint, PluginOption};
+use std::cmp::Ordering;
+
+/// One configured plugin.
+#[derive(Debug)]
+pub struct Slot {
+    /// The plugin.
+    pub plugin: Box<dyn Plugin>,
+    /// Its entry in the configuration (switches).
+    pub option: PluginOption,
+}
+
+impl Slot {
+    fn on(&self, point: ExtensionPoint) -> bool {
+        self.option.switched_on(point)
+    }
+}
+
+/// The plugins, tier by tier.
+#[derive(Debug, Default)]
+pub struct Tiers {
+    tiers: Vec<Vec<Slot>>,
+}
+
+impl Tiers {
+    /// Tiers from built plugins.
+    pub fn new(tiers: Vec<Vec<Slot>>) -> Self {
+        Self { tiers }
+    }
+
+    /// Every plugin in order.
+    pub fn slots(&self) -> impl Iterator<Item = &Slot> {
+        self.tiers.iter().flatten()
+    }
+
+    fn slots_on(&self, point: ExtensionPoint) -> impl Iterator<Item = &Slot> {
+        self.slots().filter(move |s| s.on(point))
+    }
+
+    /// Names of the plugins in force, in order.
+    pub fn names(&self) -> Vec<&'static str> {
+        self.slots().map(|s| s.plugin.name()).collect()
+    }
+
+    /// Lets every plugin derive what it keeps from a freshly opened session.
+    pub fn open(&mut self, state: &SessionState) {
+        for slot in self.tiers.iter_mut().flatten() {
+            slot.plugin.open(state);
+        }
+    }
+
+    /// First non-equal answer of the job-order plugins.
+    pub fn job_order(&self, state: &SessionState, a: &JobInfo, b: &JobInfo) -> Ordering {
+        first_unequal(
+            self.slots_on(ExtensionPoint::JobOrder)
+                .map(|s| s.plugin.job_order(state, a, b)),
+        )
+    }
+
+    /// First non-equal answer of the task-order plugins.
+    pub fn task_order(&self, a: &TaskInfo, b: &TaskInfo) -> Ordering {
+        first_unequal(
+            self.slots_on(ExtensionPoint::TaskOrder)
+                .map(|s| s.plugin.task_order(a, b)),
+        )
+    }
+
+    /// First non-equal answer of the queue-order plugins.
+    pub fn queue_order(&self, state: &SessionState, a: &QueueInfo, b: &QueueInfo) -> Ordering {
+        first_unequal(
+            self.slots_on(ExtensionPoint::QueueOrder)
+                .map(|s| s.plugin.queue_order(state, a, b)),
+        )
+    }
+
+    /// The first plugin that finds the job invalid.
+    pub fn job_valid(&self, state: &SessionState, job: &JobInfo) -> Result<(), JobInvalid> {
+        for s in self.slots() {
+            s.plugin.job_valid(state, job)?;
+        }
+        Ok(())
+    }
+
+    /// Whether every plugin with an opinion finds the job ready (yes without one).
+    pub fn job_ready(&self, job: &JobInfo) -> bool {
+        self.slots_on(ExtensionPoint::JobReady)
+            .all(|s| s.plugin.job_ready(job) != Some(false))
+    }
+
+    /// Whether the job is pipelined (vote).
+    pub fn job_pipelined(&self, job: &JobInfo) -> bool {
+        self.vote(ExtensionPoint::JobPipelined, |p| p.job_pipelined(job))
+            .is_ok()
+    }
+
+    /// Whether the job still wants more (see the module documentation).
+    pub fn job_starving(&self, job: &JobInfo) -> bool {
+        for tier in &self.tiers {
+            let mut found = false;
+            for s in tier.iter().filter(|s| s.on(ExtensionPoint::JobStarving)) {
+                match s.plugin.job_starving(job) {
+                    None => {}
+                    Some(false) => return false,
+                    Some(true) => found = true,
+                }
+            }
+            if found {
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Whether the job may be admitted (vote); the first rejection says why not.
+    pub fn job_enqueueable(&self, state: &SessionState, job: &JobInfo) -> Result<(), Rejection> {
+        self.vote(ExtensionPoint::JobEnqueued, |p| {
+            p.job_enqueueable(state, job)
+        })
+    }
+
+    /// Tells the plugins that the job was admitted.
+    pub fn job_enqueued(&mut self, state: &SessionState, job: &JobInfo) {
+        for s in self
+            .tiers
+            .iter_mut()
+            .flatten()
+            .filter(|s| s.option.switched_on(ExtensionPoint::JobEnqueued))
+        {
+            s.plugin.job_enqueued(state, job);
+        }
+    }
+
+    fn vote<'a>(
+        &'a self,
+        point: ExtensionPoint,
+        ask: impl Fn(&'a dyn Plugin) -> Vote,
+    ) -> Result<(), Rejection> {
+        for tier in &self.tiers {
+            let mut permitted = false;
+            for s in tier.iter().filter(|s| s.on(point)) {
+                match ask(s.plugin.as_ref()) {
+                    Vote::Abstain => {}
+                    Vote::Permit => permitted = true,
+                    Vote::Reject(why) => return Err(why),
+                }
+            }
+            if permitted {
+                return Ok(());
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether the task may be placed in its queue: every plugin must agree.
+    pub fn allocatable(
+        &self,
+        state: &SessionState,
+        queue: &QueueInfo,
+        task: &TaskInfo,
+    ) -> Result<(), Rejection> {
+        for s in self.slots() {
+            s.plugin.allocatable(state, queue, task)?;
+        }
+        Ok(())
+    }
+
+    /// Whether any plugin finds the queue overused.
+    pub fn overused(&self, state: &SessionState, queue: &QueueInfo) -> bool {
+        self.slots().any(|s| s.plugin.overused(state, queue))
+    }
+
+    /// Whether the queue may reclaim for the task: every plugin must agree.
+    pub fn preemptive(
+        &self,
+        state: &SessionState,
+        queue: &QueueInfo,
+        task: &TaskInfo,
+    ) -> Result<(), Rejection> {
+        for s in self.slots() {
+            s.plugin.preemptive(state, queue, task)?;
+        }
+        Ok(())
+    }
+
+    /// Victims the preemptor may evict (UIDs, in candidate order).
+    pub fn preemptable(
+        &self,
+        state: &SessionState,
+        preemptor: &TaskInfo,
+        candidates: &[&TaskInfo],
+    ) -> Vec<String> {
+        self.victims(ExtensionPoint::Preemptable, |p| {
+            p.preemptable(state, preemptor, candidates)
+        })
+    }
+
+    /// Victims the reclaimer may evict (UIDs, in candidate order).
+    pub fn reclaimable(
+        &self,
+        state: &SessionState,
+        reclaimer: &TaskInfo,
+        candidates: &[&TaskInfo],
+    ) -> Vec<String> {
+        self.victims(ExtensionPoint::Reclaimable, |p| {
+            p.reclaimable(state, reclaimer, candidates)
+        })
+    }
+
+    /// Tasks plugins want evicted on their own account.
+    pub fn victim_tasks(&self, state: &SessionState) -> Vec<String> {
+        self.victims(ExtensionPoint::Victim, |p| p.victim_tasks(state))
+    }
+
+    fn victims<'a>(
+        &'a self,
+        point: ExtensionPoint,
+        ask: impl Fn(&'a dyn Plugin) -> Option<Vec<String>>,
+    ) -> Vec<String> {
+        for tier in &self.tiers {
+            let mut decided: Option<Vec<String>> = None;
+            for s in tier.iter().filter(|s| s.on(point)) {
+                let Some(candidates) = ask(s.plugin.as_ref()) else {
+                    continue;
+                };
+                if candidates.is_empty() {
+                    decided = Some(Vec::new());
+                    break;
+                }
+                decided = Some(match decided {
+                    None => candidates,
+                    Some(victims) => victims
+                        .into_iter()
+                        .filter(|v| candidates.contains(v))
+                        .collect(),
+                });
+            }
+            if let Some(victims) = decided {
+                return victims;
+            }
+        }
+        Vec::new()
+    }
+
+    /// Tells the plugins a task was placed.
+    pub fn on_allocate(&mut self, state: &SessionState, event: &TaskEvent<'_>) {
+        for s in self.tiers.iter_mut().flatten() {
+            s.plugin.on_allocate(state, event);
+        }
+    }
+
+    /// Tells the plugins a placement was taken back.
+    pub fn on_deallocate(&mut self, state: &SessionState, event: &TaskEvent<'_>) {
+        for s in self.tiers.iter_mut().flatten() {
+            s.plugin.on_deallocate(state, event);
+        }
+    }
+
+    /// Lets every plugin add what it derives about the queue to its report.
+    pub fn describe_queue(
+        &self,
+        state: &SessionState,
+        queue: &QueueInfo,
+        report: &mut QueueReport,
+    ) {
+        for s in self.slots() {
+            s.plugin.describe_queue(state, queue, report);
+        }
+    }
+
+    /// Every plugin's remarks.
+    pub fn notes(&self) -> Vec<String> {
+        self.slots().flat_map(|s| s.plugin.notes()).collect()
+    }
+}
+
+impl NodeJudge for Tiers {
+    fn filters(&self) -> bool {
+        self.slots_on(ExtensionPoint::Predicate)
+            .any(|s| s.plugin.filters_nodes())
+    }
+
+    fn scores(&self) -> bool {
+        self.slots_on(ExtensionPoint::NodeOrder)
+            .any(|s| s.plugin.scores_nodes())
+    }
+
+    fn predicate(&self, task: &TaskFacts<'_>, node: &NodeFacts<'_>) -> Result<(), String> {
+        for s in self.slots_on(ExtensionPoint::Predicate) {
+            s.plugin.predicate(task, node)?;
+        }
+        Ok(())
+    }
+
+    fn score(&self, task: &TaskFacts<'_>, node: &NodeFacts<'_>) -> f64 {
+        self.slots_on(ExtensionPoint::NodeOrder)
+            .map(|s| s.plugin.node_order(task, node))
+            .sum()
+    }
+}
+
+fn first_unequal(answers: impl Iterator<Item = Ordering>) -> Ordering {
+    answers
+        .into_iter()
+        .find(|o| *o != Ordering::Equal)
+        .unwrap_or(Ordering::Equal)
+}

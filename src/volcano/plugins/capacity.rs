@@ -1,0 +1,166 @@
+//! capacity: explicit per-queue deserved amounts (`spec.deserved`) and, with
+//! `enableHierarchy: true`, a queue tree through `spec.parent` in which allocation
+//! and admission must fit the queue and every ancestor. A queue may grow past its
+//! deserved amount up to its real capability. See `volcano::capacity` for the
+//! arithmetic.
+
+use super::proportion::without_cards;
+use super::queue_tree::QueueTree;
+use crate::volcano::capacity::{allocatable_excess, share};
+use crate::volcano::conf::ConfError;
+use crate::volcano::framework::plugin::{Plugin, Vote};
+use crate::volcano::framework::registry::BuildContext;
+use crate::volcano::framework::{
+    JobInfo, QueueInfo, QueueReport, Rejection, SessionState, TaskInfo,
+};
+use crate::volcano::proportion::enqueue_excess;
+use std::cmp::Ordering;
+
+/// The capacity plugin.
+#[derive(Debug, Default)]
+pub struct Capacity {
+    hierarchy: bool,
+    tree: QueueTree,
+}
+
+/// Builds the plugin (its only option is `enableHierarchy`).
+pub fn build(ctx: &BuildContext<'_>) -> Result<Option<Box<dyn Plugin>>, ConfError> {
+    ctx.args.only(&[])?;
+    Ok(Some(Box::new(Capacity {
+        hierarchy: ctx.option.hierarchy(),
+        tree: QueueTree::default(),
+    })))
+}
+
+impl Capacity {
+    fn share(&self, state: &SessionState, i: usize) -> f64 {
+        let allocated = self.tree.sum(state, i, |q| &q.allocated);
+        share(&allocated, &self.tree.nodes[i].deserved)
+    }
+
+    /// A broken hierarchy closes the queue; a parent queue holds no jobs.
+    fn check_queue(&self, i: usize) -> Result<(), Rejection> {
+        let node = &self.tree.nodes[i];
+        let queue = &self.tree.names[i];
+        if let Some(e) = &node.error {
+            return Err(Rejection {
+                plugin: "capacity",
+                queue: queue.clone(),
+                dimension: "state".into(),
+                message: format!("treated as Closed: {e}"),
+            });
+        }
+        if self.hierarchy && !node.is_leaf() {
+            return Err(Rejection {
+                plugin: "capacity",
+                queue: queue.clone(),
+                dimension: "hierarchy".into(),
+                message: "has child queues; only leaf queues hold jobs".into(),
+            });
+        }
+        Ok(())
+    }
+}
+
+impl Plugin for Capacity {
+    fn name(&self) -> &'static str {
+        "capacity"
+    }
+
+    fn open(&mut self, state: &SessionState) {
+        self.tree = QueueTree::build(state, self.hierarchy);
+    }
+
+    /// Higher priority first, then the lower share of the deserved amount, then
+    /// queues with a deserved amount before best-effort ones.
+    fn queue_order(&self, state: &SessionState, a: &QueueInfo, b: &QueueInfo) -> Ordering {
+        let (Some(ia), Some(ib)) = (self.tree.position(a.name()), self.tree.position(b.name()))
+        else {
+            return Ordering::Equal;
+        };
+        let has_deserved = |i: usize| !self.tree.nodes[i].deserved.is_empty();
+        b.spec
+            .priority
+            .cmp(&a.spec.priority)
+            .then_with(|| self.share(state, ia).total_cmp(&self.share(state, ib)))
+            .then_with(|| has_deserved(ib).cmp(&has_deserved(ia)))
+    }
+
+    fn allocatable(
+        &self,
+        state: &SessionState,
+        q: &QueueInfo,
+        task: &TaskInfo,
+    ) -> Result<(), Rejection> {
+        let Some(i) = self.tree.position(q.name()) else {
+            return Ok(());
+        };
+        self.check_queue(i)?;
+        let candidate = without_cards(&task.resreq);
+        for n in self.tree.chain(i) {
+            let Some(real) = &self.tree.nodes[n].real_capability else {
+                continue;
+            };
+            let allocated = self.tree.sum(state, n, |q| &q.allocated);
+            if let Some(x) = allocatable_excess(&allocated, &candidate, real) {
+                return Err(Rejection::exceeded(
+                    "capacity",
+                    q.name(),
+                    x,
+                    "capability",
+                    self.tree.ancestor_name(i, n),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    fn job_enqueueable(&self, state: &SessionState, job: &JobInfo) -> Vote {
+        let Some(i) = self.tree.position(&job.queue) else {
+            return Vote::Abstain;
+        };
+        if let Err(r) = self.check_queue(i) {
+            return Vote::Reject(r);
+        }
+        let min = without_cards(&job.min_request().unwrap_or_default());
+        if min.is_empty() {
+            return Vote::Permit;
+        }
+        for n in self.tree.chain(i) {
+            let Some(real) = &self.tree.nodes[n].real_capability else {
+                continue;
+            };
+            let allocated = self.tree.sum(state, n, |q| &q.allocated);
+            let inqueue = self.tree.sum(state, n, |q| &q.inqueue);
+            let elastic = self.tree.sum(state, n, |q| &q.elastic);
+            if let Some(x) = enqueue_excess(&min, &allocated, &inqueue, &elastic, real) {
+                return Vote::Reject(Rejection::exceeded(
+                    "capacity",
+                    &job.queue,
+                    x,
+                    "capability",
+                    self.tree.ancestor_name(i, n),
+                ));
+            }
+        }
+        Vote::Permit
+    }
+
+    fn describe_queue(&self, state: &SessionState, q: &QueueInfo, report: &mut QueueReport) {
+        let Some(i) = self.tree.position(q.name()) else {
+            return;
+        };
+        let node = &self.tree.nodes[i];
+        report.state_reason = node.error.as_ref().map(ToString::to_string);
+        report.leaf = node.is_leaf();
+        report.capability = node.capability.clone();
+        report.real_capability = node.real_capability.clone();
+        report.deserved = Some(node.deserved.clone());
+        report.allocated = self.tree.sum(state, i, |q| &q.allocated);
+        report.request = self.tree.sum(state, i, |q| &q.request);
+        report.inqueue = self.tree.sum(state, i, |q| &q.inqueue);
+        report.elastic = self.tree.sum(state, i, |q| &q.elastic);
+        report.cards_allocated = self.tree.cards(state, i);
+        report.share = self.share(state, i);
+    }
+}

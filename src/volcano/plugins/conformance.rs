@@ -1,0 +1,64 @@
+//! conformance: the scheduler never evicts what the cluster needs to run: pods in
+//! `kube-system` and pods of the two critical priority classes.
+
+use crate::volcano::conf::ConfError;
+use crate::volcano::framework::plugin::Plugin;
+use crate::volcano::framework::registry::BuildContext;
+use crate::volcano::framework::{SessionState, TaskInfo};
+
+/// Priority classes whose pods are never evicted.
+pub const CRITICAL_CLASSES: [&str; 2] = ["system-cluster-critical", "system-node-critical"];
+
+/// The conformance plugin.
+#[derive(Debug, Default)]
+pub struct Conformance;
+
+/// Builds the plugin (it takes no arguments).
+pub fn build(ctx: &BuildContext<'_>) -> Result<Option<Box<dyn Plugin>>, ConfError> {
+    ctx.args.only(&[])?;
+    Ok(Some(Box::new(Conformance)))
+}
+
+/// Whether the scheduler may evict a pod of this namespace and priority class.
+pub fn may_evict(namespace: &str, priority_class: Option<&str>) -> bool {
+    namespace != "kube-system" && !priority_class.is_some_and(|c| CRITICAL_CLASSES.contains(&c))
+}
+
+fn evictable(candidates: &[&TaskInfo]) -> Vec<String> {
+    candidates
+        .iter()
+        .filter(|t| {
+            let class = t
+                .pod
+                .spec
+                .as_ref()
+                .and_then(|s| s.priority_class_name.as_deref());
+            may_evict(&t.namespace, class)
+        })
+        .map(|t| t.uid.clone())
+        .collect()
+}
+
+impl Plugin for Conformance {
+    fn name(&self) -> &'static str {
+        "conformance"
+    }
+
+    fn preemptable(
+        &self,
+        _: &SessionState,
+        _: &TaskInfo,
+        candidates: &[&TaskInfo],
+    ) -> Option<Vec<String>> {
+        Some(evictable(candidates))
+    }
+
+    fn reclaimable(
+        &self,
+        _: &SessionState,
+        _: &TaskInfo,
+        candidates: &[&TaskInfo],
+    ) -> Option<Vec<String>> {
+        Some(evictable(candidates))
+    }
+}

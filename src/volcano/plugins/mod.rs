@@ -1,0 +1,15 @@
+//! Volcano's plugins, one file each. Each exposes `build`, the constructor the
+//! registry (`volcano::framework::registry`) calls with the plugin's configuration
+//! entry.
+
+pub mod binpack;
+pub mod capacity;
+pub mod capacity_card;
+pub mod conformance;
+pub mod drf;
+mod drf_hierarchy;
+pub mod gang;
+pub mod overcommit;
+pub mod priority;
+pub mod proportion;
+mod queue_tree;

@@ -1,0 +1,144 @@
+//! proportion: queues share the cluster by weight (water-filling, with guarantees
+//! and capabilities); a queue may be allocated up to its deserved share and is
+//! skipped once it holds it, and admission checks its real capability. See
+//! `volcano::proportion` for the arithmetic.
+
+use crate::resources::Resources;
+use crate::volcano::card_quota::CARD_DIMENSION_PREFIX;
+use crate::volcano::conf::ConfError;
+use crate::volcano::framework::plugin::{Plugin, Vote};
+use crate::volcano::framework::registry::BuildContext;
+use crate::volcano::framework::{
+    JobInfo, QueueInfo, QueueReport, Rejection, SessionState, TaskInfo,
+};
+use crate::volcano::proportion::{
+    ProportionInput, allocatable_excess, enqueue_excess, overused, share, water_fill,
+};
+use std::cmp::Ordering;
+use std::collections::BTreeMap;
+
+/// The proportion plugin.
+#[derive(Debug, Default)]
+pub struct Proportion {
+    /// Per queue: real capability and deserved amount.
+    shares: BTreeMap<String, (Resources, Resources)>,
+}
+
+/// Builds the plugin. Listed together with capacity, it steps aside: capacity's
+/// explicit `spec.deserved` is the more specific statement of intent, and Volcano
+/// documents the two as incompatible.
+pub fn build(ctx: &BuildContext<'_>) -> Result<Option<Box<dyn Plugin>>, ConfError> {
+    ctx.args.only(&[])?;
+    if ctx.conf.enabled("capacity") {
+        return Ok(None);
+    }
+    Ok(Some(Box::new(Proportion::default())))
+}
+
+/// A charge without its `card/<name>` dimensions (card quotas are capacity-card's).
+pub(crate) fn without_cards(r: &Resources) -> Resources {
+    r.split_prefix(CARD_DIMENSION_PREFIX).1
+}
+
+impl Proportion {
+    fn deserved(&self, queue: &str) -> Option<&Resources> {
+        self.shares.get(queue).map(|(_, d)| d)
+    }
+
+    fn share(&self, q: &QueueInfo) -> f64 {
+        self.deserved(q.name())
+            .map_or(0.0, |d| share(&q.allocated, d))
+    }
+}
+
+impl Plugin for Proportion {
+    fn name(&self) -> &'static str {
+        "proportion"
+    }
+
+    fn open(&mut self, state: &SessionState) {
+        let inputs: Vec<ProportionInput> = state
+            .queues
+            .values()
+            .map(|q| ProportionInput {
+                weight: q.spec.weight,
+                guarantee: q.spec.guarantee.clone().unwrap_or_default(),
+                capability: q.spec.capability.clone(),
+                request: q.request.clone(),
+            })
+            .collect();
+        self.shares = state
+            .queues
+            .keys()
+            .cloned()
+            .zip(
+                water_fill(&state.total, &inputs)
+                    .into_iter()
+                    .map(|s| (s.real_capability, s.deserved)),
+            )
+            .collect();
+    }
+
+    /// Higher queue priority first, then the lower share of its deserved amount.
+    fn queue_order(&self, _: &SessionState, a: &QueueInfo, b: &QueueInfo) -> Ordering {
+        b.spec
+            .priority
+            .cmp(&a.spec.priority)
+            .then_with(|| self.share(a).total_cmp(&self.share(b)))
+    }
+
+    fn overused(&self, _: &SessionState, q: &QueueInfo) -> bool {
+        self.deserved(q.name())
+            .is_some_and(|d| overused(d, &q.allocated))
+    }
+
+    fn allocatable(
+        &self,
+        _: &SessionState,
+        q: &QueueInfo,
+        task: &TaskInfo,
+    ) -> Result<(), Rejection> {
+        if let Some(deserved) = self.deserved(q.name())
+            && let Some(x) =
+                allocatable_excess(&q.allocated, &without_cards(&task.resreq), deserved)
+        {
+            return Err(Rejection::exceeded(
+                "proportion",
+                q.name(),
+                x,
+                "deserved",
+                None,
+            ));
+        }
+        Ok(())
+    }
+
+    fn job_enqueueable(&self, state: &SessionState, job: &JobInfo) -> Vote {
+        let min = without_cards(&job.min_request().unwrap_or_default());
+        if min.is_empty() {
+            return Vote::Permit;
+        }
+        let (Some(q), Some((real, _))) = (state.queue(&job.queue), self.shares.get(&job.queue))
+        else {
+            return Vote::Abstain;
+        };
+        match enqueue_excess(&min, &q.allocated, &q.inqueue, &q.elastic, real) {
+            Some(x) => Vote::Reject(Rejection::exceeded(
+                "proportion",
+                q.name(),
+                x,
+                "capability",
+                None,
+            )),
+            None => Vote::Permit,
+        }
+    }
+
+    fn describe_queue(&self, _: &SessionState, q: &QueueInfo, report: &mut QueueReport) {
+        if let Some((real, deserved)) = self.shares.get(q.name()) {
+            report.real_capability = Some(real.clone());
+            report.deserved = Some(deserved.clone());
+            report.share = self.share(q);
+        }
+    }
+}
