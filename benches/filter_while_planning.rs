@@ -41,7 +41,7 @@ fn options() -> Options {
         Options {
             nodes: 5000,
             gangs: 100,
-            filters: 2000,
+            filters: 10000,
         }
     } else {
         Options {

@@ -72,12 +72,10 @@ impl NodeLoad {
         if let Some((node, requests)) = self.pods.remove(uid)
             && let Some(n) = self.nodes.get_mut(&node)
         {
-            {
-                n.requested.saturating_sub(&requests);
-                n.requested.prune_zeros();
-                if n.requested.is_empty() && n.allocatable.is_empty() {
-                    self.nodes.remove(&node);
-                }
+            n.requested.saturating_sub(&requests);
+            n.requested.prune_zeros();
+            if n.requested.is_empty() && n.allocatable.is_empty() {
+                self.nodes.remove(&node);
             }
         }
         if let Some((node, requests)) = occupancy {

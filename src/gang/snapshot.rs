@@ -1,12 +1,13 @@
 //! Builds the state a planning session works on from the gang book (members,
 //! PodGroups, Queues) and a moment's look at the ledger (GPU usage, who holds what,
-//! node CPU and memory, namespace quotas). The ledger is only read while this runs:
-//! node entries are shared, not copied, so taking the picture is quick and the
-//! session then plans without holding anything.
+//! node CPU and memory, namespace quotas). The ledger is read only while the
+//! picture is taken (node entries are shared, not copied); everything else (pod
+//! parses, charges, queue figures) is built after, and the session then plans
+//! without holding anything.
 
 use super::book::{GangBook, Member, MemberPhase};
 use super::membership::DEFAULT_QUEUE;
-use crate::fit::PodContext;
+use crate::fit::{PodContext, QuotaHeadroom};
 use crate::ledger::Ledger;
 use crate::resources::{Resources, VgpuDims};
 use crate::volcano::card_quota::{card_request, card_request_resources};
@@ -19,7 +20,7 @@ use crate::volcano::framework::{GangKey, JobInfo, SessionState, TaskInfo, TaskSt
 use crate::volcano::objects::QueueSpec;
 use chrono::{DateTime, Utc};
 use k8s_openapi::api::core::v1::Pod;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 /// Parses a pod's vGPU request (`None`: the pod asks for no vGPU).
 pub type ParsePod<'a> = &'a dyn Fn(&Pod) -> Result<Option<PodContext>, String>;
@@ -42,36 +43,75 @@ pub struct SnapshotInput<'a> {
     pub now: DateTime<Utc>,
 }
 
-/// The session state over `ledger` as it is now.
-pub fn build_state(input: &SnapshotInput<'_>, ledger: &Ledger) -> SessionState {
-    let nodes: Vec<SessionNode> = ledger
-        .snapshot_nodes()
-        .into_iter()
-        .map(|(name, gpus)| SessionNode {
-            resources: ledger.load().get(&name).cloned().unwrap_or_default(),
-            name,
-            gpus,
-        })
-        .collect();
-    let quotas = ledger
-        .quota_report()
-        .into_iter()
-        .map(|(ns, _, _)| {
-            let headroom = ledger.quota_headroom(&ns);
-            (ns, headroom)
-        })
-        .collect();
-    let mut total = Resources::default();
-    let allocatable = ledger.load().total_allocatable();
-    for dim in ["cpu", "memory"] {
-        if allocatable.contains(dim) {
-            total.set(dim, allocatable.get(dim));
+/// What a session needs of the ledger, copied (node entries shared) while the
+/// ledger is read-locked: as little as possible, so `/filter` waits for nothing.
+pub struct LedgerPicture {
+    nodes: Vec<SessionNode>,
+    quotas: BTreeMap<String, QuotaHeadroom>,
+    /// What the ledger holds for each member: node, GPUs, init containers.
+    holdings: HashMap<String, TaskPlacement>,
+    allocatable: Resources,
+}
+
+impl LedgerPicture {
+    /// Takes the picture (call with the ledger locked for reading).
+    pub fn take(ledger: &Ledger, book: &GangBook) -> Self {
+        let nodes = ledger
+            .snapshot_nodes()
+            .into_iter()
+            .map(|(name, gpus)| SessionNode {
+                resources: ledger.load().get(&name).cloned().unwrap_or_default(),
+                name,
+                gpus,
+            })
+            .collect();
+        let quotas = ledger
+            .quota_report()
+            .into_iter()
+            .map(|(ns, _, _)| {
+                let headroom = ledger.quota_headroom(&ns);
+                (ns, headroom)
+            })
+            .collect();
+        let holdings = book
+            .members
+            .keys()
+            .filter_map(|uid| {
+                let p = ledger.pod(uid)?;
+                Some((
+                    uid.clone(),
+                    TaskPlacement {
+                        node: p.node.clone(),
+                        devices: p.devices.clone(),
+                        init_count: p.init_count,
+                    },
+                ))
+            })
+            .collect();
+        Self {
+            nodes,
+            quotas,
+            holdings,
+            allocatable: ledger.load().total_allocatable(),
         }
     }
-    total.add(&vgpu_total(input.dims, nodes.iter().map(|n| &*n.gpus)));
-    let node_set = NodeSet::new(nodes, quotas);
+}
 
-    let mut jobs = assemble_jobs(input, ledger, &node_set);
+/// The session state over a picture of the ledger.
+pub fn build_state(input: &SnapshotInput<'_>, picture: LedgerPicture) -> SessionState {
+    let mut total = Resources::default();
+    for dim in ["cpu", "memory"] {
+        if picture.allocatable.contains(dim) {
+            total.set(dim, picture.allocatable.get(dim));
+        }
+    }
+    total.add(&vgpu_total(
+        input.dims,
+        picture.nodes.iter().map(|n| &*n.gpus),
+    ));
+    let node_set = NodeSet::new(picture.nodes, picture.quotas);
+
+    let mut jobs = assemble_jobs(input, &picture.holdings, &node_set);
     let enqueue_on = input.conf.has_action(Action::Enqueue);
     for job in jobs.values_mut() {
         let c = job.counts();
@@ -91,7 +131,7 @@ pub fn build_state(input: &SnapshotInput<'_>, ledger: &Ledger) -> SessionState {
 
 fn assemble_jobs(
     input: &SnapshotInput<'_>,
-    ledger: &Ledger,
+    holdings: &HashMap<String, TaskPlacement>,
     nodes: &NodeSet,
 ) -> BTreeMap<GangKey, JobInfo> {
     let book = input.book;
@@ -122,7 +162,7 @@ fn assemble_jobs(
             };
             let tasks: Vec<TaskInfo> = members
                 .iter()
-                .map(|m| task_of(input, ledger, nodes, m))
+                .map(|m| task_of(input, holdings.get(&m.uid), nodes, m))
                 .collect();
             let mut allocated = Resources::default();
             for t in &tasks {
@@ -150,8 +190,12 @@ fn assemble_jobs(
 }
 
 /// One member as a task: its status, what it asks, what it holds and is charged.
-fn task_of(input: &SnapshotInput<'_>, ledger: &Ledger, nodes: &NodeSet, m: &Member) -> TaskInfo {
-    let held = ledger.pod(&m.uid);
+fn task_of(
+    input: &SnapshotInput<'_>,
+    held: Option<&TaskPlacement>,
+    nodes: &NodeSet,
+    m: &Member,
+) -> TaskInfo {
     let status = match m.phase {
         MemberPhase::Succeeded => TaskStatus::Succeeded,
         MemberPhase::Failed => TaskStatus::Failed,
@@ -166,11 +210,7 @@ fn task_of(input: &SnapshotInput<'_>, ledger: &Ledger, nodes: &NodeSet, m: &Memb
     };
     let mut resreq = m.requests.clone();
     let mut cards = BTreeMap::new();
-    let placement = held.map(|p| TaskPlacement {
-        node: p.node.clone(),
-        devices: p.devices.clone(),
-        init_count: p.init_count,
-    });
+    let placement = held.cloned();
     match (&placement, &gpu) {
         (Some(p), _) => {
             let node = nodes.get(&p.node).map(|n| &*n.gpus);

@@ -41,8 +41,9 @@ pub fn choose_node<S: NodeSource + ?Sized>(
         quota,
     };
     let policy = ctx.policies.node;
+    let (filters, scores) = (judge.filters(), judge.scores());
     let passes = |i: usize| {
-        !judge.filters()
+        !filters
             || source
                 .facts(i)
                 .is_some_and(|node| judge.predicate(task, &node).is_ok())
@@ -54,7 +55,7 @@ pub fn choose_node<S: NodeSource + ?Sized>(
             if !rank.usable || !rank.may_fit || !passes(i) {
                 return None;
             }
-            let score = if judge.scores() {
+            let score = if scores {
                 let plugins = source.facts(i).map_or(0.0, |n| judge.score(task, &n));
                 policy.preference(rank.score) + plugins
             } else {
@@ -73,26 +74,66 @@ pub fn choose_node<S: NodeSource + ?Sized>(
     };
     // Usually the best node fits: find it in one pass, keeping nothing.
     let best = candidates().min_by(order);
-    if let Some((_, i)) = best
-        && let Ok(placement) = source.fit(i, &request)
-    {
-        return Ok(Choice {
-            node: source.name(i).to_string(),
-            placement,
-        });
+    let mut failed = NodeRejections::new();
+    if let Some((_, i)) = best {
+        match source.fit(i, &request) {
+            Ok(placement) => {
+                return Ok(Choice {
+                    node: source.name(i).to_string(),
+                    placement,
+                });
+            }
+            Err(reason) => {
+                failed.insert(source.name(i).to_string(), reason);
+            }
+        }
     }
     // Otherwise rank them all and fit down the list.
     let mut ranked: Vec<(f64, usize)> = candidates().collect();
     ranked.sort_by(order);
     for (_, i) in ranked.into_iter().skip(usize::from(best.is_some())) {
-        if let Ok(placement) = source.fit(i, &request) {
-            return Ok(Choice {
-                node: source.name(i).to_string(),
-                placement,
-            });
+        match source.fit(i, &request) {
+            Ok(placement) => {
+                return Ok(Choice {
+                    node: source.name(i).to_string(),
+                    placement,
+                });
+            }
+            Err(reason) => {
+                failed.insert(source.name(i).to_string(), reason);
+            }
         }
     }
-    Err(evaluate_all(source, ctx, task, judge).1)
+    // None fits: the reasons of the nodes never fitted (unusable, too full to
+    // rank, ruled out by a predicate), each judged once.
+    for i in 0..source.len() {
+        let name = source.name(i);
+        if failed.contains_key(name) {
+            continue;
+        }
+        let reason = match judge_one(source, &request, task, judge, i) {
+            Ok(_) => continue,
+            Err(reason) => reason,
+        };
+        failed.insert(name.to_string(), reason);
+    }
+    Err(failed)
+}
+
+/// One candidate judged: its predicates, then the fit.
+fn judge_one<S: NodeSource + ?Sized>(
+    source: &S,
+    request: &FitRequest<'_>,
+    task: &TaskFacts<'_>,
+    judge: &dyn NodeJudge,
+    i: usize,
+) -> Result<Placement, String> {
+    if judge.filters()
+        && let Some(node) = source.facts(i)
+    {
+        judge.predicate(task, &node)?;
+    }
+    source.fit(i, request)
 }
 
 /// Every candidate judged: those that pass and fit, with their placements (in
@@ -113,14 +154,7 @@ pub fn evaluate_all<S: NodeSource + ?Sized>(
     let mut failed = BTreeMap::new();
     for i in 0..source.len() {
         let name = source.name(i);
-        if judge.filters()
-            && let Some(node) = source.facts(i)
-            && let Err(reason) = judge.predicate(task, &node)
-        {
-            failed.insert(name.to_string(), reason);
-            continue;
-        }
-        match source.fit(i, &request) {
+        match judge_one(source, &request, task, judge, i) {
             Ok(p) => fits.push((name.to_string(), p)),
             Err(reason) => {
                 failed.insert(name.to_string(), reason);

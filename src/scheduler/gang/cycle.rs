@@ -14,7 +14,7 @@ use crate::fit::{FitRequest, fit_pod};
 use crate::gang::GangView;
 use crate::gang::book::{GangBook, GangKey};
 use crate::gang::plan::plan;
-use crate::gang::snapshot::{SnapshotInput, build_state};
+use crate::gang::snapshot::{LedgerPicture, SnapshotInput, build_state};
 use crate::gang::status::QueueCounts;
 use crate::ledger::{Ledger, PodEntry, PodPhase};
 use crate::resources::VgpuDims;
@@ -60,7 +60,8 @@ impl Scheduler {
             parse: &parse,
             now: chrono::Utc::now(),
         };
-        let state = build_state(&input, &self.ledger.read());
+        let picture = LedgerPicture::take(&self.ledger.read(), &book);
+        let state = build_state(&input, picture);
         let mut outcome = off_the_workers(|| plan(state, &conf.conf));
         self.reserve_commits(&mut outcome, &book);
         outcome

@@ -31,7 +31,11 @@ pub mod tiers;
 #[cfg(test)]
 mod queue_policy_tests;
 #[cfg(test)]
+mod statement_tests;
+#[cfg(test)]
 pub(crate) mod testing;
+#[cfg(test)]
+mod tiers_tests;
 
 pub use action::Action;
 pub use job::{GangKey, JobInfo, TaskInfo, TaskStatus};

@@ -59,10 +59,7 @@ pub fn build(conf: &SchedulerConf) -> Result<Tiers, ConfError> {
                 conf,
             };
             if let Some(plugin) = constructor(&context)? {
-                slots.push(Slot {
-                    plugin,
-                    option: option.clone(),
-                });
+                slots.push(Slot::new(plugin, option.clone()));
             }
         }
         tiers.push(slots);

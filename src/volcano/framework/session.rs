@@ -366,7 +366,8 @@ impl Session {
         Some((before, placed))
     }
 
-    /// Takes back an [`Self::apply_allocate`].
+    /// Takes back an [`Self::apply_allocate`]. Plugins hear of it once the task is
+    /// back as it was, with the charge that is taken back.
     pub(crate) fn undo_allocate(
         &mut self,
         job: &GangKey,
@@ -374,32 +375,34 @@ impl Session {
         before: TaskBefore,
         placed: Option<&PlacedUsage>,
     ) {
-        let Some(queue) = self.state.job(job).map(|j| j.queue.clone()) else {
-            return;
-        };
-        self.fire(job, uid, &queue, false);
         if let Some(p) = placed {
             self.state.nodes.unplace(p);
         }
         let Some(j) = self.state.jobs.get_mut(job) else {
             return;
         };
+        let queue = j.queue.clone();
         let Some(i) = j.task_index(uid) else {
             return;
         };
+        let charged = j.tasks[i].clone();
         let task = &mut j.tasks[i];
-        let (resreq, cards) = (task.resreq.clone(), task.cards.clone());
         task.status = before.status;
         task.resreq = before.resreq;
         task.cards = before.cards;
         task.placement = before.placement;
-        j.allocated.saturating_sub(&resreq);
+        j.allocated.saturating_sub(&charged.resreq);
         j.allocated.prune_zeros();
         if let Some(q) = self.state.queues.get_mut(&queue) {
-            q.allocated.saturating_sub(&resreq);
+            q.allocated.saturating_sub(&charged.resreq);
             q.allocated.prune_zeros();
-            sub_cards(&mut q.cards, &cards);
+            sub_cards(&mut q.cards, &charged.cards);
         }
+        let event = TaskEvent {
+            task: &charged,
+            queue: &queue,
+        };
+        self.tiers.on_deallocate(&self.state, &event);
     }
 
     /// Marks a running task as being evicted: its queue is no longer charged for it.

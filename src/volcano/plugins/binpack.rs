@@ -170,3 +170,174 @@ impl Plugin for Binpack {
         self.score(task, node)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::device::model::GpuDevice;
+    use crate::fit::NodeView;
+    use crate::resources::Resources;
+    use crate::usage::GpuUsage;
+    use crate::volcano::conf::SchedulerConf;
+    use std::collections::BTreeSet;
+    use std::sync::Arc;
+
+    const GI: i64 = 1 << 30;
+
+    fn plugin(args: &str) -> Binpack {
+        let conf = SchedulerConf::parse(&format!(
+            "actions: allocate\ntiers:\n- plugins:\n  - name: binpack\n    arguments:\n{args}"
+        ))
+        .unwrap();
+        let option = &conf.tiers[0].plugins[0];
+        let ctx = BuildContext {
+            args: crate::volcano::framework::arguments::Arguments::new(
+                "tiers[0].plugins[0]",
+                "binpack",
+                &option.arguments,
+            ),
+            option,
+            conf: &conf,
+        };
+        Binpack::from_args(&ctx).unwrap()
+    }
+
+    fn gpu(i: u32) -> GpuDevice {
+        GpuDevice {
+            id: Arc::from(format!("GPU-{i}")),
+            index: i,
+            count: 1,
+            devmem: 81559,
+            devcore: 100,
+            model: "NVIDIA H100 80GB HBM3".into(),
+            numa: 0,
+            health: true,
+            mode: "hami-core".into(),
+            pair_scores: Default::default(),
+        }
+    }
+
+    /// Volcano's binpack test table (pkg/scheduler/plugins/binpack): three nodes,
+    /// four pods, two sets of weights; `nvidia.com/gpu` here comes from the node's
+    /// registered GPUs, `example.com/foo` from its allocatable.
+    #[test]
+    fn volcano_worked_examples() {
+        let cpu_mem = |cpu: f64, mem: i64| {
+            Resources::from_milli([("cpu", (cpu * 1000.0) as i64), ("memory", mem * GI * 1000)])
+        };
+        let mut n3_alloc = cpu_mem(2.0, 4);
+        n3_alloc.set("example.com/foo", 16_000);
+        let nodes: Vec<(&str, Resources, Resources, usize)> = vec![
+            ("n1", cpu_mem(2.0, 4), cpu_mem(1.0, 1), 0),
+            ("n2", cpu_mem(4.0, 16), Resources::new(), 4),
+            ("n3", n3_alloc, cpu_mem(1.5, 0), 0),
+        ];
+        let mut p3 = cpu_mem(2.0, 10);
+        p3.set("nvidia.com/gpu", 2000);
+        let mut p4 = cpu_mem(3.0, 4);
+        p4.set("example.com/foo", 3000);
+        let pods = [
+            ("p1", cpu_mem(1.0, 1)),
+            ("p2", cpu_mem(1.5, 0)),
+            ("p3", p3),
+            ("p4", p4),
+        ];
+        let cases: [(&str, [[f64; 3]; 4]); 2] = [
+            (
+                "      binpack.weight: 10\n      binpack.cpu: 2\n      binpack.memory: 3\n      binpack.resources: nvidia.com/gpu, example.com/foo\n      binpack.resources.nvidia.com/gpu: 7\n      binpack.resources.example.com/foo: 8\n",
+                [
+                    [700.0, 137.5, 150.0],
+                    [0.0, 375.0, 0.0],
+                    [0.0, 531.25, 0.0],
+                    [0.0, 173.076923076, 346.153846153],
+                ],
+            ),
+            (
+                "      binpack.weight: 1\n      binpack.cpu: 1\n      binpack.memory: 1\n      binpack.resources: nvidia.com/gpu\n      binpack.resources.nvidia.com/gpu: 23\n",
+                [
+                    [75.0, 15.625, 12.5],
+                    [0.0, 37.5, 0.0],
+                    [0.0, 50.5, 0.0],
+                    [0.0, 50.0, 50.0],
+                ],
+            ),
+        ];
+        let dims = VgpuDims::default();
+        let cordoned = BTreeSet::new();
+        for (args, expected) in cases {
+            let b = plugin(args);
+            for (pi, (pod, resreq)) in pods.iter().enumerate() {
+                for (ni, (node, alloc, used, gpus)) in nodes.iter().enumerate() {
+                    let devices: Vec<GpuDevice> = (0..*gpus as u32).map(gpu).collect();
+                    let usage = vec![GpuUsage::default(); *gpus];
+                    let vendor = vec![true; *gpus];
+                    let models = vec!["nvidia h100 80gb hbm3".to_string(); *gpus];
+                    let facts = NodeFacts {
+                        name: node,
+                        gpus: NodeView {
+                            devices: &devices,
+                            usage: &usage,
+                            cordoned: &cordoned,
+                            is_vendor: &vendor,
+                            model_lower: &models,
+                        },
+                        allocatable: alloc,
+                        requested: used,
+                    };
+                    let task = TaskFacts {
+                        namespace: "c1",
+                        name: pod,
+                        gpu: None,
+                        resreq,
+                        pod: None,
+                        dims: &dims,
+                    };
+                    let score = b.score(&task, &facts);
+                    assert!(
+                        (score - expected[pi][ni]).abs() < 1e-6,
+                        "{pod} on {node}: {score} != {}",
+                        expected[pi][ni]
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn arguments_follow_volcano_and_misspellings_are_refused() {
+        let b = plugin(
+            "      binpack.weight: 10\n      binpack.cpu: 5\n      binpack.memory: 2\n      binpack.resources: nvidia.com/gpu, example.com/foo\n      binpack.resources.nvidia.com/gpu: 7\n      binpack.resources.example.com/foo: -3\n",
+        );
+        assert_eq!((b.weight, b.cpu, b.memory), (10, 5, 2));
+        assert_eq!(
+            b.resources,
+            BTreeMap::from([
+                ("example.com/foo".to_string(), 1),
+                ("nvidia.com/gpu".to_string(), 7)
+            ])
+        );
+        for (bad, needle) in [
+            (
+                "      binpack.wieght: 3\n",
+                "binpack.wieght: unknown argument",
+            ),
+            (
+                "      binpack.resources.nvidia.com/gpu: 3\n",
+                "nvidia.com/gpu is not listed in binpack.resources",
+            ),
+            (
+                "      binpack.weight: heavy\n",
+                "binpack.weight: expected a number",
+            ),
+        ] {
+            let e = crate::volcano::load_conf(&format!(
+                "actions: allocate\ntiers:\n- plugins:\n  - name: binpack\n    arguments:\n{bad}"
+            ))
+            .unwrap_err()
+            .to_string();
+            assert!(e.contains(needle) && e.contains("(binpack)"), "{e}");
+        }
+        // Weight 0 scores nothing, so node choice keeps its fast path.
+        assert!(!plugin("      binpack.weight: 0\n").scores_nodes());
+    }
+}

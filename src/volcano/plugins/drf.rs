@@ -148,3 +148,186 @@ impl Plugin for Drf {
         self.change(state, event, false);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::volcano::conf::SchedulerConf;
+    use crate::volcano::framework::queue::QueueInfo;
+    use crate::volcano::framework::testing::{job, state, task};
+    use crate::volcano::framework::{Session, Statement};
+    use crate::volcano::objects::QueueSpec;
+
+    const G: i64 = 1_000_000_000;
+
+    fn cpu_mem(cpu: i64, mem: i64) -> Resources {
+        let mut r = Resources::from_units([("cpu", cpu), ("memory", mem * G)]);
+        r.prune_zeros();
+        r
+    }
+
+    fn session(
+        conf: &str,
+        queues: Vec<QueueInfo>,
+        jobs: Vec<JobInfo>,
+        total: Resources,
+    ) -> Session {
+        let conf = SchedulerConf::parse(conf).unwrap();
+        let tiers = crate::volcano::framework::registry::build(&conf).unwrap();
+        Session::open(state(total, queues, jobs), tiers)
+    }
+
+    fn tasks(
+        job_name: &str,
+        n: usize,
+        each: Resources,
+    ) -> Vec<crate::volcano::framework::TaskInfo> {
+        let key = GangKey {
+            namespace: "ns".into(),
+            name: job_name.into(),
+            single: false,
+        };
+        (0..n)
+            .map(|i| task(&key, &format!("{job_name}-p{i}"), each.clone()))
+            .collect()
+    }
+
+    fn key(name: &str) -> GangKey {
+        GangKey {
+            namespace: "ns".into(),
+            name: name.into(),
+            single: false,
+        }
+    }
+
+    #[test]
+    fn jobs_with_the_smaller_dominant_share_go_first_and_shares_follow_placements() {
+        const DRF: &str = "actions: allocate\ntiers:\n- plugins:\n  - name: drf\n";
+        // 10 CPUs, 10 G: a holds 2 CPUs and 1 G (share 0.2), b 1 CPU and 4 G (0.4).
+        let mut a = tasks("a", 2, cpu_mem(2, 1));
+        a[0].status = TaskStatus::Running;
+        let mut b = tasks("b", 2, cpu_mem(1, 4));
+        b[0].status = TaskStatus::Running;
+        let queues = vec![QueueInfo::idle(QueueSpec::new("q"))];
+        let jobs = vec![job("a", "q", 1, a), job("b", "q", 1, b)];
+        let mut s = session(DRF, queues, jobs, cpu_mem(10, 10));
+        assert_eq!(s.job_order(&key("a"), &key("b")), Ordering::Less);
+        // a takes 3 more CPUs (share 0.5): b goes first now; undone, a again.
+        let mut st = Statement::new();
+        st.allocate(
+            &mut s,
+            &key("a"),
+            "uid-a-p1",
+            None,
+            (cpu_mem(3, 0), Default::default()),
+        );
+        assert_eq!(s.job_order(&key("a"), &key("b")), Ordering::Greater);
+        st.discard(&mut s);
+        assert_eq!(s.job_order(&key("a"), &key("b")), Ordering::Less);
+    }
+
+    /// Places one task at a time, in queue order, on one node of `free` until no
+    /// queue's next task fits (Volcano's allocate loop over jobs that are ready at
+    /// once); returns what each job holds.
+    fn fill_one_node(
+        queues: &[(&str, &str, &str)],
+        jobs: &[(&str, &str, Resources)],
+        free: Resources,
+    ) -> BTreeMap<String, Resources> {
+        let queue_infos = queues
+            .iter()
+            .map(|(name, hierarchy, weights)| {
+                QueueInfo::idle(QueueSpec {
+                    hierarchy: Some((*hierarchy).into()),
+                    hierarchy_weights: Some((*weights).into()),
+                    ..QueueSpec::new(*name)
+                })
+            })
+            .collect();
+        let job_infos = jobs
+            .iter()
+            .map(|(name, queue, each)| job(name, queue, 0, tasks(name, 30, each.clone())))
+            .collect();
+        let mut s = session(
+            "actions: allocate\ntiers:\n- plugins:\n  - name: drf\n    enableHierarchy: true\n",
+            queue_infos,
+            job_infos,
+            free.clone(),
+        );
+        let mut free = free;
+        let mut active: Vec<String> = s.ordered_queues();
+        while let Some(q) = s.ordered_queues().into_iter().find(|q| active.contains(q)) {
+            let Some((name, _, _)) = jobs.iter().find(|(_, queue, _)| *queue == q) else {
+                active.retain(|a| a != &q);
+                continue;
+            };
+            let k = key(name);
+            let next = s
+                .state
+                .job(&k)
+                .and_then(|j| j.tasks.iter().find(|t| t.status == TaskStatus::Pending))
+                .map(|t| (t.uid.clone(), t.resreq.clone()));
+            let Some((uid, req)) = next.filter(|(_, r)| r.fits_within_amount(&free)) else {
+                active.retain(|a| a != &q);
+                continue;
+            };
+            let mut st = Statement::new();
+            st.allocate(&mut s, &k, &uid, None, (req.clone(), Default::default()));
+            st.commit(&mut s);
+            free.saturating_sub(&req);
+        }
+        s.state
+            .jobs
+            .iter()
+            .map(|(k, j)| (k.name.clone(), j.allocated.clone()))
+            .collect()
+    }
+
+    /// Volcano's hierarchical DRF test table (pkg/scheduler/plugins/drf,
+    /// hdrf_test.go), run through the plugin's queue order.
+    #[test]
+    fn hierarchical_drf_worked_examples() {
+        // Rescaling: sci (100/50) runs 1-CPU-1-G tasks, eng/dev and eng/prod
+        // (100/50/50) CPU-only and memory-only ones, on 10 CPUs and 10 G.
+        let held = fill_one_node(
+            &[
+                ("root-sci", "root/sci", "100/50"),
+                ("root-eng-dev", "root/eng/dev", "100/50/50"),
+                ("root-eng-prod", "root/eng/prod", "100/50/50"),
+            ],
+            &[
+                ("pg1", "root-sci", cpu_mem(1, 1)),
+                ("pg21", "root-eng-dev", cpu_mem(1, 0)),
+                ("pg22", "root-eng-prod", cpu_mem(0, 1)),
+            ],
+            cpu_mem(10, 10),
+        );
+        assert_eq!(held["pg1"], cpu_mem(5, 5));
+        assert_eq!(held["pg21"], cpu_mem(5, 0));
+        assert_eq!(held["pg22"], cpu_mem(0, 5));
+        // Blocking nodes: once CPU runs out, the CPU-only subtrees are saturated and
+        // memory goes to the memory jobs.
+        let held = fill_one_node(
+            &[
+                ("root-pg1", "root/pg1", "100/25"),
+                ("root-pg2", "root/pg2", "100/25"),
+                ("root-pg3-pg31", "root/pg3/pg31", "100/25/50"),
+                ("root-pg3-pg32", "root/pg3/pg32", "100/25/50"),
+                ("root-pg4", "root/pg4", "100/25"),
+            ],
+            &[
+                ("pg1", "root-pg1", cpu_mem(1, 0)),
+                ("pg2", "root-pg2", cpu_mem(1, 0)),
+                ("pg31", "root-pg3-pg31", cpu_mem(1, 0)),
+                ("pg32", "root-pg3-pg32", cpu_mem(0, 1)),
+                ("pg4", "root-pg4", cpu_mem(0, 1)),
+            ],
+            cpu_mem(30, 30),
+        );
+        assert_eq!(held["pg1"], cpu_mem(10, 0));
+        assert_eq!(held["pg2"], cpu_mem(10, 0));
+        assert_eq!(held["pg31"], cpu_mem(10, 0));
+        assert_eq!(held["pg32"], cpu_mem(0, 15));
+        assert_eq!(held["pg4"], cpu_mem(0, 15));
+    }
+}
