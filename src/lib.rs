@@ -14,6 +14,7 @@ pub mod fit;
 pub mod freshness;
 pub mod gang;
 pub mod ledger;
+pub mod log_fields;
 pub mod log_writer;
 pub mod metrics;
 pub mod node_lock;

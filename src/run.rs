@@ -51,7 +51,10 @@ pub fn init_logging_at(format: LogFormat, default_filter: &str) -> LogGuard {
         .with_writer(writer);
     let _ = match format {
         LogFormat::Json => builder.json().try_init(),
-        LogFormat::Text => builder.try_init(),
+        // Values in text lines are escaped: they carry what clients sent.
+        LogFormat::Text => builder
+            .fmt_fields(crate::log_fields::EscapedFields)
+            .try_init(),
     };
     guard
 }

@@ -1195,3 +1195,41 @@ async fn unknown_policy_values_fall_back_like_hami_and_bad_weights_are_errors() 
     let state = server.state().await;
     assert!(state.pod(&uid_for("pod/default/bad-weights")).is_none());
 }
+
+// ---------------------------------------------------------------------------
+// Logs
+// ---------------------------------------------------------------------------
+
+/// A pod name is the client's text: one with a newline must not start a log line
+/// that reads like one of the server's own.
+#[tokio::test]
+async fn a_pod_name_with_a_newline_cannot_forge_a_log_line() {
+    let server = Server::start(vec![one_gpu_node("plain", &[])], &[]).await;
+    let forged = "ERROR vgpu_scheduler: node lock lost on every node";
+    let mut p = pod("default", "trainer").gpus(1, 1000, 10).build();
+    p["metadata"]["name"] = json!(format!("trainer\n{forged}"));
+    assert_eq!(chosen_node(&server.filter(&p, &["plain"]).await), "plain");
+    let log = wait_for_log(&server, "reserved GPUs").await;
+    assert!(
+        log.lines().all(|line| !line.starts_with(forged)),
+        "a line of its own:\n{log}"
+    );
+    assert!(log.contains(r"trainer\nERROR"), "escaped in place:\n{log}");
+}
+
+/// The server's log once a line containing `text` was written (lines are written
+/// out within 200 ms).
+async fn wait_for_log(server: &Server, text: &str) -> String {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let log = server.log();
+        if log.contains(text) {
+            return log;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no {text:?} in the log:\n{log}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
