@@ -4,7 +4,7 @@
 
 use crate::cluster::memory::MemoryCluster;
 use crate::extender::wire::{
-    ExtenderArgs, ExtenderBindingArgs, ExtenderBindingResult, ExtenderFilterResult,
+    ExtenderArgs, ExtenderBindingArgs, ExtenderBindingResult, ExtenderError, ExtenderFilterResult,
 };
 use crate::scheduler::Scheduler;
 use crate::server::client_certificate_layer;
@@ -135,17 +135,16 @@ async fn filter(State(state): State<Arc<AppState>>, body: Bytes) -> Response {
 async fn prioritize(State(state): State<Arc<AppState>>, body: Bytes) -> Response {
     let started = Instant::now();
     let response = match serde_json::from_slice::<ExtenderArgs>(&body) {
-        Err(e) => (
-            StatusCode::BAD_REQUEST,
-            format!("decode extender args: {e}"),
-        )
-            .into_response(),
+        Err(e) => json_response(&ExtenderError::new(format!("decode extender args: {e}"))),
+        Ok(_) if !state.ready.load(Ordering::Acquire) => {
+            json_response(&ExtenderError::new(NOT_READY))
+        }
         Ok(args) => {
             let span = tracing::info_span!("prioritize", pod = %pod_key(&args));
             let _guard = span.enter();
             match state.scheduler.prioritize(args) {
                 Ok(list) => json_response(&list),
-                Err(e) => (StatusCode::BAD_REQUEST, e).into_response(),
+                Err(e) => json_response(&ExtenderError::new(e)),
             }
         }
     };

@@ -570,6 +570,65 @@ async fn malformed_and_incomplete_requests_answer_200_with_an_error() {
     assert!(state.pods().is_empty(), "nothing tracked: {}", state.0);
 }
 
+/// Every extender verb answers its errors the same way: HTTP 200, JSON, a
+/// non-empty `Error`.
+#[tokio::test]
+async fn every_extender_verb_answers_errors_as_json_with_an_error_field() {
+    let server = Server::start(vec![one_gpu_node("plain", &[])], &[]).await;
+    let no_pod = json!({"NodeNames": ["plain"]}).to_string();
+    for verb in ["/filter", "/prioritize", "/bind"] {
+        for body in ["not json at all", "{\"Pod\":", no_pod.as_str()] {
+            if verb == "/bind" && body == no_pod {
+                continue;
+            }
+            let (status, text) = server.post_raw(verb, body.to_string()).await;
+            assert_eq!(status, 200, "{verb} {body:?}: {text}");
+            let answer: Value = serde_json::from_str(&text)
+                .unwrap_or_else(|e| panic!("{verb} {body:?} answers JSON ({e}): {text}"));
+            assert!(
+                answer["Error"].as_str().is_some_and(|e| !e.is_empty()),
+                "{verb} {body:?}: non-empty Error in {answer}"
+            );
+        }
+    }
+}
+
+/// `/filter` and the webhook check vGPU quantities the same way: a memory
+/// percentage of 0 or less is refused by both instead of booking a whole card
+/// at `/filter`.
+#[tokio::test]
+async fn a_memory_percentage_below_1_is_refused_by_filter_and_webhook_alike() {
+    let server = Server::start(vec![one_gpu_node("plain", &[])], &[]).await;
+    for pct in ["0", "-1", "101"] {
+        let p = pod("default", &format!("pct-{}", pct.replace('-', "minus")))
+            .container(container(
+                "trainer",
+                &[
+                    ("nvidia.com/gpu", "1"),
+                    ("nvidia.com/gpumem-percentage", pct),
+                ],
+            ))
+            .build();
+        let answer = server.filter(&p, &["plain"]).await;
+        let error = answer["Error"].as_str().unwrap_or_default();
+        assert!(
+            error.contains("trainer") && error.contains("between 1 and 100"),
+            "{pct}: /filter answers an error: {answer}"
+        );
+        let (status, review) = server.post_json("/mutate", &admission_review_for(&p)).await;
+        assert_eq!(status, 200);
+        assert_eq!(review["response"]["allowed"], false, "{pct}: {review}");
+        assert_eq!(
+            review["response"]["status"]["message"].as_str(),
+            Some(error),
+            "{pct}: the same message at admission"
+        );
+    }
+    let state = server.state().await;
+    assert!(state.pods().is_empty(), "nothing booked: {}", state.0);
+    assert_eq!(state.gpu_usage(&gpu_uuid("plain", 0)), Usage::default());
+}
+
 #[tokio::test]
 async fn binary_quantities_are_converted_to_mib() {
     let server = Server::start(vec![one_gpu_node("plain", &[])], &[]).await;
