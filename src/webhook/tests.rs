@@ -223,7 +223,7 @@ fn percentage_out_of_range_is_denied() {
     assert_eq!(status.code, 403);
     assert_eq!(
         status.message,
-        "container trainer: nvidia.com/gpumem-percentage: 150 is not between 0 and 100"
+        "container trainer: nvidia.com/gpumem-percentage: 150 is not a percentage between 1 and 100"
     );
 }
 
