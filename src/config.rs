@@ -241,6 +241,11 @@ pub struct ServeArgs {
     /// Rewrite spec.schedulerName of vGPU pods that name default-scheduler.
     #[arg(long = "force-overwrite-default-scheduler", default_value_t = true, num_args = 0..=1, default_missing_value = "true", value_parser = parse_go_bool, action = clap::ArgAction::Set)]
     pub force_overwrite_default_scheduler: bool,
+    /// Admit privileged containers that ask for vGPU (HAMi refuses them): they see
+    /// every GPU on their node, so their vGPU limits do not hold. Off by default;
+    /// turned on, they are scheduled like other vGPU pods, with a warning.
+    #[arg(long = "allow-privileged-vgpu", default_value_t = false, num_args = 0..=1, default_missing_value = "true", value_parser = parse_go_bool, action = clap::ArgAction::Set)]
+    pub allow_privileged_vgpu: bool,
     /// Largest request body accepted (full Node lists are large).
     #[arg(long = "max-request-body", default_value = "32Mi", value_parser = parse_size)]
     pub max_request_body: usize,

@@ -175,6 +175,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             force_overwrite_default_scheduler: args.force_overwrite_default_scheduler,
             nvidia: devices.nvidia.clone(),
             gang_gates: args.gang_scheduling,
+            allow_privileged_vgpu: args.allow_privileged_vgpu,
         },
         memory_cluster: source.memory.clone(),
         ready: Default::default(),

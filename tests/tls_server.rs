@@ -306,6 +306,7 @@ fn scheduler_app(require_client_certificate: bool) -> Router {
             force_overwrite_default_scheduler: true,
             nvidia: NvidiaConfig::default(),
             gang_gates: true,
+            allow_privileged_vgpu: false,
         },
         memory_cluster: Some(memory),
         ready: AtomicBool::new(true),

@@ -201,20 +201,45 @@ async fn non_gpu_pod_is_allowed_without_a_patch() {
     assert!(patch_ops(&response).is_empty(), "no patch: {response}");
 }
 
+/// As HAMi v2.10 does: a privileged container sees every GPU on its node, so its
+/// vGPU limits cannot hold. `--allow-privileged-vgpu` admits it, with a warning.
 #[tokio::test]
-async fn privileged_vgpu_pod_is_allowed_unchanged_with_a_warning() {
+async fn privileged_vgpu_pod_is_refused_unless_the_operator_allows_it() {
     let server = webhook_server().await;
     let mut c = gpu_only("debugger");
     c["securityContext"] = json!({"privileged": true});
     let pod = admitted_pod("privileged", vec![c]);
     let response = admit(&server, &pod).await;
+    assert_eq!(response["allowed"], false, "{response}");
+    assert_eq!(response["status"]["code"], 403, "{response}");
+    let message = response["status"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("debugger is privileged") && message.contains("--allow-privileged-vgpu"),
+        "the reason and the way out: {response}"
+    );
+
+    let allowing = Server::start(
+        vec![node(
+            "gpu-a",
+            &[h100("GPU-aa6e500d-328b-a510-73d1-5877a2e60bdc", 0)],
+            &[],
+        )],
+        &["--scheduler-name", SCHEDULER, "--allow-privileged-vgpu"],
+    )
+    .await;
+    let response = admit(&allowing, &pod).await;
     assert_eq!(response["allowed"], true, "{response}");
-    assert!(patch_ops(&response).is_empty(), "unchanged: {response}");
+    assert!(
+        patch_ops(&response)
+            .iter()
+            .any(|op| op["path"] == "/spec/schedulerName" && op["value"] == SCHEDULER),
+        "scheduled here like any vGPU pod: {response}"
+    );
     assert!(
         response["warnings"]
             .as_array()
             .is_some_and(|w| !w.is_empty()),
-        "a warning explains why: {response}"
+        "a warning explains the risk: {response}"
     );
 }
 

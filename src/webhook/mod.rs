@@ -45,4 +45,9 @@ pub struct WebhookConfig {
     /// Whether gang and queue pods we schedule get our scheduling gate at creation,
     /// so they wait outside kube-scheduler until the planner places their gang.
     pub gang_gates: bool,
+    /// Whether privileged containers may ask for vGPU (`--allow-privileged-vgpu`).
+    /// They see every GPU on their node, so their limits do not hold; HAMi refuses
+    /// them, and so does this webhook unless the operator accepts the risk, in
+    /// which case they are scheduled like other vGPU pods, with a warning.
+    pub allow_privileged_vgpu: bool,
 }
