@@ -855,35 +855,87 @@ async fn full_nodes_mode_answers_with_the_chosen_node_object() {
     assert!(answer.get("Error").is_none(), "{answer}");
 }
 
+/// The Node objects of a full-Nodes request are candidates: a newer version may
+/// take capacity away, but never adds any, and an older one changes nothing.
 #[tokio::test]
-async fn full_nodes_mode_applies_each_newer_version_of_a_node() {
-    let with_gpu = |mem: u64, version: &str| {
-        let mut n = node("grow", &[h100(&gpu_uuid("grow", 0), 0).devmem(mem)], &[]);
+async fn full_nodes_mode_never_raises_capacity_or_rolls_back_a_newer_node() {
+    let with_gpu = |mem: u64, count: u32, version: &str, healthy: bool| {
+        let mut gpu = h100(&gpu_uuid("grow", 0), 0).devmem(mem).count(count);
+        if !healthy {
+            gpu = gpu.unhealthy();
+        }
+        let mut n = node("grow", &[gpu], &[]);
         n["metadata"]["resourceVersion"] = json!(version);
         n
     };
-    let server = Server::start(vec![with_gpu(4000, "10")], &[]).await;
+    let server = Server::start(vec![with_gpu(24000, 10, "10", true)], &[]).await;
     let filter = |p: &Value, n: &Value| {
         let body = json!({"Pod": p, "Nodes": {"items": [n]}, "NodeNames": null});
         let server = &server;
         async move { server.post_json("/filter", &body).await.1 }
     };
-    // The node kube-scheduler sends registers a bigger GPU than the ledger knew.
-    let p = pod("default", "needs-8g").gpus(1, 8000, 10).build();
-    let answer = filter(&p, &with_gpu(16000, "11")).await;
-    assert_eq!(
-        answer["Nodes"]["items"][0]["metadata"]["name"], "grow",
-        "{answer}"
-    );
-    assert_eq!(
-        server.state().await.node("grow")["gpus"][0]["devmem"],
-        16000
-    );
-    // A newer version shrinks it again: nothing of 8000 MiB fits any more.
-    let q = pod("default", "needs-8g-too").gpus(1, 8000, 10).build();
-    let answer = filter(&q, &with_gpu(6000, "12")).await;
+    // A request claiming a bigger card (and more slots) than the cluster registered
+    // books nothing beyond the registered 24000 MiB.
+    let p = pod("default", "needs-30g").gpus(1, 30000, 10).build();
+    let answer = filter(&p, &with_gpu(120_000, 60, "11", true)).await;
     assert!(answer["FailedNodes"]["grow"].is_string(), "{answer}");
-    assert_eq!(server.state().await.node("grow")["gpus"][0]["devmem"], 6000);
+    let gpu = server.state().await.node("grow")["gpus"][0].clone();
+    assert_eq!(
+        (gpu["devmem"].as_u64(), gpu["count"].as_u64()),
+        (Some(24000), Some(10))
+    );
+
+    // A newer version that shrinks the card is taken.
+    let answer = filter(&p, &with_gpu(6000, 10, "12", false)).await;
+    assert!(answer["FailedNodes"]["grow"].is_string(), "{answer}");
+    let gpu = server.state().await.node("grow")["gpus"][0].clone();
+    assert_eq!(
+        (gpu["devmem"].as_u64(), gpu["health"].as_bool()),
+        (Some(6000), Some(false))
+    );
+
+    // An older copy (a stale kube-scheduler cache) does not roll it back.
+    let small = pod("default", "needs-1g").gpus(1, 1000, 10).build();
+    let answer = filter(&small, &with_gpu(24000, 10, "11", true)).await;
+    assert!(answer["FailedNodes"]["grow"].is_string(), "{answer}");
+    let gpu = server.state().await.node("grow")["gpus"][0].clone();
+    assert_eq!(
+        (gpu["devmem"].as_u64(), gpu["health"].as_bool()),
+        (Some(6000), Some(false))
+    );
+}
+
+/// A node the cluster does not have (a Cluster Autoscaler template node) is fitted
+/// on its own registration and answered without side effects: nothing reserved,
+/// no annotation, and the node is not remembered.
+#[tokio::test]
+async fn full_nodes_mode_answers_unknown_nodes_without_side_effects() {
+    let server = Server::start(vec![one_gpu_node("real", &[])], &[]).await;
+    let mut template = one_gpu_node("template-1", &[]);
+    template["metadata"]["resourceVersion"] = json!("1");
+    let p = pod("default", "scale-up").gpus(1, 8000, 10).build();
+    let body = json!({"Pod": p, "Nodes": {"items": [template]}, "NodeNames": null});
+    let (status, answer) = server.post_json("/filter", &body).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(
+        answer["Nodes"]["items"][0]["metadata"]["name"], "template-1",
+        "the pod would fit the template: {answer}"
+    );
+    let too_big = pod("default", "too-big").gpus(1, 900_000, 10).build();
+    let body = json!({"Pod": too_big, "Nodes": {"items": [template]}, "NodeNames": null});
+    let answer = server.post_json("/filter", &body).await.1;
+    assert!(answer["FailedNodes"]["template-1"].is_string(), "{answer}");
+
+    let state = server.state().await;
+    assert!(state.pods().is_empty(), "nothing reserved: {}", state.0);
+    let names: Vec<&str> = state.0["nodes"]
+        .as_array()
+        .expect("nodes")
+        .iter()
+        .filter_map(|n| n["name"].as_str())
+        .collect();
+    assert_eq!(names, vec!["real"], "the template is not remembered");
+    assert!(state.events().is_empty(), "no events: {:?}", state.events());
 }
 
 // ---------------------------------------------------------------------------

@@ -3,6 +3,7 @@
 //! atomic check-and-reserve and hands writes to the cluster API.
 
 mod bind;
+mod candidate_nodes;
 mod debug_state;
 #[cfg(test)]
 mod event_order_tests;
@@ -215,21 +216,6 @@ impl Scheduler {
         ledger.upsert_node(name, entry);
         drop(ledger);
         self.gang_apply_node(node);
-    }
-
-    /// Whether `node` is the very object the ledger's entry was built from (same
-    /// name and resourceVersion), so applying it again would change nothing.
-    pub(crate) fn node_is_applied(&self, node: &Node) -> bool {
-        let (Some(name), Some(version)) = (
-            node.metadata.name.as_deref(),
-            node.metadata.resource_version.as_deref(),
-        ) else {
-            return false;
-        };
-        self.ledger
-            .read()
-            .node(name)
-            .is_some_and(|e| e.source_version.as_deref() == Some(version))
     }
 
     /// Applies a pod as a watch event shows it (events of one pod arrive in order).
