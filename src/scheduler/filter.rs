@@ -367,6 +367,7 @@ impl Scheduler {
             message,
         )
         .await;
+        self.api.forget_pod(&ctx.namespace, &ctx.name).await;
         rejected(failed)
     }
 

@@ -507,6 +507,7 @@ impl Scheduler {
             {
                 tracing::debug!(pod = %entry.name, error = %e, "could not clear annotations of an expired reservation");
             }
+            self.api.forget_pod(&entry.namespace, &entry.name).await;
         }
         expired.len()
     }
