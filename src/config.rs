@@ -249,6 +249,20 @@ pub struct ServeArgs {
     /// Largest request body accepted (full Node lists are large).
     #[arg(long = "max-request-body", default_value = "32Mi", value_parser = parse_size)]
     pub max_request_body: usize,
+    /// Largest AdmissionReview accepted on /mutate and /webhook: a review carries
+    /// at most two objects the API server already limited (3 MiB per request).
+    #[arg(long = "max-admission-body", default_value = "4Mi", value_parser = parse_size)]
+    pub max_admission_body: usize,
+    /// Request body bytes held in memory at once over all connections; a request
+    /// that cannot get its share within 5 s is refused.
+    #[arg(long = "max-request-bodies-in-flight", default_value = "64Mi", value_parser = parse_size)]
+    pub max_request_bodies_in_flight: usize,
+    /// Connections served at once; more wait in the listen backlog.
+    #[arg(long = "max-connections", default_value_t = 512)]
+    pub max_connections: usize,
+    /// Concurrent HTTP/2 streams (requests) per connection.
+    #[arg(long = "max-streams-per-connection", default_value_t = 64)]
+    pub max_streams_per_connection: u32,
     /// Time limit for one request.
     #[arg(long = "request-timeout", default_value = "60s", value_parser = parse_duration)]
     pub request_timeout: Duration,

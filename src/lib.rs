@@ -5,6 +5,7 @@
 pub mod annotations;
 pub mod app;
 pub mod background;
+pub mod body_budget;
 pub mod certs;
 pub mod cluster;
 pub mod config;

@@ -185,6 +185,8 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         RouterOptions {
             require_client_certificate: tls.requests_client_certificates(),
             max_request_body: args.max_request_body,
+            max_admission_body: args.max_admission_body,
+            max_bodies_in_flight: args.max_request_bodies_in_flight,
         },
     );
     let listener = listen(&args.http_bind)
@@ -228,6 +230,8 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     }
     let limits = ServerLimits {
         request_timeout: args.request_timeout,
+        max_connections: args.max_connections,
+        max_streams_per_connection: args.max_streams_per_connection,
         ..ServerLimits::default()
     };
     let result = tls
