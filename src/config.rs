@@ -241,6 +241,26 @@ pub struct ServeArgs {
     /// Rewrite spec.schedulerName of vGPU pods that name default-scheduler.
     #[arg(long = "force-overwrite-default-scheduler", default_value_t = true, num_args = 0..=1, default_missing_value = "true", value_parser = parse_go_bool, action = clap::ArgAction::Set)]
     pub force_overwrite_default_scheduler: bool,
+    /// Scheduler names under which another scheduler (HAMi's) placed pods before
+    /// this one took over: their device annotations keep counting. Comma-separated;
+    /// empty once no such pod runs any more.
+    #[arg(
+        long = "previous-scheduler-names",
+        value_delimiter = ',',
+        default_value = "hami-scheduler"
+    )]
+    pub previous_scheduler_names: Vec<String>,
+    /// Kubernetes users (`system:serviceaccount:NAMESPACE:NAME`) that may write the
+    /// placement annotations (`hami.io/vgpu-node`, `hami.io/vgpu-devices-*`,
+    /// `hami.io/bind-phase`, `hami.io/vgpu-mig-allocations`) on pods: this
+    /// scheduler's own identity. Comma-separated or repeated.
+    #[arg(long = "scheduler-users", value_delimiter = ',')]
+    pub scheduler_users: Vec<String>,
+    /// Kubernetes users of HAMi's device plugin, which may change
+    /// `hami.io/bind-phase`, `hami.io/vgpu-devices-to-allocate` and
+    /// `hami.io/vgpu-mig-allocations` on pods. Comma-separated or repeated.
+    #[arg(long = "device-plugin-users", value_delimiter = ',')]
+    pub device_plugin_users: Vec<String>,
     /// Admit privileged containers that ask for vGPU (HAMi refuses them): they see
     /// every GPU on their node, so their vGPU limits do not hold. Off by default;
     /// turned on, they are scheduled like other vGPU pods, with a warning.

@@ -93,6 +93,12 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             strict: args.gang_strict,
             strict_wait: args.gang_strict_wait,
         },
+        previous_schedulers: args
+            .previous_scheduler_names
+            .iter()
+            .filter(|n| !n.is_empty())
+            .cloned()
+            .collect(),
     };
     let metrics = Arc::new(Metrics::with_options(MetricsOptions {
         quota_memory_resource: devices.nvidia.resource_memory_name.clone(),

@@ -1344,3 +1344,64 @@ async fn wait_for_log(server: &Server, text: &str) -> String {
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
 }
+
+// ---------------------------------------------------------------------------
+// Which claims the ledger books
+// ---------------------------------------------------------------------------
+
+/// The ledger books device annotations only for pods this scheduler places (or
+/// HAMi placed before a migration), and never beyond a GPU's capacity: a claim
+/// beyond it is reported instead.
+#[tokio::test]
+async fn only_our_pods_claims_within_capacity_are_booked() {
+    let gpu = gpu_uuid("gpu-a", 0);
+    let claim = |mem: u64| format!("{gpu},NVIDIA,{mem},10:;");
+    let mut forged = pod("default", "cpu-forger")
+        .container(container("web", &[("cpu", "1")]))
+        .holding("gpu-a", &claim(30000))
+        .build();
+    forged["spec"]["schedulerName"] = json!("default-scheduler");
+    let mut migrated = pod("default", "from-hami")
+        .gpus(1, 20000, 10)
+        .holding("gpu-a", &claim(20000))
+        .build();
+    migrated["spec"]["schedulerName"] = json!("hami-scheduler");
+    let ours = pod("default", "ours")
+        .gpus(1, 30000, 10)
+        .holding("gpu-a", &claim(30000))
+        .build();
+    let greedy = pod("default", "greedy")
+        .gpus(1, 60000, 10)
+        .holding("gpu-a", &claim(60000))
+        .build();
+    let server = Server::start(
+        vec![one_gpu_node("gpu-a", &[]), forged, migrated, ours, greedy],
+        &[],
+    )
+    .await;
+    let state = server.state().await;
+    let booked: Vec<&str> = state
+        .pods()
+        .iter()
+        .filter_map(|p| p["name"].as_str())
+        .collect();
+    assert_eq!(booked, vec!["from-hami", "ours"], "{}", state.0);
+    let usage = state.gpu_usage(&gpu);
+    assert_eq!((usage.used, usage.usedmem), (2, 50000), "{}", state.0);
+    let conflicts = state.0["conflicts"].as_array().cloned().unwrap_or_default();
+    assert_eq!(conflicts.len(), 1, "{}", state.0);
+    assert_eq!(conflicts[0]["name"], "greedy");
+    assert!(
+        conflicts[0]["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("MiB of memory")),
+        "{conflicts:?}"
+    );
+    let (_, metrics) = server.get("/metrics").await;
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l == "vgpu_scheduler_claim_conflicts_total 1"),
+        "{metrics}"
+    );
+}

@@ -4,6 +4,7 @@
 
 mod bind;
 mod candidate_nodes;
+pub mod claims;
 mod debug_state;
 #[cfg(test)]
 mod event_order_tests;
@@ -70,6 +71,9 @@ pub struct SchedulerConfig {
     pub check_device_plugin_health: bool,
     /// Gang and queue scheduling.
     pub gang: GangConfig,
+    /// Scheduler names of pods placed before a migration (HAMi's), whose device
+    /// annotations the ledger books like those of our own pods (see `claims`).
+    pub previous_schedulers: Vec<String>,
 }
 
 /// Gang and queue scheduling settings.
@@ -112,6 +116,7 @@ impl Default for SchedulerConfig {
             node_lock_retry_timeout: Duration::from_secs(20),
             check_device_plugin_health: false,
             gang: GangConfig::default(),
+            previous_schedulers: vec!["hami-scheduler".into()],
         }
     }
 }
@@ -142,6 +147,7 @@ pub struct Scheduler {
     bind_serialisers: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     last_prune: Mutex<Instant>,
     gang: gang::GangState,
+    claims: claims::Conflicts,
 }
 
 impl Scheduler {
@@ -155,6 +161,7 @@ impl Scheduler {
             bind_serialisers: Mutex::new(HashMap::new()),
             last_prune: Mutex::new(Instant::now()),
             gang: gang::GangState::default(),
+            claims: claims::Conflicts::default(),
         }
     }
 
@@ -284,7 +291,9 @@ impl Scheduler {
                         _ => {}
                     }
                 }
-                ledger.add_pod(entry);
+                if self.admit_claim(&ledger, pod, &entry) {
+                    ledger.add_pod(entry);
+                }
             }
             (None, None) => {
                 ledger.remove_pod(&uid);
@@ -311,6 +320,7 @@ impl Scheduler {
     /// Releases a deleted pod's GPUs; the pod is never tracked again.
     pub fn forget_pod(&self, uid: &str) {
         self.ledger.write().mark_finished(uid);
+        self.claims.forget(uid);
         self.gang_forget_pod(uid);
     }
 
