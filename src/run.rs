@@ -15,7 +15,7 @@ use crate::scheduler::{GangConfig, Scheduler, SchedulerConfig};
 use crate::server::{
     ServerLimits, TlsServer, TlsSettings, default_self_signed_names, install_crypto_provider,
 };
-use crate::webhook::WebhookConfig;
+use crate::webhook::{AnnotationWriters, WebhookConfig};
 use anyhow::Context;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -72,6 +72,11 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         if set {
             tracing::warn!("{flag} has no effect: only NVIDIA GPUs are scheduled here");
         }
+    }
+    if args.cluster_file.is_none() && args.scheduler_users.is_empty() {
+        tracing::warn!(
+            "--scheduler-users is not set: if the webhook is sent pod updates, it refuses this scheduler's own placement annotations"
+        );
     }
     let devices = match &args.device_config_file {
         Some(path) => DeviceConfig::load(path)?,
@@ -182,6 +187,10 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             nvidia: devices.nvidia.clone(),
             gang_gates: args.gang_scheduling,
             allow_privileged_vgpu: args.allow_privileged_vgpu,
+            annotation_writers: AnnotationWriters {
+                scheduler: args.scheduler_users.clone(),
+                device_plugin: args.device_plugin_users.clone(),
+            },
         },
         memory_cluster: source.memory.clone(),
         ready: Default::default(),

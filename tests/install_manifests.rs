@@ -1106,7 +1106,7 @@ fn check_webhook(o: &Objects, s: &Setup) {
     assert_eq!(rules.len(), 1);
     assert_eq!(
         rules[0].operations.as_deref(),
-        Some(&["CREATE".to_string()][..])
+        Some(&["CREATE".to_string(), "UPDATE".to_string()][..])
     );
     assert_eq!(
         rules[0].resources.as_deref(),
@@ -1180,7 +1180,17 @@ fn check_webhook(o: &Objects, s: &Setup) {
             "{what}: {annotation}"
         );
     }
+    // Updates only when they change an annotation the scheduler writes.
+    for annotation in vgpu_scheduler::webhook::PLACEMENT_ANNOTATIONS {
+        assert!(
+            expression.contains(&format!("'{annotation}'")),
+            "{what}: {annotation}"
+        );
+    }
     for needle in [
+        "request.operation == 'CREATE' && (",
+        "request.operation == 'UPDATE' && [",
+        "oldObject.metadata.annotations[a]",
         "object.spec.containers.exists(",
         "has(object.spec.initContainers) && object.spec.initContainers.exists(",
         "c.resources.limits",

@@ -308,6 +308,7 @@ fn scheduler_app(require_client_certificate: bool) -> Router {
             nvidia: NvidiaConfig::default(),
             gang_gates: true,
             allow_privileged_vgpu: false,
+            annotation_writers: Default::default(),
         },
         memory_cluster: Some(memory),
         ready: AtomicBool::new(true),

@@ -12,6 +12,7 @@
 
 mod container;
 mod patch;
+mod placement_annotations;
 mod pod;
 pub mod quota_check;
 mod review;
@@ -20,6 +21,7 @@ mod wire;
 #[cfg(test)]
 mod tests;
 
+pub use placement_annotations::{AnnotationWriters, PLACEMENT_ANNOTATIONS};
 pub use pod::{Admission, admit_pod};
 pub use quota_check::{NoQuota, QuotaLookup};
 pub use review::{review, review_with_quota};
@@ -50,4 +52,6 @@ pub struct WebhookConfig {
     /// them, and so does this webhook unless the operator accepts the risk, in
     /// which case they are scheduled like other vGPU pods, with a warning.
     pub allow_privileged_vgpu: bool,
+    /// Who may write the placement annotations (see `placement_annotations`).
+    pub annotation_writers: AnnotationWriters,
 }

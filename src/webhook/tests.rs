@@ -11,6 +11,7 @@ fn config() -> WebhookConfig {
         force_overwrite_default_scheduler: true,
         nvidia: NvidiaConfig::default(),
         allow_privileged_vgpu: false,
+        annotation_writers: Default::default(),
     }
 }
 

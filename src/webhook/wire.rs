@@ -38,6 +38,20 @@ pub(crate) struct AdmissionRequest {
     /// The object as sent by the client (null for DELETE).
     #[serde(default)]
     pub object: Option<serde_json::Value>,
+    /// The object as stored before an UPDATE.
+    #[serde(default)]
+    pub old_object: Option<serde_json::Value>,
+    /// Who sent the request, as the API server authenticated them.
+    #[serde(default)]
+    pub user_info: Option<UserInfo>,
+}
+
+/// The authenticated user of an admission request.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub(crate) struct UserInfo {
+    /// `system:serviceaccount:NAMESPACE:NAME` for service accounts.
+    #[serde(default)]
+    pub username: String,
 }
 
 /// Group, version and kind of the object under admission.
