@@ -21,6 +21,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 use tracing::Instrument;
 
+#[cfg(test)]
+mod fuzz_tests;
+
 /// What the handlers share.
 pub struct AppState {
     /// The scheduler core.
