@@ -477,13 +477,7 @@ async fn node_label_selector_limits_the_nodes() {
     add_node(&api, "gpu-out", 1, 10);
     let server = LiveServer::start(&api, &["--node-label-selector", "pool=vgpu"]).await;
     let state = server.state().await;
-    let names: Vec<&str> = state.0["nodes"]
-        .as_array()
-        .expect("nodes")
-        .iter()
-        .filter_map(|n| n["name"].as_str())
-        .collect();
-    assert_eq!(names, vec!["gpu-in"], "{}", state.0);
+    assert_eq!(state.node_names(), vec!["gpu-in"], "{}", state.0);
     create_pod(&api, gpu_pod(NS, "picky", 1, 1000, 1));
     let answer = server
         .filter(&api_pod(&api, NS, "picky"), &["gpu-out"])

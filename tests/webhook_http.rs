@@ -10,13 +10,20 @@ use support::*;
 const SCHEDULER: &str = "hami-vgpu";
 
 async fn webhook_server() -> Server {
+    webhook_server_with(&[]).await
+}
+
+/// A server with one GPU node, this file's scheduler name and `flags`.
+async fn webhook_server_with(flags: &[&str]) -> Server {
+    let mut args = vec!["--scheduler-name", SCHEDULER];
+    args.extend_from_slice(flags);
     Server::start(
         vec![node(
             "gpu-a",
             &[h100("GPU-aa6e500d-328b-a510-73d1-5877a2e60bdc", 0)],
             &[],
         )],
-        &["--scheduler-name", SCHEDULER],
+        &args,
     )
     .await
 }
@@ -218,15 +225,7 @@ async fn privileged_vgpu_pod_is_refused_unless_the_operator_allows_it() {
         "the reason and the way out: {response}"
     );
 
-    let allowing = Server::start(
-        vec![node(
-            "gpu-a",
-            &[h100("GPU-aa6e500d-328b-a510-73d1-5877a2e60bdc", 0)],
-            &[],
-        )],
-        &["--scheduler-name", SCHEDULER, "--allow-privileged-vgpu"],
-    )
-    .await;
+    let allowing = webhook_server_with(&["--allow-privileged-vgpu"]).await;
     let response = admit(&allowing, &pod).await;
     assert_eq!(response["allowed"], true, "{response}");
     assert!(
@@ -396,21 +395,12 @@ const SCHEDULER_USER: &str = "system:serviceaccount:vgpu-system:vgpu-scheduler";
 const DEVICE_PLUGIN_USER: &str = "system:serviceaccount:kube-system:hami-device-plugin";
 
 async fn guarded_webhook_server() -> Server {
-    Server::start(
-        vec![node(
-            "gpu-a",
-            &[h100("GPU-aa6e500d-328b-a510-73d1-5877a2e60bdc", 0)],
-            &[],
-        )],
-        &[
-            "--scheduler-name",
-            SCHEDULER,
-            "--scheduler-users",
-            SCHEDULER_USER,
-            "--device-plugin-users",
-            DEVICE_PLUGIN_USER,
-        ],
-    )
+    webhook_server_with(&[
+        "--scheduler-users",
+        SCHEDULER_USER,
+        "--device-plugin-users",
+        DEVICE_PLUGIN_USER,
+    ])
     .await
 }
 

@@ -381,6 +381,16 @@ impl State {
     }
 
     /// Tracked pods.
+    /// Names of the registered nodes, in the dump's order (by name).
+    pub fn node_names(&self) -> Vec<&str> {
+        self.0["nodes"]
+            .as_array()
+            .expect("nodes")
+            .iter()
+            .filter_map(|n| n["name"].as_str())
+            .collect()
+    }
+
     pub fn pods(&self) -> &Vec<Value> {
         self.0["pods"].as_array().expect("pods array")
     }
