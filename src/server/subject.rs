@@ -2,6 +2,7 @@
 //! [`super::ClientIdentity`]. The certificate has already been verified by rustls
 //! when this runs; anything unexpected simply yields no name.
 
+use x509_parser::asn1_rs::Tag;
 use x509_parser::prelude::{FromDer, X509Certificate};
 
 /// Returns the last common name in the certificate's subject (the most specific one,
@@ -9,14 +10,24 @@ use x509_parser::prelude::{FromDer, X509Certificate};
 /// string, or the DER does not parse.
 pub(crate) fn subject_common_name(certificate_der: &[u8]) -> Option<String> {
     let (_, certificate) = X509Certificate::from_der(certificate_der).ok()?;
-    let name = certificate
-        .subject()
-        .iter_common_name()
-        .last()?
-        .as_str()
-        .ok()?
-        .to_owned();
-    Some(name)
+    let name = certificate.subject().iter_common_name().last()?;
+    if let Ok(text) = name.as_str() {
+        return Some(text.to_owned());
+    }
+    // The string kinds x509-parser leaves to the caller.
+    let bytes = name.as_slice();
+    match name.attr_value().tag() {
+        // Teletex is treated as Latin-1, which is what it carries in practice.
+        Tag::T61String => Some(bytes.iter().map(|&b| char::from(b)).collect()),
+        Tag::BmpString if bytes.len().is_multiple_of(2) => {
+            let units: Vec<u16> = bytes
+                .chunks_exact(2)
+                .map(|pair| u16::from_be_bytes([pair[0], pair[1]]))
+                .collect();
+            String::from_utf16(&units).ok()
+        }
+        _ => None,
+    }
 }
 
 #[cfg(test)]
@@ -41,6 +52,23 @@ mod tests {
             (DnType::CommonName, "kube-scheduler"),
         ])?;
         assert_eq!(subject_common_name(&der).as_deref(), Some("kube-scheduler"));
+        Ok(())
+    }
+
+    #[test]
+    fn bmp_and_teletex_common_names_are_read() -> Result<(), rcgen::Error> {
+        use rcgen::DnValue;
+        use rcgen::string::{BmpString, TeletexString};
+        for value in [
+            DnValue::BmpString(BmpString::try_from("kube-scheduler")?),
+            DnValue::TeletexString(TeletexString::try_from("kube-scheduler")?),
+        ] {
+            let mut params = CertificateParams::new(vec!["a.test".to_owned()])?;
+            params.distinguished_name = rcgen::DistinguishedName::new();
+            params.distinguished_name.push(DnType::CommonName, value);
+            let der = params.self_signed(&KeyPair::generate()?)?.der().to_vec();
+            assert_eq!(subject_common_name(&der).as_deref(), Some("kube-scheduler"));
+        }
         Ok(())
     }
 
