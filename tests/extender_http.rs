@@ -1391,4 +1391,17 @@ async fn only_our_pods_claims_within_capacity_are_booked() {
             .any(|l| l == "vgpu_scheduler_claim_conflicts_total 1"),
         "{metrics}"
     );
+    // The pod's owner hears of it: the event is sent apart from the load.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !server
+        .state()
+        .await
+        .has_event("greedy", "AllocationConflict")
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no AllocationConflict event"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
 }
