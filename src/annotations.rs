@@ -16,6 +16,8 @@ pub const VGPU_TIME: &str = "hami.io/vgpu-time";
 pub const DEVICES_TO_ALLOCATE: &str = "hami.io/vgpu-devices-to-allocate";
 /// Pod: devices allocated to the pod; the source of truth for usage.
 pub const DEVICES_ALLOCATED: &str = "hami.io/vgpu-devices-allocated";
+/// Pod: MIG placements (scheduler), with runtime ids added by the device plugin.
+pub const MIG_ALLOCATIONS: &str = "hami.io/vgpu-mig-allocations";
 /// Pod: `allocating` (bind), `success` / `failed` (device plugin).
 pub const BIND_PHASE: &str = "hami.io/bind-phase";
 /// Pod: Unix seconds of the bind.

@@ -2,23 +2,27 @@
 //! metrics and the debug dumps, and one serving only the metrics (for a plain-HTTP
 //! metrics listener).
 
+use crate::body_budget::{BodyBudget, limit_bodies};
 use crate::cluster::memory::MemoryCluster;
 use crate::extender::wire::{
-    ExtenderArgs, ExtenderBindingArgs, ExtenderBindingResult, ExtenderFilterResult,
+    ExtenderArgs, ExtenderBindingArgs, ExtenderBindingResult, ExtenderError, ExtenderFilterResult,
 };
 use crate::scheduler::Scheduler;
 use crate::server::client_certificate_layer;
 use crate::webhook::{WebhookConfig, review_with_quota};
-use axum::Router;
 use axum::body::Bytes;
 use axum::extract::{DefaultBodyLimit, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use axum::{Router, middleware};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 use tracing::Instrument;
+
+#[cfg(test)]
+mod fuzz_tests;
 
 /// What the handlers share.
 pub struct AppState {
@@ -40,6 +44,10 @@ pub struct RouterOptions {
     pub require_client_certificate: bool,
     /// Largest request body accepted.
     pub max_request_body: usize,
+    /// Largest AdmissionReview body accepted on `/mutate` and `/webhook`.
+    pub max_admission_body: usize,
+    /// Request body bytes held at once, over all connections (see `body_budget`).
+    pub max_bodies_in_flight: usize,
 }
 
 /// Builds the router. The extender verbs and the debug dumps (which show every
@@ -53,14 +61,21 @@ pub fn router(state: Arc<AppState>, options: RouterOptions) -> Router {
         .route("/debug/state", get(debug_state))
         .route("/debug/queues", get(debug_queues))
         .route_layer(client_certificate_layer(options.require_client_certificate));
+    let budget = Arc::new(BodyBudget::new(
+        options.max_bodies_in_flight,
+        options.max_request_body,
+        options.max_admission_body,
+    ));
+    let admission = || post(mutate).layer(DefaultBodyLimit::max(options.max_admission_body));
     Router::new()
-        .route("/mutate", post(mutate))
-        .route("/webhook", post(mutate))
+        .route("/mutate", admission())
+        .route("/webhook", admission())
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
         .merge(guarded)
         .layer(DefaultBodyLimit::max(options.max_request_body))
+        .layer(middleware::from_fn_with_state(budget, limit_bodies))
         .with_state(state)
 }
 
@@ -135,17 +150,16 @@ async fn filter(State(state): State<Arc<AppState>>, body: Bytes) -> Response {
 async fn prioritize(State(state): State<Arc<AppState>>, body: Bytes) -> Response {
     let started = Instant::now();
     let response = match serde_json::from_slice::<ExtenderArgs>(&body) {
-        Err(e) => (
-            StatusCode::BAD_REQUEST,
-            format!("decode extender args: {e}"),
-        )
-            .into_response(),
+        Err(e) => json_response(&ExtenderError::new(format!("decode extender args: {e}"))),
+        Ok(_) if !state.ready.load(Ordering::Acquire) => {
+            json_response(&ExtenderError::new(NOT_READY))
+        }
         Ok(args) => {
             let span = tracing::info_span!("prioritize", pod = %pod_key(&args));
             let _guard = span.enter();
             match state.scheduler.prioritize(args) {
                 Ok(list) => json_response(&list),
-                Err(e) => (StatusCode::BAD_REQUEST, e).into_response(),
+                Err(e) => json_response(&ExtenderError::new(e)),
             }
         }
     };

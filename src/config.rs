@@ -241,9 +241,48 @@ pub struct ServeArgs {
     /// Rewrite spec.schedulerName of vGPU pods that name default-scheduler.
     #[arg(long = "force-overwrite-default-scheduler", default_value_t = true, num_args = 0..=1, default_missing_value = "true", value_parser = parse_go_bool, action = clap::ArgAction::Set)]
     pub force_overwrite_default_scheduler: bool,
+    /// Scheduler names under which another scheduler (HAMi's) placed pods before
+    /// this one took over: their device annotations keep counting. Comma-separated;
+    /// empty once no such pod runs any more.
+    #[arg(
+        long = "previous-scheduler-names",
+        value_delimiter = ',',
+        default_value = "hami-scheduler"
+    )]
+    pub previous_scheduler_names: Vec<String>,
+    /// Kubernetes users (`system:serviceaccount:NAMESPACE:NAME`) that may write the
+    /// placement annotations (`hami.io/vgpu-node`, `hami.io/vgpu-devices-*`,
+    /// `hami.io/bind-phase`, `hami.io/vgpu-mig-allocations`) on pods: this
+    /// scheduler's own identity. Comma-separated or repeated.
+    #[arg(long = "scheduler-users", value_delimiter = ',')]
+    pub scheduler_users: Vec<String>,
+    /// Kubernetes users of HAMi's device plugin, which may change
+    /// `hami.io/bind-phase`, `hami.io/vgpu-devices-to-allocate` and
+    /// `hami.io/vgpu-mig-allocations` on pods. Comma-separated or repeated.
+    #[arg(long = "device-plugin-users", value_delimiter = ',')]
+    pub device_plugin_users: Vec<String>,
+    /// Admit privileged containers that ask for vGPU (HAMi refuses them): they see
+    /// every GPU on their node, so their vGPU limits do not hold. Off by default;
+    /// turned on, they are scheduled like other vGPU pods, with a warning.
+    #[arg(long = "allow-privileged-vgpu", default_value_t = false, num_args = 0..=1, default_missing_value = "true", value_parser = parse_go_bool, action = clap::ArgAction::Set)]
+    pub allow_privileged_vgpu: bool,
     /// Largest request body accepted (full Node lists are large).
     #[arg(long = "max-request-body", default_value = "32Mi", value_parser = parse_size)]
     pub max_request_body: usize,
+    /// Largest AdmissionReview accepted on /mutate and /webhook: a review carries
+    /// at most two objects the API server already limited (3 MiB per request).
+    #[arg(long = "max-admission-body", default_value = "4Mi", value_parser = parse_size)]
+    pub max_admission_body: usize,
+    /// Request body bytes held in memory at once over all connections; a request
+    /// that cannot get its share within 5 s is refused.
+    #[arg(long = "max-request-bodies-in-flight", default_value = "64Mi", value_parser = parse_size)]
+    pub max_request_bodies_in_flight: usize,
+    /// Connections served at once; more wait in the listen backlog.
+    #[arg(long = "max-connections", default_value_t = 512)]
+    pub max_connections: usize,
+    /// Concurrent HTTP/2 streams (requests) per connection.
+    #[arg(long = "max-streams-per-connection", default_value_t = 64)]
+    pub max_streams_per_connection: u32,
     /// Time limit for one request.
     #[arg(long = "request-timeout", default_value = "60s", value_parser = parse_duration)]
     pub request_timeout: Duration,

@@ -62,6 +62,13 @@ impl NodeEntry {
         }
     }
 
+    /// The entry with its per-device fields filled and nothing booked, for a node
+    /// fitted without being registered (a template node).
+    pub fn indexed(mut self) -> Self {
+        self.index_devices(None);
+        self
+    }
+
     /// Fills the per-device fields derived from `devices`, once per registration
     /// instead of once per decision.
     fn index_devices(&mut self, usage: Option<&BTreeMap<Arc<str>, GpuUsage>>) {

@@ -5,6 +5,7 @@
 pub mod annotations;
 pub mod app;
 pub mod background;
+pub mod body_budget;
 pub mod certs;
 pub mod cluster;
 pub mod config;
@@ -14,6 +15,7 @@ pub mod fit;
 pub mod freshness;
 pub mod gang;
 pub mod ledger;
+pub mod log_fields;
 pub mod log_writer;
 pub mod metrics;
 pub mod node_load;

@@ -57,6 +57,8 @@ pub struct Metrics {
     bind: Family<OutcomeLabels, Counter>,
     /// Reservations released because no bind came in time.
     pub reservations_expired: Counter,
+    /// Pods whose device annotations claim GPUs beyond their capacity; not booked.
+    pub claim_conflicts: Counter,
     /// Gangs the planner placed and released to kube-scheduler.
     pub gangs_committed: Counter,
     /// Gangs evicted because they did not start within the gang timeout.
@@ -115,6 +117,12 @@ impl Metrics {
             "Filter reservations released because no bind came before the TTL",
             reservations_expired.clone(),
         );
+        let claim_conflicts = Counter::default();
+        registry.register(
+            "vgpu_scheduler_claim_conflicts",
+            "Pods whose device annotations claim more of a GPU than it registered; their claim is not booked",
+            claim_conflicts.clone(),
+        );
         let gangs_committed = Counter::default();
         registry.register(
             "vgpu_scheduler_gangs_committed",
@@ -134,6 +142,7 @@ impl Metrics {
             filter,
             bind,
             reservations_expired,
+            claim_conflicts,
             gangs_committed,
             gangs_timed_out,
         }

@@ -15,7 +15,7 @@ use crate::scheduler::{GangConfig, Scheduler, SchedulerConfig};
 use crate::server::{
     ServerLimits, TlsServer, TlsSettings, default_self_signed_names, install_crypto_provider,
 };
-use crate::webhook::WebhookConfig;
+use crate::webhook::{AnnotationWriters, WebhookConfig};
 use anyhow::Context;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -51,7 +51,10 @@ pub fn init_logging_at(format: LogFormat, default_filter: &str) -> LogGuard {
         .with_writer(writer);
     let _ = match format {
         LogFormat::Json => builder.json().try_init(),
-        LogFormat::Text => builder.try_init(),
+        // Values in text lines are escaped: they carry what clients sent.
+        LogFormat::Text => builder
+            .fmt_fields(crate::log_fields::EscapedFields)
+            .try_init(),
     };
     guard
 }
@@ -69,6 +72,11 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         if set {
             tracing::warn!("{flag} has no effect: only NVIDIA GPUs are scheduled here");
         }
+    }
+    if args.cluster_file.is_none() && args.scheduler_users.is_empty() {
+        tracing::warn!(
+            "--scheduler-users is not set: if the webhook is sent pod updates, it refuses this scheduler's own placement annotations"
+        );
     }
     let devices = match &args.device_config_file {
         Some(path) => DeviceConfig::load(path)?,
@@ -90,6 +98,12 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             strict: args.gang_strict,
             strict_wait: args.gang_strict_wait,
         },
+        previous_schedulers: args
+            .previous_scheduler_names
+            .iter()
+            .filter(|n| !n.is_empty())
+            .cloned()
+            .collect(),
     };
     let metrics = Arc::new(Metrics::with_options(MetricsOptions {
         quota_memory_resource: devices.nvidia.resource_memory_name.clone(),
@@ -172,6 +186,11 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             force_overwrite_default_scheduler: args.force_overwrite_default_scheduler,
             nvidia: devices.nvidia.clone(),
             gang_gates: args.gang_scheduling,
+            allow_privileged_vgpu: args.allow_privileged_vgpu,
+            annotation_writers: AnnotationWriters {
+                scheduler: args.scheduler_users.clone(),
+                device_plugin: args.device_plugin_users.clone(),
+            },
         },
         memory_cluster: source.memory.clone(),
         ready: Default::default(),
@@ -181,6 +200,8 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         RouterOptions {
             require_client_certificate: tls.requests_client_certificates(),
             max_request_body: args.max_request_body,
+            max_admission_body: args.max_admission_body,
+            max_bodies_in_flight: args.max_request_bodies_in_flight,
         },
     );
     let listener = listen(&args.http_bind)
@@ -224,6 +245,8 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     }
     let limits = ServerLimits {
         request_timeout: args.request_timeout,
+        max_connections: args.max_connections,
+        max_streams_per_connection: args.max_streams_per_connection,
         ..ServerLimits::default()
     };
     let result = tls

@@ -366,7 +366,15 @@ async fn reservation_without_bind_expires_after_the_ttl() {
     );
     assert_eq!(state.gpu_usage(&gpu), Usage::default());
 
-    // A late bind still works: the GPUs are reserved again on the node given.
+    // A cluster file keeps no pod it only heard of from a request once it holds
+    // nothing, so a late bind finds no pod...
+    let late = server.bind(&p, "free").await;
+    assert_eq!(late, json!({"Error": "pod \"abandoned\" not found"}));
+    // ...until kube-scheduler filters it again, as it does before binding.
+    assert_eq!(
+        server.filter(&p, &["free"]).await,
+        json!({"NodeNames": ["free"]})
+    );
     assert_eq!(server.bind(&p, "free").await, json!({}));
     let state = server.state().await;
     assert_eq!(state.expect_pod(pod_uid(&p))["phase"], "Bound");

@@ -507,29 +507,41 @@ async fn pods_without_vgpu_pass_through_untouched() {
     assert_eq!(state.gpu_usage(&gpu_uuid("plain", 0)), Usage::default());
 }
 
+/// Every extender verb answers its errors the same way: HTTP 200, JSON, a
+/// non-empty `Error`.
 #[tokio::test]
 async fn malformed_and_incomplete_requests_answer_200_with_an_error() {
     let server = Server::start(vec![one_gpu_node("plain", &[])], &[]).await;
 
-    for body in [
-        json!({"Pod": null, "Nodes": null, "NodeNames": ["plain"]}),
-        json!({"NodeNames": ["plain"]}),
+    for (verb, body) in [
+        (
+            "/filter",
+            json!({"Pod": null, "Nodes": null, "NodeNames": ["plain"]}),
+        ),
+        ("/filter", json!({"NodeNames": ["plain"]})),
+        ("/prioritize", json!({"NodeNames": ["plain"]})),
     ] {
-        let (status, answer) = server.post_json("/filter", &body).await;
-        assert_eq!(status, 200);
-        assert_eq!(answer, json!({"Error": "extender args missing pod"}));
+        let (status, answer) = server.post_json(verb, &body).await;
+        assert_eq!(status, 200, "{verb}");
+        assert_eq!(
+            answer,
+            json!({"Error": "extender args missing pod"}),
+            "{verb}"
+        );
     }
 
-    for body in ["{\"Pod\":", "not json at all", "[1,2,3]", ""] {
-        let (status, text) = server.post_raw("/filter", body).await;
-        assert_eq!(status, 200, "body {body:?}: {text}");
-        let answer: Value = serde_json::from_str(&text)
-            .unwrap_or_else(|e| panic!("answer to {body:?} is JSON ({e}): {text}"));
-        assert!(
-            answer["Error"].as_str().is_some_and(|e| !e.is_empty()),
-            "non-empty Error for {body:?}: {answer}"
-        );
-        assert!(answer.get("NodeNames").is_none(), "{answer}");
+    for verb in ["/filter", "/prioritize", "/bind"] {
+        for body in ["{\"Pod\":", "not json at all", "[1,2,3]", ""] {
+            let (status, text) = server.post_raw(verb, body).await;
+            assert_eq!(status, 200, "{verb} {body:?}: {text}");
+            let answer: Value = serde_json::from_str(&text)
+                .unwrap_or_else(|e| panic!("{verb} {body:?} answers JSON ({e}): {text}"));
+            assert!(
+                answer["Error"].as_str().is_some_and(|e| !e.is_empty()),
+                "{verb} {body:?}: non-empty Error in {answer}"
+            );
+            assert!(answer.get("NodeNames").is_none(), "{answer}");
+        }
     }
 
     // An invalid quantity names the container and the resource.
@@ -568,6 +580,42 @@ async fn malformed_and_incomplete_requests_answer_200_with_an_error() {
     }
     let state = server.state().await;
     assert!(state.pods().is_empty(), "nothing tracked: {}", state.0);
+}
+
+/// `/filter` and the webhook check vGPU quantities the same way: a memory
+/// percentage of 0 or less is refused by both instead of booking a whole card
+/// at `/filter`.
+#[tokio::test]
+async fn a_memory_percentage_below_1_is_refused_by_filter_and_webhook_alike() {
+    let server = Server::start(vec![one_gpu_node("plain", &[])], &[]).await;
+    for pct in ["0", "-1", "101"] {
+        let p = pod("default", &format!("pct-{}", pct.replace('-', "minus")))
+            .container(container(
+                "trainer",
+                &[
+                    ("nvidia.com/gpu", "1"),
+                    ("nvidia.com/gpumem-percentage", pct),
+                ],
+            ))
+            .build();
+        let answer = server.filter(&p, &["plain"]).await;
+        let error = answer["Error"].as_str().unwrap_or_default();
+        assert!(
+            error.contains("trainer") && error.contains("between 1 and 100"),
+            "{pct}: /filter answers an error: {answer}"
+        );
+        let (status, review) = server.post_json("/mutate", &admission_review_for(&p)).await;
+        assert_eq!(status, 200);
+        assert_eq!(review["response"]["allowed"], false, "{pct}: {review}");
+        assert_eq!(
+            review["response"]["status"]["message"].as_str(),
+            Some(error),
+            "{pct}: the same message at admission"
+        );
+    }
+    let state = server.state().await;
+    assert!(state.pods().is_empty(), "nothing booked: {}", state.0);
+    assert_eq!(state.gpu_usage(&gpu_uuid("plain", 0)), Usage::default());
 }
 
 #[tokio::test]
@@ -796,35 +844,85 @@ async fn full_nodes_mode_answers_with_the_chosen_node_object() {
     assert!(answer.get("Error").is_none(), "{answer}");
 }
 
+/// The Node objects of a full-Nodes request are candidates: a newer version may
+/// take capacity away, but never adds any, and an older one changes nothing.
 #[tokio::test]
-async fn full_nodes_mode_applies_each_newer_version_of_a_node() {
-    let with_gpu = |mem: u64, version: &str| {
-        let mut n = node("grow", &[h100(&gpu_uuid("grow", 0), 0).devmem(mem)], &[]);
+async fn full_nodes_mode_never_raises_capacity_or_rolls_back_a_newer_node() {
+    let with_gpu = |mem: u64, count: u32, version: &str, healthy: bool| {
+        let mut gpu = h100(&gpu_uuid("grow", 0), 0).devmem(mem).count(count);
+        if !healthy {
+            gpu = gpu.unhealthy();
+        }
+        let mut n = node("grow", &[gpu], &[]);
         n["metadata"]["resourceVersion"] = json!(version);
         n
     };
-    let server = Server::start(vec![with_gpu(4000, "10")], &[]).await;
+    let server = Server::start(vec![with_gpu(24000, 10, "10", true)], &[]).await;
     let filter = |p: &Value, n: &Value| {
         let body = json!({"Pod": p, "Nodes": {"items": [n]}, "NodeNames": null});
         let server = &server;
         async move { server.post_json("/filter", &body).await.1 }
     };
-    // The node kube-scheduler sends registers a bigger GPU than the ledger knew.
-    let p = pod("default", "needs-8g").gpus(1, 8000, 10).build();
-    let answer = filter(&p, &with_gpu(16000, "11")).await;
-    assert_eq!(
-        answer["Nodes"]["items"][0]["metadata"]["name"], "grow",
-        "{answer}"
-    );
-    assert_eq!(
-        server.state().await.node("grow")["gpus"][0]["devmem"],
-        16000
-    );
-    // A newer version shrinks it again: nothing of 8000 MiB fits any more.
-    let q = pod("default", "needs-8g-too").gpus(1, 8000, 10).build();
-    let answer = filter(&q, &with_gpu(6000, "12")).await;
+    // A request claiming a bigger card (and more slots) than the cluster registered
+    // books nothing beyond the registered 24000 MiB.
+    let p = pod("default", "needs-30g").gpus(1, 30000, 10).build();
+    let answer = filter(&p, &with_gpu(120_000, 60, "11", true)).await;
     assert!(answer["FailedNodes"]["grow"].is_string(), "{answer}");
-    assert_eq!(server.state().await.node("grow")["gpus"][0]["devmem"], 6000);
+    let gpu = server.state().await.node("grow")["gpus"][0].clone();
+    assert_eq!(
+        (gpu["devmem"].as_u64(), gpu["count"].as_u64()),
+        (Some(24000), Some(10))
+    );
+
+    // A newer version that shrinks the card is taken.
+    let answer = filter(&p, &with_gpu(6000, 10, "12", false)).await;
+    assert!(answer["FailedNodes"]["grow"].is_string(), "{answer}");
+    let gpu = server.state().await.node("grow")["gpus"][0].clone();
+    assert_eq!(
+        (gpu["devmem"].as_u64(), gpu["health"].as_bool()),
+        (Some(6000), Some(false))
+    );
+
+    // An older copy (a stale kube-scheduler cache) does not roll it back.
+    let small = pod("default", "needs-1g").gpus(1, 1000, 10).build();
+    let answer = filter(&small, &with_gpu(24000, 10, "11", true)).await;
+    assert!(answer["FailedNodes"]["grow"].is_string(), "{answer}");
+    let gpu = server.state().await.node("grow")["gpus"][0].clone();
+    assert_eq!(
+        (gpu["devmem"].as_u64(), gpu["health"].as_bool()),
+        (Some(6000), Some(false))
+    );
+}
+
+/// A node the cluster does not have (a Cluster Autoscaler template node) is fitted
+/// on its own registration and answered without side effects: nothing reserved,
+/// no annotation, and the node is not remembered.
+#[tokio::test]
+async fn full_nodes_mode_answers_unknown_nodes_without_side_effects() {
+    let server = Server::start(vec![one_gpu_node("real", &[])], &[]).await;
+    let mut template = one_gpu_node("template-1", &[]);
+    template["metadata"]["resourceVersion"] = json!("1");
+    let p = pod("default", "scale-up").gpus(1, 8000, 10).build();
+    let body = json!({"Pod": p, "Nodes": {"items": [template]}, "NodeNames": null});
+    let (status, answer) = server.post_json("/filter", &body).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(
+        answer["Nodes"]["items"][0]["metadata"]["name"], "template-1",
+        "the pod would fit the template: {answer}"
+    );
+    let too_big = pod("default", "too-big").gpus(1, 900_000, 10).build();
+    let body = json!({"Pod": too_big, "Nodes": {"items": [template]}, "NodeNames": null});
+    let answer = server.post_json("/filter", &body).await.1;
+    assert!(answer["FailedNodes"]["template-1"].is_string(), "{answer}");
+
+    let state = server.state().await;
+    assert!(state.pods().is_empty(), "nothing reserved: {}", state.0);
+    assert_eq!(
+        state.node_names(),
+        vec!["real"],
+        "the template is not remembered"
+    );
+    assert!(state.events().is_empty(), "no events: {:?}", state.events());
 }
 
 // ---------------------------------------------------------------------------
@@ -1194,4 +1292,116 @@ async fn unknown_policy_values_fall_back_like_hami_and_bad_weights_are_errors() 
     }
     let state = server.state().await;
     assert!(state.pod(&uid_for("pod/default/bad-weights")).is_none());
+}
+
+// ---------------------------------------------------------------------------
+// Logs
+// ---------------------------------------------------------------------------
+
+/// A pod name is the client's text: one with a newline must not start a log line
+/// that reads like one of the server's own.
+#[tokio::test]
+async fn a_pod_name_with_a_newline_cannot_forge_a_log_line() {
+    let server = Server::start(vec![one_gpu_node("plain", &[])], &[]).await;
+    let forged = "ERROR vgpu_scheduler: node lock lost on every node";
+    let mut p = pod("default", "trainer").gpus(1, 1000, 10).build();
+    p["metadata"]["name"] = json!(format!("trainer\n{forged}"));
+    assert_eq!(chosen_node(&server.filter(&p, &["plain"]).await), "plain");
+    let log = wait_for_log(&server, "reserved GPUs").await;
+    assert!(
+        log.lines().all(|line| !line.starts_with(forged)),
+        "a line of its own:\n{log}"
+    );
+    assert!(log.contains(r"trainer\nERROR"), "escaped in place:\n{log}");
+}
+
+/// The server's log once a line containing `text` was written (lines are written
+/// out within 200 ms).
+async fn wait_for_log(server: &Server, text: &str) -> String {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let log = server.log();
+        if log.contains(text) {
+            return log;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no {text:?} in the log:\n{log}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Which claims the ledger books
+// ---------------------------------------------------------------------------
+
+/// The ledger books device annotations only for pods this scheduler places (or
+/// HAMi placed before a migration), and never beyond a GPU's capacity: a claim
+/// beyond it is reported instead.
+#[tokio::test]
+async fn only_our_pods_claims_within_capacity_are_booked() {
+    let gpu = gpu_uuid("gpu-a", 0);
+    let claim = |mem: u64| format!("{gpu},NVIDIA,{mem},10:;");
+    let mut forged = pod("default", "cpu-forger")
+        .container(container("web", &[("cpu", "1")]))
+        .holding("gpu-a", &claim(30000))
+        .build();
+    forged["spec"]["schedulerName"] = json!("default-scheduler");
+    let mut migrated = pod("default", "from-hami")
+        .gpus(1, 20000, 10)
+        .holding("gpu-a", &claim(20000))
+        .build();
+    migrated["spec"]["schedulerName"] = json!("hami-scheduler");
+    let ours = pod("default", "ours")
+        .gpus(1, 30000, 10)
+        .holding("gpu-a", &claim(30000))
+        .build();
+    let greedy = pod("default", "greedy")
+        .gpus(1, 60000, 10)
+        .holding("gpu-a", &claim(60000))
+        .build();
+    let server = Server::start(
+        vec![one_gpu_node("gpu-a", &[]), forged, migrated, ours, greedy],
+        &[],
+    )
+    .await;
+    let state = server.state().await;
+    let booked: Vec<&str> = state
+        .pods()
+        .iter()
+        .filter_map(|p| p["name"].as_str())
+        .collect();
+    assert_eq!(booked, vec!["from-hami", "ours"], "{}", state.0);
+    let usage = state.gpu_usage(&gpu);
+    assert_eq!((usage.used, usage.usedmem), (2, 50000), "{}", state.0);
+    let conflicts = state.0["conflicts"].as_array().cloned().unwrap_or_default();
+    assert_eq!(conflicts.len(), 1, "{}", state.0);
+    assert_eq!(conflicts[0]["name"], "greedy");
+    assert!(
+        conflicts[0]["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("MiB of memory")),
+        "{conflicts:?}"
+    );
+    let (_, metrics) = server.get("/metrics").await;
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l == "vgpu_scheduler_claim_conflicts_total 1"),
+        "{metrics}"
+    );
+    // The pod's owner hears of it: the event is sent apart from the load.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !server
+        .state()
+        .await
+        .has_event("greedy", "AllocationConflict")
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no AllocationConflict event"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
 }

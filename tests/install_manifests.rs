@@ -1,6 +1,6 @@
 //! The plain-YAML install (`manifests/install/`), `manifests/*.yaml` and the Helm
-//! chart (`charts/vgpu-scheduler/`, rendered by `tests/helm_render/` with default
-//! and with non-default values): every document parses into its Kubernetes type
+//! chart (`charts/vgpu-scheduler/`, linted and rendered by the real `helm` with
+//! default and with non-default values, see `tests/helm/`): every document parses into its Kubernetes type
 //! (k8s-openapi) with no field the type does not know, and the pieces fit together
 //! and fit the binary: the KubeSchedulerConfiguration names only routes the server
 //! serves and resources it manages, the flags are ones `vgpu-scheduler serve` and
@@ -8,7 +8,7 @@
 //! narrowly, RBAC grants exactly what the code uses, and the chart's default render
 //! is the plain install.
 
-mod helm_render;
+mod helm;
 
 use k8s_openapi::Resource;
 use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
@@ -249,9 +249,9 @@ fn chart_dir() -> PathBuf {
 /// `helm template <release> charts/vgpu-scheduler -n <namespace> --kube-version
 /// <version>` with `overrides` on top of values.yaml, parsed.
 fn render(release: &str, namespace: &str, kube_version: &str, overrides: &Value) -> Objects {
-    let rendered = helm_render::render(
+    let rendered = helm::template(
         &chart_dir(),
-        &helm_render::Release {
+        &helm::Release {
             name: release,
             namespace,
             kube_version,
@@ -269,12 +269,7 @@ fn render(release: &str, namespace: &str, kube_version: &str, overrides: &Value)
 }
 
 fn render_default() -> Objects {
-    render(
-        "vgpu-scheduler",
-        NAMESPACE,
-        "v1.33.0",
-        &helm_render::no_overrides(),
-    )
+    render("vgpu-scheduler", NAMESPACE, "v1.33.0", &json!({}))
 }
 
 /// Non-default values: every switch the chart has, away from its default.
@@ -1106,7 +1101,7 @@ fn check_webhook(o: &Objects, s: &Setup) {
     assert_eq!(rules.len(), 1);
     assert_eq!(
         rules[0].operations.as_deref(),
-        Some(&["CREATE".to_string()][..])
+        Some(&["CREATE".to_string(), "UPDATE".to_string()][..])
     );
     assert_eq!(
         rules[0].resources.as_deref(),
@@ -1180,7 +1175,17 @@ fn check_webhook(o: &Objects, s: &Setup) {
             "{what}: {annotation}"
         );
     }
+    // Updates only when they change an annotation the scheduler writes.
+    for annotation in vgpu_scheduler::webhook::PLACEMENT_ANNOTATIONS {
+        assert!(
+            expression.contains(&format!("'{annotation}'")),
+            "{what}: {annotation}"
+        );
+    }
     for needle in [
+        "request.operation == 'CREATE' && (",
+        "request.operation == 'UPDATE' && [",
+        "oldObject.metadata.annotations[a]",
         "object.spec.containers.exists(",
         "has(object.spec.initContainers) && object.spec.initContainers.exists(",
         "c.resources.limits",
@@ -1526,8 +1531,12 @@ fn first_difference(a: &Value, b: &Value, path: &str) -> Option<String> {
 }
 
 #[test]
-fn renderer_handles_its_subset_and_refuses_the_rest() {
-    helm_render::self_check();
+fn chart_lints_with_default_and_non_default_values() {
+    if !helm::available("chart_lints_with_default_and_non_default_values") {
+        return;
+    }
+    helm::lint(&chart_dir(), &json!({}));
+    helm::lint(&chart_dir(), &non_default_values());
 }
 
 #[test]
@@ -1542,6 +1551,9 @@ fn every_manifest_parses_into_its_kubernetes_type() {
     // manifests/kube-scheduler-config.yaml.
     assert_eq!(objects.scheduler_configs.len(), 1);
     // The chart with both sets of values.
+    if !helm::available("every_manifest_parses_into_its_kubernetes_type (chart)") {
+        return;
+    }
     for o in [render_default(), render_non_default()] {
         assert_eq!(o.deployments.len(), 1);
         assert_eq!(o.webhooks.len(), 1);
@@ -1615,6 +1627,9 @@ fn plain_install_fits_the_binary() {
 
 #[test]
 fn chart_with_default_values_fits_the_binary() {
+    if !helm::available("chart_with_default_values_fits_the_binary") {
+        return;
+    }
     let o = render_default();
     assert!(
         o.namespaces.is_empty(),
@@ -1700,6 +1715,9 @@ fn chart_with_default_values_fits_the_binary() {
 
 #[test]
 fn chart_with_non_default_values_fits_the_binary() {
+    if !helm::available("chart_with_non_default_values_fits_the_binary") {
+        return;
+    }
     let o = render_non_default();
     check_all(&o, &CHART_NON_DEFAULT);
     let deployment = one(&o.deployments, "Deployment");
@@ -1838,6 +1856,9 @@ fn chart_with_non_default_values_fits_the_binary() {
 
 #[test]
 fn chart_with_cert_manager_and_client_certificates() {
+    if !helm::available("chart_with_cert_manager_and_client_certificates") {
+        return;
+    }
     let o = render(
         "vgpu-scheduler",
         NAMESPACE,
@@ -1890,6 +1911,9 @@ fn chart_with_cert_manager_and_client_certificates() {
 
 #[test]
 fn chart_default_render_is_the_plain_install() {
+    if !helm::available("chart_default_render_is_the_plain_install") {
+        return;
+    }
     // Hooks (the certs Jobs around install and upgrade, and their RBAC) have no
     // plain counterpart: there the CronJob is started by hand once.
     let chart: BTreeMap<String, Value> = render_default()

@@ -477,13 +477,7 @@ async fn node_label_selector_limits_the_nodes() {
     add_node(&api, "gpu-out", 1, 10);
     let server = LiveServer::start(&api, &["--node-label-selector", "pool=vgpu"]).await;
     let state = server.state().await;
-    let names: Vec<&str> = state.0["nodes"]
-        .as_array()
-        .expect("nodes")
-        .iter()
-        .filter_map(|n| n["name"].as_str())
-        .collect();
-    assert_eq!(names, vec!["gpu-in"], "{}", state.0);
+    assert_eq!(state.node_names(), vec!["gpu-in"], "{}", state.0);
     create_pod(&api, gpu_pod(NS, "picky", 1, 1000, 1));
     let answer = server
         .filter(&api_pod(&api, NS, "picky"), &["gpu-out"])
@@ -506,6 +500,30 @@ async fn node_label_selector_limits_the_nodes() {
         server.filter_one(&api, NS, "picky", &["gpu-out"]).await,
         "gpu-out"
     );
+}
+
+/// The API server takes a Binding to any node name; `/bind` refuses a node this
+/// scheduler does not know instead of binding the pod to it.
+#[tokio::test]
+async fn bind_to_a_node_the_scheduler_does_not_know_is_refused() {
+    let api = FakeApiServer::start().await;
+    add_node(&api, "gpu-a", 1, 10);
+    let server = LiveServer::start(&api, &[]).await;
+    let mut cpu = gpu_pod(NS, "cpu-job", 1, 1000, 1);
+    cpu["spec"]["containers"] = json!([container("app", &[("cpu", "1")])]);
+    let cpu = create_pod(&api, cpu);
+    let error = server
+        .bind(NS, "cpu-job", &uid_of(&cpu), "ghost-node")
+        .await;
+    assert!(
+        error.contains("ghost-node") && error.contains("not found"),
+        "refused: {error:?}"
+    );
+    let stored = api_pod(&api, NS, "cpu-job");
+    assert!(stored["spec"]["nodeName"].is_null(), "not bound: {stored}");
+    assert_eq!(annotation(&stored, "hami.io/bind-phase"), None, "{stored}");
+    // A node the scheduler knows still binds.
+    assert_eq!(server.bind(NS, "cpu-job", &uid_of(&cpu), "gpu-a").await, "");
 }
 
 /// A ResourceQuota on vGPU memory from the watch limits the namespace; deleting it

@@ -171,6 +171,7 @@ fn fast_limits() -> ServerLimits {
         handshake_timeout: Duration::from_millis(300),
         header_read_timeout: Duration::from_secs(2),
         request_timeout: Duration::from_secs(5),
+        ..ServerLimits::default()
     }
 }
 
@@ -306,6 +307,8 @@ fn scheduler_app(require_client_certificate: bool) -> Router {
             force_overwrite_default_scheduler: true,
             nvidia: NvidiaConfig::default(),
             gang_gates: true,
+            allow_privileged_vgpu: false,
+            annotation_writers: Default::default(),
         },
         memory_cluster: Some(memory),
         ready: AtomicBool::new(true),
@@ -315,6 +318,8 @@ fn scheduler_app(require_client_certificate: bool) -> Router {
         RouterOptions {
             require_client_certificate,
             max_request_body: 1 << 20,
+            max_admission_body: 1 << 20,
+            max_bodies_in_flight: 4 << 20,
         },
     )
 }

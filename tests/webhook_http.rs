@@ -10,13 +10,20 @@ use support::*;
 const SCHEDULER: &str = "hami-vgpu";
 
 async fn webhook_server() -> Server {
+    webhook_server_with(&[]).await
+}
+
+/// A server with one GPU node, this file's scheduler name and `flags`.
+async fn webhook_server_with(flags: &[&str]) -> Server {
+    let mut args = vec!["--scheduler-name", SCHEDULER];
+    args.extend_from_slice(flags);
     Server::start(
         vec![node(
             "gpu-a",
             &[h100("GPU-aa6e500d-328b-a510-73d1-5877a2e60bdc", 0)],
             &[],
         )],
-        &["--scheduler-name", SCHEDULER],
+        &args,
     )
     .await
 }
@@ -201,20 +208,37 @@ async fn non_gpu_pod_is_allowed_without_a_patch() {
     assert!(patch_ops(&response).is_empty(), "no patch: {response}");
 }
 
+/// As HAMi v2.10 does: a privileged container sees every GPU on its node, so its
+/// vGPU limits cannot hold. `--allow-privileged-vgpu` admits it, with a warning.
 #[tokio::test]
-async fn privileged_vgpu_pod_is_allowed_unchanged_with_a_warning() {
+async fn privileged_vgpu_pod_is_refused_unless_the_operator_allows_it() {
     let server = webhook_server().await;
     let mut c = gpu_only("debugger");
     c["securityContext"] = json!({"privileged": true});
     let pod = admitted_pod("privileged", vec![c]);
     let response = admit(&server, &pod).await;
+    assert_eq!(response["allowed"], false, "{response}");
+    assert_eq!(response["status"]["code"], 403, "{response}");
+    let message = response["status"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("debugger is privileged") && message.contains("--allow-privileged-vgpu"),
+        "the reason and the way out: {response}"
+    );
+
+    let allowing = webhook_server_with(&["--allow-privileged-vgpu"]).await;
+    let response = admit(&allowing, &pod).await;
     assert_eq!(response["allowed"], true, "{response}");
-    assert!(patch_ops(&response).is_empty(), "unchanged: {response}");
+    assert!(
+        patch_ops(&response)
+            .iter()
+            .any(|op| op["path"] == "/spec/schedulerName" && op["value"] == SCHEDULER),
+        "scheduled here like any vGPU pod: {response}"
+    );
     assert!(
         response["warnings"]
             .as_array()
             .is_some_and(|w| !w.is_empty()),
-        "a warning explains why: {response}"
+        "a warning explains the risk: {response}"
     );
 }
 
@@ -361,4 +385,125 @@ async fn a_pod_over_its_namespace_vgpu_quota_is_refused_with_the_numbers() {
         )],
     );
     assert_eq!(admit(&server, &small).await["allowed"], true);
+}
+
+// ---------------------------------------------------------------------------
+// Placement annotations
+// ---------------------------------------------------------------------------
+
+const SCHEDULER_USER: &str = "system:serviceaccount:vgpu-system:vgpu-scheduler";
+const DEVICE_PLUGIN_USER: &str = "system:serviceaccount:kube-system:hami-device-plugin";
+
+async fn guarded_webhook_server() -> Server {
+    webhook_server_with(&[
+        "--scheduler-users",
+        SCHEDULER_USER,
+        "--device-plugin-users",
+        DEVICE_PLUGIN_USER,
+    ])
+    .await
+}
+
+/// An AdmissionReview of `operation` on `pod` (and `old` for UPDATE) by `user`.
+fn review_by(operation: &str, user: &str, pod: &Value, old: Option<&Value>) -> Value {
+    let mut r = review(
+        "admission.k8s.io/v1",
+        &uid_for(&format!("{operation}/{user}")),
+        pod,
+    );
+    r["request"]["operation"] = json!(operation);
+    r["request"]["userInfo"]["username"] = json!(user);
+    if let Some(old) = old {
+        r["request"]["oldObject"] = old.clone();
+    }
+    r
+}
+
+async fn verdict(server: &Server, review: &Value) -> Value {
+    let (status, answer) = server.post_json("/mutate", review).await;
+    assert_eq!(status, 200, "{answer}");
+    answer["response"].clone()
+}
+
+fn with_annotations(pod: &Value, annotations: Value) -> Value {
+    let mut p = pod.clone();
+    p["metadata"]["annotations"] = annotations;
+    p
+}
+
+/// A tenant cannot create a pod that already claims GPUs, even a CPU-only pod.
+#[tokio::test]
+async fn pods_created_with_placement_annotations_are_refused() {
+    let server = guarded_webhook_server().await;
+    for containers in [
+        vec![gpu_only("trainer")],
+        vec![container("web", &[("cpu", "1")])],
+    ] {
+        let pod = with_annotations(
+            &admitted_pod("forged", containers),
+            json!({
+                "hami.io/vgpu-node": "gpu-a",
+                "hami.io/vgpu-devices-allocated": "GPU-aa6e500d-328b-a510-73d1-5877a2e60bdc,NVIDIA,80000,100:;",
+                "hami.io/vgpu-devices-to-allocate": "GPU-aa6e500d-328b-a510-73d1-5877a2e60bdc,NVIDIA,80000,100:;",
+            }),
+        );
+        let response = verdict(&server, &review_by("CREATE", "alice", &pod, None)).await;
+        assert_eq!(response["allowed"], false, "{response}");
+        assert_eq!(response["status"]["code"], 403, "{response}");
+        let message = response["status"]["message"].as_str().unwrap_or_default();
+        for key in [
+            "hami.io/vgpu-node",
+            "hami.io/vgpu-devices-allocated",
+            "hami.io/vgpu-devices-to-allocate",
+        ] {
+            assert!(message.contains(key), "names {key}: {message}");
+        }
+    }
+}
+
+/// Updates that change placement annotations pass only for their writers: the
+/// scheduler, and HAMi's device plugin for the bind phase.
+#[tokio::test]
+async fn placement_annotations_change_only_by_the_scheduler_and_the_device_plugin() {
+    let server = guarded_webhook_server().await;
+    let plain = admitted_pod("placed", vec![gpu_only("trainer")]);
+    let placed = with_annotations(
+        &plain,
+        json!({"hami.io/vgpu-node": "gpu-a", "hami.io/bind-phase": "allocating"}),
+    );
+    let allocated = with_annotations(
+        &plain,
+        json!({"hami.io/vgpu-node": "gpu-a", "hami.io/bind-phase": "success"}),
+    );
+    let moved = with_annotations(
+        &plain,
+        json!({"hami.io/vgpu-node": "gpu-b", "hami.io/bind-phase": "allocating"}),
+    );
+    let allowed = |r: &Value| r["allowed"] == true;
+    let by = |user: &str, new: &Value, old: &Value| review_by("UPDATE", user, new, Some(old));
+    assert!(allowed(
+        &verdict(&server, &by(SCHEDULER_USER, &placed, &plain)).await
+    ));
+    assert!(allowed(
+        &verdict(&server, &by(DEVICE_PLUGIN_USER, &allocated, &placed)).await
+    ));
+    let tenant = verdict(&server, &by("alice", &moved, &placed)).await;
+    assert_eq!(tenant["allowed"], false, "{tenant}");
+    assert!(
+        tenant["status"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("hami.io/vgpu-node")),
+        "{tenant}"
+    );
+    let plugin = verdict(&server, &by(DEVICE_PLUGIN_USER, &moved, &placed)).await;
+    assert_eq!(
+        plugin["allowed"], false,
+        "the device plugin does not move pods: {plugin}"
+    );
+    // Any other update passes untouched.
+    let mut relabelled = placed.clone();
+    relabelled["metadata"]["labels"]["team"] = json!("b");
+    let other = verdict(&server, &by("alice", &relabelled, &placed)).await;
+    assert_eq!(other["allowed"], true, "{other}");
+    assert!(other.get("patch").is_none(), "{other}");
 }

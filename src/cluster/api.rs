@@ -64,6 +64,11 @@ pub trait ClusterApi: Send + Sync {
     /// Makes the pod known to the store if it keeps pods itself (file mode keeps the
     /// pods kube-scheduler shows it; a live cluster already has them).
     async fn remember_pod(&self, pod: &Pod);
+    /// Lets go of a pod [`ClusterApi::remember_pod`] kept, once it holds nothing
+    /// (it never fitted, or its reservation expired), so a store that keeps pods
+    /// itself does not grow with every pod ever filtered. Pods the store had from
+    /// elsewhere, and pods already bound, stay. A live cluster keeps nothing.
+    async fn forget_pod(&self, _namespace: &str, _name: &str) {}
     /// Reads a pod.
     async fn get_pod(&self, namespace: &str, name: &str) -> Result<Option<Pod>, ApiError>;
     /// Merge-patches a pod's annotations and labels.

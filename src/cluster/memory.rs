@@ -10,7 +10,7 @@ use async_trait::async_trait;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use parking_lot::{Mutex, MutexGuard};
 use rustc_hash::FxBuildHasher;
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -210,6 +210,9 @@ pub struct MemoryCluster {
     nodes: Mutex<BTreeMap<String, StoredNode>>,
     events: Mutex<VecDeque<SchedulerEvent>>,
     volcano_status: Mutex<BTreeMap<VolcanoObject, serde_json::Value>>,
+    /// Pods the store learned from `/filter` requests rather than from the cluster
+    /// file: those are let go of again once they hold nothing.
+    learned: Mutex<HashSet<Box<str>>>,
     /// The last resourceVersion handed out.
     version: AtomicU64,
     simulate_device_plugin: bool,
@@ -277,6 +280,7 @@ impl MemoryCluster {
             nodes: Mutex::new(BTreeMap::new()),
             events: Mutex::new(VecDeque::new()),
             volcano_status: Mutex::new(BTreeMap::new()),
+            learned: Mutex::new(HashSet::new()),
             version: AtomicU64::new(0),
             simulate_device_plugin,
         };
@@ -362,7 +366,24 @@ impl ClusterApi for MemoryCluster {
         let stored = StoredPod::new(pod);
         let mut pods = self.pods.lock(&k);
         if !known(&pods) {
+            self.learned.lock().insert(k.clone());
             pods.insert(k, stored);
+        }
+    }
+
+    async fn forget_pod(&self, namespace: &str, name: &str) {
+        let key = key(namespace, name);
+        if !self.learned.lock().contains(&key) {
+            return;
+        }
+        let mut pods = self.pods.lock(&key);
+        let bound = pods
+            .get(&key)
+            .and_then(|p| p.pod().ok())
+            .is_some_and(|p| p.spec.is_some_and(|s| s.node_name.is_some()));
+        if !bound {
+            pods.remove(&key);
+            self.learned.lock().remove(&key);
         }
     }
 

@@ -91,21 +91,6 @@ fn container_requests_parse_like_hami() {
             want(1, 0, Some(50), 0),
         ),
         (
-            "memory percentage above 100 clamped to 100",
-            limits(&[(GPU, "1"), (PCT, "150")]),
-            want(1, 0, Some(100), 0),
-        ),
-        (
-            "memory percentage beyond int32 clamped to 100 without wrapping",
-            limits(&[(GPU, "1"), (PCT, too_big_pct.as_str())]),
-            want(1, 0, Some(100), 0),
-        ),
-        (
-            "memory percentage equal to the unset sentinel 101 clamped to 100",
-            limits(&[(GPU, "1"), (PCT, "101")]),
-            want(1, 0, Some(100), 0),
-        ),
-        (
             "explicit cores 0",
             limits(&[(GPU, "1"), (CORES, "0")]),
             want(1, 0, Some(100), 0),
@@ -127,26 +112,6 @@ fn container_requests_parse_like_hami() {
             want(1, 0, Some(100), 0),
         ),
         (
-            "memory percentage 0 treated as unset",
-            limits(&[(GPU, "1"), (PCT, "0")]),
-            want(1, 0, Some(100), 0),
-        ),
-        (
-            "memory percentage 0 in requests treated as unset",
-            container("test", &[], &[(GPU, "1"), (PCT, "0")]),
-            want(1, 0, Some(100), 0),
-        ),
-        (
-            "negative memory percentage treated as unset",
-            limits(&[(GPU, "1"), (PCT, "-1")]),
-            want(1, 0, Some(100), 0),
-        ),
-        (
-            "memory percentage 0 + explicit memory: memory wins",
-            limits(&[(GPU, "1"), (MEM, "2000"), (PCT, "0")]),
-            want(1, 2000, None, 0),
-        ),
-        (
             "gpu count zero asks for nothing",
             limits(&[(GPU, "0")]),
             None,
@@ -154,6 +119,45 @@ fn container_requests_parse_like_hami() {
     ];
     for (case, c, expected) in cases {
         assert_eq!(parse(&c), Ok(expected), "{case}");
+    }
+    // Divergence: HAMi's request parser clamps a percentage above 100 (101 is its
+    // "unset" sentinel) and reads 0 or less as unset, a whole card, while its
+    // webhook refuses values outside 0..100. Here `/filter` and the webhook share
+    // one check and both refuse anything outside 1..=100 (README, "Where it
+    // differs from HAMi").
+    let refused: Vec<(&str, Container)> = vec![
+        (
+            "memory percentage above 100",
+            limits(&[(GPU, "1"), (PCT, "150")]),
+        ),
+        (
+            "memory percentage beyond int32",
+            limits(&[(GPU, "1"), (PCT, too_big_pct.as_str())]),
+        ),
+        (
+            "memory percentage 101 (HAMi's unset sentinel)",
+            limits(&[(GPU, "1"), (PCT, "101")]),
+        ),
+        ("memory percentage 0", limits(&[(GPU, "1"), (PCT, "0")])),
+        (
+            "memory percentage 0 in requests",
+            container("test", &[], &[(GPU, "1"), (PCT, "0")]),
+        ),
+        (
+            "negative memory percentage",
+            limits(&[(GPU, "1"), (PCT, "-1")]),
+        ),
+        (
+            "memory percentage 0 beside explicit memory",
+            limits(&[(GPU, "1"), (MEM, "2000"), (PCT, "0")]),
+        ),
+    ];
+    for (case, c) in refused {
+        let err = parse(&c).expect_err(case);
+        assert!(
+            err.contains(PCT) && err.contains("between 1 and 100"),
+            "{case}: {err}"
+        );
     }
 }
 
@@ -201,8 +205,6 @@ fn default_memory_applies_when_no_memory_is_given() {
     let p = |c: Container| parse_container_request(&c, &config).unwrap();
     let control = p(limits(&[(GPU, "1")]));
     assert_eq!(control, want(1, 512, None, 0));
-    // A percentage of 0 is unset, so it lands on defaultMemory like gpumem 0.
-    assert_eq!(p(limits(&[(GPU, "1"), (PCT, "0")])), control);
     assert_eq!(p(limits(&[(GPU, "1"), (MEM, "0")])), control);
 }
 

@@ -104,6 +104,22 @@ pub fn resource_value<'a>(container: &'a Container, name: &str) -> Option<&'a st
         .map(|q| q.0.as_str())
 }
 
+/// Reads a `gpumem-percentage` value: a whole percentage from 1 to 100, checked
+/// the same way by the webhook and by `/filter`.
+///
+/// HAMi's `/filter` reads 0 or less as "not given", which books the whole card,
+/// and clamps values above 100, while its webhook refuses values outside 0..100:
+/// a pod that bypassed the webhook got a different answer from one that did not.
+/// Here both refuse anything but 1..=100 (a pod that wants the whole card says 100,
+/// or gives no percentage).
+pub fn memory_percentage(value: &str) -> Result<u32, String> {
+    let pct = quantity_to_percent(value).map_err(|e| e.to_string())?;
+    u32::try_from(pct)
+        .ok()
+        .filter(|p| (1..=100).contains(p))
+        .ok_or_else(|| format!("{value} is not a percentage between 1 and 100"))
+}
+
 /// Parses one container. `Ok(None)` means it asks for no GPU.
 pub fn parse_container_request(
     container: &Container,
@@ -146,12 +162,9 @@ pub fn parse_container_request(
 
     let mut mem_percentage = None;
     if let Some(pct) = resource_value(container, &config.resource_memory_percentage_name) {
-        let pct = quantity_to_percent(pct)
-            .map_err(|e| fail(&config.resource_memory_percentage_name, e.to_string()))?;
-        // HAMi clamps above 100 and treats 0 or less as "not given".
-        if pct > 0 {
-            mem_percentage = Some(pct.min(100) as u32);
-        }
+        mem_percentage = Some(
+            memory_percentage(pct).map_err(|e| fail(&config.resource_memory_percentage_name, e))?,
+        );
     }
     if memreq > 0 {
         mem_percentage = None;
@@ -240,7 +253,7 @@ mod tests {
         assert_eq!(
             req(&[
                 ("nvidia.com/gpu", "1"),
-                ("nvidia.com/gpumem-percentage", "0"),
+                ("nvidia.com/gpumem-percentage", "50"),
                 ("nvidia.com/gpumem", "2000")
             ]),
             expect(1, 2000, None, 0)
@@ -270,14 +283,24 @@ mod tests {
     }
 
     #[test]
-    fn percentage_is_clamped_and_binary_memory_is_converted() {
-        assert_eq!(
-            req(&[
-                ("nvidia.com/gpu", "1"),
-                ("nvidia.com/gpumem-percentage", "150")
-            ]),
-            expect(1, 0, Some(100), 0)
-        );
+    fn percentage_outside_1_to_100_is_refused_and_binary_memory_is_converted() {
+        for pct in ["150", "101", "0", "-1"] {
+            let c = container(
+                "c",
+                &[
+                    ("nvidia.com/gpu", "1"),
+                    ("nvidia.com/gpumem-percentage", pct),
+                ],
+                &[],
+            );
+            let err = parse_container_request(&c, &NvidiaConfig::default()).unwrap_err();
+            assert_eq!(
+                err.to_string(),
+                format!(
+                    "container c: nvidia.com/gpumem-percentage: {pct} is not a percentage between 1 and 100"
+                )
+            );
+        }
         assert_eq!(
             req(&[("nvidia.com/gpu", "1"), ("nvidia.com/gpumem", "16Gi")]),
             expect(1, 16384, None, 0)

@@ -123,6 +123,26 @@ impl ExtenderFilterResult {
     }
 }
 
+/// The answer of a verb whose call failed, `{"Error": "..."}` with HTTP 200: the
+/// shape `/filter` and `/bind` answer their errors in, so `/prioritize` (whose
+/// success is a bare array) answers its errors the same way. kube-scheduler
+/// ignores a failed prioritize call either way; a client reads one shape.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ExtenderError {
+    /// What went wrong.
+    #[serde(rename = "Error", alias = "error")]
+    pub error: String,
+}
+
+impl ExtenderError {
+    /// A failed call.
+    pub fn new(message: impl Into<String>) -> Self {
+        Self {
+            error: message.into(),
+        }
+    }
+}
+
 /// One node's score in a `/prioritize` answer (a bare JSON array of these).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct HostPriority {

@@ -503,22 +503,38 @@ fn container(limits: &[(&str, &str)]) -> Container {
     }
 }
 
+/// Divergence: HAMi reads a percentage of 0 as "not given" and books the whole
+/// card, while its webhook would have refused a value outside 0..100 anyway. Here
+/// the request is refused at `/filter` as at admission (`memory_percentage`), so
+/// it books nothing rather than a card nobody asked for.
 #[test]
-fn a_zero_memory_percentage_books_the_whole_card() {
-    let req = parse_container_request(
+fn a_zero_memory_percentage_is_refused_instead_of_booking_the_whole_card() {
+    let err = parse_container_request(
         &container(&[
             ("nvidia.com/gpu", "1"),
             ("nvidia.com/gpumem-percentage", "0"),
         ]),
         &NvidiaConfig::default(),
     )
+    .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "container test: nvidia.com/gpumem-percentage: 0 is not a percentage between 1 and 100"
+    );
+    let whole = parse_container_request(
+        &container(&[
+            ("nvidia.com/gpu", "1"),
+            ("nvidia.com/gpumem-percentage", "100"),
+        ]),
+        &NvidiaConfig::default(),
+    )
     .unwrap();
-    let p = fit(&node(&[card("dev-0").mem(0, 11264)]), &ask(vec![req])).unwrap();
+    let p = fit(&node(&[card("dev-0").mem(0, 11264)]), &ask(vec![whole])).unwrap();
     assert_eq!(booked(&p), vec![vec![("dev-0", 11264, 0)]]);
     check(
         "an almost full card must not fit",
         &node(&[card("dev-0").mem(11260, 11264)]),
-        &ask(vec![req]),
+        &ask(vec![whole]),
         Want::Reason("1/1 CardInsufficientMemory"),
     );
 }

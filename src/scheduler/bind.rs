@@ -85,6 +85,13 @@ impl Scheduler {
             }
             return Err(format!("pod {ns}/{name} is already bound to node {bound}"));
         }
+        // The API server accepts a Binding to any name, even a node that does not
+        // exist; a node the ledger does not know is one whose GPUs nobody counts.
+        if self.ledger.read().node(node).is_none() {
+            return Err(format!(
+                "node \"{node}\" not found: it is not a node this scheduler knows"
+            ));
+        }
         let ctx = self.pod_context(&pod)?;
 
         // Strict gangs wait here, before any per-node turn is taken, so members on

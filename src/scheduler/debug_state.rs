@@ -66,6 +66,8 @@ impl Scheduler {
                 json!({"namespace": ns, "limits": limits, "usedMemory": mem, "usedCores": cores})
             })
             .collect();
-        json!({ "nodes": nodes, "pods": pods, "quotas": quotas })
+        // Claims on GPUs the ledger refused to book (see `claims`).
+        let conflicts = self.claims.list();
+        json!({ "nodes": nodes, "pods": pods, "quotas": quotas, "conflicts": conflicts })
     }
 }

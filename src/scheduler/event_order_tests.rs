@@ -35,7 +35,8 @@ fn node(name: &str, extra: serde_json::Value) -> Node {
 fn pod(name: &str) -> Pod {
     serde_json::from_value(serde_json::json!({
         "metadata": {"name": name, "namespace": "ns", "uid": format!("uid-{name}")},
-        "spec": {"containers": [{"name": "c", "resources": {"limits": {
+        "spec": {"schedulerName": "vgpu-scheduler",
+                 "containers": [{"name": "c", "resources": {"limits": {
             "nvidia.com/gpu": "1", "nvidia.com/gpumem": "1000"}}}]}
     }))
     .unwrap()

@@ -1,5 +1,6 @@
 //! `/filter` and `/prioritize`.
 
+use super::candidate_nodes::known_names;
 use super::{FilterMode, PodContext, Scheduler};
 use crate::cluster::api::EventType;
 use crate::device::allocation_codec::encode_pod_devices;
@@ -271,16 +272,21 @@ impl Scheduler {
             }
         };
         let full_nodes = args.nodes.is_some() && args.node_names.is_none();
-        if let (None, Some(nodes)) = (&args.node_names, &args.nodes) {
-            // Full Node objects are the freshest registration we can get; those the
-            // ledger already has (same resourceVersion) are skipped.
-            for node in &nodes.items {
-                if !self.node_is_applied(node.node()) {
-                    self.apply_node(node.node());
-                }
+        // Full Node objects are candidates, not truth (see `candidate_nodes`); nodes
+        // the ledger does not know are only simulated, never booked.
+        let templates = match (&args.node_names, &args.nodes) {
+            (None, Some(nodes)) => self.consider_candidate_nodes(nodes),
+            _ => Default::default(),
+        };
+        let mut names = args.candidate_names();
+        if !templates.is_empty() {
+            names = std::borrow::Cow::Owned(known_names(&names, &templates));
+            if names.is_empty() {
+                return self
+                    .fit_template_nodes(&ctx, &args, &templates)
+                    .unwrap_or_else(rejected);
             }
         }
-        let names = args.candidate_names();
         self.api.remember_pod(pod).await;
         // A pod that is bound (or being bound) keeps its GPUs: answer with its node
         // rather than dropping a booking the device plugin may already have used.
@@ -329,8 +335,12 @@ impl Scheduler {
             if had_reservation {
                 self.clear_allocation(&ctx).await;
             }
-            let eval = self.evaluate_pod(Some(pod), &ctx, &names);
+            let mut eval = self.evaluate_pod(Some(pod), &ctx, &names);
             if eval.fits.is_empty() {
+                match self.fit_template_nodes(&ctx, &args, &templates) {
+                    Ok(simulated) => return simulated,
+                    Err(more) => eval.failed.extend(more),
+                }
                 return self.no_fit(&ctx, eval.failed).await;
             }
             let chosen: Vec<String> = eval.fits.iter().map(|(n, _)| n.clone()).collect();
@@ -344,9 +354,13 @@ impl Scheduler {
         for _ in 0..RESERVE_ATTEMPTS {
             let node = match self.choose_node(Some(pod), &ctx, &names) {
                 Ok((node, _)) => node,
-                Err(failed) => {
+                Err(mut failed) => {
                     if had_reservation {
                         self.clear_allocation(&ctx).await;
+                    }
+                    match self.fit_template_nodes(&ctx, &args, &templates) {
+                        Ok(simulated) => return simulated,
+                        Err(more) => failed.extend(more),
                     }
                     return self.no_fit(&ctx, failed).await;
                 }
@@ -419,6 +433,7 @@ impl Scheduler {
             message,
         )
         .await;
+        self.api.forget_pod(&ctx.namespace, &ctx.name).await;
         rejected(failed)
     }
 

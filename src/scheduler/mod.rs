@@ -3,6 +3,8 @@
 //! atomic check-and-reserve and hands writes to the cluster API.
 
 mod bind;
+mod candidate_nodes;
+pub mod claims;
 mod debug_state;
 #[cfg(test)]
 mod event_order_tests;
@@ -68,6 +70,9 @@ pub struct SchedulerConfig {
     pub check_device_plugin_health: bool,
     /// Gang and queue scheduling.
     pub gang: GangConfig,
+    /// Scheduler names of pods placed before a migration (HAMi's), whose device
+    /// annotations the ledger books like those of our own pods (see `claims`).
+    pub previous_schedulers: Vec<String>,
 }
 
 /// Gang and queue scheduling settings.
@@ -110,6 +115,7 @@ impl Default for SchedulerConfig {
             node_lock_retry_timeout: Duration::from_secs(20),
             check_device_plugin_health: false,
             gang: GangConfig::default(),
+            previous_schedulers: vec!["hami-scheduler".into()],
         }
     }
 }
@@ -123,6 +129,7 @@ pub struct Scheduler {
     bind_serialisers: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     last_prune: Mutex<Instant>,
     gang: gang::GangState,
+    claims: claims::Conflicts,
 }
 
 impl Scheduler {
@@ -136,6 +143,7 @@ impl Scheduler {
             bind_serialisers: Mutex::new(HashMap::new()),
             last_prune: Mutex::new(Instant::now()),
             gang: gang::GangState::default(),
+            claims: claims::Conflicts::default(),
         }
     }
 
@@ -198,21 +206,6 @@ impl Scheduler {
         ledger
             .load_mut()
             .set_allocatable(name, crate::node_load::allocatable_of(node));
-    }
-
-    /// Whether `node` is the very object the ledger's entry was built from (same
-    /// name and resourceVersion), so applying it again would change nothing.
-    pub(crate) fn node_is_applied(&self, node: &Node) -> bool {
-        let (Some(name), Some(version)) = (
-            node.metadata.name.as_deref(),
-            node.metadata.resource_version.as_deref(),
-        ) else {
-            return false;
-        };
-        self.ledger
-            .read()
-            .node(name)
-            .is_some_and(|e| e.source_version.as_deref() == Some(version))
     }
 
     /// Applies a pod as a watch event shows it (events of one pod arrive in order).
@@ -285,7 +278,9 @@ impl Scheduler {
                         _ => {}
                     }
                 }
-                ledger.add_pod(entry);
+                if self.admit_claim(&ledger, pod, &entry) {
+                    ledger.add_pod(entry);
+                }
             }
             (None, None) => {
                 ledger.remove_pod(&uid);
@@ -316,6 +311,7 @@ impl Scheduler {
             ledger.mark_finished(uid);
             ledger.load_mut().set_pod(uid, None);
         }
+        self.claims.forget(uid);
         self.gang_forget_pod(uid);
     }
 
@@ -480,6 +476,7 @@ impl Scheduler {
             {
                 tracing::debug!(pod = %entry.name, error = %e, "could not clear annotations of an expired reservation");
             }
+            self.api.forget_pod(&entry.namespace, &entry.name).await;
         }
         expired.len()
     }

@@ -30,6 +30,12 @@ const H2_KEEP_ALIVE_INTERVAL: Duration = Duration::from_secs(30);
 /// How long an HTTP/2 ping may go unanswered before the connection is closed.
 const H2_KEEP_ALIVE_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// HTTP/2 flow-control window, per stream and per connection.
+const H2_WINDOW: u32 = 256 * 1024;
+/// Largest HTTP/2 header block accepted (extender and webhook requests carry a
+/// handful of headers).
+const H2_MAX_HEADER_LIST: u32 = 64 * 1024;
+
 /// State shared by all connection tasks of one server.
 pub(crate) struct ConnectionContext {
     router: Router,
@@ -56,7 +62,14 @@ impl ConnectionContext {
             .http2()
             .timer(TokioTimer::new())
             .keep_alive_interval(H2_KEEP_ALIVE_INTERVAL)
-            .keep_alive_timeout(H2_KEEP_ALIVE_TIMEOUT);
+            .keep_alive_timeout(H2_KEEP_ALIVE_TIMEOUT)
+            .max_concurrent_streams(limits.max_streams_per_connection)
+            // What a peer may send ahead of the handlers reading it, per stream and
+            // per connection: hyper's 1 MiB each, over hundreds of connections,
+            // would be memory no request body budget sees.
+            .initial_stream_window_size(H2_WINDOW)
+            .initial_connection_window_size(H2_WINDOW)
+            .max_header_list_size(H2_MAX_HEADER_LIST);
         Self {
             router,
             limits,

@@ -12,6 +12,7 @@ use axum::Router;
 use hyper_util::server::graceful::GracefulShutdown;
 use rustls::ServerConfig;
 use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
 use tokio::task::{JoinHandle, JoinSet};
 use tokio_rustls::TlsAcceptor;
 
@@ -103,23 +104,36 @@ impl TlsServer {
         let mut shutdown = pin!(shutdown);
         tracing::info!(%address, client_certificates, "serving HTTPS");
 
+        // A connection is accepted only with a slot free; the others wait in the
+        // listen backlog.
+        let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
+        let accepting = &listener;
         loop {
+            let slot = Arc::clone(&slots);
             tokio::select! {
                 () = &mut shutdown => break,
-                accepted = listener.accept() => match accepted {
-                    Ok((stream, peer)) => {
+                accepted = async move {
+                    let slot = slot.acquire_owned().await;
+                    (slot, accepting.accept().await)
+                } => match accepted {
+                    (Ok(slot), Ok((stream, peer))) => {
                         // Load per connection so a reloaded certificate applies to
                         // every connection accepted from now on.
                         let acceptor = TlsAcceptor::from(self.current.load_full());
-                        connections.spawn(serve_connection(
+                        let connection = serve_connection(
                             stream,
                             peer,
                             acceptor,
                             Arc::clone(&context),
                             graceful.watcher(),
-                        ));
+                        );
+                        connections.spawn(async move {
+                            connection.await;
+                            drop(slot);
+                        });
                     }
-                    Err(error) => {
+                    (Err(_closed), _) => break,
+                    (Ok(_), Err(error)) => {
                         tracing::warn!(%error, "cannot accept a connection");
                         tokio::time::sleep(ACCEPT_ERROR_BACKOFF).await;
                     }

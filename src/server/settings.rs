@@ -62,6 +62,12 @@ pub struct ServerLimits {
     /// has produced a response (this includes reading the request body). Exceeding it
     /// yields `503 Service Unavailable`.
     pub request_timeout: Duration,
+    /// Connections served at once; further ones wait in the listen backlog until
+    /// one closes. Each holds buffers (TLS records, HTTP/2 flow-control windows),
+    /// so this bounds what idle or slow peers can hold.
+    pub max_connections: usize,
+    /// Concurrent HTTP/2 streams per connection (hyper's default is 200).
+    pub max_streams_per_connection: u32,
 }
 
 impl Default for ServerLimits {
@@ -70,6 +76,8 @@ impl Default for ServerLimits {
             handshake_timeout: Duration::from_secs(10),
             header_read_timeout: Duration::from_secs(15),
             request_timeout: Duration::from_secs(60),
+            max_connections: 512,
+            max_streams_per_connection: 64,
         }
     }
 }
@@ -124,5 +132,7 @@ mod tests {
         assert_eq!(limits.handshake_timeout, Duration::from_secs(10));
         assert_eq!(limits.header_read_timeout, Duration::from_secs(15));
         assert_eq!(limits.request_timeout, Duration::from_secs(60));
+        assert_eq!(limits.max_connections, 512);
+        assert_eq!(limits.max_streams_per_connection, 64);
     }
 }

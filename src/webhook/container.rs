@@ -2,7 +2,9 @@
 //! in the defaults HAMi's webhook adds (GPU count, exclusive compute, env vars).
 
 use crate::device::device_config::NvidiaConfig;
-use crate::device::request::{RequestError, parse_container_request, resource_value};
+use crate::device::request::{
+    RequestError, memory_percentage, parse_container_request, resource_value,
+};
 use crate::quantity::{quantity_to_count, quantity_to_mib, quantity_to_percent};
 use k8s_openapi::api::core::v1::{Container, EnvVar};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
@@ -120,14 +122,7 @@ fn check_value(value: &str, kind: Kind) -> Result<(), String> {
     match kind {
         Kind::Count => quantity_to_count(value).map(drop).map_err(text),
         Kind::Memory => quantity_to_mib(value).map(drop).map_err(text),
-        Kind::MemoryPercentage => {
-            let pct = quantity_to_percent(value).map_err(text)?;
-            if (0..=100).contains(&pct) {
-                Ok(())
-            } else {
-                Err(format!("{value} is not between 0 and 100"))
-            }
-        }
+        Kind::MemoryPercentage => memory_percentage(value).map(drop),
         Kind::Cores | Kind::Priority => quantity_to_percent(value).map(drop).map_err(text),
     }
 }
@@ -371,14 +366,14 @@ mod tests {
                     ("nvidia.com/gpu", "1"),
                     ("nvidia.com/gpumem-percentage", "150"),
                 ],
-                "nvidia.com/gpumem-percentage: 150 is not between 0 and 100",
+                "nvidia.com/gpumem-percentage: 150 is not a percentage between 1 and 100",
             ),
             (
                 vec![
                     ("nvidia.com/gpu", "1"),
                     ("nvidia.com/gpumem-percentage", "-1"),
                 ],
-                "nvidia.com/gpumem-percentage: -1 is not between 0 and 100",
+                "nvidia.com/gpumem-percentage: -1 is not a percentage between 1 and 100",
             ),
             (
                 vec![("nvidia.com/gpu", "1"), ("nvidia.com/gpumem", "lots")],

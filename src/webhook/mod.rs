@@ -12,6 +12,7 @@
 
 mod container;
 mod patch;
+mod placement_annotations;
 mod pod;
 pub mod quota_check;
 mod review;
@@ -20,6 +21,7 @@ mod wire;
 #[cfg(test)]
 mod tests;
 
+pub use placement_annotations::{AnnotationWriters, PLACEMENT_ANNOTATIONS};
 pub use pod::{Admission, admit_pod};
 pub use quota_check::{NoQuota, QuotaLookup};
 pub use review::{review, review_with_quota};
@@ -45,4 +47,11 @@ pub struct WebhookConfig {
     /// Whether gang and queue pods we schedule get our scheduling gate at creation,
     /// so they wait outside kube-scheduler until the planner places their gang.
     pub gang_gates: bool,
+    /// Whether privileged containers may ask for vGPU (`--allow-privileged-vgpu`).
+    /// They see every GPU on their node, so their limits do not hold; HAMi refuses
+    /// them, and so does this webhook unless the operator accepts the risk, in
+    /// which case they are scheduled like other vGPU pods, with a warning.
+    pub allow_privileged_vgpu: bool,
+    /// Who may write the placement annotations (see `placement_annotations`).
+    pub annotation_writers: AnnotationWriters,
 }

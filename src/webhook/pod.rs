@@ -46,11 +46,11 @@ impl Admission {
     }
 }
 
-/// Decides on a pod being created, following HAMi's webhook step by step, with three
+/// Decides on a pod being created, following HAMi's webhook step by step, with two
 /// deliberate differences: invalid vGPU quantities are refused (HAMi answered 500
-/// or let the pod bypass the scheduler), privileged containers are allowed unchanged
-/// with a warning (HAMi refused them), and requests count like limits when deciding
-/// whether a container asks for a vGPU.
+/// or let the pod bypass the scheduler), and requests count like limits when
+/// deciding whether a container asks for a vGPU. Privileged containers that ask
+/// for vGPU are refused as HAMi refuses them, unless the operator allowed them.
 pub fn admit_pod(pod: &Pod, config: &WebhookConfig) -> Admission {
     let Some(spec) = pod.spec.as_ref().filter(|s| !s.containers.is_empty()) else {
         return Admission::forbidden("pod has no containers");
@@ -81,21 +81,22 @@ pub fn admit_pod(pod: &Pod, config: &WebhookConfig) -> Admission {
         }
     }
 
+    let mut warnings = Vec::new();
     if has_resource && !privileged.is_empty() {
-        // A privileged container sees every GPU on the node, so vGPU limits cannot
-        // hold for it. Refusing (as HAMi does) breaks operators that run privileged
-        // GPU tooling; the pod is left to the default scheduler untouched instead.
-        let warnings = privileged
+        // A privileged container sees every GPU on its node, so no vGPU limit
+        // holds for it: it can use memory and compute booked for other pods.
+        if !config.allow_privileged_vgpu {
+            return Admission::forbidden(format!(
+                "container {} is privileged and asks for vGPU resources: a privileged container sees every GPU on its node, so its vGPU limits cannot hold; drop privileged, or ask the operator to start the scheduler with --allow-privileged-vgpu",
+                privileged.join(", ")
+            ));
+        }
+        warnings = privileged
             .iter()
             .map(|name| format!(
                     "vGPU limits do not apply to privileged container {name}: it can use every GPU on its node"
                 ))
             .collect();
-        return Admission::Allow {
-            mutated: None,
-            warnings,
-            note: "privileged container, vGPU limits not applied".into(),
-        };
     }
 
     if let Some(spec) = mutated.spec.as_mut() {
@@ -125,7 +126,7 @@ pub fn admit_pod(pod: &Pod, config: &WebhookConfig) -> Admission {
     };
     Admission::Allow {
         mutated: Some(Box::new(mutated)),
-        warnings: Vec::new(),
+        warnings,
         note: note.into(),
     }
 }

@@ -2,6 +2,7 @@
 
 use super::WebhookConfig;
 use super::patch::pod_patch;
+use super::placement_annotations::{check_create, check_update};
 use super::pod::{Admission, admit_pod};
 use super::quota_check::{self, NoQuota, QuotaLookup};
 use super::wire::{
@@ -88,6 +89,17 @@ fn respond(
 ) -> AdmissionResponse {
     let uid = request.uid.as_str();
     let namespace = request.namespace.as_deref().unwrap_or_default();
+    let user = request
+        .user_info
+        .as_ref()
+        .map_or("", |u| u.username.as_str());
+    if request.operation == "UPDATE"
+        && let (Some(object), Some(old)) = (&request.object, &request.old_object)
+        && let Err(message) = check_update(object, old, user, &config.annotation_writers)
+    {
+        tracing::info!(namespace, name = request.name.as_deref().unwrap_or_default(), %message, "admission: pod update denied");
+        return AdmissionResponse::refuse(uid, 403, message);
+    }
     if request.operation != "CREATE" {
         tracing::info!(
             namespace,
@@ -112,6 +124,10 @@ fn respond(
     let Some(object) = request.object.as_ref().filter(|o| !o.is_null()) else {
         return refused_request(request, "request has no object".to_owned());
     };
+    if let Err(message) = check_create(object, user, &config.annotation_writers) {
+        tracing::info!(namespace, %message, "admission: pod denied");
+        return AdmissionResponse::refuse(uid, 403, message);
+    }
     let pod = match Pod::deserialize(object) {
         Ok(p) => p,
         Err(e) => return refused_request(request, format!("object is not a valid Pod: {e}")),

@@ -10,6 +10,8 @@ fn config() -> WebhookConfig {
         scheduler_name: "vgpu-scheduler".into(),
         force_overwrite_default_scheduler: true,
         nvidia: NvidiaConfig::default(),
+        allow_privileged_vgpu: false,
+        annotation_writers: Default::default(),
     }
 }
 
@@ -188,15 +190,29 @@ fn node_pinned_vgpu_pod_is_denied() {
 }
 
 #[test]
-fn privileged_vgpu_pod_is_allowed_unchanged_with_warning() {
+fn privileged_vgpu_pod_is_refused_unless_allowed() {
     let object = pod(json!({"containers": [{
         "name": "tool",
         "securityContext": {"privileged": true},
         "resources": {"limits": {"nvidia.com/gpu": "1"}}
     }]}));
-    let (answer, ops) = run(&body(object), &config());
-    assert!(answer.response.allowed);
+    let (answer, ops) = run(&body(object.clone()), &config());
+    assert!(!answer.response.allowed);
     assert!(ops.is_empty());
+    let status = answer.response.status.as_ref().unwrap();
+    assert_eq!(status.code, 403);
+    assert!(
+        status.message.starts_with("container tool is privileged")
+            && status.message.contains("--allow-privileged-vgpu"),
+        "{}",
+        status.message
+    );
+
+    let mut allowing = config();
+    allowing.allow_privileged_vgpu = true;
+    let (answer, ops) = run(&body(object), &allowing);
+    assert!(answer.response.allowed);
+    assert!(op(&ops, "/spec/schedulerName").is_some(), "scheduled here");
     assert_eq!(answer.response.warnings.len(), 1);
     assert!(answer.response.warnings[0].contains("privileged container tool"));
 }
@@ -223,7 +239,7 @@ fn percentage_out_of_range_is_denied() {
     assert_eq!(status.code, 403);
     assert_eq!(
         status.message,
-        "container trainer: nvidia.com/gpumem-percentage: 150 is not between 0 and 100"
+        "container trainer: nvidia.com/gpumem-percentage: 150 is not a percentage between 1 and 100"
     );
 }
 

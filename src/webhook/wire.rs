@@ -2,9 +2,18 @@
 //!
 //! The two versions carry identical request and response fields, and the API server
 //! only accepts an answer in the version it asked with, so one set of types serves
-//! both and the version string is echoed. These are written out here rather than
-//! taken from a client library because the answer must be produced even when the
-//! request is only partly readable, and because `patch` must be base64 on the wire.
+//! both and the version string is echoed.
+//!
+//! kube-core's `admission` types (already in the dependency tree) were weighed and
+//! do not fit: they would carry v1beta1 (they copy the request's `apiVersion`), but
+//! their `AdmissionResponse` writes `patch` as a JSON array of numbers where the
+//! API reference, HAMi and every client read a base64 string (Go happens to decode
+//! both; anything else that reads our answers would not), their
+//! `AdmissionResponse::invalid` always answers `admission.k8s.io/v1` with reason
+//! `InvalidRequest` and no code (a v1beta1 request must get v1beta1 back, and the
+//! user sees 400, 403 or 413 here), and their `AdmissionRequest` refuses a request
+//! that lacks `resource` or `userInfo`, which this webhook still answers with its
+//! uid. So the few fields read and written are spelled out here.
 
 use k8s_openapi::ByteString;
 use serde::{Deserialize, Serialize};
@@ -38,6 +47,20 @@ pub(crate) struct AdmissionRequest {
     /// The object as sent by the client (null for DELETE).
     #[serde(default)]
     pub object: Option<serde_json::Value>,
+    /// The object as stored before an UPDATE.
+    #[serde(default)]
+    pub old_object: Option<serde_json::Value>,
+    /// Who sent the request, as the API server authenticated them.
+    #[serde(default)]
+    pub user_info: Option<UserInfo>,
+}
+
+/// The authenticated user of an admission request.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub(crate) struct UserInfo {
+    /// `system:serviceaccount:NAMESPACE:NAME` for service accounts.
+    #[serde(default)]
+    pub username: String,
 }
 
 /// Group, version and kind of the object under admission.

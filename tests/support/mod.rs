@@ -208,6 +208,23 @@ impl Server {
         }
     }
 
+    /// The server's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// The server's resident set size in MiB, from /proc.
+    pub fn rss_mib(&self) -> f64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid()))
+            .expect("the server's /proc status");
+        let kib: f64 = status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .expect("VmRSS in /proc status");
+        kib / 1024.0
+    }
+
     /// The temporary directory of this server.
     pub fn dir(&self) -> &Path {
         self.dir.path()
@@ -364,6 +381,16 @@ impl State {
     }
 
     /// Tracked pods.
+    /// Names of the registered nodes, in the dump's order (by name).
+    pub fn node_names(&self) -> Vec<&str> {
+        self.0["nodes"]
+            .as_array()
+            .expect("nodes")
+            .iter()
+            .filter_map(|n| n["name"].as_str())
+            .collect()
+    }
+
     pub fn pods(&self) -> &Vec<Value> {
         self.0["pods"].as_array().expect("pods array")
     }

@@ -1,0 +1,187 @@
+//! Whose device annotations the ledger books.
+//!
+//! `hami.io/vgpu-node` and `hami.io/vgpu-devices-allocated` on a pod say which GPUs
+//! it holds, and they are the ledger's source when it is rebuilt from the cluster.
+//! But any pod can carry them: the webhook refuses them from tenants, yet a pod
+//! admitted while the webhook was down, or one sent to another scheduler, could
+//! still claim GPUs nobody placed it on. So a pod's annotations are booked only
+//!
+//! * for pods this scheduler places: those that name one of our scheduler names
+//!   (`--scheduler-name`, and the names a previous scheduler such as HAMi's placed
+//!   pods under before a migration, `--previous-scheduler-names`), or that hold a
+//!   reservation this scheduler made; and
+//! * within each GPU's registered slots, memory and compute: a claim beyond them is
+//!   a conflict, reported (a Warning event on the pod, the
+//!   `vgpu_scheduler_claim_conflicts` counter, `conflicts` in `/debug/state`) and
+//!   not booked, so no claim can push a GPU past its capacity.
+
+use super::Scheduler;
+use crate::cluster::api::{EventType, SchedulerEvent};
+use crate::ledger::{Ledger, PodEntry};
+use crate::usage::GpuUsage;
+use k8s_openapi::api::core::v1::Pod;
+use parking_lot::Mutex;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// Conflicts kept for `/debug/state` (the oldest go first).
+const CONFLICTS_KEPT: usize = 1000;
+
+/// A claim on GPUs that was not booked.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClaimConflict {
+    /// Pod namespace.
+    pub namespace: String,
+    /// Pod name.
+    pub name: String,
+    /// Pod UID.
+    pub uid: String,
+    /// The node the pod's annotations name.
+    pub node: String,
+    /// Why the claim was not booked.
+    pub reason: String,
+}
+
+/// Conflicts by pod UID.
+#[derive(Debug, Default)]
+pub(crate) struct Conflicts(Mutex<BTreeMap<String, ClaimConflict>>);
+
+impl Conflicts {
+    /// Records a conflict; false when the same one was recorded already.
+    fn record(&self, conflict: ClaimConflict) -> bool {
+        let mut conflicts = self.0.lock();
+        if conflicts.get(&conflict.uid) == Some(&conflict) {
+            return false;
+        }
+        if conflicts.len() >= CONFLICTS_KEPT
+            && let Some(oldest) = conflicts.keys().next().cloned()
+        {
+            conflicts.remove(&oldest);
+        }
+        conflicts.insert(conflict.uid.clone(), conflict);
+        true
+    }
+
+    /// Drops a pod's conflict (its claim was booked after all, or it is gone).
+    pub(crate) fn forget(&self, uid: &str) {
+        self.0.lock().remove(uid);
+    }
+
+    /// Every conflict, for `/debug/state`.
+    pub(crate) fn list(&self) -> Vec<ClaimConflict> {
+        self.0.lock().values().cloned().collect()
+    }
+}
+
+impl Scheduler {
+    /// Whether the pod is one this scheduler places, by its scheduler name.
+    fn placed_here(&self, pod: &Pod) -> bool {
+        let name = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.scheduler_name.as_deref())
+            .unwrap_or_default();
+        name == self.config.scheduler_name
+            || self.config.previous_schedulers.iter().any(|p| p == name)
+    }
+
+    /// Whether the ledger books `entry`, read from `pod`'s annotations. Pods that
+    /// are not ours are ignored silently (their annotations mean nothing to this
+    /// scheduler); claims beyond a GPU's capacity are reported.
+    pub(crate) fn admit_claim(&self, ledger: &Ledger, pod: &Pod, entry: &PodEntry) -> bool {
+        let held = ledger.pod(&entry.uid).is_some();
+        if !held && !self.placed_here(pod) {
+            return false;
+        }
+        match over_capacity(ledger, entry) {
+            None => {
+                self.claims.forget(&entry.uid);
+                true
+            }
+            Some(reason) => {
+                self.report_conflict(entry, reason);
+                false
+            }
+        }
+    }
+
+    fn report_conflict(&self, entry: &PodEntry, reason: String) {
+        let conflict = ClaimConflict {
+            namespace: entry.namespace.clone(),
+            name: entry.name.clone(),
+            uid: entry.uid.clone(),
+            node: entry.node.clone(),
+            reason,
+        };
+        if !self.claims.record(conflict.clone()) {
+            return;
+        }
+        tracing::warn!(
+            pod = %format!("{}/{}", conflict.namespace, conflict.name),
+            node = %conflict.node,
+            reason = %conflict.reason,
+            "device annotations claim more than the GPUs have; not booked"
+        );
+        self.metrics.claim_conflicts.inc();
+        // Watch events are applied outside any request; the event is sent on its
+        // own (and not at all where no runtime runs, as in some unit tests).
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            let api = Arc::clone(&self.api);
+            let event = SchedulerEvent {
+                namespace: conflict.namespace,
+                pod: conflict.name,
+                uid: conflict.uid,
+                event_type: EventType::Warning,
+                reason: "AllocationConflict".into(),
+                message: format!(
+                    "GPUs on node {} not booked for this pod: {}",
+                    conflict.node, conflict.reason
+                ),
+                time: chrono::Utc::now(),
+            };
+            runtime.spawn(async move { api.record_event(event).await });
+        }
+    }
+}
+
+/// Why booking `entry` would take a GPU of its node past what it registered, if
+/// it would. Its own current hold (an update of a pod the ledger holds) is not
+/// counted twice. A node not registered (yet) has nothing to check against.
+fn over_capacity(ledger: &Ledger, entry: &PodEntry) -> Option<String> {
+    let node = ledger.node(&entry.node)?;
+    let previous = ledger.pod(&entry.uid).filter(|p| p.node == entry.node);
+    for (uuid, claim) in &entry.usage {
+        let Some(i) = node.devices.iter().position(|d| d.id == *uuid) else {
+            continue;
+        };
+        let device = &node.devices[i];
+        let mut usage = node.usage.get(i).copied().unwrap_or_default();
+        if let Some((_, own)) = previous.and_then(|p| p.usage.iter().find(|(u, _)| u == uuid)) {
+            usage.sub(own);
+        }
+        let after = GpuUsage {
+            used: usage.used.saturating_add(claim.used),
+            usedmem: usage.usedmem.saturating_add(claim.usedmem),
+            usedcores: usage.usedcores.saturating_add(claim.usedcores),
+        };
+        let over = [
+            ("slots", u64::from(after.used), u64::from(device.count)),
+            ("MiB of memory", after.usedmem, device.devmem),
+            (
+                "% of compute",
+                u64::from(after.usedcores),
+                u64::from(device.devcore),
+            ),
+        ]
+        .into_iter()
+        .find(|(_, wanted, registered)| wanted > registered);
+        if let Some((what, wanted, registered)) = over {
+            return Some(format!(
+                "GPU {uuid} would hold {wanted} {what}, more than the {registered} it registered"
+            ));
+        }
+    }
+    None
+}
