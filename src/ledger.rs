@@ -1,6 +1,7 @@
 //! Who holds what: registered GPUs per node and the usage of every pod we track,
 //! kept incrementally so a decision never rescans all pods.
 
+use crate::clock::{ClockHandle, SharedClock};
 use crate::device::model::{GpuDevice, PodDevices};
 
 use crate::fit::QuotaHeadroom;
@@ -260,9 +261,19 @@ pub struct Ledger {
     namespace_usage: HashMap<String, (u64, u64)>,
     /// How new our knowledge of each pod is (see `freshness`).
     meta: HashMap<Box<str>, PodMeta>,
+    /// Where "now" comes from for freshness marks.
+    clock: ClockHandle,
 }
 
 impl Ledger {
+    /// An empty ledger reading time from `clock`.
+    pub fn with_clock(clock: SharedClock) -> Self {
+        Self {
+            clock: ClockHandle(clock),
+            ..Self::default()
+        }
+    }
+
     fn next_generation(&mut self) -> u64 {
         self.generation += 1;
         self.generation
@@ -350,7 +361,7 @@ impl Ledger {
     }
 
     fn touch(&mut self, uid: &str) -> &mut PodMeta {
-        let now = Instant::now();
+        let now = self.clock.now();
         let meta = self
             .meta
             .entry(uid.into())
@@ -365,13 +376,15 @@ impl Ledger {
             node: node.to_string(),
             devices: devices.clone(),
         };
-        self.touch(uid).local = Some(Box::new((mark, Instant::now())));
+        let now = self.clock.now();
+        self.touch(uid).local = Some(Box::new((mark, now)));
     }
 
     /// Records that we released a pod's GPUs ourselves (rollback, expiry).
     pub fn mark_local_released(&mut self, uid: &str) {
         self.remove_pod(uid);
-        self.touch(uid).local = Some(Box::new((LocalMark::Released, Instant::now())));
+        let now = self.clock.now();
+        self.touch(uid).local = Some(Box::new((LocalMark::Released, now)));
     }
 
     /// Records that a pod is gone or finished for good, releasing its GPUs.

@@ -7,6 +7,7 @@ pub mod app;
 pub mod background;
 pub mod body_budget;
 pub mod certs;
+pub mod clock;
 pub mod cluster;
 pub mod config;
 pub mod device;

@@ -456,6 +456,7 @@ fn live_source(
             identity,
             lease_duration: Duration::from_secs(15),
             retry_period: Duration::from_secs(2),
+            clock: crate::clock::system(),
         };
         let leadership = Leadership::follower();
         background.push(tokio::spawn(leader::run(

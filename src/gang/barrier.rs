@@ -129,7 +129,9 @@ mod tests {
         }
     }
 
-    #[tokio::test]
+    // Paused time: the clock moves only once every task waits, so after a sleep
+    // the waiters have gone as far as they can.
+    #[tokio::test(start_paused = true)]
     async fn nobody_passes_before_the_quorum_then_everybody_does() {
         let b = Arc::new(Barriers::default());
         let mut waiters = Vec::new();
@@ -150,7 +152,7 @@ mod tests {
         }
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn the_deadline_fails_every_waiter_and_forgets_them() {
         let b = Arc::new(Barriers::default());
         let first = {
@@ -173,7 +175,7 @@ mod tests {
         assert_eq!(third.err(), Some(TimedOut { arrived: 2 }));
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn members_already_bound_count_toward_the_quorum() {
         let b = Barriers::default();
         assert!(
@@ -183,7 +185,7 @@ mod tests {
         );
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn once_everybody_has_left_the_barrier_waits_for_a_quorum_again() {
         let b = Barriers::default();
         let first = b

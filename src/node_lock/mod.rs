@@ -9,7 +9,7 @@ pub mod value;
 
 use crate::annotations::{BIND_PHASE, NODE_LOCK};
 use crate::cluster::api::{ApiError, ClusterApi};
-use chrono::Utc;
+use chrono::{DateTime, Utc};
 use std::collections::BTreeMap;
 use std::time::Duration;
 use value::{LockValue, format_lock_value, parse_lock_value};
@@ -78,9 +78,10 @@ async fn write_lock(
         .await
 }
 
-/// Takes the node lock for `namespace/pod`. Re-entrant for the same pod.
+/// Takes the node lock for `namespace/pod` at `now`. Re-entrant for the same pod.
 pub async fn acquire(
     api: &dyn ClusterApi,
+    now: DateTime<Utc>,
     node: &str,
     namespace: &str,
     pod: &str,
@@ -106,7 +107,7 @@ pub async fn acquire(
             match parse_lock_value(&raw) {
                 Ok(lock) if lock.is_held_by(namespace, pod) => return Ok(()),
                 Ok(lock) => {
-                    let expired = lock.is_expired(Utc::now(), timeout);
+                    let expired = lock.is_expired(now, timeout);
                     if !expired && !owner_is_stale(api, &lock, node).await {
                         let holder = lock
                             .owner
@@ -128,7 +129,7 @@ pub async fn acquire(
                 }
             }
         }
-        let value = Some(format_lock_value(Utc::now(), namespace, pod));
+        let value = Some(format_lock_value(now, namespace, pod));
         match write_lock(
             api,
             node,
@@ -196,6 +197,7 @@ pub async fn release(
 /// device plugin ran does not block the node until the timeout.
 pub async fn release_if_stale(
     api: &dyn ClusterApi,
+    now: DateTime<Utc>,
     node: &str,
     timeout: Duration,
 ) -> Result<Option<String>, LockError> {
@@ -216,7 +218,7 @@ pub async fn release_if_stale(
         return Ok(None);
     };
     let stale = match parse_lock_value(&raw) {
-        Ok(lock) => lock.is_expired(Utc::now(), timeout) || owner_is_stale(api, &lock, node).await,
+        Ok(lock) => lock.is_expired(now, timeout) || owner_is_stale(api, &lock, node).await,
         Err(_) => true,
     };
     if !stale {

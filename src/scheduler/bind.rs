@@ -59,7 +59,7 @@ impl Scheduler {
     }
 
     async fn bind_pod(&self, ns: &str, name: &str, uid: &str, node: &str) -> Result<(), String> {
-        let started = Instant::now();
+        let started = self.clock.now();
         let pod = match self.api.get_pod(ns, name).await {
             Ok(Some(pod)) => pod,
             Ok(None) => {
@@ -151,7 +151,7 @@ impl Scheduler {
             .insert(BIND_PHASE.to_string(), Some("allocating".into()));
         phase.annotations.insert(
             BIND_TIME.to_string(),
-            Some(chrono::Utc::now().timestamp().to_string()),
+            Some(self.clock.wall().timestamp().to_string()),
         );
         if let Err(e) = self.api.patch_pod_metadata(ns, name, &phase).await {
             self.roll_back(ctx.as_ref(), ns, name, node, locked).await;
@@ -234,10 +234,11 @@ impl Scheduler {
         started: Instant,
     ) -> Result<(), LockError> {
         let budget = self.config.node_lock_retry_timeout;
-        let give_up = (started + budget).max(Instant::now() + LOCK_MIN_WAIT.min(budget));
+        let give_up = (started + budget).max(self.clock.now() + LOCK_MIN_WAIT.min(budget));
         loop {
             match node_lock::acquire(
                 self.api.as_ref(),
+                self.clock.wall(),
                 node,
                 ns,
                 name,
@@ -245,7 +246,7 @@ impl Scheduler {
             )
             .await
             {
-                Err(LockError::Contention { .. }) if Instant::now() < give_up => {
+                Err(LockError::Contention { .. }) if self.clock.now() < give_up => {
                     tokio::time::sleep(LOCK_RETRY_PAUSE).await;
                 }
                 other => return other,

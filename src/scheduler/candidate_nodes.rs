@@ -59,7 +59,10 @@ impl Scheduler {
             || registration::device_plugin_ready(
                 node,
                 &self.config.nvidia.resource_count_name,
-                chrono::Local::now().naive_local(),
+                self.clock
+                    .wall()
+                    .with_timezone(&chrono::Local)
+                    .naive_local(),
             );
         let mut ledger = self.ledger.write();
         let Some(known) = ledger.node(name) else {

@@ -139,7 +139,7 @@ impl Scheduler {
                     "GPUs on node {} not booked for this pod: {}",
                     conflict.node, conflict.reason
                 ),
-                time: chrono::Utc::now(),
+                time: self.clock.wall(),
             };
             runtime.spawn(async move { api.record_event(event).await });
         }

@@ -3,13 +3,12 @@
 use super::Scheduler;
 use crate::ledger::PodPhase;
 use serde_json::{Value, json};
-use std::time::Instant;
 
 impl Scheduler {
     /// Nodes with their GPUs (capacity and usage), every tracked pod, quotas.
     pub fn debug_state(&self) -> Value {
         let ledger = self.ledger.read();
-        let now = Instant::now();
+        let now = self.clock.now();
         let nodes: Vec<Value> = ledger
             .nodes()
             .iter()

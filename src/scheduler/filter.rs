@@ -18,7 +18,6 @@ use crate::resources::{Resources, VgpuDims, pod_requests};
 use crate::volcano::framework::charge::request_charge;
 use k8s_openapi::api::core::v1::Pod;
 use std::collections::BTreeMap;
-use std::time::Instant;
 
 /// Attempts at check-and-reserve before answering with an error: another filter may
 /// take the chosen GPUs between the decision and the reservation.
@@ -197,7 +196,7 @@ impl Scheduler {
             placement.devices.clone(),
             ctx.request.init_count,
             PodPhase::Reserved {
-                deadline: Instant::now() + self.config.reservation_ttl,
+                deadline: self.clock.now() + self.config.reservation_ttl,
             },
         ));
         ledger.mark_local_held(&ctx.uid, node, &placement.devices);
@@ -211,7 +210,7 @@ impl Scheduler {
         node: &str,
         devices: &PodDevices,
     ) -> Result<(), String> {
-        let mut patch = super::allocation_patch(node, devices);
+        let mut patch = super::allocation_patch(node, devices, self.clock.wall());
         // A member placed again outside its gang plan keeps no plan deadline.
         if self.config.gang.enabled {
             patch

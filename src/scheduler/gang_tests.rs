@@ -3,6 +3,7 @@
 //! `/bind`, and timed-out gangs leave nothing behind.
 
 use super::{GangConfig, Scheduler, SchedulerConfig};
+use crate::clock::ManualClock;
 use crate::cluster::api::ClusterApi;
 use crate::cluster::file::ClusterObjects;
 use crate::cluster::memory::MemoryCluster;
@@ -74,6 +75,8 @@ pub(super) struct Cluster {
     pub s: Arc<Scheduler>,
     pub memory: Arc<MemoryCluster>,
     pub nodes: Vec<String>,
+    /// The scheduler's clock: tests move it instead of waiting.
+    pub clock: Arc<ManualClock>,
 }
 
 impl Cluster {
@@ -85,7 +88,13 @@ impl Cluster {
             gang,
             ..SchedulerConfig::default()
         };
-        let s = Arc::new(Scheduler::new(config, api, Arc::new(Metrics::new())));
+        let clock = ManualClock::new();
+        let s = Arc::new(Scheduler::with_clock(
+            config,
+            api,
+            Arc::new(Metrics::new()),
+            clock.clone(),
+        ));
         s.load(&ClusterObjects {
             nodes: nodes_v,
             ..Default::default()
@@ -94,6 +103,7 @@ impl Cluster {
             s,
             memory,
             nodes: nodes.iter().map(|(n, _)| n.to_string()).collect(),
+            clock,
         }
     }
 
@@ -388,7 +398,9 @@ async fn queue_capability_blocks_with_the_named_dimension() {
     assert_eq!(c.held(), 0);
 }
 
-#[tokio::test]
+// Paused time: the clock moves only once every task waits, so after the sleep
+// the binds have gone as far as they can (to the barrier).
+#[tokio::test(start_paused = true)]
 async fn strict_gangs_bind_nobody_before_min_member_arrive() {
     let c = Cluster::new(&[("n1", 3)], strict_config(Duration::from_secs(5)));
     c.gang("sync", 3, "default", "s", 3);
@@ -463,7 +475,8 @@ async fn a_gang_that_loses_a_member_and_times_out_leaves_nothing_behind() {
     c.s.forget_pod("uid-f2");
     c.s.run_gang_cycle().await;
     assert_eq!(c.verdict("ml/fragile").reason, Some("NotEnoughTasks"));
-    tokio::time::sleep(Duration::from_millis(2100)).await;
+    // The plan's deadline passes.
+    c.clock.advance(Duration::from_millis(2100));
     c.s.expire_reservations(true).await;
     c.s.run_gang_cycle().await;
     // The started members were evicted; no GPU stays held.
@@ -701,7 +714,7 @@ async fn a_strict_gang_recreated_under_the_same_podgroup_waits_at_bind_again() {
     assert!(err.contains("1/2 members reached bind"), "{err}");
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_repeated_bind_of_a_strict_member_never_releases_its_gpus() {
     // kube-scheduler restarted while a strict member waited at the barrier and
     // sent its bind again: both requests wait, and once the quorum is there the

@@ -22,6 +22,7 @@ pub mod tracking;
 pub use crate::fit::PodContext;
 pub use crate::gang::GangView;
 
+use crate::clock::SharedClock;
 use crate::cluster::api::{ClusterApi, EventType, MetadataPatch, SchedulerEvent};
 use crate::cluster::file::ClusterObjects;
 use crate::device::device_config::NvidiaConfig;
@@ -130,21 +131,38 @@ pub struct Scheduler {
     last_prune: Mutex<Instant>,
     gang: gang::GangState,
     claims: claims::Conflicts,
+    clock: SharedClock,
 }
 
 impl Scheduler {
-    /// A scheduler over `api`, with an empty ledger.
+    /// A scheduler over `api`, with an empty ledger, on the system clock.
     pub fn new(config: SchedulerConfig, api: Arc<dyn ClusterApi>, metrics: Arc<Metrics>) -> Self {
+        Self::with_clock(config, api, metrics, crate::clock::system())
+    }
+
+    /// A scheduler over `api`, with an empty ledger, reading time from `clock`.
+    pub fn with_clock(
+        config: SchedulerConfig,
+        api: Arc<dyn ClusterApi>,
+        metrics: Arc<Metrics>,
+        clock: SharedClock,
+    ) -> Self {
         Self {
             config,
-            ledger: RwLock::new(Ledger::default()),
+            ledger: RwLock::new(Ledger::with_clock(clock.clone())),
             api,
             metrics,
             bind_serialisers: Mutex::new(HashMap::new()),
-            last_prune: Mutex::new(Instant::now()),
+            last_prune: Mutex::new(clock.now()),
             gang: gang::GangState::default(),
             claims: claims::Conflicts::default(),
+            clock,
         }
+    }
+
+    /// Where the scheduler's time comes from.
+    pub fn clock(&self) -> &SharedClock {
+        &self.clock
     }
 
     /// Settings in force.
@@ -198,7 +216,10 @@ impl Scheduler {
             let ready = registration::device_plugin_ready(
                 node,
                 &self.config.nvidia.resource_count_name,
-                chrono::Local::now().naive_local(),
+                self.clock
+                    .wall()
+                    .with_timezone(&chrono::Local)
+                    .naive_local(),
             );
             registration::apply_health(&mut entry, ready);
         }
@@ -223,7 +244,7 @@ impl Scheduler {
             pod.status.as_ref().and_then(|s| s.phase.as_deref()),
             Some("Succeeded") | Some("Failed")
         );
-        let parsed = match tracking::pod_entry(pod, self.config.reservation_ttl) {
+        let parsed = match tracking::pod_entry(pod, self.config.reservation_ttl, &*self.clock) {
             Ok(parsed) => parsed,
             Err(e) => {
                 tracing::warn!(
@@ -234,7 +255,7 @@ impl Scheduler {
                 return;
             }
         };
-        let now = Instant::now();
+        let now = self.clock.now();
         let mut ledger = self.ledger.write();
         if ledger.meta(&uid).is_some_and(|m| m.finished) {
             return;
@@ -298,7 +319,7 @@ impl Scheduler {
             .ledger
             .read()
             .meta(uid)
-            .is_none_or(|m| m.snapshot_may_change(since, Instant::now()));
+            .is_none_or(|m| m.snapshot_may_change(since, self.clock.now()));
         if may {
             self.apply_pod(pod);
         }
@@ -333,7 +354,7 @@ impl Scheduler {
         existing: &std::collections::HashSet<String>,
         since: Instant,
     ) -> Vec<String> {
-        let now = Instant::now();
+        let now = self.clock.now();
         let mut ledger = self.ledger.write();
         let gone: Vec<(String, String)> = ledger
             .pods()
@@ -435,7 +456,7 @@ impl Scheduler {
                 event_type: kind,
                 reason: reason.to_string(),
                 message,
-                time: chrono::Utc::now(),
+                time: self.clock.wall(),
             })
             .await;
     }
@@ -445,7 +466,7 @@ impl Scheduler {
     pub async fn expire_reservations(&self, clear_annotations: bool) -> usize {
         let expired: Vec<_> = {
             let mut ledger = self.ledger.write();
-            let now = Instant::now();
+            let now = self.clock.now();
             let uids = ledger.expired_reservations(now);
             let expired: Vec<_> = uids
                 .iter()
@@ -493,6 +514,7 @@ impl crate::webhook::QuotaLookup for Scheduler {
 pub(crate) fn allocation_patch(
     node: &str,
     devices: &crate::device::model::PodDevices,
+    now: chrono::DateTime<chrono::Utc>,
 ) -> MetadataPatch {
     use crate::annotations::*;
     let encoded = crate::device::allocation_codec::encode_pod_devices(devices);
@@ -501,7 +523,7 @@ pub(crate) fn allocation_patch(
         patch.annotations.insert(k.to_string(), Some(v));
     };
     set(VGPU_NODE, node.to_string());
-    set(VGPU_TIME, chrono::Utc::now().timestamp().to_string());
+    set(VGPU_TIME, now.timestamp().to_string());
     set(DEVICES_TO_ALLOCATE, encoded.clone());
     set(DEVICES_ALLOCATED, encoded);
     // A label value holds at most 63 characters, a node name up to 253: the API

@@ -5,12 +5,16 @@ use crate::annotations::{DEVICES_ALLOCATED, VGPU_NODE, VGPU_TIME};
 use crate::device::allocation_codec::decode_pod_devices;
 use crate::ledger::{PodEntry, PodPhase};
 use k8s_openapi::api::core::v1::Pod;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Reads a pod's hold on GPUs from its annotations. `Ok(None)` for pods that hold
 /// nothing (no annotations, or finished); `Err` for malformed annotations, which the
 /// caller logs (the pod is then ignored, as HAMi does).
-pub fn pod_entry(pod: &Pod, reservation_ttl: Duration) -> Result<Option<PodEntry>, String> {
+pub fn pod_entry(
+    pod: &Pod,
+    reservation_ttl: Duration,
+    clock: &dyn crate::clock::Clock,
+) -> Result<Option<PodEntry>, String> {
     let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
     if matches!(phase, Some("Succeeded") | Some("Failed")) {
         return Ok(None);
@@ -48,7 +52,7 @@ pub fn pod_entry(pod: &Pod, reservation_ttl: Duration) -> Result<Option<PodEntry
             .get(crate::gang::PLAN_DEADLINE)
             .and_then(|t| t.parse::<i64>().ok())
         {
-            let left = (deadline - chrono::Utc::now().timestamp()).max(0) as u64;
+            let left = (deadline - clock.wall().timestamp()).max(0) as u64;
             return Ok(Some(PodEntry::new(
                 uid,
                 pod.metadata
@@ -60,18 +64,18 @@ pub fn pod_entry(pod: &Pod, reservation_ttl: Duration) -> Result<Option<PodEntry
                 devices,
                 init_count,
                 PodPhase::Reserved {
-                    deadline: Instant::now() + Duration::from_secs(left),
+                    deadline: clock.now() + Duration::from_secs(left),
                 },
             )));
         }
         let age = annotations
             .get(VGPU_TIME)
             .and_then(|t| t.parse::<i64>().ok())
-            .map(|t| (chrono::Utc::now().timestamp() - t).max(0) as u64)
+            .map(|t| (clock.wall().timestamp() - t).max(0) as u64)
             .unwrap_or(0);
         let left = reservation_ttl.saturating_sub(Duration::from_secs(age));
         PodPhase::Reserved {
-            deadline: Instant::now() + left,
+            deadline: clock.now() + left,
         }
     };
     Ok(Some(PodEntry::new(

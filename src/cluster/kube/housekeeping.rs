@@ -60,7 +60,8 @@ pub fn start(
                 for node in nodes.state() {
                     scheduler.apply_node(&node);
                     if leadership.is_leader() {
-                        node_round(api.as_ref(), &node, config.node_lock_timeout).await;
+                        let now = scheduler.clock().wall();
+                        node_round(api.as_ref(), now, &node, config.node_lock_timeout).await;
                     }
                 }
             }
@@ -91,7 +92,12 @@ pub fn start(
 }
 
 /// Handshake and stale-lock repair for one node (leader only).
-async fn node_round(api: &dyn ClusterApi, node: &Node, lock_timeout: Duration) {
+async fn node_round(
+    api: &dyn ClusterApi,
+    now: chrono::DateTime<chrono::Utc>,
+    node: &Node,
+    lock_timeout: Duration,
+) {
     let Some(name) = node.metadata.name.as_deref() else {
         return;
     };
@@ -104,7 +110,7 @@ async fn node_round(api: &dyn ClusterApi, node: &Node, lock_timeout: Duration) {
             NODE_HANDSHAKE.to_string(),
             Some(format!(
                 "Requesting_{}",
-                chrono::Local::now().format(HANDSHAKE_LAYOUT)
+                now.with_timezone(&chrono::Local).format(HANDSHAKE_LAYOUT)
             )),
         );
         if let Err(e) = api.patch_node_annotations(name, &patch, None).await {
@@ -112,7 +118,7 @@ async fn node_round(api: &dyn ClusterApi, node: &Node, lock_timeout: Duration) {
         }
     }
     if annotations.is_some_and(|a| a.contains_key(crate::annotations::NODE_LOCK)) {
-        match node_lock::release_if_stale(api, name, lock_timeout).await {
+        match node_lock::release_if_stale(api, now, name, lock_timeout).await {
             Ok(Some(value)) => {
                 tracing::info!(node = name, lock = %value, "released a stale node lock")
             }
@@ -125,7 +131,7 @@ async fn node_round(api: &dyn ClusterApi, node: &Node, lock_timeout: Duration) {
 /// Lists every pod and brings the ledger in line, logging each difference.
 pub async fn resync(client: &Client, scheduler: &Scheduler) -> Result<usize, kube::Error> {
     let api: Api<Pod> = Api::all(client.clone());
-    let since = std::time::Instant::now();
+    let since = scheduler.clock().now();
     let pods = api.list(&ListParams::default()).await?;
     let before = scheduler.with_ledger(|l| {
         l.pods()

@@ -10,8 +10,10 @@
 //! than a server-side-apply based crate, so it behaves the same on every API server
 //! that implements optimistic concurrency.
 
+use crate::clock::{self, SharedClock};
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
+#[cfg(test)]
 use k8s_openapi::jiff::Timestamp;
 use kube::Client;
 use kube::api::{Api, PostParams};
@@ -32,6 +34,8 @@ pub struct LeaderConfig {
     pub lease_duration: Duration,
     /// How often we try to acquire or renew.
     pub retry_period: Duration,
+    /// Where time comes from.
+    pub clock: SharedClock,
 }
 
 /// Whether this replica leads; shared with the housekeeping tasks.
@@ -115,7 +119,7 @@ async fn try_acquire_or_renew(
     config: &LeaderConfig,
     observed: &mut Observed,
 ) -> Result<bool, kube::Error> {
-    let now = Timestamp::now();
+    let now = clock::timestamp(config.clock.wall());
     let duration = i32::try_from(config.lease_duration.as_secs()).unwrap_or(i32::MAX);
     let Some(mut lease) = api.get_opt(&config.name).await? else {
         let lease = Lease {
@@ -139,7 +143,7 @@ async fn try_acquire_or_renew(
             Err(e) => Err(e),
         };
     };
-    observed.see(lease.spec.as_ref(), Instant::now());
+    observed.see(lease.spec.as_ref(), config.clock.now());
     let spec = lease.spec.get_or_insert_with(Default::default);
     let holder = spec.holder_identity.as_deref().unwrap_or("");
     let ours = holder == config.identity;
@@ -154,7 +158,7 @@ async fn try_acquire_or_renew(
         );
         return Ok(false);
     }
-    if !ours && !observed.expired(Instant::now()) {
+    if !ours && !observed.expired(config.clock.now()) {
         return Ok(false);
     }
     let spec = lease.spec.get_or_insert_with(Default::default);

@@ -11,7 +11,6 @@ use kube::{Api, Client};
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Instant;
 use tokio::task::JoinHandle;
 
 /// Which watches finished their first full list.
@@ -60,7 +59,7 @@ pub fn start(client: Client, scheduler: Arc<Scheduler>, node_selector: Option<St
         let sync = sync.clone();
         tasks.push(tokio::spawn(async move {
             let mut seen: HashSet<String> = HashSet::new();
-            let mut list_started = Instant::now();
+            let mut list_started = scheduler.clock().now();
             // No pod cache: the ledger keeps what scheduling needs, and a copy of every
             // Pod would dominate memory in large clusters.
             let stream = watcher(api, watcher::Config::default()).default_backoff();
@@ -69,7 +68,7 @@ pub fn start(client: Client, scheduler: Arc<Scheduler>, node_selector: Option<St
                 match event {
                     Ok(watcher::Event::Init) => {
                         seen.clear();
-                        list_started = Instant::now();
+                        list_started = scheduler.clock().now();
                     }
                     Ok(watcher::Event::InitApply(p)) => {
                         if let Some(uid) = &p.metadata.uid {

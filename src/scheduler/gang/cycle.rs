@@ -25,7 +25,6 @@ use crate::volcano::framework::{GangPhase, SessionOutcome};
 use k8s_openapi::api::core::v1::Pod;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
-use std::time::Instant;
 
 /// Why a planned gang did not commit although the session placed it.
 const OVERTAKEN: &str =
@@ -58,7 +57,7 @@ impl Scheduler {
             inqueue: &memory.inqueue,
             only,
             parse: &parse,
-            now: chrono::Utc::now(),
+            now: self.clock.wall(),
         };
         let picture = LedgerPicture::take(&self.ledger.read(), &book);
         let state = build_state(&input, picture);
@@ -74,7 +73,7 @@ impl Scheduler {
         if outcome.commits.is_empty() {
             return;
         }
-        let deadline = Instant::now() + self.config.gang.timeout;
+        let deadline = self.clock.now() + self.config.gang.timeout;
         let mut overtaken: Vec<(GangKey, usize)> = Vec::new();
         {
             let mut ledger = self.ledger.write();
@@ -223,7 +222,7 @@ impl Scheduler {
             gang_counts.entry(v.queue.clone()).or_default().add(v.phase);
         }
         *self.gang.view.write() = Arc::new(GangView {
-            planned_at: Some(chrono::Utc::now().to_rfc3339()),
+            planned_at: Some(self.clock.wall().to_rfc3339()),
             queues: outcome.queues,
             gang_counts,
             gangs: outcome.verdicts.into_values().collect(),

@@ -14,14 +14,15 @@ impl Scheduler {
     /// Writes the plan onto the members and lifts their gates together; on any
     /// failure the whole gang is rolled back and stays gated.
     pub(super) async fn publish_commit(&self, commit: &JobCommit) -> Result<(), String> {
-        let deadline = chrono::Utc::now().timestamp() + self.config.gang.timeout.as_secs() as i64;
+        let now = self.clock.wall();
+        let deadline = now.timestamp() + self.config.gang.timeout.as_secs() as i64;
         let mut patched = Vec::new();
         let mut failure = None;
         for m in &commit.members {
             let Some(p) = &m.placement else {
                 continue;
             };
-            let mut patch = allocation_patch(&p.node, &p.devices);
+            let mut patch = allocation_patch(&p.node, &p.devices, now);
             patch
                 .annotations
                 .insert(PLAN_DEADLINE.to_string(), Some(deadline.to_string()));

@@ -54,7 +54,10 @@ impl Scheduler {
         memory: &mut PlannerMemory,
         outcome: &SessionOutcome,
     ) {
-        let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+        let now = self
+            .clock
+            .wall()
+            .to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
         let mut writes: Vec<(VolcanoObject, serde_json::Value)> = Vec::new();
         let mut counts: BTreeMap<&str, QueueCounts> = BTreeMap::new();
         {

@@ -28,7 +28,7 @@ impl Scheduler {
     /// half-started gang holds GPUs (Kueue's waitForPodsReady, KAI's stale gang
     /// eviction).
     pub(super) async fn gang_watchdog(&self) {
-        let now = chrono::Utc::now().timestamp();
+        let now = self.clock.wall().timestamp();
         // The window to act in: a cycle runs every second or so, but a busy API
         // server or a restart may delay one; a minute is enough to catch a start
         // that failed and short enough not to mistake a later loss for one.
