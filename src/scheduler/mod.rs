@@ -16,6 +16,8 @@ mod gang_invariant_tests;
 mod gang_tests;
 #[cfg(test)]
 mod invariant_tests;
+#[cfg(test)]
+mod placement_tests;
 pub mod registration;
 pub mod tracking;
 

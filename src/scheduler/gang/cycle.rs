@@ -46,6 +46,18 @@ impl Scheduler {
         memory: &PlannerMemory,
         only: Option<&GangKey>,
     ) -> SessionOutcome {
+        let (mut outcome, book) = self.plan_on_picture(memory, only);
+        self.reserve_commits(&mut outcome, &book);
+        outcome
+    }
+
+    /// Runs a session on a picture of the cluster; nothing is booked yet. Returns
+    /// the book the session was built from, for the commit.
+    fn plan_on_picture(
+        &self,
+        memory: &PlannerMemory,
+        only: Option<&GangKey>,
+    ) -> (SessionOutcome, GangBook) {
         let book = self.gang.book.read().clone();
         let conf = self.gang.conf.load_full();
         let dims = self.vgpu_dims();
@@ -61,9 +73,8 @@ impl Scheduler {
         };
         let picture = LedgerPicture::take(&self.ledger.read(), &book);
         let state = build_state(&input, picture);
-        let mut outcome = off_the_workers(|| plan(state, &conf.conf));
-        self.reserve_commits(&mut outcome, &book);
-        outcome
+        let outcome = off_the_workers(|| plan(state, &conf.conf));
+        (outcome, book)
     }
 
     /// Books every committed gang in the live ledger, member by member, checking
@@ -88,13 +99,20 @@ impl Scheduler {
                         continue;
                     };
                     let pod = book.members.get(&m.uid).map(|member| member.pod.clone());
-                    if let Err(reason) =
-                        self.still_fits(&ledger, &expected, &m.namespace, pod.as_deref(), placement)
-                    {
-                        tracing::info!(gang = %commit.gang, pod = %format!("{}/{}", m.namespace, m.name), node = %placement.node, reason = %reason, "planned member no longer fits; the gang waits for the next cycle");
-                        fits = false;
-                        break;
-                    }
+                    let unchanged = match self.still_fits(
+                        &ledger,
+                        &expected,
+                        &m.namespace,
+                        pod.as_deref(),
+                        placement,
+                    ) {
+                        Ok(unchanged) => unchanged,
+                        Err(reason) => {
+                            tracing::info!(gang = %commit.gang, pod = %format!("{}/{}", m.namespace, m.name), node = %placement.node, reason = %reason, "planned member no longer fits; the gang waits for the next cycle");
+                            fits = false;
+                            break;
+                        }
+                    };
                     ledger.add_pod(PodEntry::new(
                         m.uid.clone(),
                         m.namespace.clone(),
@@ -105,8 +123,16 @@ impl Scheduler {
                         PodPhase::Reserved { deadline },
                     ));
                     ledger.mark_local_held(&m.uid, &placement.node, &placement.devices);
-                    if let Some(entry) = ledger.node(&placement.node) {
-                        expected.insert(placement.node.clone(), entry.generation);
+                    // Booked on a node exactly as the session saw it: the next member
+                    // on it may trust the session too. A node someone else changed
+                    // stays untrusted for the rest of the commit.
+                    match ledger.node(&placement.node) {
+                        Some(entry) if unchanged => {
+                            expected.insert(placement.node.clone(), entry.generation);
+                        }
+                        _ => {
+                            expected.remove(&placement.node);
+                        }
                     }
                     booked.push(m.uid.clone());
                 }
@@ -139,10 +165,10 @@ impl Scheduler {
         }
     }
 
-    /// Whether a planned member may be booked as planned: the node is exactly as
-    /// the session saw it (plus what this commit booked) and the namespace quota
-    /// still has room; or, when the node changed, whether the member still fits
-    /// there with the live usage (its GPUs then chosen again).
+    /// Whether a planned member may be booked: `Ok(true)` when the node is exactly
+    /// as the session saw it (plus what this commit booked) and the namespace quota
+    /// still has room; `Ok(false)` when the node changed but the member still fits
+    /// there with the live usage (its GPUs chosen again); otherwise why not.
     fn still_fits(
         &self,
         ledger: &Ledger,
@@ -150,7 +176,7 @@ impl Scheduler {
         namespace: &str,
         pod: Option<&Pod>,
         placement: &mut TaskPlacement,
-    ) -> Result<(), String> {
+    ) -> Result<bool, String> {
         let entry = ledger.node(&placement.node).ok_or("the node is gone")?;
         if let Some(reason) = entry.unusable() {
             return Err(reason.to_string());
@@ -160,7 +186,7 @@ impl Scheduler {
             let (mem, cores) =
                 usage_totals(collapse_pod_usage(&placement.devices, placement.init_count).values());
             if quota.allows(mem, cores) {
-                return Ok(());
+                return Ok(true);
             }
         }
         let ctx = pod
@@ -179,7 +205,7 @@ impl Scheduler {
         )
         .map_err(|reason| format!("does not fit any more: {reason}"))?;
         placement.devices = fitted.devices;
-        Ok(())
+        Ok(false)
     }
 
     /// One planning cycle: plan, commit, write statuses, watch deadlines.
@@ -230,3 +256,7 @@ impl Scheduler {
         committed
     }
 }
+
+#[cfg(test)]
+#[path = "cycle_tests.rs"]
+mod tests;
