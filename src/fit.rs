@@ -52,8 +52,8 @@ impl CardReason {
 /// Node-level reason when the node has fewer matching GPUs than one container asks.
 pub const NODE_INSUFFICIENT_DEVICE: &str = "NodeInsufficientDevice";
 
-/// Per-reason counts for one container on one node.
-#[derive(Debug, Default)]
+/// Per-reason counts of the GPUs one container could not use on one node.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 struct Tally {
     counts: BTreeMap<CardReason, usize>,
 }
@@ -65,19 +65,62 @@ impl Tally {
         }
     }
 
-    /// `"<n>/<total> <Reason>"` items joined by `", "`, ordered by count and then by
-    /// name (HAMi sorts whole strings, which puts `10/12` before `2/12`).
-    fn render(&self, total: usize) -> String {
-        let mut items: Vec<(usize, CardReason)> =
-            self.counts.iter().map(|(r, n)| (*n, *r)).collect();
-        items.sort();
-        items
-            .iter()
-            .map(|(n, r)| format!("{n}/{total} {}", r.as_str()))
-            .collect::<Vec<_>>()
-            .join(", ")
+    fn into_rejection(self, total: usize) -> FitRejection {
+        FitRejection::Cards {
+            counts: self.counts,
+            total,
+        }
     }
 }
+
+/// Why a pod does not fit a node's GPUs, in HAMi's terms.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FitRejection {
+    /// The node has fewer GPUs of the vendor than one container asks for.
+    InsufficientDevice,
+    /// One container found too few usable GPUs: how many GPUs failed for which
+    /// reason, out of the node's GPUs of the vendor.
+    Cards {
+        /// GPUs per reason.
+        counts: BTreeMap<CardReason, usize>,
+        /// The node's GPUs of the vendor.
+        total: usize,
+    },
+}
+
+impl FitRejection {
+    /// How many GPUs failed for `reason` (0 for a node-level rejection).
+    pub fn count(&self, reason: CardReason) -> usize {
+        match self {
+            FitRejection::InsufficientDevice => 0,
+            FitRejection::Cards { counts, .. } => counts.get(&reason).copied().unwrap_or(0),
+        }
+    }
+}
+
+impl std::fmt::Display for FitRejection {
+    /// HAMi's words: `NodeInsufficientDevice`, or `"<n>/<total> <Reason>"` items
+    /// joined by `", "`, ordered by count and then by name (HAMi sorts whole
+    /// strings, which puts `10/12` before `2/12`).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FitRejection::InsufficientDevice => f.write_str(NODE_INSUFFICIENT_DEVICE),
+            FitRejection::Cards { counts, total } => {
+                let mut items: Vec<(usize, CardReason)> =
+                    counts.iter().map(|(r, n)| (*n, *r)).collect();
+                items.sort();
+                let text = items
+                    .iter()
+                    .map(|(n, r)| format!("{n}/{total} {}", r.as_str()))
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                f.write_str(&text)
+            }
+        }
+    }
+}
+
+impl std::error::Error for FitRejection {}
 
 /// Namespace quota headroom for vGPU memory (MiB) and cores.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -168,7 +211,7 @@ fn device_score(d: &GpuDevice, u: &GpuUsage, req: &ContainerRequest, w: &Scoring
 }
 
 /// Fits the whole pod on one node, or says why not.
-pub fn fit_pod(node: NodeView<'_>, pod: &FitRequest<'_>) -> Result<Placement, String> {
+pub fn fit_pod(node: NodeView<'_>, pod: &FitRequest<'_>) -> Result<Placement, FitRejection> {
     let score = node_score(node.devices, node.usage);
     let mut devices: PodDevices = Vec::with_capacity(pod.request.containers.len());
 
@@ -203,7 +246,7 @@ pub fn fit_pod(node: NodeView<'_>, pod: &FitRequest<'_>) -> Result<Placement, St
         let total = node.is_vendor.iter().filter(|v| **v).count();
         let mut tally = Tally::default();
         tally.add(CardReason::ResourceQuotaNotFit, total);
-        return Err(tally.render(total));
+        return Err(tally.into_rejection(total));
     }
     Ok(Placement {
         devices,
@@ -219,14 +262,14 @@ fn fit_container(
     pod: &FitRequest<'_>,
     mem_before: u64,
     cores_before: u64,
-) -> Result<Vec<ContainerDevice>, String> {
+) -> Result<Vec<ContainerDevice>, FitRejection> {
     let candidates: Vec<usize> = (0..node.devices.len())
         .filter(|&i| node.is_vendor.get(i).copied().unwrap_or(false))
         .collect();
     let total = candidates.len();
     let nums = req.nums as usize;
     if nums > total {
-        return Err(NODE_INSUFFICIENT_DEVICE.to_string());
+        return Err(FitRejection::InsufficientDevice);
     }
     let policy = &pod.policies.gpu;
     let keys: Vec<DeviceSortKey> = node
@@ -330,7 +373,7 @@ fn fit_container(
             CardReason::AllocatedCardsInsufficientRequest,
             selected.len(),
         );
-        return Err(tally.render(total));
+        return Err(tally.into_rejection(total));
     }
 
     let mut picked = Vec::with_capacity(nums);
@@ -487,10 +530,50 @@ mod tests {
                 quota,
             },
         )
+        .map_err(|e| e.to_string())
     }
 
     fn uuids(p: &Placement) -> Vec<&str> {
         p.devices.iter().flatten().map(|d| &*d.uuid).collect()
+    }
+
+    #[test]
+    fn rejections_are_typed_and_counted_per_reason() {
+        let devices = [gpu("a", 0, 0), gpu("b", 1, 0), gpu("c", 2, 0)];
+        let usage = [used(10, 0, 0), used(0, 7000, 0), used(0, 0, 0)];
+        let cordoned = BTreeSet::new();
+        let model_lower: Vec<String> = devices.iter().map(|d| d.model.to_lowercase()).collect();
+        let is_vendor = vec![true; 3];
+        let rejection = fit_pod(
+            NodeView {
+                devices: &devices,
+                usage: &usage,
+                cordoned: &cordoned,
+                is_vendor: &is_vendor,
+                model_lower: &model_lower,
+            },
+            &FitRequest {
+                request: &request(3, 2000, 0),
+                policies: &policies("spread"),
+                selectors: &DeviceSelectors::default(),
+                quota: QuotaHeadroom::default(),
+            },
+        )
+        .unwrap_err();
+        assert_eq!(rejection.count(CardReason::CardTimeSlicingExhausted), 1);
+        assert_eq!(rejection.count(CardReason::CardInsufficientMemory), 1);
+        assert_eq!(
+            rejection.count(CardReason::AllocatedCardsInsufficientRequest),
+            1
+        );
+        assert_eq!(
+            rejection.to_string(),
+            "1/3 AllocatedCardsInsufficientRequest, 1/3 CardInsufficientMemory, 1/3 CardTimeSlicingExhausted"
+        );
+        assert_eq!(
+            FitRejection::InsufficientDevice.to_string(),
+            NODE_INSUFFICIENT_DEVICE
+        );
     }
 
     /// hami-compat §16: node scores 3.0 and 8.0; device choice by GPU policy.
@@ -736,10 +819,9 @@ mod tests {
             containers: vec![c(5000), c(5000)],
             init_count: 0,
         };
-        assert!(
-            fit(&devices, &[used(0, 0, 0)], &both, "spread", &none, q)
-                .unwrap_err()
-                .contains("CardInsufficientMemory")
+        assert_eq!(
+            fit(&devices, &[used(0, 0, 0)], &both, "spread", &none, q).unwrap_err(),
+            "1/1 CardInsufficientMemory"
         );
         let init_then_app = PodRequest {
             containers: vec![c(6000), None, c(6000)],

@@ -222,6 +222,7 @@ fn fit(node: &Node, ask: &Ask) -> Result<Placement, String> {
             quota: ask.quota,
         },
     )
+    .map_err(|e| e.to_string())
 }
 
 /// The GPUs given to each container, in the order the annotation lists them.

@@ -1,9 +1,9 @@
 //! The node choice itself: predicates, ranking, fit.
 
 use super::judge::{NodeJudge, TaskFacts};
+use super::rejection::{NodeRejection, NodeRejections};
 use super::source::NodeSource;
 use crate::fit::{FitRequest, Placement, PodContext};
-use std::collections::BTreeMap;
 
 /// The chosen node and the pod's GPUs on it.
 #[derive(Debug, Clone, PartialEq)]
@@ -13,10 +13,6 @@ pub struct Choice {
     /// GPUs per container and the node's score before placing.
     pub placement: Placement,
 }
-
-/// Why each candidate was refused: node name → reason (low-cardinality words:
-/// kube-scheduler aggregates them).
-pub type NodeRejections = BTreeMap<String, String>;
 
 /// The best node for the pod that passes every predicate and fits, by the pod's
 /// node policy plus the plugins' node scores (ties: the smaller name); when none
@@ -127,11 +123,13 @@ fn judge_one<S: NodeSource + ?Sized>(
     task: &TaskFacts<'_>,
     judge: &dyn NodeJudge,
     i: usize,
-) -> Result<Placement, String> {
+) -> Result<Placement, NodeRejection> {
     if judge.filters()
         && let Some(node) = source.facts(i)
     {
-        judge.predicate(task, &node)?;
+        judge
+            .predicate(task, &node)
+            .map_err(NodeRejection::Predicate)?;
     }
     source.fit(i, request)
 }
@@ -151,7 +149,7 @@ pub fn evaluate_all<S: NodeSource + ?Sized>(
         quota: source.quota(&ctx.namespace),
     };
     let mut fits = Vec::new();
-    let mut failed = BTreeMap::new();
+    let mut failed = NodeRejections::new();
     for i in 0..source.len() {
         let name = source.name(i);
         match judge_one(source, &request, task, judge, i) {

@@ -9,8 +9,10 @@
 
 mod choose;
 mod judge;
+mod rejection;
 mod source;
 
-pub use choose::{Choice, NodeRejections, choose_node, evaluate_all};
+pub use choose::{Choice, choose_node, evaluate_all};
 pub use judge::{NoJudge, NodeFacts, NodeJudge, TaskFacts};
+pub use rejection::{NodeRejection, NodeRejections, in_words};
 pub use source::{NodeSource, RankFacts};

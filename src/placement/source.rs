@@ -1,6 +1,7 @@
 //! Where a node choice finds its candidates.
 
 use super::judge::NodeFacts;
+use super::rejection::NodeRejection;
 use crate::device::request::PodRequest;
 use crate::fit::{FitRequest, Placement, QuotaHeadroom};
 
@@ -33,7 +34,7 @@ pub trait NodeSource {
     fn rank(&self, i: usize, request: &PodRequest) -> Option<RankFacts>;
 
     /// Fits the pod on the candidate, or says why not (in HAMi's words).
-    fn fit(&self, i: usize, request: &FitRequest<'_>) -> Result<Placement, String>;
+    fn fit(&self, i: usize, request: &FitRequest<'_>) -> Result<Placement, NodeRejection>;
 
     /// The namespace's quota headroom as this source sees it.
     fn quota(&self, namespace: &str) -> QuotaHeadroom;

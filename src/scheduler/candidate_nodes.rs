@@ -104,7 +104,7 @@ impl Scheduler {
             let entry = registration::node_entry(object.node(), None).indexed();
             let fit = match entry.unusable() {
                 Some(reason) => Err(reason.to_string()),
-                None => fit_pod(entry.view(), &request),
+                None => fit_pod(entry.view(), &request).map_err(|e| e.to_string()),
             };
             match fit {
                 Ok(placement) => fits.push((name, placement)),

@@ -10,8 +10,8 @@ use crate::extender::wire::{ExtenderArgs, ExtenderFilterResult, HostPriority, No
 use crate::fit::{FitRequest, Placement, QuotaHeadroom, fit_pod};
 use crate::ledger::{Ledger, NODE_UNREGISTERED, PodEntry, PodPhase};
 use crate::placement::{
-    NodeFacts, NodeJudge, NodeRejections, NodeSource, RankFacts, TaskFacts, choose_node,
-    evaluate_all,
+    NodeFacts, NodeJudge, NodeRejection, NodeSource, RankFacts, TaskFacts, choose_node,
+    evaluate_all, in_words,
 };
 use crate::rank_index::may_fit;
 use crate::resources::{Resources, VgpuDims, pod_requests};
@@ -56,7 +56,7 @@ impl NodeSource for LedgerCandidates<'_> {
         })
     }
 
-    fn fit(&self, i: usize, request: &FitRequest<'_>) -> Result<Placement, String> {
+    fn fit(&self, i: usize, request: &FitRequest<'_>) -> Result<Placement, NodeRejection> {
         fit_entry(self.ledger, self.names.get(i), request)
     }
 
@@ -78,14 +78,18 @@ impl NodeSource for LedgerCandidates<'_> {
 }
 
 /// Fits a pod on a node as the ledger has it, or says why not.
-fn fit_entry(ledger: &Ledger, node: &str, request: &FitRequest<'_>) -> Result<Placement, String> {
+fn fit_entry(
+    ledger: &Ledger,
+    node: &str,
+    request: &FitRequest<'_>,
+) -> Result<Placement, NodeRejection> {
     let Some(entry) = ledger.node(node) else {
-        return Err(NODE_UNREGISTERED.to_string());
+        return Err(NodeRejection::Unusable(NODE_UNREGISTERED));
     };
     if let Some(reason) = entry.unusable() {
-        return Err(reason.to_string());
+        return Err(NodeRejection::Unusable(reason));
     }
-    fit_pod(entry.view(), request)
+    fit_pod(entry.view(), request).map_err(NodeRejection::Fit)
 }
 
 /// What plugins see of the pod: its requests plus its vGPU estimate (computed
@@ -132,7 +136,7 @@ impl Scheduler {
         ledger: &Ledger,
         ctx: &PodContext,
         node: &str,
-    ) -> Result<Placement, String> {
+    ) -> Result<Placement, NodeRejection> {
         fit_entry(
             ledger,
             node,
@@ -161,7 +165,10 @@ impl Scheduler {
             names,
         };
         let (fits, failed) = evaluate_all(&source, ctx, &facts.task(ctx, pod), judge);
-        Evaluation { fits, failed }
+        Evaluation {
+            fits,
+            failed: in_words(failed),
+        }
     }
 
     /// The best node that passes the plugins' predicates and fits, by the pod's node
@@ -172,7 +179,7 @@ impl Scheduler {
         pod: Option<&Pod>,
         ctx: &PodContext,
         names: &NodeNames,
-    ) -> Result<(String, Placement), NodeRejections> {
+    ) -> Result<(String, Placement), BTreeMap<String, String>> {
         let conf = self.node_judge();
         let judge = conf.judge();
         let facts = PodFacts::of(self, judge, pod, ctx);
@@ -181,13 +188,15 @@ impl Scheduler {
             ledger: &ledger,
             names,
         };
-        choose_node(&source, ctx, &facts.task(ctx, pod), judge).map(|c| (c.node, c.placement))
+        choose_node(&source, ctx, &facts.task(ctx, pod), judge)
+            .map(|c| (c.node, c.placement))
+            .map_err(in_words)
     }
 
     /// Check-and-reserve as one step under the ledger's write lock.
     pub(crate) fn reserve(&self, ctx: &PodContext, node: &str) -> Result<Placement, String> {
         let mut ledger = self.ledger.write();
-        let placement = self.fit_on(&ledger, ctx, node)?;
+        let placement = self.fit_on(&ledger, ctx, node).map_err(|e| e.to_string())?;
         ledger.add_pod(PodEntry::new(
             ctx.uid.clone(),
             ctx.namespace.clone(),

@@ -8,7 +8,7 @@ use crate::device::request::PodRequest;
 use crate::fit::{FitRequest, NodeView, Placement, QuotaHeadroom, fit_pod, node_score};
 use crate::ledger::NodeEntry;
 use crate::node_load::NodeResources;
-use crate::placement::{NodeFacts, NodeSource, RankFacts};
+use crate::placement::{NodeFacts, NodeRejection, NodeSource, RankFacts};
 use crate::resources::Resources;
 use crate::usage::{GpuUsage, collapse_pod_usage, usage_totals};
 use rustc_hash::FxHashMap;
@@ -222,10 +222,10 @@ impl NodeSource for NodeSet {
         })
     }
 
-    fn fit(&self, i: usize, request: &FitRequest<'_>) -> Result<Placement, String> {
+    fn fit(&self, i: usize, request: &FitRequest<'_>) -> Result<Placement, NodeRejection> {
         let entry = &self.nodes[i].gpus;
         if let Some(reason) = entry.unusable() {
-            return Err(reason.to_string());
+            return Err(NodeRejection::Unusable(reason));
         }
         fit_pod(
             NodeView {
@@ -234,6 +234,7 @@ impl NodeSource for NodeSet {
             },
             request,
         )
+        .map_err(NodeRejection::Fit)
     }
 
     fn quota(&self, namespace: &str) -> QuotaHeadroom {

@@ -609,12 +609,12 @@ pub fn summarise_node_reasons(failed: &NodeRejections) -> String {
     if failed.is_empty() {
         return "no node has registered GPUs".into();
     }
-    let mut by_reason: BTreeMap<&str, usize> = BTreeMap::new();
+    let mut by_reason: BTreeMap<String, usize> = BTreeMap::new();
     for reason in failed.values() {
-        *by_reason.entry(reason).or_default() += 1;
+        *by_reason.entry(reason.to_string()).or_default() += 1;
     }
-    let mut v: Vec<(&str, usize)> = by_reason.into_iter().collect();
-    v.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(b.0)));
+    let mut v: Vec<(String, usize)> = by_reason.into_iter().collect();
+    v.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
     let parts: Vec<String> = v
         .iter()
         .map(|(r, n)| format!("{n} node{} {r}", if *n == 1 { "" } else { "s" }))
