@@ -2,7 +2,10 @@
 //! watch or the cluster file), PodGroups and Queues. Updated by
 //! events; the planner reads a consistent copy of it once per cycle.
 
+use super::priority_classes::PriorityClasses;
+use crate::volcano::disruption_budget::DisruptionBudget;
 use super::membership::{DEFAULT_QUEUE, Membership};
+use super::victim_facts;
 use crate::resources::{Resources, pod_requests};
 use crate::volcano::objects::{PodGroupSpec, QueueSpec};
 use chrono::{DateTime, Utc};
@@ -45,7 +48,9 @@ pub struct Member {
     /// Role inside the job (`volcano.sh/task-spec`).
     pub role: Option<String>,
     /// `spec.priority` (filled by admission from the PriorityClass).
-    pub priority: i32,
+    pub spec_priority: Option<i32>,
+    /// `spec.priorityClassName`.
+    pub priority_class: Option<String>,
     /// Creation time, for first-come-first-served order.
     pub created: Option<DateTime<Utc>>,
     /// Carries our scheduling gate.
@@ -58,6 +63,20 @@ pub struct Member {
     pub plan_deadline: Option<i64>,
     /// CPU and memory requests (milli-units), as queues count them.
     pub requests: Resources,
+    /// Whether it may be evicted for another pod (`volcano.sh/preemptable`).
+    pub preemptable: bool,
+    /// `preemptionPolicy: Never`: it may not evict others.
+    pub never_preempts: bool,
+    /// Protected from eviction this long after it was bound.
+    pub cooldown: Option<std::time::Duration>,
+    /// When it was bound to its node.
+    pub scheduled_at: Option<DateTime<Utc>>,
+    /// Kind of its first owner (for service types by owner kind).
+    pub owner_kind: Option<String>,
+    /// Its own `volcano.sh/service.type` (a gang of one has no PodGroup to say).
+    pub service_type: Option<String>,
+    /// Being deleted (evicted): on its node until its kubelet confirms.
+    pub terminating: bool,
     /// The pod itself, for the GPU fit (metadata trimmed).
     pub pod: Arc<Pod>,
 }
@@ -80,6 +99,10 @@ pub struct GangBook {
     pub queues: BTreeMap<String, QueueSpec>,
     /// Queues whose object could not be read, with the reason (shown in debug output).
     pub queue_errors: BTreeMap<String, String>,
+    /// PriorityClasses, for PodGroup and pod priorities.
+    pub priority_classes: PriorityClasses,
+    /// PodDisruptionBudgets by (namespace, name).
+    pub budgets: BTreeMap<(String, String), DisruptionBudget>,
 }
 
 impl GangBook {
@@ -160,8 +183,9 @@ impl GangBook {
 
 /// Members are placed by priority (higher first), then age, then name.
 pub fn member_order(a: &Member, b: &Member) -> std::cmp::Ordering {
-    b.priority
-        .cmp(&a.priority)
+    b.spec_priority
+        .unwrap_or(0)
+        .cmp(&a.spec_priority.unwrap_or(0))
         .then_with(|| a.created.cmp(&b.created))
         .then_with(|| a.name.cmp(&b.name))
 }
@@ -207,6 +231,7 @@ pub fn member_of(pod: &Pod) -> Option<Member> {
     let mut trimmed = pod.clone();
     trimmed.metadata.managed_fields = None;
     trimmed.status = None;
+    let annotations = pod.metadata.annotations.as_ref();
     Some(Member {
         uid,
         namespace,
@@ -214,7 +239,8 @@ pub fn member_of(pod: &Pod) -> Option<Member> {
         gang,
         queue_hint: membership.queue,
         role: membership.role,
-        priority: spec.and_then(|s| s.priority).unwrap_or(0),
+        spec_priority: spec.and_then(|s| s.priority),
+        priority_class: spec.and_then(|s| s.priority_class_name.clone()),
         created: pod.metadata.creation_timestamp.as_ref().and_then(|t| {
             DateTime::from_timestamp(t.0.as_second(), t.0.subsec_nanosecond().max(0) as u32)
         }),
@@ -228,6 +254,13 @@ pub fn member_of(pod: &Pod) -> Option<Member> {
             .and_then(|a| a.get(super::PLAN_DEADLINE))
             .and_then(|v| v.parse().ok()),
         requests: pod_requests(pod),
+        preemptable: victim_facts::preemptable(pod),
+        never_preempts: victim_facts::never_preempts(pod),
+        cooldown: victim_facts::cooldown(pod),
+        scheduled_at: victim_facts::scheduled_at(pod),
+        owner_kind: victim_facts::owner_kind(pod),
+        service_type: victim_facts::service_type(annotations),
+        terminating: pod.metadata.deletion_timestamp.is_some(),
         pod: Arc::new(trimmed),
     })
 }

@@ -12,9 +12,11 @@ pub mod barrier;
 pub mod book;
 pub mod membership;
 pub mod plan;
+pub mod priority_classes;
 pub mod queue_metrics;
 pub mod snapshot;
 pub mod status;
+pub mod victim_facts;
 pub mod view;
 
 pub use view::GangView;

@@ -17,7 +17,7 @@ use crate::volcano::framework::job::{GpuAsk, TaskPlacement};
 use crate::volcano::framework::nodes::{NodeSet, SessionNode};
 use crate::volcano::framework::queue::{QueueInfo, add_cards};
 use crate::volcano::framework::{GangKey, JobInfo, SessionState, TaskInfo, TaskStatus};
-use crate::volcano::objects::QueueSpec;
+use crate::volcano::objects::{PodGroupSpec, QueueSpec};
 use chrono::{DateTime, Utc};
 use k8s_openapi::api::core::v1::Pod;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -126,6 +126,7 @@ pub fn build_state(input: &SnapshotInput<'_>, picture: LedgerPicture) -> Session
         dims: input.dims.clone(),
         now: input.now,
         only: input.only.cloned(),
+        budgets: input.book.budgets.values().cloned().collect(),
     }
 }
 
@@ -177,7 +178,11 @@ fn assemble_jobs(
                 min_member,
                 min_roles,
                 min_resources,
-                priority: members.iter().map(|m| m.priority).max().unwrap_or(0),
+                priority: job_priority(book, group, &tasks),
+                service_type: match group {
+                    Some(g) => crate::gang::victim_facts::service_type(Some(&g.annotations)),
+                    None => members.iter().find_map(|m| m.service_type.clone()),
+                },
                 created,
                 group_missing: !key.single && group.is_none(),
                 inqueue: input.inqueue.contains(key),
@@ -227,7 +232,10 @@ fn task_of(
         name: m.name.clone(),
         job: m.gang.clone(),
         role: m.role.clone(),
-        priority: m.priority,
+        priority: input
+            .book
+            .priority_classes
+            .resolve(m.priority_class.as_deref(), m.spec_priority),
         created: m.created,
         status,
         gated: m.gated,
@@ -237,7 +245,22 @@ fn task_of(
         cards,
         gpu,
         placement,
+        preemptable: m.preemptable,
+        never_preempts: m.never_preempts,
+        cooldown: m.cooldown,
+        scheduled_at: m.scheduled_at,
+        owner_kind: m.owner_kind.clone(),
         pod: m.pod.clone(),
+    }
+}
+
+/// A job's priority: its PodGroup's class; without one (or for a gang of one), its
+/// highest member's.
+fn job_priority(book: &GangBook, group: Option<&PodGroupSpec>, tasks: &[TaskInfo]) -> i32 {
+    let members = || tasks.iter().map(|t| t.priority).max().unwrap_or(0);
+    match group.and_then(|g| g.priority_class_name.as_deref()) {
+        Some(class) => book.priority_classes.resolve(Some(class), None),
+        None => members(),
     }
 }
 

@@ -143,6 +143,17 @@ pub struct TaskInfo {
     pub gpu: GpuAsk,
     /// Its GPUs, once placed.
     pub placement: Option<TaskPlacement>,
+    /// May be evicted for another (`volcano.sh/preemptable`).
+    pub preemptable: bool,
+    /// May not evict others (`preemptionPolicy: Never`).
+    pub never_preempts: bool,
+    /// Protected from eviction this long after it was bound
+    /// (`volcano.sh/cooldown-time`).
+    pub cooldown: Option<std::time::Duration>,
+    /// When it was bound to its node.
+    pub scheduled_at: Option<DateTime<Utc>>,
+    /// Kind of its first owner (`ReplicaSet`, `Job`, ...).
+    pub owner_kind: Option<String>,
     /// The pod (metadata trimmed), for plugins that read it.
     pub pod: Arc<Pod>,
 }
@@ -205,6 +216,8 @@ pub struct JobInfo {
     pub created: Option<DateTime<Utc>>,
     /// Its PodGroup does not exist (yet).
     pub group_missing: bool,
+    /// `volcano.sh/service.type` of its PodGroup (or, for a gang of one, its pod).
+    pub service_type: Option<String>,
     /// Admitted by enqueue (in this session or an earlier one).
     pub inqueue: bool,
     /// Tasks in a stable order (priority, age, name).

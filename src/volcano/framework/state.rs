@@ -7,6 +7,7 @@ use super::nodes::NodeSet;
 use super::queue::QueueInfo;
 use crate::resources::Resources;
 use crate::resources::VgpuDims;
+use crate::volcano::disruption_budget::DisruptionBudget;
 use chrono::{DateTime, Utc};
 use std::collections::BTreeMap;
 
@@ -28,6 +29,8 @@ pub struct SessionState {
     /// Plan only this job, and also its members without our gate (the `/filter`
     /// fallback for pods that reached kube-scheduler ungated).
     pub only: Option<GangKey>,
+    /// PodDisruptionBudgets.
+    pub budgets: Vec<DisruptionBudget>,
 }
 
 impl SessionState {

@@ -50,6 +50,11 @@ pub fn task(job: &GangKey, name: &str, resreq: Resources) -> TaskInfo {
         cards: BTreeMap::new(),
         gpu: GpuAsk::None,
         placement: None,
+        preemptable: true,
+        never_preempts: false,
+        cooldown: None,
+        scheduled_at: None,
+        owner_kind: None,
         pod: Arc::new(Pod::default()),
     }
 }
@@ -82,6 +87,7 @@ pub fn job(name: &str, queue: &str, min_member: usize, tasks: Vec<TaskInfo>) -> 
         priority: 0,
         created: None,
         group_missing: false,
+        service_type: None,
         inqueue: true,
         tasks,
         allocated,
@@ -101,6 +107,7 @@ pub fn state(total: Resources, queues: Vec<QueueInfo>, jobs: Vec<JobInfo>) -> Se
         dims: VgpuDims::default(),
         now: chrono::DateTime::UNIX_EPOCH,
         only: None,
+        budgets: Vec::new(),
     }
 }
 
