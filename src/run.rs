@@ -462,6 +462,7 @@ fn live_source(
             client.clone(),
             leader_config,
             leadership.clone(),
+            scheduler.metrics().clone(),
         )));
         leadership
     } else {
