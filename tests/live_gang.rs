@@ -180,10 +180,10 @@ async fn the_planner_runs_only_where_kube_scheduler_leads() {
         .env("POD_NAME", "this-pod-0"),
     )
     .await;
-    // The follower reads the Lease every 2 s and judges it before its next read,
-    // so once the fake has answered two reads, the first one was judged. Two
-    // planner periods ending after that began after it: had the judgement been
-    // "ours", the second would have planned.
+    // The follower reads the Lease every 2 s and judges each read before the
+    // next, so once the fake has answered two reads, the first was judged. Of
+    // the planner periods counted after that, the second decided after it too:
+    // had the Lease been judged this pod's, that period would have planned.
     let lease_path = "/namespaces/vgpu-system/leases/vgpu-scheduler-kube-scheduler";
     assert!(
         api.wait_until(Duration::from_secs(10), |a| a
