@@ -63,6 +63,14 @@ pub struct Metrics {
     pub gangs_committed: Counter,
     /// Gangs evicted because they did not start within the gang timeout.
     pub gangs_timed_out: Counter,
+    /// Node housekeeping passes begun. With `node_passes_completed` it tells
+    /// whether a pass that was under way at some moment has finished since.
+    pub node_passes_started: Counter,
+    /// Node housekeeping passes finished over every node.
+    pub node_passes_completed: Counter,
+    resyncs: Family<OutcomeLabels, Counter>,
+    planning_cycles: Family<OutcomeLabels, Counter>,
+    election_rounds: Family<OutcomeLabels, Counter>,
 }
 
 /// Latency objectives (seconds) that get a histogram bound of their own.
@@ -135,6 +143,36 @@ impl Metrics {
             "Gangs whose started members were evicted because the gang did not start in time",
             gangs_timed_out.clone(),
         );
+        let node_passes_started = Counter::default();
+        registry.register(
+            "vgpu_scheduler_node_housekeeping_passes_started",
+            "Node housekeeping passes begun (nodes re-judged; on the leader also handshakes written and stale node locks released)",
+            node_passes_started.clone(),
+        );
+        let node_passes_completed = Counter::default();
+        registry.register(
+            "vgpu_scheduler_node_housekeeping_passes_completed",
+            "Node housekeeping passes finished over every node",
+            node_passes_completed.clone(),
+        );
+        let resyncs = Family::<OutcomeLabels, Counter>::default();
+        registry.register(
+            "vgpu_scheduler_resyncs",
+            "Periodic full resyncs of the ledger with a list of all pods, by outcome (ok, failed)",
+            resyncs.clone(),
+        );
+        let planning_cycles = Family::<OutcomeLabels, Counter>::default();
+        registry.register(
+            "vgpu_scheduler_planning_cycles",
+            "Gang planner periods by outcome: run, or skipped (not the leader, or the ledger not built yet)",
+            planning_cycles.clone(),
+        );
+        let election_rounds = Family::<OutcomeLabels, Counter>::default();
+        registry.register(
+            "vgpu_scheduler_leader_election_rounds",
+            "Leader election rounds on the Lease by outcome (leading, following, failed)",
+            election_rounds.clone(),
+        );
         Self {
             registry,
             options,
@@ -145,6 +183,11 @@ impl Metrics {
             claim_conflicts,
             gangs_committed,
             gangs_timed_out,
+            node_passes_started,
+            node_passes_completed,
+            resyncs,
+            planning_cycles,
+            election_rounds,
         }
     }
 
@@ -167,6 +210,29 @@ impl Metrics {
     /// Counts a bind outcome.
     pub fn bind_outcome(&self, outcome: &str) {
         self.bind
+            .get_or_create(&OutcomeLabels {
+                outcome: outcome.into(),
+            })
+            .inc();
+    }
+
+    /// Counts a finished resync (`ok`) or one that failed.
+    pub fn resync_outcome(&self, outcome: &str) {
+        Self::count(&self.resyncs, outcome);
+    }
+
+    /// Counts a planner period: `run` once the cycle finished, or `skipped`.
+    pub fn planning_cycle(&self, outcome: &str) {
+        Self::count(&self.planning_cycles, outcome);
+    }
+
+    /// Counts a leader election round: `leading`, `following` or `failed`.
+    pub fn election_round(&self, outcome: &str) {
+        Self::count(&self.election_rounds, outcome);
+    }
+
+    fn count(family: &Family<OutcomeLabels, Counter>, outcome: &str) {
+        family
             .get_or_create(&OutcomeLabels {
                 outcome: outcome.into(),
             })

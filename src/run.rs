@@ -463,6 +463,7 @@ fn live_source(
             client.clone(),
             leader_config,
             leadership.clone(),
+            scheduler.metrics().clone(),
         )));
         leadership
     } else {

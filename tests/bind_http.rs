@@ -344,6 +344,7 @@ async fn reservation_without_bind_expires_after_the_ttl() {
     .await;
     let gpu = gpu_uuid("free", 0);
     let p = pod("default", "abandoned").gpus(1, 4000, 20).build();
+    let filtered = Instant::now();
     assert_eq!(
         server.filter(&p, &["free"]).await,
         json!({"NodeNames": ["free"]})
@@ -357,12 +358,15 @@ async fn reservation_without_bind_expires_after_the_ttl() {
     assert!((0.0..=1.0).contains(&left), "expires within 1s: {reserved}");
     assert_eq!(state.gpu_usage(&gpu).used, 1);
 
-    tokio::time::sleep(Duration::from_millis(2500)).await;
-    let state = server.state().await;
+    let (state, expired) = server
+        .wait_state(Duration::from_secs(10), |s| s.pod(pod_uid(&p)).is_none())
+        .await;
+    assert!(expired, "reservation expired: {}", state.0);
+    // Not before its TTL: it was made after `filtered`.
     assert!(
-        state.pod(pod_uid(&p)).is_none(),
-        "reservation expired: {}",
-        state.0
+        filtered.elapsed() >= Duration::from_secs(1),
+        "released {:?} after the filter",
+        filtered.elapsed()
     );
     assert_eq!(state.gpu_usage(&gpu), Usage::default());
 

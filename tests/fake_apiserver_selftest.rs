@@ -1000,10 +1000,16 @@ async fn list_resource_version_semantics() {
     let (code, _) = api.get("/api/v1/pods?resourceVersionMatch=Exact").await;
     assert_eq!(code, 422);
 
-    // A future resourceVersion waits for it.
+    // A future resourceVersion waits for it: the write comes only once the read
+    // is waiting.
     let want = api.server.resource_version() + 1;
     let server_writes = async {
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert!(
+            api.server
+                .wait_until(Duration::from_secs(5), |s| s.rv_waiters() == 1)
+                .await,
+            "the read never waited for resourceVersion {want}"
+        );
         api.server.create(pod("default", "c", json!({})));
     };
     let future_path = format!("/api/v1/pods?resourceVersion={want}");

@@ -230,7 +230,7 @@ async fn without_legacy_metrics_the_old_names_are_absent() {
 /// A started server and its log; killed on drop.
 struct Spawned {
     child: std::process::Child,
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
     log: std::path::PathBuf,
     /// The TLS listener's port.
     port: u16,
@@ -273,22 +273,10 @@ impl Spawned {
         let child = command.spawn().expect("spawn vgpu-scheduler");
         Spawned {
             child,
-            _dir: dir,
+            dir,
             log,
             port,
         }
-    }
-
-    /// Waits until the log has a line containing `text`.
-    fn log_shows(&self, text: &str, limit: Duration) -> bool {
-        let deadline = Instant::now() + limit;
-        while Instant::now() < deadline {
-            if self.log().lines().any(|l| l.contains(text)) {
-                return true;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        false
     }
 
     fn log(&self) -> String {
@@ -361,41 +349,54 @@ fn a_metrics_address_in_use_fails_the_start() {
     );
 }
 
-/// Opens a TCP connection to the TLS port and hangs up without a handshake, which
-/// the server logs at debug level; `false` if the server never listened.
-fn poke(server: &Spawned) -> bool {
+/// Makes the server log at debug and then at info level: a TLS connection (its
+/// establishment is logged at debug level) carrying a `/filter` that fits (logged
+/// at info level, "reserved GPUs"). Returns once that info line is in the log;
+/// lines are written out in the order they were logged, so whatever the
+/// connection logged at debug level is in the log by then too.
+async fn log_a_placement(server: &Spawned) {
     let deadline = Instant::now() + Duration::from_secs(10);
-    while Instant::now() < deadline {
-        if std::net::TcpStream::connect(("127.0.0.1", server.port)).is_ok() {
-            return true;
+    let cert = server.dir.path().join("tls").join("cert.pem");
+    let url = format!("https://127.0.0.1:{}/filter", server.port);
+    let probe = pod("default", "probe").gpus(1, 1000, 10).build();
+    loop {
+        // The certificate is written before the server listens.
+        if let Ok(root) = std::fs::read_to_string(&cert)
+            && root.contains("END CERTIFICATE")
+            && let Ok(response) = support::https_client(&root, None)
+                .post(&url)
+                .json(&support::filter_args(&probe, &["n1"]))
+                .send()
+                .await
+        {
+            assert_eq!(response.status().as_u16(), 200, "{}", server.log());
+            break;
         }
-        std::thread::sleep(Duration::from_millis(25));
+        assert!(Instant::now() < deadline, "never served:\n{}", server.log());
+        tokio::time::sleep(Duration::from_millis(25)).await;
     }
-    false
+    while !server.log().contains("reserved GPUs") {
+        assert!(
+            Instant::now() < deadline,
+            "the placement was not logged:\n{}",
+            server.log()
+        );
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
 }
 
 /// `--debug` (HAMi's extender argument, with `-v=4`) logs this server's debug lines
 /// when RUST_LOG is not set; RUST_LOG still wins.
-#[test]
-fn debug_logs_debug_lines_unless_rust_log_says_otherwise() {
+#[tokio::test]
+async fn debug_logs_debug_lines_unless_rust_log_says_otherwise() {
     let debug_line = " DEBUG vgpu_scheduler::";
     let debug = Spawned::start_with(&["--debug", "-v=4"], None);
-    assert!(poke(&debug), "{}", debug.log());
-    assert!(
-        debug.log_shows(debug_line, Duration::from_secs(5)),
-        "{}",
-        debug.log()
-    );
+    log_a_placement(&debug).await;
+    assert!(debug.log().contains(debug_line), "{}", debug.log());
 
     for (args, rust_log) in [(&[][..], None), (&["--debug"][..], Some("info"))] {
         let quiet = Spawned::start_with(args, rust_log);
-        assert!(poke(&quiet), "{}", quiet.log());
-        assert!(
-            quiet.log_shows("ready", Duration::from_secs(5)),
-            "{}",
-            quiet.log()
-        );
-        std::thread::sleep(Duration::from_millis(500));
+        log_a_placement(&quiet).await;
         assert!(
             !quiet.log().contains(" DEBUG "),
             "{args:?} RUST_LOG={rust_log:?}: {}",

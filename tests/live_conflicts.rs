@@ -403,6 +403,19 @@ async fn stale_node_locks_are_released_or_taken_over() {
     }
     let server = LiveServer::start(&api, &[]).await;
     let now = chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ").to_string();
+    // gpu-c: locked by a live pod in the middle of its bind: must stay. Locked
+    // first, so that any view of the nodes that shows a later lock shows this one.
+    let mut holder = gpu_pod(NS, "holder", 1, 1000, 1);
+    holder["metadata"]["annotations"] = serde_json::json!({"hami.io/bind-phase": "allocating"});
+    create_pod(&api, holder);
+    let live = format!("{now},{NS},holder");
+    set_annotations(
+        &api,
+        "Node",
+        None,
+        "gpu-c",
+        &[("hami.io/mutex.lock", Some(&live))],
+    );
     // gpu-a and gpu-b: locked by a pod that no longer exists.
     let ghost = format!("{now},{NS},ghost");
     set_annotations(
@@ -418,18 +431,6 @@ async fn stale_node_locks_are_released_or_taken_over() {
         None,
         "gpu-b",
         &[("hami.io/mutex.lock", Some(&ghost))],
-    );
-    // gpu-c: locked by a live pod in the middle of its bind: must stay.
-    let mut holder = gpu_pod(NS, "holder", 1, 1000, 1);
-    holder["metadata"]["annotations"] = serde_json::json!({"hami.io/bind-phase": "allocating"});
-    create_pod(&api, holder);
-    let live = format!("{now},{NS},holder");
-    set_annotations(
-        &api,
-        "Node",
-        None,
-        "gpu-c",
-        &[("hami.io/mutex.lock", Some(&live))],
     );
     let locked_at = Instant::now();
 
@@ -459,7 +460,21 @@ async fn stale_node_locks_are_released_or_taken_over() {
         server.log_tail(20)
     );
     eprintln!("stale lock released after {:?}", locked_at.elapsed());
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    // The housekeeping pass that released gpu-a's lock saw it in its view of the
+    // nodes, so it saw gpu-c's earlier lock too and judged it. That pass began
+    // before the release was seen here, so it is among those counted as started
+    // now; once as many have completed, it has finished with gpu-c.
+    let started = server
+        .metric("vgpu_scheduler_node_housekeeping_passes_started_total")
+        .await;
+    assert!(started >= 1, "a pass released the lock");
+    server
+        .wait_metric(
+            "vgpu_scheduler_node_housekeeping_passes_completed_total",
+            started,
+            Duration::from_secs(20),
+        )
+        .await;
     assert_eq!(
         lock_of(&api, "gpu-c").as_deref(),
         Some(live.as_str()),
@@ -495,8 +510,9 @@ async fn unbound_reservation_expires_and_annotations_are_cleared() {
         "annotations of the expired reservation cleared: {}",
         api_pod(&api, NS, "forgotten")
     );
-    // The cleared pod is not re-tracked by the watch event of that clearing.
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // The cleared pod is not re-tracked by the watch event of that clearing: the
+    // server has applied that event once it has applied a later one.
+    watch_barrier(&api, &server).await;
     let state = server.state().await;
     assert!(state.pod(&uid).is_none(), "{}", state.0);
     assert_eq!(total_usage(&state), Usage::default());
@@ -549,13 +565,35 @@ async fn relist_keeps_reservations_made_while_listing() {
         .await;
     assert_eq!(node, "gpu-a");
     let uid = uid_of(&api_pod(&api, NS, "during-relist"));
+    // Sample the ledger until the re-list is provably over: its last page was
+    // served, and a pod created after that (delivered by the watch that follows
+    // the list, so after the list was applied) is tracked.
+    let last_page_served = |a: &FakeApiServer| {
+        a.request_log().iter().any(|(m, p, s)| {
+            m == "GET" && p.starts_with("/api/v1/pods?") && p.contains("continue=") && *s == 200
+        })
+    };
     let mut dropped_at = None;
+    let mut marker: Option<BarrierMarker> = None;
     let watch_from = std::time::Instant::now();
-    while watch_from.elapsed() < latency * 4 {
-        if server.state().await.pod(&uid).is_none() {
+    loop {
+        let state = server.state().await;
+        if state.pod(&uid).is_none() {
             dropped_at = Some(watch_from.elapsed());
             break;
         }
+        match &marker {
+            Some(m) if m.seen_in(&state) => break,
+            Some(_) => {}
+            None if last_page_served(&api) => marker = Some(BarrierMarker::create(&api)),
+            None => {}
+        }
+        assert!(
+            watch_from.elapsed() < Duration::from_secs(30),
+            "the re-list did not end (last page served: {}); log:\n{}",
+            last_page_served(&api),
+            server.log_tail(15)
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     if let Some(at) = dropped_at {
@@ -571,6 +609,9 @@ async fn relist_keeps_reservations_made_while_listing() {
         );
     }
     api.set_latency(Duration::ZERO);
+    if let Some(m) = marker {
+        m.remove(&api, &server).await;
+    }
     let state = server.state().await;
     assert_eq!(state.expect_pod(&uid)["phase"], "Reserved");
 }
@@ -625,6 +666,9 @@ async fn resync_does_not_apply_a_stale_list_over_newer_changes() {
                 .await,
             "no resync list within 5 s"
         );
+        // That resync has listed, so it has finished or it is the one under way:
+        // once one more than now have finished, it has applied its list.
+        let resync_applied = server.resyncs().await + 1;
         // Inside the window: delete one pod, filter a new one, bind an old one.
         api.delete("Pod", Some(NS), &doomed);
         let fresh = format!("fresh-{round}");
@@ -635,10 +679,16 @@ async fn resync_does_not_apply_a_stale_list_over_newer_changes() {
         let late_node = server.filter_one(&api, NS, &late, &[pool.as_str()]).await;
         let late_uid = uid_of(&api_pod(&api, NS, &late));
         assert_eq!(server.bind(NS, &late, &late_uid, &late_node).await, "");
-        // Watch the ledger until well after this resync was applied.
-        let until = Instant::now() + Duration::from_millis(1500);
+        // Watch the ledger until this resync was applied.
         let mut doomed_gone_seen = false;
-        while Instant::now() < until {
+        let until = Instant::now() + Duration::from_secs(30);
+        loop {
+            assert!(
+                Instant::now() < until,
+                "round {round}: the resync never finished"
+            );
+            // Read before the state, so the last sample follows the application.
+            let done = server.resyncs().await >= resync_applied;
             let s = server.state().await;
             if s.pod(&fresh_uid).is_none() {
                 problems.push(format!("round {round}: the reservation of {fresh} (filtered after the list) was released"));
@@ -659,6 +709,9 @@ async fn resync_does_not_apply_a_stale_list_over_newer_changes() {
                     break;
                 }
                 Some(_) => {}
+            }
+            if done {
+                break;
             }
             tokio::time::sleep(Duration::from_millis(10)).await;
         }

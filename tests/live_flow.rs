@@ -370,9 +370,6 @@ async fn deleted_pod_releases_and_terminating_pod_keeps_gpus_until_gone() {
             usedcores: 40
         }
     );
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let state = server.state().await;
-    assert!(state.pod(&uid).is_some(), "still held: {}", state.0);
     api.finish_deletion(NS, "terminating");
     let (state, ok) = server
         .wait_state(Duration::from_secs(10), |s| {

@@ -180,7 +180,31 @@ async fn the_planner_runs_only_where_kube_scheduler_leads() {
         .env("POD_NAME", "this-pod-0"),
     )
     .await;
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    // The follower reads the Lease every 2 s and judges each read before the
+    // next, so once the fake has answered two reads, the first was judged. Of
+    // the planner periods counted after that, the second decided after it too:
+    // had the Lease been judged this pod's, that period would have planned.
+    let lease_path = "/namespaces/vgpu-system/leases/vgpu-scheduler-kube-scheduler";
+    assert!(
+        api.wait_until(Duration::from_secs(10), |a| a
+            .requests_matching("GET", lease_path)
+            >= 2)
+            .await,
+        "the Lease was not read twice: {:?}",
+        api.request_log()
+    );
+    let skipped = r#"vgpu_scheduler_planning_cycles_total{outcome="skipped"}"#;
+    let since = server.metric(skipped).await;
+    server
+        .wait_metric(skipped, since + 2, Duration::from_secs(10))
+        .await;
+    assert_eq!(
+        server
+            .metric(r#"vgpu_scheduler_planning_cycles_total{outcome="run"}"#)
+            .await,
+        0,
+        "another pod's kube-scheduler leads: no planning cycle here"
+    );
     assert!(
         (0..2).all(|i| gated(&api, &format!("w{i}"))),
         "another pod's kube-scheduler leads: no planning here"
@@ -252,7 +276,21 @@ async fn webhook_gate_plan_and_strict_bind_end_to_end() {
     for i in 0..2 {
         admit_and_create(&server, &api, created_worker(&format!("s{i}"), "sync")).await;
     }
-    tokio::time::sleep(Duration::from_millis(600)).await;
+    // The planner has looked at the gang with both members and said why it waits;
+    // a cycle that planned would have lifted the gates before writing the status.
+    wait_for(
+        &server,
+        "PodGroup status counting two members",
+        Duration::from_secs(10),
+        || {
+            api.get("PodGroup", Some(NS), "sync").is_some_and(|g| {
+                g["status"]["conditions"][0]["message"]
+                    .as_str()
+                    .is_some_and(|m| m.contains("2 of minMember 3 pods exist"))
+            })
+        },
+    )
+    .await;
     assert!(gated(&api, "s0") && gated(&api, "s1"));
     admit_and_create(&server, &api, created_worker("s2", "sync")).await;
     wait_for(&server, "gates lifted", Duration::from_secs(10), || {
@@ -282,11 +320,20 @@ async fn webhook_gate_plan_and_strict_bind_end_to_end() {
             answer
         }));
         if i < 2 {
-            tokio::time::sleep(Duration::from_millis(300)).await;
-            assert!(
-                api_pod(&api, NS, "s0")["spec"]["nodeName"].is_null(),
-                "bound before the quorum"
-            );
+            // The bind has reached the barrier and is held there.
+            server
+                .wait_log_count(
+                    "bind waits at its gang's barrier for the quorum",
+                    i + 1,
+                    Duration::from_secs(10),
+                )
+                .await;
+            for j in 0..=i {
+                assert!(
+                    api_pod(&api, NS, &format!("s{j}"))["spec"]["nodeName"].is_null(),
+                    "s{j} bound before the quorum"
+                );
+            }
         }
     }
     // HAMi's device plugin on the nodes: it takes each bound pod's devices and

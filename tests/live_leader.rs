@@ -48,20 +48,35 @@ async fn one_leader_both_serve_and_failover_within_twenty_seconds() {
         "a Lease {LEASE_NS}/{SCHEDULER} with a holder appears: {:?}",
         leases(&api)
     );
-    // Stable: one Lease, one holder, over a few renew periods.
+    // Stable: one Lease, one holder, over two election rounds of each replica.
     let first = holder(&api).expect("holder");
     assert!(
         first == "replica-a" || first == "replica-b",
         "holder {first}"
     );
-    for _ in 0..4 {
-        tokio::time::sleep(Duration::from_secs(1)).await;
-        let all = leases(&api);
-        assert_eq!(all.len(), 1, "exactly one Lease: {all:?}");
-        assert_eq!(all[0]["metadata"]["name"], SCHEDULER);
-        assert_eq!(all[0]["metadata"]["namespace"], LEASE_NS);
-        assert_eq!(holder(&api).as_deref(), Some(first.as_str()), "no flapping");
-    }
+    let (lead, follow) = if first == "replica-a" {
+        (&a, &b)
+    } else {
+        (&b, &a)
+    };
+    let leading = r#"vgpu_scheduler_leader_election_rounds_total{outcome="leading"}"#;
+    let following = r#"vgpu_scheduler_leader_election_rounds_total{outcome="following"}"#;
+    let follower_led = follow.metric(leading).await;
+    let led = lead.metric(leading).await;
+    let followed = follow.metric(following).await;
+    let timeout = Duration::from_secs(10);
+    lead.wait_metric(leading, led + 2, timeout).await;
+    follow.wait_metric(following, followed + 2, timeout).await;
+    assert_eq!(
+        follow.metric(leading).await,
+        follower_led,
+        "the follower never led meanwhile"
+    );
+    let all = leases(&api);
+    assert_eq!(all.len(), 1, "exactly one Lease: {all:?}");
+    assert_eq!(all[0]["metadata"]["name"], SCHEDULER);
+    assert_eq!(all[0]["metadata"]["namespace"], LEASE_NS);
+    assert_eq!(holder(&api).as_deref(), Some(first.as_str()), "no flapping");
     let renewed = |x: &FakeApiServer| {
         x.get("Lease", Some(LEASE_NS), SCHEDULER)
             .and_then(|l| l["spec"]["renewTime"].as_str().map(String::from))
@@ -179,14 +194,30 @@ async fn a_lease_held_by_kube_scheduler_is_never_taken_over() {
         }
     }));
     let server = LiveServer::start_with(&api, replica("replica-a")).await;
-    // Several election rounds (every 2 s) after the Lease ran out.
-    tokio::time::sleep(Duration::from_secs(5)).await;
-    assert_eq!(holder(&api).as_deref(), Some(kube_scheduler));
-    assert!(
+    // Two election rounds decided to leave the Lease alone. By the second, the
+    // Lease had gone unrenewed here for longer than its 1 s duration, so a server
+    // that campaigned on it would have taken it over in that round.
+    server
+        .wait_log_count(
+            "this Lease belongs to kube-scheduler",
+            2,
+            Duration::from_secs(15),
+        )
+        .await;
+    // The second round has ended too, so any write it made has been answered.
+    let rounds = "vgpu_scheduler_leader_election_rounds_total";
+    server
+        .wait_metric(
+            &format!(r#"{rounds}{{outcome="following"}}"#),
+            2,
+            Duration::from_secs(10),
+        )
+        .await;
+    assert_eq!(
         server
-            .log()
-            .contains("this Lease belongs to kube-scheduler"),
-        "the reason is logged:\n{}",
-        server.log_tail(20)
+            .metric(&format!(r#"{rounds}{{outcome="leading"}}"#))
+            .await,
+        0
     );
+    assert_eq!(holder(&api).as_deref(), Some(kube_scheduler));
 }

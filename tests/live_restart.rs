@@ -158,17 +158,33 @@ async fn restart_after_filter_and_after_bind_keeps_the_same_state() {
 async fn restart_with_an_expired_reservation_does_not_resurrect_it() {
     // A reservation made by a process that died more than the TTL ago: the new
     // process must not hold those GPUs (it counts the TTL from hami.io/vgpu-time).
+    // The TTL is long, so only a TTL counted from that time can have run out
+    // while the test waits.
+    let ttl = ["--reservation-ttl", "1h"];
     let api = FakeApiServer::start().await;
     add_node(&api, "gpu-a", 1, 10);
-    let mut first = LiveServer::start(&api, &["--reservation-ttl", "3s"]).await;
+    let mut first = LiveServer::start(&api, &ttl).await;
     create_pod(&api, gpu_pod(NS, "abandoned", 1, 50000, 60));
     first.filter_one(&api, NS, "abandoned", &["gpu-a"]).await;
     let uid = uid_of(&api_pod(&api, NS, "abandoned"));
     first.kill();
-    // Annotations stay in the cluster (nobody cleared them); the TTL passes.
-    tokio::time::sleep(Duration::from_secs(4)).await;
-    assert!(annotation(&api_pod(&api, NS, "abandoned"), "hami.io/vgpu-node").is_some());
-    let second = LiveServer::start(&api, &["--reservation-ttl", "3s"]).await;
+    // Annotations stay in the cluster (nobody cleared them).
+    let p = api_pod(&api, NS, "abandoned");
+    assert!(annotation(&p, "hami.io/vgpu-node").is_some(), "{p}");
+    let filtered_at: i64 = annotation(&p, "hami.io/vgpu-time")
+        .and_then(|t| t.parse().ok())
+        .unwrap_or_else(|| panic!("hami.io/vgpu-time in seconds: {p}"));
+    // Rather than wait out the TTL, move the filter time back past it: the pod
+    // looks as if the process had died two hours ago.
+    let long_ago = (filtered_at - 2 * 3600).to_string();
+    set_annotations(
+        &api,
+        "Pod",
+        Some(NS),
+        "abandoned",
+        &[("hami.io/vgpu-time", Some(&long_ago))],
+    );
+    let second = LiveServer::start(&api, &ttl).await;
     let (state, ok) = second
         .wait_state(Duration::from_secs(5), |s| s.pod(&uid).is_none())
         .await;

@@ -217,7 +217,7 @@ fn pod_count(default: usize) -> usize {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn oversubscribed_flood_never_overbooks_and_matches_a_rebuild() {
     let _turn = SERIAL.lock().await;
-    flood(pod_count(2000), "5m").await;
+    flood(pod_count(2000), "5m", false).await;
 }
 
 /// The same with a full resync every 2 s while pods are filtered, bound,
@@ -225,10 +225,12 @@ async fn oversubscribed_flood_never_overbooks_and_matches_a_rebuild() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn oversubscribed_flood_with_frequent_resync_never_overbooks() {
     let _turn = SERIAL.lock().await;
-    flood(pod_count(1000), "2s").await;
+    flood(pod_count(1000), "2s", true).await;
 }
 
-async fn flood(pods: usize, resync: &str) {
+/// `resyncs_during_run`: the resync period is short enough to wait for one at
+/// the end.
+async fn flood(pods: usize, resync: &str, resyncs_during_run: bool) {
     let started = Instant::now();
     let api = Arc::new(FakeApiServer::start().await);
     for i in 0..NODES {
@@ -295,8 +297,22 @@ async fn flood(pods: usize, resync: &str) {
     }
     let driven = started.elapsed();
 
-    // Let the watches and a resync settle, then stop sampling.
-    tokio::time::sleep(Duration::from_millis(2500)).await;
+    // Keep sampling until the watches have delivered every change made so far
+    // and, with frequent resyncs, until a resync that began after that has been
+    // applied (the one under way may have begun before).
+    watch_barrier(&api, &server).await;
+    if resyncs_during_run {
+        let finished = server.resyncs().await;
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while server.resyncs().await < finished + 2 {
+            assert!(
+                Instant::now() < deadline,
+                "no resync finished within 60 s; log:\n{}",
+                server.log_tail(20)
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
     stop.store(true, Ordering::Release);
     sampler.await.expect("sampler");
 

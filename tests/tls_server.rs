@@ -79,6 +79,9 @@ impl TestCa {
     }
 }
 
+/// `/slow` requests whose handler has begun, so a test knows one is in flight.
+static SLOW_STARTED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
 /// `/open` is public, `/guarded` needs a client certificate and echoes its subject,
 /// `/slow` keeps a request in flight long enough to test shutdown.
 fn app() -> Router {
@@ -98,11 +101,60 @@ fn app() -> Router {
         .route(
             "/slow",
             get(|| async {
+                SLOW_STARTED.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                 tokio::time::sleep(Duration::from_millis(400)).await;
                 "slow"
             }),
         )
         .merge(guarded)
+}
+
+/// Everything logged in this test process at info level and above. The
+/// certificate reloader logs from a task of whichever test started its server, so
+/// the capture is the process's subscriber, installed by the first caller.
+fn captured_log() -> &'static std::sync::Mutex<Vec<u8>> {
+    static LOG: std::sync::Mutex<Vec<u8>> = std::sync::Mutex::new(Vec::new());
+    static INSTALL: std::sync::Once = std::sync::Once::new();
+
+    struct Capture;
+    impl std::io::Write for Capture {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            LOG.lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    INSTALL.call_once(|| {
+        let _ = tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::INFO)
+            .with_ansi(false)
+            .with_writer(|| Capture)
+            .try_init();
+    });
+    &LOG
+}
+
+/// Waits until a captured log line contains `text`.
+async fn wait_for_log(text: &str) -> Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let logged =
+            String::from_utf8_lossy(&captured_log().lock().unwrap_or_else(|e| e.into_inner()))
+                .lines()
+                .any(|l| l.contains(text));
+        if logged {
+            return Ok(());
+        }
+        if Instant::now() >= deadline {
+            bail!("nothing logged {text:?} within 10 s");
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 /// A server running in the background, stopped through `shutdown`.
@@ -484,6 +536,7 @@ fn write_secret_volume(dir: &Path, version: &str, issued: &Issued) -> Result<()>
 #[tokio::test]
 async fn rotated_certificate_applies_to_new_connections_only() -> Result<()> {
     install_crypto_provider();
+    captured_log();
     let dir = tempfile::tempdir()?;
     let ca_a = TestCa::new("CA A")?;
     let ca_b = TestCa::new("CA B")?;
@@ -525,9 +578,10 @@ async fn rotated_certificate_applies_to_new_connections_only() -> Result<()> {
             .is_err()
     );
 
-    // A broken update keeps the current certificate.
+    // A broken update keeps the current certificate: once the reloader said it
+    // rejected the files, new connections still get B.
     std::fs::write(dir.path().join("..v2").join("tls.crt"), "not a certificate")?;
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    wait_for_log("changed TLS files are unusable; keeping the current certificate").await?;
     assert_eq!(
         get_text(&client(&ca_b.pem(), None)?, &running.url("/open"))
             .await?
@@ -548,11 +602,19 @@ async fn shutdown_lets_in_flight_requests_finish() -> Result<()> {
     let address = running.address;
 
     let http = client(&root, None)?;
+    let before = SLOW_STARTED.load(std::sync::atomic::Ordering::SeqCst);
     let slow = tokio::spawn({
         let url = running.url("/slow");
         async move { get_text(&http, &url).await }
     });
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    // Stop only once the request is being handled.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while SLOW_STARTED.load(std::sync::atomic::Ordering::SeqCst) == before {
+        if Instant::now() >= deadline {
+            bail!("/slow was never handled");
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
 
     let stopped_at = Instant::now();
     running.stop().await?;

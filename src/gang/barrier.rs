@@ -84,6 +84,7 @@ impl Barriers {
             uid: uid.to_string(),
         };
         let until = tokio::time::Instant::now() + deadline;
+        let mut told = false;
         loop {
             let notified = gate.changed.notified();
             tokio::pin!(notified);
@@ -93,6 +94,17 @@ impl Barriers {
                 gate.open.store(true, Ordering::Release);
                 gate.changed.notify_waiters();
                 return Ok(passage);
+            }
+            if !told {
+                // Said once per bind: a bind that seems to hang is held here.
+                tracing::info!(
+                    gang = %gang,
+                    pod_uid = uid,
+                    arrived,
+                    need,
+                    "bind waits at its gang's barrier for the quorum"
+                );
+                told = true;
             }
             if tokio::time::timeout_at(until, notified).await.is_err() {
                 let arrived = gate.arrived.lock().len() + already();

@@ -22,6 +22,7 @@ use axum::response::Response;
 use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 /// The real server's request body limit (3 MiB).
@@ -230,7 +231,15 @@ async fn wait_for_rv(state: &Shared, opts: &ListOptions) -> Result<(), ApiError>
     if want == 0 || opts.continue_token.is_some() {
         return Ok(());
     }
+    /// Counts the read in `rv_waiters` while it waits.
+    struct Waiting<'a>(&'a Shared);
+    impl Drop for Waiting<'_> {
+        fn drop(&mut self) {
+            self.0.rv_waiters.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
     let deadline = Instant::now() + TOO_LARGE_RV_WAIT;
+    let mut waiting = None;
     loop {
         let current = state.store.lock().resource_version();
         if current >= want {
@@ -238,6 +247,10 @@ async fn wait_for_rv(state: &Shared, opts: &ListOptions) -> Result<(), ApiError>
         }
         if Instant::now() >= deadline {
             return Err(ApiError::too_large_resource_version(want, current));
+        }
+        if waiting.is_none() {
+            state.rv_waiters.fetch_add(1, Ordering::SeqCst);
+            waiting = Some(Waiting(state));
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }

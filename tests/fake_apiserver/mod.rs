@@ -100,6 +100,7 @@ impl FakeApiServer {
             config: Mutex::new(Config::default()),
             token: format!("fake-token-{:016x}", objects::random_u64()),
             address: address.clone(),
+            rv_waiters: Default::default(),
         });
         {
             let mut store = state.store.lock();
@@ -337,6 +338,13 @@ impl FakeApiServer {
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
+    }
+
+    /// Reads waiting for a resourceVersion the store has not reached yet.
+    pub fn rv_waiters(&self) -> usize {
+        self.state
+            .rv_waiters
+            .load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// Every request so far: (method, path with query, status).

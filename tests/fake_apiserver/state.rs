@@ -33,4 +33,7 @@ pub struct Shared {
     pub token: String,
     /// `127.0.0.1:port`.
     pub address: String,
+    /// Reads now waiting for a resourceVersion from the future, so a test can
+    /// tell that its read arrived before the write it waits for.
+    pub rv_waiters: std::sync::atomic::AtomicUsize,
 }

@@ -286,6 +286,62 @@ impl LiveServer {
         }
     }
 
+    /// The value of one `/metrics` sample, named as rendered (for example
+    /// `vgpu_scheduler_resyncs_total{outcome="ok"}`); 0 before a labelled
+    /// counter's first increment.
+    pub async fn metric(&self, sample: &str) -> u64 {
+        let (status, text) = self.get("/metrics").await;
+        assert_eq!(status, 200, "/metrics: HTTP {status}: {text}");
+        crate::support::metric_value(&text, sample)
+    }
+
+    /// Polls `/metrics` until `sample` reaches `at_least`; returns its value.
+    /// Panics with the log's tail after `timeout`.
+    pub async fn wait_metric(&self, sample: &str, at_least: u64, timeout: Duration) -> u64 {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let value = self.metric(sample).await;
+            if value >= at_least {
+                return value;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{sample} is {value}, not {at_least}, after {timeout:?}; log:\n{}",
+                self.log_tail(30)
+            );
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+    }
+
+    /// Periodic resyncs the server has finished, applied or failed.
+    pub async fn resyncs(&self) -> u64 {
+        self.metric(r#"vgpu_scheduler_resyncs_total{outcome="ok"}"#)
+            .await
+            + self
+                .metric(r#"vgpu_scheduler_resyncs_total{outcome="failed"}"#)
+                .await
+    }
+
+    /// How many lines of the log contain `text`.
+    pub fn log_count(&self, text: &str) -> usize {
+        self.log().lines().filter(|l| l.contains(text)).count()
+    }
+
+    /// Polls the log until `n` of its lines contain `text` (a line is written
+    /// out within 200 ms of being logged). Panics with the log's tail after
+    /// `timeout`.
+    pub async fn wait_log_count(&self, text: &str, n: usize, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        while self.log_count(text) < n {
+            assert!(
+                Instant::now() < deadline,
+                "fewer than {n} log lines with {text:?} after {timeout:?}; log:\n{}",
+                self.log_tail(30)
+            );
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+    }
+
     /// `/filter` of the stored pod on `nodes`, expecting one node; returns it.
     pub async fn filter_one(
         &self,
@@ -316,6 +372,78 @@ impl LiveServer {
         let error = self.bind(ns, name, &uid, &node).await;
         assert_eq!(error, "", "/bind of {ns}/{name} to {node} failed");
         node
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Ordering barrier
+// ---------------------------------------------------------------------------
+
+/// Node the barrier's marker pods claim a GPU on; no test registers it.
+const BARRIER_NODE: &str = "watch-barrier";
+
+/// Returns once `server` has applied every pod watch event the fake emitted
+/// before the call, so that a test may then assert that such an event did NOT
+/// change the ledger.
+///
+/// Pod events reach the server on one watch, in resourceVersion order: a marker
+/// pod created now is delivered after all of them, so once `/debug/state` shows
+/// the marker, everything before it was processed. The marker is then deleted and
+/// waited out, leaving the ledger as it was.
+pub async fn watch_barrier(api: &FakeApiServer, server: &LiveServer) {
+    let marker = BarrierMarker::create(api);
+    let (state, seen) = server
+        .wait_state(Duration::from_secs(10), |s| marker.seen_in(s))
+        .await;
+    assert!(
+        seen,
+        "barrier pod {} never tracked: {}\nlog:\n{}",
+        marker.name,
+        state.0,
+        server.log_tail(20)
+    );
+    marker.remove(api, server).await;
+}
+
+/// The marker pod of [`watch_barrier`], for tests that keep sampling
+/// `/debug/state` while they wait for it. It holds a GPU on a node that is not
+/// registered, which the ledger books without a capacity check and which no GPU
+/// of a registered node counts.
+pub struct BarrierMarker {
+    /// Pod name (in `default`).
+    pub name: String,
+    uid: String,
+}
+
+impl BarrierMarker {
+    /// Creates the marker pod (ADDED, after every event so far).
+    pub fn create(api: &FakeApiServer) -> BarrierMarker {
+        static MARKERS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = MARKERS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let name = format!("watch-barrier-{n}");
+        let devices = format!("{},NVIDIA,1,0:;", gpu_id(BARRIER_NODE, 0));
+        let marker = create_pod(
+            api,
+            running_pod("default", &name, BARRIER_NODE, &devices, 1),
+        );
+        BarrierMarker {
+            uid: uid_of(&marker),
+            name,
+        }
+    }
+
+    /// Whether the server has applied the marker's creation.
+    pub fn seen_in(&self, state: &State) -> bool {
+        state.pod(&self.uid).is_some()
+    }
+
+    /// Deletes the marker and waits until the server has forgotten it.
+    pub async fn remove(self, api: &FakeApiServer, server: &LiveServer) {
+        api.delete("Pod", Some("default"), &self.name);
+        let (state, gone) = server
+            .wait_state(Duration::from_secs(10), |s| !self.seen_in(s))
+            .await;
+        assert!(gone, "barrier pod {} still tracked: {}", self.name, state.0);
     }
 }
 

@@ -298,6 +298,40 @@ impl Server {
         assert_eq!(status, 200, "/debug/state: HTTP {status}: {text}");
         State(serde_json::from_str(&text).expect("/debug/state is JSON"))
     }
+
+    /// Polls `/debug/state` until `pred` holds; returns the last state and whether
+    /// it held.
+    pub async fn wait_state(
+        &self,
+        timeout: Duration,
+        mut pred: impl FnMut(&State) -> bool,
+    ) -> (State, bool) {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let s = self.state().await;
+            if pred(&s) {
+                return (s, true);
+            }
+            if Instant::now() >= deadline {
+                return (s, false);
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+    }
+}
+
+/// The value of one sample in a `/metrics` text, named as rendered (`name` or
+/// `name{labels}`); 0 when absent, as a labelled counter is before its first
+/// increment.
+pub fn metric_value(text: &str, sample: &str) -> u64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(sample)?.strip_prefix(' '))
+        .map(|v| {
+            v.trim()
+                .parse::<f64>()
+                .unwrap_or_else(|e| panic!("{sample}: value {v:?}: {e}")) as u64
+        })
+        .unwrap_or(0)
 }
 
 fn read_log(path: &Path) -> String {

@@ -57,6 +57,7 @@ pub fn start(
             let mut tick = tokio::time::interval(config.node_period);
             loop {
                 tick.tick().await;
+                scheduler.metrics().node_passes_started.inc();
                 for node in nodes.state() {
                     scheduler.apply_node(&node);
                     if leadership.is_leader() {
@@ -64,6 +65,7 @@ pub fn start(
                         node_round(api.as_ref(), now, &node, config.node_lock_timeout).await;
                     }
                 }
+                scheduler.metrics().node_passes_completed.inc();
             }
         }));
     }
@@ -75,17 +77,24 @@ pub fn start(
             // A resync decodes and compares every pod of the cluster, seconds of CPU
             // on a large one: it runs on a thread of its own, so the watches sharing
             // the background runtime go on delivering events meanwhile.
-            let (client, scheduler) = (client.clone(), scheduler.clone());
+            let (client, resync_scheduler) = (client.clone(), scheduler.clone());
             let runtime = tokio::runtime::Handle::current();
             let done = tokio::task::spawn_blocking(move || {
-                runtime.block_on(async { resync(&client, &scheduler).await })
+                runtime.block_on(async { resync(&client, &resync_scheduler).await })
             })
             .await;
-            match done {
-                Ok(Ok(_)) => {}
-                Ok(Err(e)) => tracing::warn!(error = %e, "resync failed; retrying next period"),
-                Err(e) => tracing::warn!(error = %e, "resync stopped; retrying next period"),
-            }
+            let outcome = match done {
+                Ok(Ok(_)) => "ok",
+                Ok(Err(e)) => {
+                    tracing::warn!(error = %e, "resync failed; retrying next period");
+                    "failed"
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "resync stopped; retrying next period");
+                    "failed"
+                }
+            };
+            scheduler.metrics().resync_outcome(outcome);
         }
     }));
     tasks

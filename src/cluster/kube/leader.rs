@@ -180,18 +180,28 @@ async fn try_acquire_or_renew(
     }
 }
 
-/// Runs the election forever, updating `leadership`.
-pub async fn run(client: Client, config: LeaderConfig, leadership: Leadership) {
+/// Runs the election forever, updating `leadership` and counting rounds in
+/// `metrics`.
+pub async fn run(
+    client: Client,
+    config: LeaderConfig,
+    leadership: Leadership,
+    metrics: Arc<crate::metrics::Metrics>,
+) {
     let api: Api<Lease> = Api::namespaced(client, &config.namespace);
     let mut last_renewal = tokio::time::Instant::now();
     let mut observed = Observed::default();
     loop {
-        match try_acquire_or_renew(&api, &config, &mut observed).await {
+        let outcome = match try_acquire_or_renew(&api, &config, &mut observed).await {
             Ok(true) => {
                 last_renewal = tokio::time::Instant::now();
                 leadership.set(true);
+                "leading"
             }
-            Ok(false) => leadership.set(false),
+            Ok(false) => {
+                leadership.set(false);
+                "following"
+            }
             Err(e) => {
                 tracing::warn!(error = %e, lease = %config.name, "lease update failed");
                 // Stop acting as leader before the lease could have passed to
@@ -199,8 +209,10 @@ pub async fn run(client: Client, config: LeaderConfig, leadership: Leadership) {
                 if last_renewal.elapsed() + config.retry_period >= config.lease_duration {
                     leadership.set(false);
                 }
+                "failed"
             }
-        }
+        };
+        metrics.election_round(outcome);
         tokio::time::sleep(config.retry_period).await;
     }
 }

@@ -66,6 +66,9 @@ pub fn start(
             }
             if may_plan() {
                 scheduler.run_gang_cycle().await;
+                scheduler.metrics().planning_cycle("run");
+            } else {
+                scheduler.metrics().planning_cycle("skipped");
             }
         }
     }));
