@@ -1652,3 +1652,239 @@ async fn mutating_webhook_configurations_default_validate_and_track_generation()
     assert_eq!((code, body["status"].as_str()), (200, Some("Success")));
     assert_eq!(watch.next_change().await["type"], "DELETED");
 }
+
+const PRIORITY_CLASSES: &str = "/apis/scheduling.k8s.io/v1/priorityclasses";
+
+fn priority_class(name: &str, value: i64) -> Value {
+    json!({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+        "metadata": {"name": name}, "value": value})
+}
+
+#[tokio::test]
+async fn priority_classes_are_served_with_the_system_classes_and_one_global_default() {
+    let api = Api::start().await;
+    let (code, list) = api.get("/apis/scheduling.k8s.io/v1").await;
+    assert_eq!(code, 200);
+    let pc = discovered(&list, "priorityclasses").expect("priorityclasses");
+    assert_eq!(pc["kind"], "PriorityClass");
+    assert_eq!(pc["namespaced"], false);
+    assert_eq!(pc["shortNames"], json!(["pc"]));
+
+    // The server creates the system classes at startup.
+    let (code, list) = api.get(PRIORITY_CLASSES).await;
+    assert_eq!(code, 200);
+    let builtin: Vec<(&str, i64)> = list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c["metadata"]["name"].as_str().unwrap(),
+                c["value"].as_i64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        builtin,
+        [
+            ("system-cluster-critical", 2_000_000_000),
+            ("system-node-critical", 2_000_001_000)
+        ]
+    );
+    let (code, node_critical) = api
+        .get(&format!("{PRIORITY_CLASSES}/system-node-critical"))
+        .await;
+    assert_eq!(code, 200);
+    assert_eq!(node_critical["preemptionPolicy"], "PreemptLowerPriority");
+    assert_eq!(
+        node_critical["description"],
+        "Used for system critical pods that must not be moved from their current node."
+    );
+    let (code, body) = api
+        .delete(&format!("{PRIORITY_CLASSES}/system-node-critical"))
+        .await;
+    assert_eq!(code, 403);
+    assert_eq!(
+        body["message"],
+        "priorityclasses.scheduling.k8s.io \"system-node-critical\" is forbidden: this is a system priority class and cannot be deleted"
+    );
+    assert_eq!(
+        body["details"],
+        json!({"name": "system-node-critical", "group": "scheduling.k8s.io", "kind": "priorityclasses"})
+    );
+
+    // Create: defaults, generation 1; value and preemptionPolicy immutable.
+    let (code, high) = api
+        .post(PRIORITY_CLASSES, &priority_class("high", 1_000_000_000))
+        .await;
+    assert_eq!(code, 201, "{high}");
+    assert_eq!(high["preemptionPolicy"], "PreemptLowerPriority");
+    assert_eq!(high["metadata"]["generation"], 1);
+    let (code, body) = api
+        .patch(
+            &format!("{PRIORITY_CLASSES}/high"),
+            MERGE,
+            &json!({"value": 5, "preemptionPolicy": "Never"}),
+        )
+        .await;
+    assert_eq!(code, 422);
+    assert_eq!(
+        body["message"],
+        "PriorityClass.scheduling.k8s.io \"high\" is invalid: [value: Forbidden: may not be changed in an update., preemptionPolicy: Invalid value: \"Never\": field is immutable]"
+    );
+    let (code, described) = api
+        .patch(
+            &format!("{PRIORITY_CLASSES}/high"),
+            MERGE,
+            &json!({"description": "batch"}),
+        )
+        .await;
+    assert_eq!((code, &described["description"]), (200, &json!("batch")));
+    assert_eq!(described["metadata"]["generation"], 1);
+
+    // Validation.
+    let (code, body) = api
+        .post(PRIORITY_CLASSES, &priority_class("too-high", 1_000_000_001))
+        .await;
+    assert_eq!(code, 422);
+    assert_eq!(
+        body["message"],
+        "PriorityClass.scheduling.k8s.io \"too-high\" is invalid: value: Forbidden: maximum allowed value of a user defined priority is 1000000000"
+    );
+    let (code, body) = api
+        .post(PRIORITY_CLASSES, &priority_class("system-mine", 5))
+        .await;
+    assert_eq!(code, 422);
+    assert_eq!(
+        body["details"]["causes"][0],
+        json!({"reason": "FieldValueForbidden", "field": "metadata.name",
+            "message": "Forbidden: priority class names with 'system-' prefix are reserved for system use only. error: system-mine is not a known system priority class"})
+    );
+    let (code, body) = api
+        .post(
+            PRIORITY_CLASSES,
+            &json!({"metadata": {"name": "words"}, "value": "high"}),
+        )
+        .await;
+    assert_eq!(code, 400, "{body}");
+    let mut never = priority_class("bad-policy", 1);
+    never["preemptionPolicy"] = json!("Sometimes");
+    let (code, body) = api.post(PRIORITY_CLASSES, &never).await;
+    assert_eq!(code, 422);
+    assert_eq!(
+        body["details"]["causes"][0]["message"],
+        "Unsupported value: \"Sometimes\": supported values: \"PreemptLowerPriority\", \"Never\""
+    );
+    // An absent value is the Go zero value, as on the real server.
+    let (code, zero) = api
+        .post(PRIORITY_CLASSES, &json!({"metadata": {"name": "zero"}}))
+        .await;
+    assert_eq!((code, &zero["value"]), (201, &json!(0)));
+
+    // At most one globalDefault: a second one is refused by admission (403).
+    let mut first = priority_class("first", 10);
+    first["globalDefault"] = json!(true);
+    let (code, body) = api.post(PRIORITY_CLASSES, &first).await;
+    assert_eq!(code, 201, "{body}");
+    let mut second = priority_class("second", 20);
+    second["globalDefault"] = json!(true);
+    let (code, body) = api.post(PRIORITY_CLASSES, &second).await;
+    assert_eq!(code, 403);
+    assert_eq!(body["reason"], "Forbidden");
+    assert_eq!(
+        body["message"],
+        "priorityclasses.scheduling.k8s.io \"second\" is forbidden: PriorityClass first is already marked as default. Only one default can exist"
+    );
+    let (code, _) = api
+        .patch(
+            &format!("{PRIORITY_CLASSES}/high"),
+            MERGE,
+            &json!({"globalDefault": true}),
+        )
+        .await;
+    assert_eq!(code, 403);
+    // The default class itself may be updated.
+    let (code, _) = api
+        .patch(
+            &format!("{PRIORITY_CLASSES}/first"),
+            MERGE,
+            &json!({"description": "the default"}),
+        )
+        .await;
+    assert_eq!(code, 200);
+    assert!(api.server.try_create(second.clone()).is_err());
+    let (code, _) = api.delete(&format!("{PRIORITY_CLASSES}/high")).await;
+    assert_eq!(code, 200);
+}
+
+#[tokio::test]
+async fn pods_get_their_priority_from_the_priority_class() {
+    let api = Api::start().await;
+    let pods = "/api/v1/namespaces/default/pods";
+    let mut never = priority_class("batch-low", 100);
+    never["preemptionPolicy"] = json!("Never");
+    api.server.create(never);
+    api.server.create(priority_class("batch-high", 1000));
+
+    let (code, plain) = api.post(pods, &pod("default", "plain", json!({}))).await;
+    assert_eq!(code, 201);
+    assert_eq!(plain["spec"]["priority"], 0);
+    assert_eq!(plain["spec"]["preemptionPolicy"], "PreemptLowerPriority");
+    assert!(plain["spec"].get("priorityClassName").is_none());
+
+    let mut low = pod("default", "low", json!({}));
+    low["spec"]["priorityClassName"] = json!("batch-low");
+    let (code, low) = api.post(pods, &low).await;
+    assert_eq!(code, 201);
+    assert_eq!(low["spec"]["priority"], 100);
+    assert_eq!(low["spec"]["preemptionPolicy"], "Never");
+
+    let mut critical = pod("default", "critical", json!({}));
+    critical["spec"]["priorityClassName"] = json!("system-node-critical");
+    let (code, critical) = api.post(pods, &critical).await;
+    assert_eq!(
+        (code, &critical["spec"]["priority"]),
+        (201, &json!(2_000_001_000))
+    );
+
+    let mut missing = pod("default", "missing", json!({}));
+    missing["spec"]["priorityClassName"] = json!("nope");
+    let (code, body) = api.post(pods, &missing).await;
+    assert_eq!(code, 403);
+    assert_eq!(
+        body["message"],
+        "pods \"missing\" is forbidden: no PriorityClass with name nope was found"
+    );
+    let mut lying = pod("default", "lying", json!({}));
+    lying["spec"]["priorityClassName"] = json!("batch-high");
+    lying["spec"]["priority"] = json!(7);
+    let (code, body) = api.post(pods, &lying).await;
+    assert_eq!(code, 403);
+    assert_eq!(
+        body["message"],
+        "pods \"lying\" is forbidden: the integer value of priority (7) must not be provided in pod spec; priority admission controller computed 1000 from the given PriorityClass name"
+    );
+
+    // A global default class names itself in pods without a class.
+    let mut default = priority_class("everyone", 50);
+    default["globalDefault"] = json!(true);
+    api.server.create(default);
+    let mut generated = pod("default", "", json!({}));
+    generated["metadata"]
+        .as_object_mut()
+        .unwrap()
+        .remove("name");
+    generated["metadata"]["generateName"] = json!("worker-");
+    let (code, worker) = api.post(pods, &generated).await;
+    assert_eq!(code, 201);
+    assert_eq!(worker["spec"]["priorityClassName"], "everyone");
+    assert_eq!(worker["spec"]["priority"], 50);
+
+    // Updates that leave the priority out keep it.
+    let mut update = low.clone();
+    update["spec"].as_object_mut().unwrap().remove("priority");
+    update["spec"]["activeDeadlineSeconds"] = json!(60);
+    let (code, updated) = api.put(&format!("{pods}/low"), &update).await;
+    assert_eq!(code, 200, "{updated}");
+    assert_eq!(updated["spec"]["priority"], 100);
+}

@@ -6,6 +6,7 @@ use super::lists;
 use super::objects;
 use super::patch::{self, PatchType};
 use super::pods;
+use super::priority;
 use super::query::{self, ListOptions};
 use super::resources::{Resource, Storage};
 use super::routes::{self, Discovery, Route};
@@ -433,6 +434,7 @@ fn object(
             Ok(json_response(code, &view::render(res, &stored)))
         }
         "DELETE" if sub.is_none() => {
+            priority::check_delete(res, name)?;
             let opts = delete_options(r)?;
             let graceful = state.config.lock().graceful_pod_deletion;
             let outcome = crud::delete(&mut state.store.lock(), res, ns, name, &opts, graceful)?;

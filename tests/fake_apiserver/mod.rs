@@ -18,7 +18,9 @@
 //! Served: core v1 `namespaces`, `nodes`, `pods` (+ `status`, `binding`,
 //! `eviction`), `resourcequotas`, `events`, `secrets`; `events.k8s.io/v1` `events`
 //! (the same stored events, converted); `coordination.k8s.io/v1` `leases`;
-//! `admissionregistration.k8s.io/v1` `mutatingwebhookconfigurations`; Volcano's
+//! `admissionregistration.k8s.io/v1` `mutatingwebhookconfigurations`;
+//! `scheduling.k8s.io/v1` `priorityclasses` (with the system classes and the
+//! Priority admission of pods); Volcano's
 //! `scheduling.volcano.sh/v1beta1` `podgroups` and `queues` (as CRDs); discovery
 //! (`/api`, `/apis`, `/version`) and `/healthz`. Known differences from the real
 //! server are listed in `README.md` next to this file.
@@ -35,6 +37,7 @@ mod lists;
 mod objects;
 mod patch;
 mod pods;
+mod priority;
 mod query;
 mod resources;
 mod routes;
@@ -113,6 +116,11 @@ impl FakeApiServer {
                     Origin::Test,
                 )
                 .expect("create namespace");
+            }
+            let pc = resources::canonical(Storage::PriorityClasses);
+            for class in priority::system_classes() {
+                crud::create(&mut store, pc, "", class, Origin::Test)
+                    .expect("create system priority class");
             }
         }
         let thread = server::spawn(listener, state.clone());

@@ -138,15 +138,6 @@ pub fn prepare_create(pod: &mut Value, from_http: bool) -> Vec<Cause> {
     set_default(spec, "dnsPolicy", json!("ClusterFirst"));
     set_default(spec, "securityContext", json!({}));
     set_default(spec, "enableServiceLinks", json!(true));
-    set_default(spec, "preemptionPolicy", json!("PreemptLowerPriority"));
-    if spec
-        .get("priorityClassName")
-        .and_then(Value::as_str)
-        .unwrap_or("")
-        .is_empty()
-    {
-        set_default(spec, "priority", json!(0));
-    }
     for list in ["containers", "initContainers"] {
         if let Some(cs) = spec.get_mut(list).and_then(Value::as_array_mut) {
             cs.iter_mut().for_each(default_container);

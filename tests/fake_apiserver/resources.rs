@@ -13,6 +13,7 @@ pub enum Storage {
     Leases,
     Secrets,
     MutatingWebhookConfigurations,
+    PriorityClasses,
     PodGroups,
     Queues,
 }
@@ -87,10 +88,15 @@ impl Resource {
         }
     }
 
-    /// Whether the server keeps `metadata.generation` (custom resources and
-    /// webhook configurations; not the core types served here).
+    /// Whether the server keeps `metadata.generation` (custom resources,
+    /// webhook configurations and PriorityClasses; not the core types served
+    /// here).
     pub fn tracks_generation(&self) -> bool {
-        self.custom || self.storage == Storage::MutatingWebhookConfigurations
+        self.custom
+            || matches!(
+                self.storage,
+                Storage::MutatingWebhookConfigurations | Storage::PriorityClasses
+            )
     }
 }
 
@@ -271,6 +277,21 @@ pub static RESOURCES: &[Resource] = &[
         returns_deleted_object: false,
         field_labels: CLUSTER_META,
         short_names: &[],
+        create_on_update: false,
+        custom: false,
+    },
+    Resource {
+        group: "scheduling.k8s.io",
+        version: "v1",
+        plural: "priorityclasses",
+        singular: "priorityclass",
+        kind: "PriorityClass",
+        namespaced: false,
+        storage: Storage::PriorityClasses,
+        status_subresource: false,
+        returns_deleted_object: false,
+        field_labels: CLUSTER_META,
+        short_names: &["pc"],
         create_on_update: false,
         custom: false,
     },

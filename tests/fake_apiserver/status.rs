@@ -245,6 +245,36 @@ impl ApiError {
         )
     }
 
+    /// `<qualified> "name" is forbidden: <detail>` (403), as `NewForbidden`
+    /// builds it for a group and resource (admission plugins, protected
+    /// objects).
+    pub fn forbidden_on(group: &str, resource: &str, name: &str, detail: &str) -> Self {
+        let qualified = if group.is_empty() {
+            resource.to_string()
+        } else {
+            format!("{resource}.{group}")
+        };
+        let message = if name.is_empty() {
+            format!("{qualified} is forbidden: {detail}")
+        } else {
+            format!("{qualified} \"{name}\" is forbidden: {detail}")
+        };
+        let mut d = Map::new();
+        if !name.is_empty() {
+            d.insert("name".into(), json!(name));
+        }
+        if !group.is_empty() {
+            d.insert("group".into(), json!(group));
+        }
+        d.insert("kind".into(), json!(resource));
+        Self::new(403, "Forbidden", message).with_details(Value::Object(d))
+    }
+
+    /// [`ApiError::forbidden_on`] for one of the served resources.
+    pub fn forbidden(res: &Resource, name: &str, detail: &str) -> Self {
+        Self::forbidden_on(res.group, res.plural, name, detail)
+    }
+
     pub fn bad_request(message: impl Into<String>) -> Self {
         Self::new(400, "BadRequest", message)
     }
