@@ -1888,3 +1888,335 @@ async fn pods_get_their_priority_from_the_priority_class() {
     assert_eq!(code, 200, "{updated}");
     assert_eq!(updated["spec"]["priority"], 100);
 }
+
+const PDBS: &str = "/apis/policy/v1/namespaces/default/poddisruptionbudgets";
+
+fn running_pod(name: &str, labels: Value) -> Value {
+    let mut p = pod("default", name, labels);
+    p["spec"]["nodeName"] = json!("n1");
+    p["status"] = json!({"phase": "Running"});
+    p
+}
+
+fn budget(name: &str, spec: Value) -> Value {
+    json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+        "metadata": {"name": name, "namespace": "default"}, "spec": spec})
+}
+
+fn pdb_status(api: &Api, name: &str) -> Value {
+    api.server
+        .get("PodDisruptionBudget", Some("default"), name)
+        .expect("budget")["status"]
+        .clone()
+}
+
+/// (currentHealthy, desiredHealthy, expectedPods, disruptionsAllowed)
+fn pdb_counts(api: &Api, name: &str) -> (i64, i64, i64, i64) {
+    let s = pdb_status(api, name);
+    let n = |f: &str| s[f].as_i64().unwrap();
+    (
+        n("currentHealthy"),
+        n("desiredHealthy"),
+        n("expectedPods"),
+        n("disruptionsAllowed"),
+    )
+}
+
+#[tokio::test]
+async fn pod_disruption_budgets_get_their_status_from_the_disruption_controller() {
+    let api = Api::start().await;
+    let (code, list) = api.get("/apis/policy/v1").await;
+    assert_eq!(code, 200);
+    let pdb = discovered(&list, "poddisruptionbudgets").expect("poddisruptionbudgets");
+    assert_eq!(pdb["shortNames"], json!(["pdb"]));
+    assert_eq!(pdb["namespaced"], true);
+    assert!(discovered(&list, "poddisruptionbudgets/status").is_some());
+
+    for name in ["web-0", "web-1"] {
+        api.server.create(running_pod(name, json!({"app": "web"})));
+    }
+    api.server
+        .create(pod("default", "web-2", json!({"app": "web"}))); // Pending
+    api.server.create(running_pod("db-0", json!({"app": "db"})));
+    let mut watch = api
+        .watch(&format!(
+            "{PDBS}?watch=true&resourceVersion={}",
+            api.server.resource_version()
+        ))
+        .await;
+    let (code, created) = api
+        .post(
+            PDBS,
+            &json!({"metadata": {"name": "web"}, "spec": {"minAvailable": 1,
+                "selector": {"matchLabels": {"app": "web"}}},
+                "status": {"disruptionsAllowed": 9}}),
+        )
+        .await;
+    assert_eq!(code, 201, "{created}");
+    // The create answers the zero status; the controller fills it in after.
+    assert_eq!(
+        created["status"],
+        json!({"disruptionsAllowed": 0, "currentHealthy": 0, "desiredHealthy": 0, "expectedPods": 0})
+    );
+    assert_eq!(created["metadata"]["generation"], 1);
+    assert_eq!(watch.next_change().await["type"], "ADDED");
+    let synced = watch.next_change().await;
+    assert_eq!(synced["type"], "MODIFIED");
+    let status = &synced["object"]["status"];
+    assert_eq!(
+        (
+            &status["currentHealthy"],
+            &status["desiredHealthy"],
+            &status["expectedPods"],
+            &status["disruptionsAllowed"],
+            &status["observedGeneration"]
+        ),
+        (&json!(2), &json!(1), &json!(3), &json!(1), &json!(1))
+    );
+    let cond = &status["conditions"][0];
+    assert_eq!(
+        (
+            &cond["type"],
+            &cond["status"],
+            &cond["reason"],
+            &cond["message"]
+        ),
+        (
+            &json!("DisruptionAllowed"),
+            &json!("True"),
+            &json!("SufficientPods"),
+            &json!("")
+        )
+    );
+    assert!(cond["lastTransitionTime"].is_string());
+    assert!(status.get("disruptedPods").is_none());
+
+    // Pods: a Ready condition decides over the phase; terminating pods and
+    // pods that left do not count.
+    let mut unready = api.server.get("Pod", Some("default"), "web-1").unwrap();
+    unready["status"]["conditions"] = json!([{"type": "Ready", "status": "False"}]);
+    api.server.update(unready);
+    assert_eq!(pdb_counts(&api, "web"), (1, 1, 3, 0));
+    let cond = &pdb_status(&api, "web")["conditions"][0];
+    assert_eq!(
+        (&cond["status"], &cond["reason"]),
+        (&json!("False"), &json!("InsufficientPods"))
+    );
+    api.server.set_pod_phase("default", "web-2", "Running");
+    assert_eq!(pdb_counts(&api, "web"), (2, 1, 3, 1));
+    api.server.begin_termination("default", "web-0");
+    assert_eq!(pdb_counts(&api, "web"), (1, 1, 3, 0));
+    api.server.finish_deletion("default", "web-0");
+    assert_eq!(pdb_counts(&api, "web"), (1, 1, 2, 0));
+
+    // A spec change moves the generation, and observedGeneration follows.
+    let (code, changed) = api
+        .patch(
+            &format!("{PDBS}/web"),
+            MERGE,
+            &json!({"spec": {"minAvailable": 0}}),
+        )
+        .await;
+    assert_eq!(code, 200);
+    assert_eq!(changed["metadata"]["generation"], 2);
+    assert_eq!(pdb_status(&api, "web")["observedGeneration"], 2);
+    assert_eq!(pdb_counts(&api, "web"), (1, 0, 2, 1));
+
+    // Percentages: expectedPods is the number of selected pods here.
+    for i in 0..4 {
+        api.server
+            .create(running_pod(&format!("batch-{i}"), json!({"app": "batch"})));
+    }
+    api.server.create(budget(
+        "half-up",
+        json!({"maxUnavailable": "30%", "selector": {"matchExpressions": [
+            {"key": "app", "operator": "In", "values": ["batch"]}]}}),
+    ));
+    // 30% of 4 rounds up to 2 unavailable.
+    assert_eq!(pdb_counts(&api, "half-up"), (4, 2, 4, 2));
+    api.server.create(budget(
+        "most",
+        json!({"minAvailable": "60%", "selector": {"matchLabels": {"app": "batch"}}}),
+    ));
+    assert_eq!(pdb_counts(&api, "most"), (4, 3, 4, 1));
+    // No selector selects nothing; an empty one selects the whole namespace.
+    api.server
+        .create(budget("none", json!({"minAvailable": 1})));
+    assert_eq!(pdb_counts(&api, "none"), (0, 1, 0, 0));
+    api.server
+        .create(budget("all", json!({"maxUnavailable": 1, "selector": {}})));
+    assert_eq!(pdb_counts(&api, "all"), (6, 6, 7, 0));
+
+    // The controller owns status: a write through /status is recomputed at once.
+    let (code, _) = api
+        .patch(
+            &format!("{PDBS}/most/status"),
+            MERGE,
+            &json!({"status": {"disruptionsAllowed": 3}}),
+        )
+        .await;
+    assert_eq!(code, 200);
+    assert_eq!(pdb_counts(&api, "most").3, 1);
+    let (code, body) = api
+        .patch(
+            &format!("{PDBS}/most/status"),
+            MERGE,
+            &json!({"status": {"disruptionsAllowed": -1}}),
+        )
+        .await;
+    assert_eq!(code, 422);
+    assert_eq!(
+        body["message"],
+        "PodDisruptionBudget.policy \"most\" is invalid: status.disruptionsAllowed: Invalid value: -1: must be greater than or equal to 0"
+    );
+
+    // Stopped, the controller leaves written status alone; restarted, it resyncs.
+    api.server.set_disruption_controller(false);
+    let (code, _) = api
+        .patch(
+            &format!("{PDBS}/most/status"),
+            MERGE,
+            &json!({"status": {"disruptionsAllowed": 3}}),
+        )
+        .await;
+    assert_eq!(code, 200);
+    api.server.set_pod_phase("default", "batch-0", "Failed");
+    assert_eq!(pdb_counts(&api, "most"), (4, 3, 4, 3));
+    api.server.set_disruption_controller(true);
+    assert_eq!(pdb_counts(&api, "most"), (3, 3, 4, 0));
+
+    // A pinned budget keeps the value the test gave it.
+    api.server.pin_disruptions_allowed("default", "half-up", 0);
+    assert_eq!(pdb_counts(&api, "half-up"), (3, 2, 4, 0));
+    api.server.set_pod_phase("default", "batch-0", "Running");
+    assert_eq!(pdb_counts(&api, "half-up").3, 0);
+    api.server.unpin_disruptions_allowed("default", "half-up");
+    assert_eq!(pdb_counts(&api, "half-up"), (4, 2, 4, 2));
+}
+
+#[tokio::test]
+async fn pod_disruption_budgets_are_validated_like_the_apiserver() {
+    let api = Api::start().await;
+    let sel = json!({"matchLabels": {"app": "web"}});
+    let (code, body) = api
+        .post(
+            PDBS,
+            &budget(
+                "both",
+                json!({"minAvailable": 1, "maxUnavailable": 1, "selector": sel}),
+            ),
+        )
+        .await;
+    assert_eq!(code, 422);
+    assert_eq!(body["details"]["causes"][0]["field"], "spec");
+    let message = body["message"].as_str().unwrap();
+    assert!(
+        message.starts_with("PodDisruptionBudget.policy \"both\" is invalid: spec: Invalid value: policy.PodDisruptionBudgetSpec{MinAvailable:(*intstr.IntOrString)(0x")
+            && message.ends_with("}: minAvailable and maxUnavailable cannot be both set"),
+        "{message}"
+    );
+    let (code, body) = api
+        .post(
+            PDBS,
+            &budget("negative", json!({"minAvailable": -1, "selector": sel})),
+        )
+        .await;
+    assert_eq!(code, 422);
+    assert_eq!(
+        body["message"],
+        "PodDisruptionBudget.policy \"negative\" is invalid: spec.minAvailable: Invalid value: -1: must be greater than or equal to 0"
+    );
+    let (code, body) = api
+        .post(
+            PDBS,
+            &budget("over", json!({"maxUnavailable": "150%", "selector": sel})),
+        )
+        .await;
+    assert_eq!(code, 422);
+    assert_eq!(
+        body["details"]["causes"][0]["message"],
+        "Invalid value: intstr.IntOrString{Type:1, IntVal:0, StrVal:\"150%\"}: must not be greater than 100%"
+    );
+    let (code, body) = api
+        .post(
+            PDBS,
+            &budget("words", json!({"minAvailable": "half", "selector": sel})),
+        )
+        .await;
+    assert_eq!(code, 422);
+    assert!(
+        body["details"]["causes"][0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("a valid percent string must be a numeric string followed by an ending '%'")
+    );
+    let (code, body) = api
+        .post(
+            PDBS,
+            &budget(
+                "op",
+                json!({"minAvailable": 1, "selector": {"matchExpressions": [
+                {"key": "app", "operator": "Near", "values": ["web"]},
+                {"key": "tier", "operator": "In"}]}}),
+            ),
+        )
+        .await;
+    assert_eq!(code, 422);
+    let fields: Vec<&str> = body["details"]["causes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["field"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        fields,
+        [
+            "spec.selector.matchExpressions[0].operator",
+            "spec.selector.matchExpressions[1].values"
+        ]
+    );
+    let (code, _) = api
+        .post(
+            PDBS,
+            &budget("bool", json!({"minAvailable": true, "selector": sel})),
+        )
+        .await;
+    assert_eq!(code, 400);
+    let (code, body) = api
+        .post(
+            PDBS,
+            &budget(
+                "policy",
+                json!({"minAvailable": 1, "selector": sel,
+                "unhealthyPodEvictionPolicy": "Sometimes"}),
+            ),
+        )
+        .await;
+    assert_eq!(code, 422);
+    assert_eq!(
+        body["details"]["causes"][0]["message"],
+        "Unsupported value: \"Sometimes\": supported values: \"AlwaysAllow\", \"IfHealthyBudget\""
+    );
+    // Neither field is fine in policy/v1.
+    let (code, created) = api
+        .post(PDBS, &budget("bare", json!({"selector": sel})))
+        .await;
+    assert_eq!(code, 201);
+    // A PUT must carry the resourceVersion.
+    let mut put = created.clone();
+    put["metadata"]
+        .as_object_mut()
+        .unwrap()
+        .remove("resourceVersion");
+    let (code, body) = api.put(&format!("{PDBS}/bare"), &put).await;
+    assert_eq!(code, 422);
+    assert_eq!(
+        body["message"],
+        "poddisruptionbudgets.policy \"bare\" is invalid: metadata.resourceVersion: Invalid value: 0x0: must be specified for an update"
+    );
+    let current = api.server.get("pdb", Some("default"), "bare").unwrap();
+    let (code, _) = api.put(&format!("{PDBS}/bare"), &current).await;
+    assert_eq!(code, 200);
+    let (code, body) = api.delete(&format!("{PDBS}/bare")).await;
+    assert_eq!((code, body["status"].as_str()), (200, Some("Success")));
+}

@@ -2,6 +2,7 @@
 //! preconditions, immutable metadata, status-subresource split, finalizers and
 //! graceful pod deletion. All functions run under the store lock.
 
+use super::budgets;
 use super::events;
 use super::objects;
 use super::patch::{self, PatchType};
@@ -362,6 +363,9 @@ pub fn update(
         }
         return Err(ApiError::not_found(res, name));
     };
+    if res.requires_resource_version_on_update() && objects::resource_version(&new).is_empty() {
+        return Err(budgets::unconditional_update(res, name));
+    }
     let old = view::view(res, &old);
     commit_update(store, res, &old, new, sub).map(|o| (200, o))
 }

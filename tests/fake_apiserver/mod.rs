@@ -20,15 +20,18 @@
 //! (the same stored events, converted); `coordination.k8s.io/v1` `leases`;
 //! `admissionregistration.k8s.io/v1` `mutatingwebhookconfigurations`;
 //! `scheduling.k8s.io/v1` `priorityclasses` (with the system classes and the
-//! Priority admission of pods); Volcano's
+//! Priority admission of pods); `policy/v1` `poddisruptionbudgets` (their
+//! status kept by a built-in disruption controller); Volcano's
 //! `scheduling.volcano.sh/v1beta1` `podgroups` and `queues` (as CRDs); discovery
 //! (`/api`, `/apis`, `/version`) and `/healthz`. Known differences from the real
 //! server are listed in `README.md` next to this file.
 
 #![allow(dead_code)]
 
+mod budgets;
 mod crud;
 mod discovery;
+mod disruption;
 mod events;
 mod faults;
 mod handlers;
@@ -414,6 +417,33 @@ impl FakeApiServer {
     /// plays the kubelet. Off by default: pods vanish at once.
     pub fn set_graceful_pod_deletion(&self, on: bool) {
         self.state.config.lock().graceful_pod_deletion = on;
+    }
+
+    /// Runs or stops the disruption controller (on by default). Running, it
+    /// recomputes the status of every PodDisruptionBudget in a namespace right
+    /// after any pod or budget there changes, and overwrites status written by
+    /// anyone else, like kube-controller-manager. Stopped, budgets keep the
+    /// status last written (through `/status` or [`FakeApiServer::update`]);
+    /// turning it back on resyncs every budget.
+    pub fn set_disruption_controller(&self, on: bool) {
+        disruption::set_enabled(&mut self.state.store.lock(), on);
+    }
+
+    /// Pins PodDisruptionBudget `ns/name` at `disruptions_allowed` (MODIFIED):
+    /// its status is computed once more with that value (and the matching
+    /// `DisruptionAllowed` condition), then the controller leaves it alone.
+    /// Evictions still spend it, so 0 makes every eviction of a healthy pod it
+    /// covers answer 429, and 1 lets exactly one through. Panics when there is
+    /// no such budget.
+    pub fn pin_disruptions_allowed(&self, ns: &str, name: &str, disruptions_allowed: i64) {
+        let pinned = disruption::pin(&mut self.state.store.lock(), ns, name, disruptions_allowed);
+        assert!(pinned, "fake apiserver: no PodDisruptionBudget {ns}/{name}");
+    }
+
+    /// Hands a pinned budget back to the disruption controller, which
+    /// recomputes its status at once.
+    pub fn unpin_disruptions_allowed(&self, ns: &str, name: &str) {
+        disruption::unpin(&mut self.state.store.lock(), ns, name);
     }
 
     /// Whether API requests need the kubeconfig's bearer token (default on).

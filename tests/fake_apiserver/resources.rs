@@ -14,6 +14,7 @@ pub enum Storage {
     Secrets,
     MutatingWebhookConfigurations,
     PriorityClasses,
+    PodDisruptionBudgets,
     PodGroups,
     Queues,
 }
@@ -89,14 +90,22 @@ impl Resource {
     }
 
     /// Whether the server keeps `metadata.generation` (custom resources,
-    /// webhook configurations and PriorityClasses; not the core types served
-    /// here).
+    /// webhook configurations, PriorityClasses and PodDisruptionBudgets; not
+    /// the core types served here).
     pub fn tracks_generation(&self) -> bool {
         self.custom
             || matches!(
                 self.storage,
-                Storage::MutatingWebhookConfigurations | Storage::PriorityClasses
+                Storage::MutatingWebhookConfigurations
+                    | Storage::PriorityClasses
+                    | Storage::PodDisruptionBudgets
             )
+    }
+
+    /// Whether a PUT must carry `metadata.resourceVersion` (the strategy's
+    /// `AllowUnconditionalUpdate` is false: PodDisruptionBudgets).
+    pub fn requires_resource_version_on_update(&self) -> bool {
+        self.storage == Storage::PodDisruptionBudgets
     }
 }
 
@@ -292,6 +301,21 @@ pub static RESOURCES: &[Resource] = &[
         returns_deleted_object: false,
         field_labels: CLUSTER_META,
         short_names: &["pc"],
+        create_on_update: false,
+        custom: false,
+    },
+    Resource {
+        group: "policy",
+        version: "v1",
+        plural: "poddisruptionbudgets",
+        singular: "poddisruptionbudget",
+        kind: "PodDisruptionBudget",
+        namespaced: true,
+        storage: Storage::PodDisruptionBudgets,
+        status_subresource: true,
+        returns_deleted_object: false,
+        field_labels: META,
+        short_names: &["pdb"],
         create_on_update: false,
         custom: false,
     },

@@ -2,9 +2,11 @@
 //! ones: Secrets (`stringData`, `type`, base64 `data`, immutability),
 //! MutatingWebhookConfigurations (v1 defaults, base64 `caBundle`, webhook
 //! checks, `generation`) and custom resources (`generation`, status dropped on
-//! create when the status subresource exists); PriorityClass rules live in
-//! `priority.rs` and are dispatched from here.
+//! create when the status subresource exists); PriorityClass and
+//! PodDisruptionBudget rules live in `priority.rs` and `budgets.rs` and are
+//! dispatched from here.
 
+use super::budgets;
 use super::crud::Origin;
 use super::objects;
 use super::priority;
@@ -339,6 +341,7 @@ pub fn prepare_create(
         Storage::Secrets => prepare_secret(res, obj)?,
         Storage::MutatingWebhookConfigurations => prepare_webhooks(res, obj)?,
         Storage::PriorityClasses => priority::prepare_create(res, obj)?,
+        Storage::PodDisruptionBudgets => budgets::prepare_create(res, obj, origin)?,
         _ => Vec::new(),
     };
     if res.custom && res.status_subresource && origin == Origin::Http {
@@ -376,6 +379,7 @@ pub fn prepare_update(
         Storage::Secrets => prepare_secret(res, new)?,
         Storage::MutatingWebhookConfigurations => prepare_webhooks(res, new)?,
         Storage::PriorityClasses => priority::prepare_update(res, old, new)?,
+        Storage::PodDisruptionBudgets => budgets::prepare_update(res, new, sub)?,
         _ => Vec::new(),
     };
     if res.storage == Storage::Secrets {
