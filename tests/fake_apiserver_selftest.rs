@@ -2220,3 +2220,292 @@ async fn pod_disruption_budgets_are_validated_like_the_apiserver() {
     let (code, body) = api.delete(&format!("{PDBS}/bare")).await;
     assert_eq!((code, body["status"].as_str()), (200, Some("Success")));
 }
+
+fn eviction(name: &str) -> Value {
+    json!({"apiVersion": "policy/v1", "kind": "Eviction",
+        "metadata": {"name": name, "namespace": "default"}})
+}
+
+async fn evict(api: &Api, pod: &str) -> (u16, Value) {
+    api.post(
+        &format!("/api/v1/namespaces/default/pods/{pod}/eviction"),
+        &eviction(pod),
+    )
+    .await
+}
+
+/// The web pods and a `web` budget (minAvailable 1) the controller has synced.
+fn web_with_budget(api: &Api, pods: &[&str]) {
+    for name in pods {
+        api.server.create(running_pod(name, json!({"app": "web"})));
+    }
+    api.server.create(budget(
+        "web",
+        json!({"minAvailable": 1, "selector": {"matchLabels": {"app": "web"}}}),
+    ));
+}
+
+#[tokio::test]
+async fn eviction_spends_the_disruption_budget_then_answers_429() {
+    let api = Api::start().await;
+    web_with_budget(&api, &["web-0", "web-1", "web-2"]);
+    assert_eq!(pdb_counts(&api, "web"), (3, 1, 3, 2));
+
+    // Granted: the budget is spent and records the pod, the pod gets the
+    // DisruptionTarget condition and is deleted. The controller is stopped
+    // here to see the eviction's own status write.
+    api.server.set_graceful_pod_deletion(true);
+    api.server.set_disruption_controller(false);
+    let (code, body) = evict(&api, "web-0").await;
+    assert_eq!(code, 201);
+    assert_eq!(
+        body,
+        json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201})
+    );
+    let status = pdb_status(&api, "web");
+    assert_eq!(status["disruptionsAllowed"], 1);
+    assert!(status["disruptedPods"]["web-0"].is_string(), "{status}");
+    let web0 = api.server.get("Pod", Some("default"), "web-0").unwrap();
+    assert!(web0["metadata"]["deletionTimestamp"].is_string());
+    let target = web0["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "DisruptionTarget")
+        .expect("DisruptionTarget condition");
+    assert_eq!(
+        (&target["status"], &target["reason"], &target["message"]),
+        (
+            &json!("True"),
+            &json!("EvictionByEvictionAPI"),
+            &json!("Eviction API: evicting")
+        )
+    );
+    // The last disruption flips the condition.
+    let (code, _) = evict(&api, "web-1").await;
+    assert_eq!(code, 201);
+    let status = pdb_status(&api, "web");
+    assert_eq!(status["disruptionsAllowed"], 0);
+    assert_eq!(status["conditions"][0]["status"], "False");
+    assert_eq!(status["conditions"][0]["reason"], "InsufficientPods");
+    // The controller sees the terminating pods and forgets their entries.
+    api.server.set_disruption_controller(true);
+    assert_eq!(pdb_counts(&api, "web"), (1, 1, 3, 0));
+    assert!(pdb_status(&api, "web").get("disruptedPods").is_none());
+
+    // Nothing left to spend: 429 with the real Status and no Retry-After.
+    let resp = api
+        .http
+        .post(api.url("/api/v1/namespaces/default/pods/web-2/eviction"))
+        .json(&eviction("web-2"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 429);
+    assert!(resp.headers().get("retry-after").is_none());
+    let body: Value = resp.json().await.unwrap();
+    assert_eq!(
+        body,
+        json!({
+            "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+            "message": "Cannot evict pod as it would violate the pod's disruption budget.",
+            "reason": "TooManyRequests",
+            "details": {"causes": [{"reason": "DisruptionBudget",
+                "message": "The disruption budget web needs 1 healthy pods and has 1 currently"}]},
+            "code": 429
+        })
+    );
+    let web2 = api.server.get("Pod", Some("default"), "web-2").unwrap();
+    assert!(web2["metadata"].get("deletionTimestamp").is_none());
+
+    // A pinned budget decides on its own: 1 lets exactly one eviction through.
+    api.server
+        .create(running_pod("web-3", json!({"app": "web"})));
+    api.server.pin_disruptions_allowed("default", "web", 1);
+    assert_eq!(evict(&api, "web-3").await.0, 201);
+    assert_eq!(evict(&api, "web-2").await.0, 429);
+    api.server.unpin_disruptions_allowed("default", "web");
+
+    // A spec change the controller has not observed yet: 429, retry in 10 s.
+    api.server.pin_disruptions_allowed("default", "web", 5);
+    api.patch(
+        &format!("{PDBS}/web"),
+        MERGE,
+        &json!({"spec": {"minAvailable": 0}}),
+    )
+    .await;
+    let resp = api
+        .http
+        .post(api.url("/api/v1/namespaces/default/pods/web-2/eviction"))
+        .json(&eviction("web-2"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 429);
+    assert_eq!(resp.headers()["retry-after"], "10");
+    let body: Value = resp.json().await.unwrap();
+    assert_eq!(
+        body["details"],
+        json!({"causes": [{"reason": "DisruptionBudget",
+            "message": "The disruption budget web is still being processed by the server."}],
+            "retryAfterSeconds": 10})
+    );
+
+    // What the tests can see.
+    let log = api.server.evictions();
+    let codes: Vec<(&str, u16)> = log.iter().map(|e| (e.pod.as_str(), e.code)).collect();
+    assert_eq!(
+        codes,
+        [
+            ("web-0", 201),
+            ("web-1", 201),
+            ("web-2", 429),
+            ("web-3", 201),
+            ("web-2", 429),
+            ("web-2", 429)
+        ]
+    );
+    assert_eq!(
+        api.server.evicted_pods(),
+        ["default/web-0", "default/web-1", "default/web-3"]
+    );
+    assert_eq!(api.server.requests_matching("POST", "/eviction"), 6);
+}
+
+#[tokio::test]
+async fn eviction_refuses_pods_under_two_budgets_and_lets_unhealthy_pods_go() {
+    let api = Api::start().await;
+    web_with_budget(&api, &["web-0", "web-1", "web-2"]);
+    api.server.create(budget(
+        "web-too",
+        json!({"maxUnavailable": 1, "selector": {"matchExpressions": [
+            {"key": "app", "operator": "Exists"}]}}),
+    ));
+    let (code, body) = evict(&api, "web-0").await;
+    assert_eq!(code, 500);
+    assert_eq!(
+        body,
+        json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+            "message": "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support.",
+            "code": 500})
+    );
+    assert!(api.server.get("Pod", Some("default"), "web-0").is_some());
+    api.server.delete("pdb", Some("default"), "web-too");
+
+    // Pending pods are evicted without asking the budget.
+    api.server.pin_disruptions_allowed("default", "web", 0);
+    api.server
+        .create(pod("default", "web-new", json!({"app": "web"})));
+    assert_eq!(evict(&api, "web-new").await.0, 201);
+    assert!(api.server.get("Pod", Some("default"), "web-new").is_none());
+
+    // A Running pod that is not Ready goes without spending the budget while
+    // the budget is met (IfHealthyBudget)...
+    let not_ready = |name: &str| {
+        let mut p = api.server.get("Pod", Some("default"), name).unwrap();
+        p["status"]["conditions"] = json!([{"type": "Ready", "status": "False"}]);
+        api.server.update(p);
+    };
+    api.server.unpin_disruptions_allowed("default", "web");
+    not_ready("web-2");
+    assert_eq!(pdb_counts(&api, "web"), (2, 1, 3, 1));
+    api.server.pin_disruptions_allowed("default", "web", 0);
+    assert_eq!(evict(&api, "web-2").await.0, 201);
+    assert_eq!(pdb_status(&api, "web")["disruptionsAllowed"], 0);
+    // ...but not when the budget is not met: then it needs a disruption too.
+    api.server.unpin_disruptions_allowed("default", "web");
+    not_ready("web-1");
+    assert_eq!(pdb_counts(&api, "web"), (1, 1, 2, 0));
+    let mut strict = api.server.get("pdb", Some("default"), "web").unwrap();
+    strict["spec"]["minAvailable"] = json!(2);
+    api.server.update(strict);
+    assert_eq!(pdb_counts(&api, "web"), (1, 2, 2, 0));
+    assert_eq!(evict(&api, "web-1").await.0, 429);
+    // AlwaysAllow lets unhealthy pods go whatever the budget says.
+    let mut always = api.server.get("pdb", Some("default"), "web").unwrap();
+    always["spec"]["unhealthyPodEvictionPolicy"] = json!("AlwaysAllow");
+    api.server.update(always);
+    assert_eq!(evict(&api, "web-1").await.0, 201);
+    // A healthy pod is still guarded.
+    assert_eq!(evict(&api, "web-0").await.0, 429);
+    assert_eq!(
+        api.server.evicted_pods(),
+        ["default/web-new", "default/web-2", "default/web-1"]
+    );
+}
+
+#[tokio::test]
+async fn eviction_dry_runs_and_request_errors() {
+    let api = Api::start().await;
+    web_with_budget(&api, &["web-0", "web-1"]);
+    let path = "/api/v1/namespaces/default/pods/web-0/eviction";
+    let (code, body) = api
+        .post(&format!("{path}?dryRun=All"), &eviction("web-0"))
+        .await;
+    assert_eq!((code, &body["status"]), (201, &json!("Success")));
+    let mut in_body = eviction("web-0");
+    in_body["deleteOptions"] = json!({"dryRun": ["All"]});
+    assert_eq!(api.post(path, &in_body).await.0, 201);
+    assert!(api.server.get("Pod", Some("default"), "web-0").is_some());
+    assert_eq!(pdb_counts(&api, "web"), (2, 1, 2, 1));
+    assert!(pdb_status(&api, "web").get("disruptedPods").is_none());
+    let (code, body) = api
+        .post(&format!("{path}?dryRun=Some"), &eviction("web-0"))
+        .await;
+    assert_eq!(code, 422);
+    assert_eq!(
+        body["message"],
+        "CreateOptions.meta.k8s.io \"\" is invalid: dryRun: Unsupported value: []string{\"Some\"}: supported values: \"All\""
+    );
+    let mut other = eviction("web-0");
+    other["deleteOptions"] = json!({"dryRun": ["Other"]});
+    let (code, body) = api.post(&format!("{path}?dryRun=All"), &other).await;
+    assert_eq!(code, 500);
+    assert_eq!(
+        body["message"],
+        "Non-matching dry-run options in request and content: [All] and [Other]"
+    );
+    let (code, body) = api.post(path, &eviction("web-1")).await;
+    assert_eq!(code, 400);
+    assert_eq!(
+        body["message"],
+        "name in URL does not match name in Eviction object"
+    );
+    let (code, body) = evict(&api, "ghost").await;
+    assert_eq!(
+        (code, &body["message"]),
+        (404, &json!("pods \"ghost\" not found"))
+    );
+    let mut stale = eviction("web-0");
+    stale["deleteOptions"] = json!({"preconditions": {"uid": "not-the-uid"}});
+    let (code, body) = api.post(path, &stale).await;
+    assert_eq!(code, 409);
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("Operation cannot be fulfilled on Pod \"web-0\": the UID in the precondition (not-the-uid) does not match the UID in record"),
+        "{body}"
+    );
+    let dry: Vec<(u16, bool)> = api
+        .server
+        .evictions()
+        .iter()
+        .map(|e| (e.code, e.dry_run))
+        .collect();
+    assert_eq!(
+        dry,
+        [
+            (201, true),
+            (201, true),
+            (422, false),
+            (500, false),
+            (400, false),
+            (404, false),
+            (409, false)
+        ]
+    );
+    assert!(api.server.evicted_pods().is_empty());
+    api.server.clear_request_log();
+    assert!(api.server.evictions().is_empty());
+}

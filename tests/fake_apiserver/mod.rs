@@ -21,7 +21,8 @@
 //! `admissionregistration.k8s.io/v1` `mutatingwebhookconfigurations`;
 //! `scheduling.k8s.io/v1` `priorityclasses` (with the system classes and the
 //! Priority admission of pods); `policy/v1` `poddisruptionbudgets` (their
-//! status kept by a built-in disruption controller); Volcano's
+//! status kept by a built-in disruption controller, honoured by `eviction`);
+//! Volcano's
 //! `scheduling.volcano.sh/v1beta1` `podgroups` and `queues` (as CRDs); discovery
 //! (`/api`, `/apis`, `/version`) and `/healthz`. Known differences from the real
 //! server are listed in `README.md` next to this file.
@@ -33,6 +34,7 @@ mod crud;
 mod discovery;
 mod disruption;
 mod events;
+mod eviction;
 mod faults;
 mod handlers;
 mod kubeconfig;
@@ -54,6 +56,7 @@ mod view;
 mod watch;
 
 use crud::Origin;
+pub use eviction::EvictionRecord;
 use faults::Faults;
 use parking_lot::Mutex;
 use resources::{Resource, Storage};
@@ -355,8 +358,30 @@ impl FakeApiServer {
         self.state.faults.lock().log.clone()
     }
 
+    /// Clears the request log and the eviction log.
     pub fn clear_request_log(&self) {
-        self.state.faults.lock().log.clear();
+        let mut faults = self.state.faults.lock();
+        faults.log.clear();
+        faults.evictions.clear();
+    }
+
+    /// Every `pods/{name}/eviction` request the server handled (after
+    /// injected errors, which never reach it), oldest first: namespace, pod,
+    /// the HTTP status it answered (201 evicted, 429 refused by a disruption
+    /// budget, 500 more than one budget, 404 no such pod, ...) and whether it
+    /// was a dry run.
+    pub fn evictions(&self) -> Vec<EvictionRecord> {
+        self.state.faults.lock().evictions.clone()
+    }
+
+    /// `namespace/name` of the pods actually evicted (201, not a dry run),
+    /// oldest first.
+    pub fn evicted_pods(&self) -> Vec<String> {
+        self.evictions()
+            .into_iter()
+            .filter(|e| e.code == 201 && !e.dry_run)
+            .map(|e| format!("{}/{}", e.namespace, e.pod))
+            .collect()
     }
 
     /// How many logged requests had `method` and a path+query containing
