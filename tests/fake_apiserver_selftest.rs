@@ -1658,3 +1658,860 @@ async fn mutating_webhook_configurations_default_validate_and_track_generation()
     assert_eq!((code, body["status"].as_str()), (200, Some("Success")));
     assert_eq!(watch.next_change().await["type"], "DELETED");
 }
+
+const PRIORITY_CLASSES: &str = "/apis/scheduling.k8s.io/v1/priorityclasses";
+
+fn priority_class(name: &str, value: i64) -> Value {
+    json!({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+        "metadata": {"name": name}, "value": value})
+}
+
+#[tokio::test]
+async fn priority_classes_are_served_with_the_system_classes_and_one_global_default() {
+    let api = Api::start().await;
+    let (code, list) = api.get("/apis/scheduling.k8s.io/v1").await;
+    assert_eq!(code, 200);
+    let pc = discovered(&list, "priorityclasses").expect("priorityclasses");
+    assert_eq!(pc["kind"], "PriorityClass");
+    assert_eq!(pc["namespaced"], false);
+    assert_eq!(pc["shortNames"], json!(["pc"]));
+
+    // The server creates the system classes at startup.
+    let (code, list) = api.get(PRIORITY_CLASSES).await;
+    assert_eq!(code, 200);
+    let builtin: Vec<(&str, i64)> = list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c["metadata"]["name"].as_str().unwrap(),
+                c["value"].as_i64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        builtin,
+        [
+            ("system-cluster-critical", 2_000_000_000),
+            ("system-node-critical", 2_000_001_000)
+        ]
+    );
+    let (code, node_critical) = api
+        .get(&format!("{PRIORITY_CLASSES}/system-node-critical"))
+        .await;
+    assert_eq!(code, 200);
+    assert_eq!(node_critical["preemptionPolicy"], "PreemptLowerPriority");
+    assert_eq!(
+        node_critical["description"],
+        "Used for system critical pods that must not be moved from their current node."
+    );
+    let (code, body) = api
+        .delete(&format!("{PRIORITY_CLASSES}/system-node-critical"))
+        .await;
+    assert_eq!(code, 403);
+    assert_eq!(
+        body["message"],
+        "priorityclasses.scheduling.k8s.io \"system-node-critical\" is forbidden: this is a system priority class and cannot be deleted"
+    );
+    assert_eq!(
+        body["details"],
+        json!({"name": "system-node-critical", "group": "scheduling.k8s.io", "kind": "priorityclasses"})
+    );
+
+    // Create: defaults, generation 1; value and preemptionPolicy immutable.
+    let (code, high) = api
+        .post(PRIORITY_CLASSES, &priority_class("high", 1_000_000_000))
+        .await;
+    assert_eq!(code, 201, "{high}");
+    assert_eq!(high["preemptionPolicy"], "PreemptLowerPriority");
+    assert_eq!(high["metadata"]["generation"], 1);
+    let (code, body) = api
+        .patch(
+            &format!("{PRIORITY_CLASSES}/high"),
+            MERGE,
+            &json!({"value": 5, "preemptionPolicy": "Never"}),
+        )
+        .await;
+    assert_eq!(code, 422);
+    assert_eq!(
+        body["message"],
+        "PriorityClass.scheduling.k8s.io \"high\" is invalid: [value: Forbidden: may not be changed in an update., preemptionPolicy: Invalid value: \"Never\": field is immutable]"
+    );
+    let (code, described) = api
+        .patch(
+            &format!("{PRIORITY_CLASSES}/high"),
+            MERGE,
+            &json!({"description": "batch"}),
+        )
+        .await;
+    assert_eq!((code, &described["description"]), (200, &json!("batch")));
+    assert_eq!(described["metadata"]["generation"], 1);
+
+    // Validation.
+    let (code, body) = api
+        .post(PRIORITY_CLASSES, &priority_class("too-high", 1_000_000_001))
+        .await;
+    assert_eq!(code, 422);
+    assert_eq!(
+        body["message"],
+        "PriorityClass.scheduling.k8s.io \"too-high\" is invalid: value: Forbidden: maximum allowed value of a user defined priority is 1000000000"
+    );
+    let (code, body) = api
+        .post(PRIORITY_CLASSES, &priority_class("system-mine", 5))
+        .await;
+    assert_eq!(code, 422);
+    assert_eq!(
+        body["details"]["causes"][0],
+        json!({"reason": "FieldValueForbidden", "field": "metadata.name",
+            "message": "Forbidden: priority class names with 'system-' prefix are reserved for system use only. error: system-mine is not a known system priority class"})
+    );
+    let (code, body) = api
+        .post(
+            PRIORITY_CLASSES,
+            &json!({"metadata": {"name": "words"}, "value": "high"}),
+        )
+        .await;
+    assert_eq!(code, 400, "{body}");
+    let mut never = priority_class("bad-policy", 1);
+    never["preemptionPolicy"] = json!("Sometimes");
+    let (code, body) = api.post(PRIORITY_CLASSES, &never).await;
+    assert_eq!(code, 422);
+    assert_eq!(
+        body["details"]["causes"][0]["message"],
+        "Unsupported value: \"Sometimes\": supported values: \"PreemptLowerPriority\", \"Never\""
+    );
+    // An absent value is the Go zero value, as on the real server.
+    let (code, zero) = api
+        .post(PRIORITY_CLASSES, &json!({"metadata": {"name": "zero"}}))
+        .await;
+    assert_eq!((code, &zero["value"]), (201, &json!(0)));
+
+    // At most one globalDefault: a second one is refused by admission (403).
+    let mut first = priority_class("first", 10);
+    first["globalDefault"] = json!(true);
+    let (code, body) = api.post(PRIORITY_CLASSES, &first).await;
+    assert_eq!(code, 201, "{body}");
+    let mut second = priority_class("second", 20);
+    second["globalDefault"] = json!(true);
+    let (code, body) = api.post(PRIORITY_CLASSES, &second).await;
+    assert_eq!(code, 403);
+    assert_eq!(body["reason"], "Forbidden");
+    assert_eq!(
+        body["message"],
+        "priorityclasses.scheduling.k8s.io \"second\" is forbidden: PriorityClass first is already marked as default. Only one default can exist"
+    );
+    let (code, _) = api
+        .patch(
+            &format!("{PRIORITY_CLASSES}/high"),
+            MERGE,
+            &json!({"globalDefault": true}),
+        )
+        .await;
+    assert_eq!(code, 403);
+    // The default class itself may be updated.
+    let (code, _) = api
+        .patch(
+            &format!("{PRIORITY_CLASSES}/first"),
+            MERGE,
+            &json!({"description": "the default"}),
+        )
+        .await;
+    assert_eq!(code, 200);
+    assert!(api.server.try_create(second.clone()).is_err());
+    let (code, _) = api.delete(&format!("{PRIORITY_CLASSES}/high")).await;
+    assert_eq!(code, 200);
+}
+
+#[tokio::test]
+async fn pods_get_their_priority_from_the_priority_class() {
+    let api = Api::start().await;
+    let pods = "/api/v1/namespaces/default/pods";
+    let mut never = priority_class("batch-low", 100);
+    never["preemptionPolicy"] = json!("Never");
+    api.server.create(never);
+    api.server.create(priority_class("batch-high", 1000));
+
+    let (code, plain) = api.post(pods, &pod("default", "plain", json!({}))).await;
+    assert_eq!(code, 201);
+    assert_eq!(plain["spec"]["priority"], 0);
+    assert_eq!(plain["spec"]["preemptionPolicy"], "PreemptLowerPriority");
+    assert!(plain["spec"].get("priorityClassName").is_none());
+
+    let mut low = pod("default", "low", json!({}));
+    low["spec"]["priorityClassName"] = json!("batch-low");
+    let (code, low) = api.post(pods, &low).await;
+    assert_eq!(code, 201);
+    assert_eq!(low["spec"]["priority"], 100);
+    assert_eq!(low["spec"]["preemptionPolicy"], "Never");
+
+    let mut critical = pod("default", "critical", json!({}));
+    critical["spec"]["priorityClassName"] = json!("system-node-critical");
+    let (code, critical) = api.post(pods, &critical).await;
+    assert_eq!(
+        (code, &critical["spec"]["priority"]),
+        (201, &json!(2_000_001_000))
+    );
+
+    let mut missing = pod("default", "missing", json!({}));
+    missing["spec"]["priorityClassName"] = json!("nope");
+    let (code, body) = api.post(pods, &missing).await;
+    assert_eq!(code, 403);
+    assert_eq!(
+        body["message"],
+        "pods \"missing\" is forbidden: no PriorityClass with name nope was found"
+    );
+    let mut lying = pod("default", "lying", json!({}));
+    lying["spec"]["priorityClassName"] = json!("batch-high");
+    lying["spec"]["priority"] = json!(7);
+    let (code, body) = api.post(pods, &lying).await;
+    assert_eq!(code, 403);
+    assert_eq!(
+        body["message"],
+        "pods \"lying\" is forbidden: the integer value of priority (7) must not be provided in pod spec; priority admission controller computed 1000 from the given PriorityClass name"
+    );
+
+    // A global default class names itself in pods without a class.
+    let mut default = priority_class("everyone", 50);
+    default["globalDefault"] = json!(true);
+    api.server.create(default);
+    let mut generated = pod("default", "", json!({}));
+    generated["metadata"]
+        .as_object_mut()
+        .unwrap()
+        .remove("name");
+    generated["metadata"]["generateName"] = json!("worker-");
+    let (code, worker) = api.post(pods, &generated).await;
+    assert_eq!(code, 201);
+    assert_eq!(worker["spec"]["priorityClassName"], "everyone");
+    assert_eq!(worker["spec"]["priority"], 50);
+
+    // Updates that leave the priority out keep it.
+    let mut update = low.clone();
+    update["spec"].as_object_mut().unwrap().remove("priority");
+    update["spec"]["activeDeadlineSeconds"] = json!(60);
+    let (code, updated) = api.put(&format!("{pods}/low"), &update).await;
+    assert_eq!(code, 200, "{updated}");
+    assert_eq!(updated["spec"]["priority"], 100);
+}
+
+const PDBS: &str = "/apis/policy/v1/namespaces/default/poddisruptionbudgets";
+
+fn running_pod(name: &str, labels: Value) -> Value {
+    let mut p = pod("default", name, labels);
+    p["spec"]["nodeName"] = json!("n1");
+    p["status"] = json!({"phase": "Running"});
+    p
+}
+
+fn budget(name: &str, spec: Value) -> Value {
+    json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+        "metadata": {"name": name, "namespace": "default"}, "spec": spec})
+}
+
+fn pdb_status(api: &Api, name: &str) -> Value {
+    api.server
+        .get("PodDisruptionBudget", Some("default"), name)
+        .expect("budget")["status"]
+        .clone()
+}
+
+/// (currentHealthy, desiredHealthy, expectedPods, disruptionsAllowed)
+fn pdb_counts(api: &Api, name: &str) -> (i64, i64, i64, i64) {
+    let s = pdb_status(api, name);
+    let n = |f: &str| s[f].as_i64().unwrap();
+    (
+        n("currentHealthy"),
+        n("desiredHealthy"),
+        n("expectedPods"),
+        n("disruptionsAllowed"),
+    )
+}
+
+#[tokio::test]
+async fn pod_disruption_budgets_get_their_status_from_the_disruption_controller() {
+    let api = Api::start().await;
+    let (code, list) = api.get("/apis/policy/v1").await;
+    assert_eq!(code, 200);
+    let pdb = discovered(&list, "poddisruptionbudgets").expect("poddisruptionbudgets");
+    assert_eq!(pdb["shortNames"], json!(["pdb"]));
+    assert_eq!(pdb["namespaced"], true);
+    assert!(discovered(&list, "poddisruptionbudgets/status").is_some());
+
+    for name in ["web-0", "web-1"] {
+        api.server.create(running_pod(name, json!({"app": "web"})));
+    }
+    api.server
+        .create(pod("default", "web-2", json!({"app": "web"}))); // Pending
+    api.server.create(running_pod("db-0", json!({"app": "db"})));
+    let mut watch = api
+        .watch(&format!(
+            "{PDBS}?watch=true&resourceVersion={}",
+            api.server.resource_version()
+        ))
+        .await;
+    let (code, created) = api
+        .post(
+            PDBS,
+            &json!({"metadata": {"name": "web"}, "spec": {"minAvailable": 1,
+                "selector": {"matchLabels": {"app": "web"}}},
+                "status": {"disruptionsAllowed": 9}}),
+        )
+        .await;
+    assert_eq!(code, 201, "{created}");
+    // The create answers the zero status; the controller fills it in after.
+    assert_eq!(
+        created["status"],
+        json!({"disruptionsAllowed": 0, "currentHealthy": 0, "desiredHealthy": 0, "expectedPods": 0})
+    );
+    assert_eq!(created["metadata"]["generation"], 1);
+    assert_eq!(watch.next_change().await["type"], "ADDED");
+    let synced = watch.next_change().await;
+    assert_eq!(synced["type"], "MODIFIED");
+    let status = &synced["object"]["status"];
+    assert_eq!(
+        (
+            &status["currentHealthy"],
+            &status["desiredHealthy"],
+            &status["expectedPods"],
+            &status["disruptionsAllowed"],
+            &status["observedGeneration"]
+        ),
+        (&json!(2), &json!(1), &json!(3), &json!(1), &json!(1))
+    );
+    let cond = &status["conditions"][0];
+    assert_eq!(
+        (
+            &cond["type"],
+            &cond["status"],
+            &cond["reason"],
+            &cond["message"]
+        ),
+        (
+            &json!("DisruptionAllowed"),
+            &json!("True"),
+            &json!("SufficientPods"),
+            &json!("")
+        )
+    );
+    assert!(cond["lastTransitionTime"].is_string());
+    assert!(status.get("disruptedPods").is_none());
+
+    // Pods: a Ready condition decides over the phase; terminating pods and
+    // pods that left do not count.
+    let mut unready = api.server.get("Pod", Some("default"), "web-1").unwrap();
+    unready["status"]["conditions"] = json!([{"type": "Ready", "status": "False"}]);
+    api.server.update(unready);
+    assert_eq!(pdb_counts(&api, "web"), (1, 1, 3, 0));
+    let cond = &pdb_status(&api, "web")["conditions"][0];
+    assert_eq!(
+        (&cond["status"], &cond["reason"]),
+        (&json!("False"), &json!("InsufficientPods"))
+    );
+    api.server.set_pod_phase("default", "web-2", "Running");
+    assert_eq!(pdb_counts(&api, "web"), (2, 1, 3, 1));
+    api.server.begin_termination("default", "web-0");
+    assert_eq!(pdb_counts(&api, "web"), (1, 1, 3, 0));
+    api.server.finish_deletion("default", "web-0");
+    assert_eq!(pdb_counts(&api, "web"), (1, 1, 2, 0));
+
+    // A spec change moves the generation, and observedGeneration follows.
+    let (code, changed) = api
+        .patch(
+            &format!("{PDBS}/web"),
+            MERGE,
+            &json!({"spec": {"minAvailable": 0}}),
+        )
+        .await;
+    assert_eq!(code, 200);
+    assert_eq!(changed["metadata"]["generation"], 2);
+    assert_eq!(pdb_status(&api, "web")["observedGeneration"], 2);
+    assert_eq!(pdb_counts(&api, "web"), (1, 0, 2, 1));
+
+    // Percentages: expectedPods is the number of selected pods here.
+    for i in 0..4 {
+        api.server
+            .create(running_pod(&format!("batch-{i}"), json!({"app": "batch"})));
+    }
+    api.server.create(budget(
+        "half-up",
+        json!({"maxUnavailable": "30%", "selector": {"matchExpressions": [
+            {"key": "app", "operator": "In", "values": ["batch"]}]}}),
+    ));
+    // 30% of 4 rounds up to 2 unavailable.
+    assert_eq!(pdb_counts(&api, "half-up"), (4, 2, 4, 2));
+    api.server.create(budget(
+        "most",
+        json!({"minAvailable": "60%", "selector": {"matchLabels": {"app": "batch"}}}),
+    ));
+    assert_eq!(pdb_counts(&api, "most"), (4, 3, 4, 1));
+    // No selector selects nothing; an empty one selects the whole namespace.
+    api.server
+        .create(budget("none", json!({"minAvailable": 1})));
+    assert_eq!(pdb_counts(&api, "none"), (0, 1, 0, 0));
+    api.server
+        .create(budget("all", json!({"maxUnavailable": 1, "selector": {}})));
+    assert_eq!(pdb_counts(&api, "all"), (6, 6, 7, 0));
+
+    // The controller owns status: a write through /status is recomputed at once.
+    let (code, _) = api
+        .patch(
+            &format!("{PDBS}/most/status"),
+            MERGE,
+            &json!({"status": {"disruptionsAllowed": 3}}),
+        )
+        .await;
+    assert_eq!(code, 200);
+    assert_eq!(pdb_counts(&api, "most").3, 1);
+    let (code, body) = api
+        .patch(
+            &format!("{PDBS}/most/status"),
+            MERGE,
+            &json!({"status": {"disruptionsAllowed": -1}}),
+        )
+        .await;
+    assert_eq!(code, 422);
+    assert_eq!(
+        body["message"],
+        "PodDisruptionBudget.policy \"most\" is invalid: status.disruptionsAllowed: Invalid value: -1: must be greater than or equal to 0"
+    );
+
+    // Stopped, the controller leaves written status alone; restarted, it resyncs.
+    api.server.set_disruption_controller(false);
+    let (code, _) = api
+        .patch(
+            &format!("{PDBS}/most/status"),
+            MERGE,
+            &json!({"status": {"disruptionsAllowed": 3}}),
+        )
+        .await;
+    assert_eq!(code, 200);
+    api.server.set_pod_phase("default", "batch-0", "Failed");
+    assert_eq!(pdb_counts(&api, "most"), (4, 3, 4, 3));
+    api.server.set_disruption_controller(true);
+    assert_eq!(pdb_counts(&api, "most"), (3, 3, 4, 0));
+
+    // A pinned budget keeps the value the test gave it.
+    api.server.pin_disruptions_allowed("default", "half-up", 0);
+    assert_eq!(pdb_counts(&api, "half-up"), (3, 2, 4, 0));
+    api.server.set_pod_phase("default", "batch-0", "Running");
+    assert_eq!(pdb_counts(&api, "half-up").3, 0);
+    api.server.unpin_disruptions_allowed("default", "half-up");
+    assert_eq!(pdb_counts(&api, "half-up"), (4, 2, 4, 2));
+}
+
+#[tokio::test]
+async fn pod_disruption_budgets_are_validated_like_the_apiserver() {
+    let api = Api::start().await;
+    let sel = json!({"matchLabels": {"app": "web"}});
+    let (code, body) = api
+        .post(
+            PDBS,
+            &budget(
+                "both",
+                json!({"minAvailable": 1, "maxUnavailable": 1, "selector": sel}),
+            ),
+        )
+        .await;
+    assert_eq!(code, 422);
+    assert_eq!(body["details"]["causes"][0]["field"], "spec");
+    let message = body["message"].as_str().unwrap();
+    assert!(
+        message.starts_with("PodDisruptionBudget.policy \"both\" is invalid: spec: Invalid value: policy.PodDisruptionBudgetSpec{MinAvailable:(*intstr.IntOrString)(0x")
+            && message.ends_with("}: minAvailable and maxUnavailable cannot be both set"),
+        "{message}"
+    );
+    let (code, body) = api
+        .post(
+            PDBS,
+            &budget("negative", json!({"minAvailable": -1, "selector": sel})),
+        )
+        .await;
+    assert_eq!(code, 422);
+    assert_eq!(
+        body["message"],
+        "PodDisruptionBudget.policy \"negative\" is invalid: spec.minAvailable: Invalid value: -1: must be greater than or equal to 0"
+    );
+    let (code, body) = api
+        .post(
+            PDBS,
+            &budget("over", json!({"maxUnavailable": "150%", "selector": sel})),
+        )
+        .await;
+    assert_eq!(code, 422);
+    assert_eq!(
+        body["details"]["causes"][0]["message"],
+        "Invalid value: intstr.IntOrString{Type:1, IntVal:0, StrVal:\"150%\"}: must not be greater than 100%"
+    );
+    let (code, body) = api
+        .post(
+            PDBS,
+            &budget("words", json!({"minAvailable": "half", "selector": sel})),
+        )
+        .await;
+    assert_eq!(code, 422);
+    assert!(
+        body["details"]["causes"][0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("a valid percent string must be a numeric string followed by an ending '%'")
+    );
+    let (code, body) = api
+        .post(
+            PDBS,
+            &budget(
+                "op",
+                json!({"minAvailable": 1, "selector": {"matchExpressions": [
+                {"key": "app", "operator": "Near", "values": ["web"]},
+                {"key": "tier", "operator": "In"}]}}),
+            ),
+        )
+        .await;
+    assert_eq!(code, 422);
+    let fields: Vec<&str> = body["details"]["causes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["field"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        fields,
+        [
+            "spec.selector.matchExpressions[0].operator",
+            "spec.selector.matchExpressions[1].values"
+        ]
+    );
+    let (code, _) = api
+        .post(
+            PDBS,
+            &budget("bool", json!({"minAvailable": true, "selector": sel})),
+        )
+        .await;
+    assert_eq!(code, 400);
+    let (code, body) = api
+        .post(
+            PDBS,
+            &budget(
+                "policy",
+                json!({"minAvailable": 1, "selector": sel,
+                "unhealthyPodEvictionPolicy": "Sometimes"}),
+            ),
+        )
+        .await;
+    assert_eq!(code, 422);
+    assert_eq!(
+        body["details"]["causes"][0]["message"],
+        "Unsupported value: \"Sometimes\": supported values: \"AlwaysAllow\", \"IfHealthyBudget\""
+    );
+    // Neither field is fine in policy/v1.
+    let (code, created) = api
+        .post(PDBS, &budget("bare", json!({"selector": sel})))
+        .await;
+    assert_eq!(code, 201);
+    // A PUT must carry the resourceVersion.
+    let mut put = created.clone();
+    put["metadata"]
+        .as_object_mut()
+        .unwrap()
+        .remove("resourceVersion");
+    let (code, body) = api.put(&format!("{PDBS}/bare"), &put).await;
+    assert_eq!(code, 422);
+    assert_eq!(
+        body["message"],
+        "poddisruptionbudgets.policy \"bare\" is invalid: metadata.resourceVersion: Invalid value: 0x0: must be specified for an update"
+    );
+    let current = api.server.get("pdb", Some("default"), "bare").unwrap();
+    let (code, _) = api.put(&format!("{PDBS}/bare"), &current).await;
+    assert_eq!(code, 200);
+    let (code, body) = api.delete(&format!("{PDBS}/bare")).await;
+    assert_eq!((code, body["status"].as_str()), (200, Some("Success")));
+}
+
+fn eviction(name: &str) -> Value {
+    json!({"apiVersion": "policy/v1", "kind": "Eviction",
+        "metadata": {"name": name, "namespace": "default"}})
+}
+
+async fn evict(api: &Api, pod: &str) -> (u16, Value) {
+    api.post(
+        &format!("/api/v1/namespaces/default/pods/{pod}/eviction"),
+        &eviction(pod),
+    )
+    .await
+}
+
+/// The web pods and a `web` budget (minAvailable 1) the controller has synced.
+fn web_with_budget(api: &Api, pods: &[&str]) {
+    for name in pods {
+        api.server.create(running_pod(name, json!({"app": "web"})));
+    }
+    api.server.create(budget(
+        "web",
+        json!({"minAvailable": 1, "selector": {"matchLabels": {"app": "web"}}}),
+    ));
+}
+
+#[tokio::test]
+async fn eviction_spends_the_disruption_budget_then_answers_429() {
+    let api = Api::start().await;
+    web_with_budget(&api, &["web-0", "web-1", "web-2"]);
+    assert_eq!(pdb_counts(&api, "web"), (3, 1, 3, 2));
+
+    // Granted: the budget is spent and records the pod, the pod gets the
+    // DisruptionTarget condition and is deleted. The controller is stopped
+    // here to see the eviction's own status write.
+    api.server.set_graceful_pod_deletion(true);
+    api.server.set_disruption_controller(false);
+    let (code, body) = evict(&api, "web-0").await;
+    assert_eq!(code, 201);
+    assert_eq!(
+        body,
+        json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201})
+    );
+    let status = pdb_status(&api, "web");
+    assert_eq!(status["disruptionsAllowed"], 1);
+    assert!(status["disruptedPods"]["web-0"].is_string(), "{status}");
+    let web0 = api.server.get("Pod", Some("default"), "web-0").unwrap();
+    assert!(web0["metadata"]["deletionTimestamp"].is_string());
+    let target = web0["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "DisruptionTarget")
+        .expect("DisruptionTarget condition");
+    assert_eq!(
+        (&target["status"], &target["reason"], &target["message"]),
+        (
+            &json!("True"),
+            &json!("EvictionByEvictionAPI"),
+            &json!("Eviction API: evicting")
+        )
+    );
+    // The last disruption flips the condition.
+    let (code, _) = evict(&api, "web-1").await;
+    assert_eq!(code, 201);
+    let status = pdb_status(&api, "web");
+    assert_eq!(status["disruptionsAllowed"], 0);
+    assert_eq!(status["conditions"][0]["status"], "False");
+    assert_eq!(status["conditions"][0]["reason"], "InsufficientPods");
+    // The controller sees the terminating pods and forgets their entries.
+    api.server.set_disruption_controller(true);
+    assert_eq!(pdb_counts(&api, "web"), (1, 1, 3, 0));
+    assert!(pdb_status(&api, "web").get("disruptedPods").is_none());
+
+    // Nothing left to spend: 429 with the real Status and no Retry-After.
+    let resp = api
+        .http
+        .post(api.url("/api/v1/namespaces/default/pods/web-2/eviction"))
+        .json(&eviction("web-2"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 429);
+    assert!(resp.headers().get("retry-after").is_none());
+    let body: Value = resp.json().await.unwrap();
+    assert_eq!(
+        body,
+        json!({
+            "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+            "message": "Cannot evict pod as it would violate the pod's disruption budget.",
+            "reason": "TooManyRequests",
+            "details": {"causes": [{"reason": "DisruptionBudget",
+                "message": "The disruption budget web needs 1 healthy pods and has 1 currently"}]},
+            "code": 429
+        })
+    );
+    let web2 = api.server.get("Pod", Some("default"), "web-2").unwrap();
+    assert!(web2["metadata"].get("deletionTimestamp").is_none());
+
+    // A pinned budget decides on its own: 1 lets exactly one eviction through.
+    api.server
+        .create(running_pod("web-3", json!({"app": "web"})));
+    api.server.pin_disruptions_allowed("default", "web", 1);
+    assert_eq!(evict(&api, "web-3").await.0, 201);
+    assert_eq!(evict(&api, "web-2").await.0, 429);
+    api.server.unpin_disruptions_allowed("default", "web");
+
+    // A spec change the controller has not observed yet: 429, retry in 10 s.
+    api.server.pin_disruptions_allowed("default", "web", 5);
+    api.patch(
+        &format!("{PDBS}/web"),
+        MERGE,
+        &json!({"spec": {"minAvailable": 0}}),
+    )
+    .await;
+    let resp = api
+        .http
+        .post(api.url("/api/v1/namespaces/default/pods/web-2/eviction"))
+        .json(&eviction("web-2"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 429);
+    assert_eq!(resp.headers()["retry-after"], "10");
+    let body: Value = resp.json().await.unwrap();
+    assert_eq!(
+        body["details"],
+        json!({"causes": [{"reason": "DisruptionBudget",
+            "message": "The disruption budget web is still being processed by the server."}],
+            "retryAfterSeconds": 10})
+    );
+
+    // What the tests can see.
+    let log = api.server.evictions();
+    let codes: Vec<(&str, u16)> = log.iter().map(|e| (e.pod.as_str(), e.code)).collect();
+    assert_eq!(
+        codes,
+        [
+            ("web-0", 201),
+            ("web-1", 201),
+            ("web-2", 429),
+            ("web-3", 201),
+            ("web-2", 429),
+            ("web-2", 429)
+        ]
+    );
+    assert_eq!(
+        api.server.evicted_pods(),
+        ["default/web-0", "default/web-1", "default/web-3"]
+    );
+    assert_eq!(api.server.requests_matching("POST", "/eviction"), 6);
+}
+
+#[tokio::test]
+async fn eviction_refuses_pods_under_two_budgets_and_lets_unhealthy_pods_go() {
+    let api = Api::start().await;
+    web_with_budget(&api, &["web-0", "web-1", "web-2"]);
+    api.server.create(budget(
+        "web-too",
+        json!({"maxUnavailable": 1, "selector": {"matchExpressions": [
+            {"key": "app", "operator": "Exists"}]}}),
+    ));
+    let (code, body) = evict(&api, "web-0").await;
+    assert_eq!(code, 500);
+    assert_eq!(
+        body,
+        json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+            "message": "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support.",
+            "code": 500})
+    );
+    assert!(api.server.get("Pod", Some("default"), "web-0").is_some());
+    api.server.delete("pdb", Some("default"), "web-too");
+
+    // Pending pods are evicted without asking the budget.
+    api.server.pin_disruptions_allowed("default", "web", 0);
+    api.server
+        .create(pod("default", "web-new", json!({"app": "web"})));
+    assert_eq!(evict(&api, "web-new").await.0, 201);
+    assert!(api.server.get("Pod", Some("default"), "web-new").is_none());
+
+    // A Running pod that is not Ready goes without spending the budget while
+    // the budget is met (IfHealthyBudget)...
+    let not_ready = |name: &str| {
+        let mut p = api.server.get("Pod", Some("default"), name).unwrap();
+        p["status"]["conditions"] = json!([{"type": "Ready", "status": "False"}]);
+        api.server.update(p);
+    };
+    api.server.unpin_disruptions_allowed("default", "web");
+    not_ready("web-2");
+    assert_eq!(pdb_counts(&api, "web"), (2, 1, 3, 1));
+    api.server.pin_disruptions_allowed("default", "web", 0);
+    assert_eq!(evict(&api, "web-2").await.0, 201);
+    assert_eq!(pdb_status(&api, "web")["disruptionsAllowed"], 0);
+    // ...but not when the budget is not met: then it needs a disruption too.
+    api.server.unpin_disruptions_allowed("default", "web");
+    not_ready("web-1");
+    assert_eq!(pdb_counts(&api, "web"), (1, 1, 2, 0));
+    let mut strict = api.server.get("pdb", Some("default"), "web").unwrap();
+    strict["spec"]["minAvailable"] = json!(2);
+    api.server.update(strict);
+    assert_eq!(pdb_counts(&api, "web"), (1, 2, 2, 0));
+    assert_eq!(evict(&api, "web-1").await.0, 429);
+    // AlwaysAllow lets unhealthy pods go whatever the budget says.
+    let mut always = api.server.get("pdb", Some("default"), "web").unwrap();
+    always["spec"]["unhealthyPodEvictionPolicy"] = json!("AlwaysAllow");
+    api.server.update(always);
+    assert_eq!(evict(&api, "web-1").await.0, 201);
+    // A healthy pod is still guarded.
+    assert_eq!(evict(&api, "web-0").await.0, 429);
+    assert_eq!(
+        api.server.evicted_pods(),
+        ["default/web-new", "default/web-2", "default/web-1"]
+    );
+}
+
+#[tokio::test]
+async fn eviction_dry_runs_and_request_errors() {
+    let api = Api::start().await;
+    web_with_budget(&api, &["web-0", "web-1"]);
+    let path = "/api/v1/namespaces/default/pods/web-0/eviction";
+    let (code, body) = api
+        .post(&format!("{path}?dryRun=All"), &eviction("web-0"))
+        .await;
+    assert_eq!((code, &body["status"]), (201, &json!("Success")));
+    let mut in_body = eviction("web-0");
+    in_body["deleteOptions"] = json!({"dryRun": ["All"]});
+    assert_eq!(api.post(path, &in_body).await.0, 201);
+    assert!(api.server.get("Pod", Some("default"), "web-0").is_some());
+    assert_eq!(pdb_counts(&api, "web"), (2, 1, 2, 1));
+    assert!(pdb_status(&api, "web").get("disruptedPods").is_none());
+    let (code, body) = api
+        .post(&format!("{path}?dryRun=Some"), &eviction("web-0"))
+        .await;
+    assert_eq!(code, 422);
+    assert_eq!(
+        body["message"],
+        "CreateOptions.meta.k8s.io \"\" is invalid: dryRun: Unsupported value: []string{\"Some\"}: supported values: \"All\""
+    );
+    let mut other = eviction("web-0");
+    other["deleteOptions"] = json!({"dryRun": ["Other"]});
+    let (code, body) = api.post(&format!("{path}?dryRun=All"), &other).await;
+    assert_eq!(code, 500);
+    assert_eq!(
+        body["message"],
+        "Non-matching dry-run options in request and content: [All] and [Other]"
+    );
+    let (code, body) = api.post(path, &eviction("web-1")).await;
+    assert_eq!(code, 400);
+    assert_eq!(
+        body["message"],
+        "name in URL does not match name in Eviction object"
+    );
+    let (code, body) = evict(&api, "ghost").await;
+    assert_eq!(
+        (code, &body["message"]),
+        (404, &json!("pods \"ghost\" not found"))
+    );
+    let mut stale = eviction("web-0");
+    stale["deleteOptions"] = json!({"preconditions": {"uid": "not-the-uid"}});
+    let (code, body) = api.post(path, &stale).await;
+    assert_eq!(code, 409);
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("Operation cannot be fulfilled on Pod \"web-0\": the UID in the precondition (not-the-uid) does not match the UID in record"),
+        "{body}"
+    );
+    let dry: Vec<(u16, bool)> = api
+        .server
+        .evictions()
+        .iter()
+        .map(|e| (e.code, e.dry_run))
+        .collect();
+    assert_eq!(
+        dry,
+        [
+            (201, true),
+            (201, true),
+            (422, false),
+            (500, false),
+            (400, false),
+            (404, false),
+            (409, false)
+        ]
+    );
+    assert!(api.server.evicted_pods().is_empty());
+    api.server.clear_request_log();
+    assert!(api.server.evictions().is_empty());
+}

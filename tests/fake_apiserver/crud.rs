@@ -2,10 +2,12 @@
 //! preconditions, immutable metadata, status-subresource split, finalizers and
 //! graceful pod deletion. All functions run under the store lock.
 
+use super::budgets;
 use super::events;
 use super::objects;
 use super::patch::{self, PatchType};
 use super::pods;
+use super::priority;
 use super::resources::{Resource, Storage};
 use super::status::{self, ApiError, Cause};
 use super::store::Store;
@@ -97,6 +99,14 @@ pub fn create(
         .get("name")
         .and_then(Value::as_str)
         .is_some_and(|n| !n.is_empty());
+    // Admission sees the name before one is generated (`generateName` then).
+    let admission_name = if has_name {
+        objects::meta_str(&obj, "name")
+    } else {
+        objects::meta_str(&obj, "generateName")
+    }
+    .to_string();
+    let meta = objects::meta_mut(&mut obj);
     if !has_name {
         let generate = meta
             .get("generateName")
@@ -150,7 +160,10 @@ pub fn create(
     }
     let mut causes = Vec::new();
     match res.storage {
-        Storage::Pods => causes.extend(pods::prepare_create(&mut obj, origin == Origin::Http)),
+        Storage::Pods => {
+            causes.extend(pods::prepare_create(&mut obj, origin == Origin::Http));
+            priority::admit_pod(store, &mut obj, &admission_name, origin)?;
+        }
         Storage::Events if origin == Origin::Http => {
             causes.extend(events::validate_create(&obj, !res.group.is_empty()));
         }
@@ -169,6 +182,9 @@ pub fn create(
     }
     causes.extend(typed::prepare_create(res, &mut obj, origin)?);
     validate(res, &obj, causes)?;
+    if res.storage == Storage::PriorityClasses {
+        priority::admit_class(store, res, &obj, &admission_name, None)?;
+    }
     let name = objects::name(&obj).to_string();
     if store.get(res.storage, url_ns, &name).is_some() {
         return Err(ApiError::already_exists(res, &name));
@@ -288,11 +304,15 @@ fn commit_update(
             }
         }
         if res.storage == Storage::Pods {
+            priority::admit_pod_update(old, &mut new);
             pods::validate_update(old, &new)?;
         }
     }
     let causes = typed::prepare_update(res, old, &mut new, sub)?;
     validate(res, &new, causes)?;
+    if res.storage == Storage::PriorityClasses {
+        priority::admit_class(store, res, &new, &name, Some(old))?;
+    }
     // The last finalizer of an object being deleted is gone: delete it.
     let finalizers_empty = objects::meta(&new)
         .and_then(|m| m.get("finalizers"))
@@ -343,6 +363,9 @@ pub fn update(
         }
         return Err(ApiError::not_found(res, name));
     };
+    if res.requires_resource_version_on_update() && objects::resource_version(&new).is_empty() {
+        return Err(budgets::unconditional_update(res, name));
+    }
     let old = view::view(res, &old);
     commit_update(store, res, &old, new, sub).map(|o| (200, o))
 }

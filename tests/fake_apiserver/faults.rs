@@ -1,6 +1,7 @@
-//! Test-controlled misbehaviour (injected conflicts and errors, latency) and
-//! the request log.
+//! Test-controlled misbehaviour (injected conflicts and errors, latency), the
+//! request log and the log of evictions.
 
+use super::eviction::EvictionRecord;
 use std::time::Duration;
 
 struct Rule {
@@ -21,6 +22,8 @@ pub struct Faults {
     lost_answers: Vec<Rule>,
     pub latency: Duration,
     pub log: Vec<LogEntry>,
+    /// Every eviction request the server handled, oldest first.
+    pub evictions: Vec<EvictionRecord>,
 }
 
 fn take(rules: &mut Vec<Rule>, line: &str) -> Option<u16> {

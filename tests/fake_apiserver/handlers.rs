@@ -2,16 +2,18 @@
 
 use super::crud::{self, DeleteOptions, Origin};
 use super::discovery;
+use super::eviction::{self, Eviction, EvictionRecord};
 use super::lists;
 use super::objects;
 use super::patch::{self, PatchType};
 use super::pods;
+use super::priority;
 use super::query::{self, ListOptions};
 use super::resources::{Resource, Storage};
 use super::routes::{self, Discovery, Route};
 use super::selectors::{FieldSelector, Filter, LabelSelector};
 use super::state::Shared;
-use super::status::{self, ApiError, Cause};
+use super::status::{ApiError, Cause};
 use super::typed;
 use super::view;
 use super::watch;
@@ -380,18 +382,18 @@ fn object(
                 return Err(ApiError::method_not_allowed());
             }
             let body = parse_body(r)?;
-            if objects::name(&body) != name {
-                return Err(ApiError::bad_request(
-                    "name in URL does not match name in Eviction object",
-                ));
-            }
-            let opts = body
-                .get("deleteOptions")
-                .map(DeleteOptions::from_body)
-                .unwrap_or_default();
+            let parsed = Eviction::parse(ns, name, &body, &r.query);
+            let dry_run = parsed.as_ref().is_ok_and(|e| e.dry_run);
             let graceful = state.config.lock().graceful_pod_deletion;
-            crud::delete(&mut state.store.lock(), res, ns, name, &opts, graceful)?;
-            return Ok(json_response(201, &status::success(201, None)));
+            let answer =
+                parsed.and_then(|e| eviction::evict(&mut state.store.lock(), &e, graceful));
+            state.faults.lock().evictions.push(EvictionRecord {
+                namespace: ns.to_string(),
+                pod: name.to_string(),
+                code: answer.as_ref().map_or_else(|e| e.code, |_| 201),
+                dry_run,
+            });
+            return Ok(json_response(201, &answer?));
         }
         Some(_) => return Err(ApiError::path_not_found()),
     }
@@ -446,6 +448,7 @@ fn object(
             Ok(json_response(code, &view::render(res, &stored)))
         }
         "DELETE" if sub.is_none() => {
+            priority::check_delete(res, name)?;
             let opts = delete_options(r)?;
             let graceful = state.config.lock().graceful_pod_deletion;
             let outcome = crud::delete(&mut state.store.lock(), res, ns, name, &opts, graceful)?;

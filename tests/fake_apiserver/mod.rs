@@ -18,16 +18,23 @@
 //! Served: core v1 `namespaces`, `nodes`, `pods` (+ `status`, `binding`,
 //! `eviction`), `resourcequotas`, `events`, `secrets`; `events.k8s.io/v1` `events`
 //! (the same stored events, converted); `coordination.k8s.io/v1` `leases`;
-//! `admissionregistration.k8s.io/v1` `mutatingwebhookconfigurations`; Volcano's
+//! `admissionregistration.k8s.io/v1` `mutatingwebhookconfigurations`;
+//! `scheduling.k8s.io/v1` `priorityclasses` (with the system classes and the
+//! Priority admission of pods); `policy/v1` `poddisruptionbudgets` (their
+//! status kept by a built-in disruption controller, honoured by `eviction`);
+//! Volcano's
 //! `scheduling.volcano.sh/v1beta1` `podgroups` and `queues` (as CRDs); discovery
 //! (`/api`, `/apis`, `/version`) and `/healthz`. Known differences from the real
 //! server are listed in `README.md` next to this file.
 
 #![allow(dead_code)]
 
+mod budgets;
 mod crud;
 mod discovery;
+mod disruption;
 mod events;
+mod eviction;
 mod faults;
 mod handlers;
 mod kubeconfig;
@@ -35,6 +42,7 @@ mod lists;
 mod objects;
 mod patch;
 mod pods;
+mod priority;
 mod query;
 mod resources;
 mod routes;
@@ -48,6 +56,7 @@ mod view;
 mod watch;
 
 use crud::Origin;
+pub use eviction::EvictionRecord;
 use faults::Faults;
 use parking_lot::Mutex;
 use resources::{Resource, Storage};
@@ -114,6 +123,11 @@ impl FakeApiServer {
                     Origin::Test,
                 )
                 .expect("create namespace");
+            }
+            let pc = resources::canonical(Storage::PriorityClasses);
+            for class in priority::system_classes() {
+                crud::create(&mut store, pc, "", class, Origin::Test)
+                    .expect("create system priority class");
             }
         }
         let thread = server::spawn(listener, state.clone());
@@ -352,8 +366,30 @@ impl FakeApiServer {
         self.state.faults.lock().log.clone()
     }
 
+    /// Clears the request log and the eviction log.
     pub fn clear_request_log(&self) {
-        self.state.faults.lock().log.clear();
+        let mut faults = self.state.faults.lock();
+        faults.log.clear();
+        faults.evictions.clear();
+    }
+
+    /// Every `pods/{name}/eviction` request the server handled (after
+    /// injected errors, which never reach it), oldest first: namespace, pod,
+    /// the HTTP status it answered (201 evicted, 429 refused by a disruption
+    /// budget, 500 more than one budget, 404 no such pod, ...) and whether it
+    /// was a dry run.
+    pub fn evictions(&self) -> Vec<EvictionRecord> {
+        self.state.faults.lock().evictions.clone()
+    }
+
+    /// `namespace/name` of the pods actually evicted (201, not a dry run),
+    /// oldest first.
+    pub fn evicted_pods(&self) -> Vec<String> {
+        self.evictions()
+            .into_iter()
+            .filter(|e| e.code == 201 && !e.dry_run)
+            .map(|e| format!("{}/{}", e.namespace, e.pod))
+            .collect()
     }
 
     /// How many logged requests had `method` and a path+query containing
@@ -414,6 +450,33 @@ impl FakeApiServer {
     /// plays the kubelet. Off by default: pods vanish at once.
     pub fn set_graceful_pod_deletion(&self, on: bool) {
         self.state.config.lock().graceful_pod_deletion = on;
+    }
+
+    /// Runs or stops the disruption controller (on by default). Running, it
+    /// recomputes the status of every PodDisruptionBudget in a namespace right
+    /// after any pod or budget there changes, and overwrites status written by
+    /// anyone else, like kube-controller-manager. Stopped, budgets keep the
+    /// status last written (through `/status` or [`FakeApiServer::update`]);
+    /// turning it back on resyncs every budget.
+    pub fn set_disruption_controller(&self, on: bool) {
+        disruption::set_enabled(&mut self.state.store.lock(), on);
+    }
+
+    /// Pins PodDisruptionBudget `ns/name` at `disruptions_allowed` (MODIFIED):
+    /// its status is computed once more with that value (and the matching
+    /// `DisruptionAllowed` condition), then the controller leaves it alone.
+    /// Evictions still spend it, so 0 makes every eviction of a healthy pod it
+    /// covers answer 429, and 1 lets exactly one through. Panics when there is
+    /// no such budget.
+    pub fn pin_disruptions_allowed(&self, ns: &str, name: &str, disruptions_allowed: i64) {
+        let pinned = disruption::pin(&mut self.state.store.lock(), ns, name, disruptions_allowed);
+        assert!(pinned, "fake apiserver: no PodDisruptionBudget {ns}/{name}");
+    }
+
+    /// Hands a pinned budget back to the disruption controller, which
+    /// recomputes its status at once.
+    pub fn unpin_disruptions_allowed(&self, ns: &str, name: &str) {
+        disruption::unpin(&mut self.state.store.lock(), ns, name);
     }
 
     /// Whether API requests need the kubeconfig's bearer token (default on).

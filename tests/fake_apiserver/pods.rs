@@ -1,6 +1,7 @@
 //! Pod rules of the real server: create defaults (incl. requests copied from
 //! limits and the QoS class), which spec fields an update may change, graceful
-//! deletion, the `binding` and `eviction` subresources.
+//! deletion, the `binding` subresource and pod conditions (the `eviction`
+//! subresource is in `eviction.rs`).
 
 use super::objects;
 use super::resources::{self, Storage};
@@ -138,15 +139,6 @@ pub fn prepare_create(pod: &mut Value, from_http: bool) -> Vec<Cause> {
     set_default(spec, "dnsPolicy", json!("ClusterFirst"));
     set_default(spec, "securityContext", json!({}));
     set_default(spec, "enableServiceLinks", json!(true));
-    set_default(spec, "preemptionPolicy", json!("PreemptLowerPriority"));
-    if spec
-        .get("priorityClassName")
-        .and_then(Value::as_str)
-        .unwrap_or("")
-        .is_empty()
-    {
-        set_default(spec, "priority", json!(0));
-    }
     for list in ["containers", "initContainers"] {
         if let Some(cs) = spec.get_mut(list).and_then(Value::as_array_mut) {
             cs.iter_mut().for_each(default_container);
@@ -379,12 +371,14 @@ pub fn bind(store: &mut Store, ns: &str, name: &str, body: &Value) -> Result<Val
             }
         }
     }
-    set_condition(&mut pod, "PodScheduled", "True");
+    set_condition(&mut pod, "PodScheduled", "True", None);
     store.replace(Storage::Pods, pod);
     Ok(status::success(201, None))
 }
 
-fn set_condition(pod: &mut Value, ty: &str, value: &str) {
+/// Sets condition `ty` to `value` (`UpdatePodCondition`: the transition time
+/// moves only when the status does), with an optional (reason, message).
+pub fn set_condition(pod: &mut Value, ty: &str, value: &str, why: Option<(&str, &str)>) {
     if !pod.get("status").is_some_and(Value::is_object) {
         pod["status"] = json!({});
     }
@@ -406,12 +400,23 @@ fn set_condition(pod: &mut Value, ty: &str, value: &str) {
                 c["lastTransitionTime"] = json!(now);
             }
             c["status"] = json!(value);
+            if let Some((reason, message)) = why {
+                c["reason"] = json!(reason);
+                c["message"] = json!(message);
+            }
         }
-        None => conds.push(json!({
-            "type": ty,
-            "status": value,
-            "lastProbeTime": null,
-            "lastTransitionTime": now
-        })),
+        None => {
+            let mut c = json!({
+                "type": ty,
+                "status": value,
+                "lastProbeTime": null,
+                "lastTransitionTime": now
+            });
+            if let Some((reason, message)) = why {
+                c["reason"] = json!(reason);
+                c["message"] = json!(message);
+            }
+            conds.push(c);
+        }
     }
 }

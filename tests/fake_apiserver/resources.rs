@@ -13,6 +13,8 @@ pub enum Storage {
     Leases,
     Secrets,
     MutatingWebhookConfigurations,
+    PriorityClasses,
+    PodDisruptionBudgets,
     PodGroups,
     Queues,
 }
@@ -87,10 +89,23 @@ impl Resource {
         }
     }
 
-    /// Whether the server keeps `metadata.generation` (custom resources and
-    /// webhook configurations; not the core types served here).
+    /// Whether the server keeps `metadata.generation` (custom resources,
+    /// webhook configurations, PriorityClasses and PodDisruptionBudgets; not
+    /// the core types served here).
     pub fn tracks_generation(&self) -> bool {
-        self.custom || self.storage == Storage::MutatingWebhookConfigurations
+        self.custom
+            || matches!(
+                self.storage,
+                Storage::MutatingWebhookConfigurations
+                    | Storage::PriorityClasses
+                    | Storage::PodDisruptionBudgets
+            )
+    }
+
+    /// Whether a PUT must carry `metadata.resourceVersion` (the strategy's
+    /// `AllowUnconditionalUpdate` is false: PodDisruptionBudgets).
+    pub fn requires_resource_version_on_update(&self) -> bool {
+        self.storage == Storage::PodDisruptionBudgets
     }
 }
 
@@ -271,6 +286,36 @@ pub static RESOURCES: &[Resource] = &[
         returns_deleted_object: false,
         field_labels: CLUSTER_META,
         short_names: &[],
+        create_on_update: false,
+        custom: false,
+    },
+    Resource {
+        group: "scheduling.k8s.io",
+        version: "v1",
+        plural: "priorityclasses",
+        singular: "priorityclass",
+        kind: "PriorityClass",
+        namespaced: false,
+        storage: Storage::PriorityClasses,
+        status_subresource: false,
+        returns_deleted_object: false,
+        field_labels: CLUSTER_META,
+        short_names: &["pc"],
+        create_on_update: false,
+        custom: false,
+    },
+    Resource {
+        group: "policy",
+        version: "v1",
+        plural: "poddisruptionbudgets",
+        singular: "poddisruptionbudget",
+        kind: "PodDisruptionBudget",
+        namespaced: true,
+        storage: Storage::PodDisruptionBudgets,
+        status_subresource: true,
+        returns_deleted_object: false,
+        field_labels: META,
+        short_names: &["pdb"],
         create_on_update: false,
         custom: false,
     },

@@ -1,9 +1,11 @@
 //! Label and field selectors (`labelSelector=`, `fieldSelector=` query
-//! parameters), with the real server's syntax.
+//! parameters), with the real server's syntax, and `metav1.LabelSelector`
+//! objects (PodDisruptionBudget selectors).
 
 use super::objects;
 use super::resources::Resource;
-use serde_json::Value;
+use super::status::Cause;
+use serde_json::{Value, json};
 
 #[derive(Clone, Debug)]
 enum Requirement {
@@ -114,6 +116,49 @@ impl LabelSelector {
         Ok(LabelSelector(reqs))
     }
 
+    /// A `metav1.LabelSelector` object (`matchLabels`, `matchExpressions`), as
+    /// `LabelSelectorAsSelector` reads it: `{}` matches everything. The
+    /// caller decides what an absent (null) selector means; on the real server
+    /// it matches nothing.
+    pub fn from_api(selector: &Value) -> Result<Self, String> {
+        let mut reqs = Vec::new();
+        if let Some(labels) = selector.get("matchLabels").and_then(Value::as_object) {
+            for (k, v) in labels {
+                let v = v
+                    .as_str()
+                    .ok_or_else(|| format!("{k}: value is not a string"))?;
+                reqs.push(Requirement::Eq(check_key(k)?, check_value(v)?));
+            }
+        }
+        let exprs = selector
+            .get("matchExpressions")
+            .and_then(Value::as_array)
+            .map(Vec::as_slice)
+            .unwrap_or_default();
+        for e in exprs {
+            let key = check_key(e.get("key").and_then(Value::as_str).unwrap_or(""))?;
+            let values = e
+                .get("values")
+                .and_then(Value::as_array)
+                .map(|vs| {
+                    vs.iter()
+                        .map(|v| check_value(v.as_str().unwrap_or("")))
+                        .collect::<Result<Vec<_>, _>>()
+                })
+                .transpose()?
+                .unwrap_or_default();
+            let op = e.get("operator").and_then(Value::as_str).unwrap_or("");
+            reqs.push(match op {
+                "In" if !values.is_empty() => Requirement::In(key, values),
+                "NotIn" if !values.is_empty() => Requirement::NotIn(key, values),
+                "Exists" if values.is_empty() => Requirement::Exists(key),
+                "DoesNotExist" if values.is_empty() => Requirement::NotExists(key),
+                _ => return Err(format!("{op:?} is not a valid label selector operator")),
+            });
+        }
+        Ok(LabelSelector(reqs))
+    }
+
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
@@ -133,6 +178,72 @@ impl LabelSelector {
             Requirement::NotExists(k) => get(k).is_none(),
         })
     }
+}
+
+/// `ValidateLabelSelector` of a `metav1.LabelSelector` object at `field`
+/// (`spec.selector`): label keys and values, operators and their values.
+pub fn validate_api(selector: &Value, field: &str) -> Vec<Cause> {
+    let mut causes = Vec::new();
+    if let Some(labels) = selector.get("matchLabels").and_then(Value::as_object) {
+        let at = format!("{field}.matchLabels");
+        for (k, v) in labels {
+            if !objects::is_qualified_name(k) {
+                causes.push(Cause::invalid(&at, &json!(k), objects::KEY_MSG));
+            }
+            if !v.as_str().is_some_and(objects::is_label_value) {
+                causes.push(Cause::invalid(&at, v, objects::VALUE_MSG));
+            }
+        }
+    }
+    let exprs = selector
+        .get("matchExpressions")
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    for (i, e) in exprs.iter().enumerate() {
+        let at = format!("{field}.matchExpressions[{i}]");
+        let values: Vec<&Value> = e
+            .get("values")
+            .and_then(Value::as_array)
+            .map(|vs| vs.iter().collect())
+            .unwrap_or_default();
+        match e.get("operator").and_then(Value::as_str).unwrap_or("") {
+            "In" | "NotIn" if values.is_empty() => causes.push(Cause {
+                field: format!("{at}.values"),
+                reason: "FieldValueRequired",
+                message: "Required value: must be specified when `operator` is 'In' or 'NotIn'"
+                    .into(),
+            }),
+            "Exists" | "DoesNotExist" if !values.is_empty() => causes.push(Cause::forbidden(
+                &format!("{at}.values"),
+                "may not be specified when `operator` is 'Exists' or 'DoesNotExist'",
+            )),
+            "In" | "NotIn" | "Exists" | "DoesNotExist" => {}
+            op => causes.push(Cause::invalid(
+                &format!("{at}.operator"),
+                &json!(op),
+                "not a valid selector operator",
+            )),
+        }
+        let key = e.get("key").and_then(Value::as_str).unwrap_or("");
+        if !objects::is_qualified_name(key) {
+            causes.push(Cause::invalid(
+                &format!("{at}.key"),
+                &json!(key),
+                objects::KEY_MSG,
+            ));
+        }
+        for (j, v) in values.iter().enumerate() {
+            if !v.as_str().is_some_and(objects::is_label_value) {
+                causes.push(Cause::invalid(
+                    &format!("{at}.values[{j}]"),
+                    v,
+                    objects::VALUE_MSG,
+                ));
+            }
+        }
+    }
+    causes
 }
 
 /// A parsed field selector (`a=b,c!=d`).

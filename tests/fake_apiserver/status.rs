@@ -245,6 +245,61 @@ impl ApiError {
         )
     }
 
+    /// `<qualified> "name" is forbidden: <detail>` (403), as `NewForbidden`
+    /// builds it for a group and resource (admission plugins, protected
+    /// objects).
+    pub fn forbidden_on(group: &str, resource: &str, name: &str, detail: &str) -> Self {
+        let qualified = if group.is_empty() {
+            resource.to_string()
+        } else {
+            format!("{resource}.{group}")
+        };
+        let message = if name.is_empty() {
+            format!("{qualified} is forbidden: {detail}")
+        } else {
+            format!("{qualified} \"{name}\" is forbidden: {detail}")
+        };
+        let mut d = Map::new();
+        if !name.is_empty() {
+            d.insert("name".into(), json!(name));
+        }
+        if !group.is_empty() {
+            d.insert("group".into(), json!(group));
+        }
+        d.insert("kind".into(), json!(resource));
+        Self::new(403, "Forbidden", message).with_details(Value::Object(d))
+    }
+
+    /// [`ApiError::forbidden_on`] for one of the served resources.
+    pub fn forbidden(res: &Resource, name: &str, detail: &str) -> Self {
+        Self::forbidden_on(res.group, res.plural, name, detail)
+    }
+
+    /// `TooManyRequests` (429) as `NewTooManyRequests` builds it, with extra
+    /// `details.causes`; `retry_after` 0 means no `Retry-After` header and no
+    /// `retryAfterSeconds`.
+    pub fn too_many_requests(message: &str, retry_after: u32, causes: Vec<Value>) -> Self {
+        let mut d = Map::new();
+        if !causes.is_empty() {
+            d.insert("causes".into(), Value::Array(causes));
+        }
+        if retry_after > 0 {
+            d.insert("retryAfterSeconds".into(), json!(retry_after));
+        }
+        let mut e = Self::new(429, "TooManyRequests", message).with_details(Value::Object(d));
+        if retry_after > 0 {
+            e.retry_after = Some(retry_after);
+        }
+        e
+    }
+
+    /// A failure `Status` with no reason and no details: what the server
+    /// writes for a plain Go error, or for a failure `Status` a handler returns
+    /// as its result (its `code` becomes the HTTP status).
+    pub fn unreasoned(code: u16, message: impl Into<String>) -> Self {
+        Self::new(code, "", message)
+    }
+
     pub fn bad_request(message: impl Into<String>) -> Self {
         Self::new(400, "BadRequest", message)
     }

@@ -1,7 +1,9 @@
 //! The object store: objects by storage and `namespace/name`, one global
 //! resourceVersion counter, a bounded change history (for watch resumption and
-//! consistent paginated lists) and the registered watch streams.
+//! consistent paginated lists), the registered watch streams, and the
+//! controllers that react to writes (the disruption controller).
 
+use super::disruption;
 use super::objects;
 use super::resources::Storage;
 use serde_json::{Value, json};
@@ -57,6 +59,8 @@ pub struct Store {
     /// Changes with rv <= floor are no longer in the history.
     floor: u64,
     watchers: Vec<Watcher>,
+    /// The disruption controller, run after every write of a pod or budget.
+    pub disruption: disruption::Controller,
 }
 
 pub fn key_of(obj: &Value) -> Key {
@@ -75,6 +79,7 @@ impl Store {
             history_limit: DEFAULT_HISTORY,
             floor: 1,
             watchers: Vec::new(),
+            disruption: disruption::Controller::default(),
         }
     }
 
@@ -99,7 +104,22 @@ impl Store {
             .flat_map(|m| m.values())
     }
 
+    /// The objects of `storage` in namespace `ns`, sorted by name.
+    pub fn objects_in<'a>(
+        &'a self,
+        storage: Storage,
+        ns: &'a str,
+    ) -> impl Iterator<Item = &'a Value> {
+        self.objects.get(&storage).into_iter().flat_map(move |m| {
+            m.range((ns.to_string(), String::new())..)
+                .take_while(move |((n, _), _)| n == ns)
+                .map(|(_, v)| v)
+        })
+    }
+
     fn record(&mut self, change: Change) -> Arc<Change> {
+        self.disruption
+            .note(change.storage, objects::namespace(&change.object));
         let change = Arc::new(change);
         self.history.push_back(change.clone());
         while self.history.len() > self.history_limit {
@@ -137,6 +157,7 @@ impl Store {
             object: obj.clone(),
             prev: None,
         });
+        disruption::settle(self);
         obj
     }
 
@@ -176,6 +197,7 @@ impl Store {
             object: obj.clone(),
             prev,
         });
+        disruption::settle(self);
         obj
     }
 
@@ -195,6 +217,7 @@ impl Store {
             object: obj.clone(),
             prev: Some(prev),
         });
+        disruption::settle(self);
         Some(obj)
     }
 

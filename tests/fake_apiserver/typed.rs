@@ -2,10 +2,14 @@
 //! ones: Secrets (`stringData`, `type`, base64 `data`, immutability),
 //! MutatingWebhookConfigurations (v1 defaults, base64 `caBundle`, webhook
 //! checks, `generation`) and custom resources (`generation`, status dropped on
-//! create when the status subresource exists).
+//! create when the status subresource exists); PriorityClass and
+//! PodDisruptionBudget rules live in `priority.rs` and `budgets.rs` and are
+//! dispatched from here.
 
+use super::budgets;
 use super::crud::Origin;
 use super::objects;
+use super::priority;
 use super::resources::{Resource, Storage};
 use super::status::{ApiError, Cause};
 use serde_json::{Map, Value, json};
@@ -336,6 +340,8 @@ pub fn prepare_create(
     let causes = match res.storage {
         Storage::Secrets => prepare_secret(res, obj)?,
         Storage::MutatingWebhookConfigurations => prepare_webhooks(res, obj)?,
+        Storage::PriorityClasses => priority::prepare_create(res, obj)?,
+        Storage::PodDisruptionBudgets => budgets::prepare_create(res, obj, origin)?,
         _ => Vec::new(),
     };
     if res.custom && res.status_subresource && origin == Origin::Http {
@@ -372,6 +378,8 @@ pub fn prepare_update(
     let mut causes = match res.storage {
         Storage::Secrets => prepare_secret(res, new)?,
         Storage::MutatingWebhookConfigurations => prepare_webhooks(res, new)?,
+        Storage::PriorityClasses => priority::prepare_update(res, old, new)?,
+        Storage::PodDisruptionBudgets => budgets::prepare_update(res, new, sub)?,
         _ => Vec::new(),
     };
     if res.storage == Storage::Secrets {
@@ -400,6 +408,8 @@ pub fn prepare_update(
     if res.tracks_generation() && sub.is_none() {
         let changed = match res.storage {
             Storage::MutatingWebhookConfigurations => old.get("webhooks") != new.get("webhooks"),
+            // Set to 1 on create and never moved (`PrepareForUpdate` is empty).
+            Storage::PriorityClasses => false,
             _ => spec_part(res, old) != spec_part(res, new),
         };
         if changed {
