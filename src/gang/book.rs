@@ -2,11 +2,11 @@
 //! watch or the cluster file), PodGroups and Queues. Updated by
 //! events; the planner reads a consistent copy of it once per cycle.
 
-use super::priority_classes::PriorityClasses;
-use crate::volcano::disruption_budget::DisruptionBudget;
 use super::membership::{DEFAULT_QUEUE, Membership};
+use super::priority_classes::PriorityClasses;
 use super::victim_facts;
 use crate::resources::{Resources, pod_requests};
+use crate::volcano::disruption_budget::DisruptionBudget;
 use crate::volcano::objects::{PodGroupSpec, QueueSpec};
 use chrono::{DateTime, Utc};
 use k8s_openapi::api::core::v1::Pod;

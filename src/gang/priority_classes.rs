@@ -73,9 +73,16 @@ mod tests {
             );
         }
         assert_eq!(classes.resolve(Some("pc-high"), None), 80000);
-        assert_eq!(classes.resolve(Some("pc-high"), Some(5)), 5, "admission's value first");
+        assert_eq!(
+            classes.resolve(Some("pc-high"), Some(5)),
+            5,
+            "admission's value first"
+        );
         assert_eq!(classes.resolve(None, None), 20000, "the default class");
-        assert_eq!(classes.resolve(Some("system-node-critical"), None), 2_000_001_000);
+        assert_eq!(
+            classes.resolve(Some("system-node-critical"), None),
+            2_000_001_000
+        );
         classes.forget("pc-low");
         assert_eq!(classes.resolve(Some("missing"), None), 0);
     }

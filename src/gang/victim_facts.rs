@@ -81,7 +81,9 @@ pub fn owner_kind(pod: &Pod) -> Option<String> {
 }
 
 /// `volcano.sh/service.type` of an object's annotations.
-pub fn service_type(annotations: Option<&std::collections::BTreeMap<String, String>>) -> Option<String> {
+pub fn service_type(
+    annotations: Option<&std::collections::BTreeMap<String, String>>,
+) -> Option<String> {
     annotations
         .and_then(|a| a.get(SERVICE_TYPE))
         .map(|v| v.trim().to_string())
@@ -107,10 +109,16 @@ mod tests {
             ))
         };
         assert!(p(json!({}), json!({})), "absent: may be evicted");
-        assert!(!p(json!({PREEMPTABLE: "false"}), json!({PREEMPTABLE: "true"})));
+        assert!(!p(
+            json!({PREEMPTABLE: "false"}),
+            json!({PREEMPTABLE: "true"})
+        ));
         assert!(!p(json!({}), json!({PREEMPTABLE: "false"})));
         assert!(p(json!({PREEMPTABLE: "True"}), json!({})));
-        assert!(!p(json!({PREEMPTABLE: "maybe"}), json!({})), "unparsable: no");
+        assert!(
+            !p(json!({PREEMPTABLE: "maybe"}), json!({})),
+            "unparsable: no"
+        );
     }
 
     #[test]

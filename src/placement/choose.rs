@@ -64,9 +64,15 @@ pub fn choose_node<S: NodeSource + ?Sized>(
             Some((score, i))
         })
     };
+    let by_position = source.sorted_by_name();
     let order = |(sa, ia): &(f64, usize), (sb, ib): &(f64, usize)| {
-        sb.total_cmp(sa)
-            .then_with(|| source.name(*ia).cmp(source.name(*ib)))
+        sb.total_cmp(sa).then_with(|| {
+            if by_position {
+                ia.cmp(ib)
+            } else {
+                source.name(*ia).cmp(source.name(*ib))
+            }
+        })
     };
     // Usually the best node fits: find it in one pass, keeping nothing.
     let best = candidates().min_by(order);

@@ -30,6 +30,12 @@ pub trait NodeSource {
     /// A candidate's name.
     fn name(&self, i: usize) -> &str;
 
+    /// Whether candidates are sorted by name, so that position order is name
+    /// order (ties are then broken without comparing strings).
+    fn sorted_by_name(&self) -> bool {
+        false
+    }
+
     /// Ranking facts; `None` for a node the source does not know.
     fn rank(&self, i: usize, request: &PodRequest) -> Option<RankFacts>;
 

@@ -23,7 +23,11 @@ pub struct DisruptionBudget {
 impl DisruptionBudget {
     /// The budget of a PDB object.
     pub fn of(pdb: &PodDisruptionBudget) -> Option<Self> {
-        let namespace = pdb.metadata.namespace.clone().unwrap_or_else(|| "default".into());
+        let namespace = pdb
+            .metadata
+            .namespace
+            .clone()
+            .unwrap_or_else(|| "default".into());
         let name = pdb.metadata.name.clone()?;
         let selector = pdb
             .spec

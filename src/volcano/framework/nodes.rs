@@ -48,7 +48,9 @@ pub struct PlacedUsage {
 pub struct NodeSet {
     nodes: Vec<SessionNode>,
     index: FxHashMap<String, usize>,
-    changed: BTreeMap<usize, NodeChange>,
+    /// What the session changed, by node position (dense: ranking reads it for
+    /// every node for every task).
+    changed: Vec<Option<NodeChange>>,
     quotas: BTreeMap<String, QuotaHeadroom>,
     namespace_usage: BTreeMap<String, (u64, u64)>,
 }
@@ -78,10 +80,11 @@ impl NodeSet {
             .enumerate()
             .map(|(i, n)| (n.name.clone(), i))
             .collect();
+        let changed = vec![None; nodes.len()];
         Self {
             nodes,
             index,
-            changed: BTreeMap::new(),
+            changed,
             quotas,
             namespace_usage: BTreeMap::new(),
         }
@@ -103,21 +106,21 @@ impl NodeSet {
     }
 
     fn usage_of(&self, i: usize) -> &[GpuUsage] {
-        match self.changed.get(&i) {
+        match &self.changed[i] {
             Some(c) => &c.usage,
             None => &self.nodes[i].gpus.usage,
         }
     }
 
     fn score_of(&self, i: usize) -> f64 {
-        match self.changed.get(&i) {
+        match &self.changed[i] {
             Some(c) => c.score,
             None => self.nodes[i].gpus.score,
         }
     }
 
     fn requested_of(&self, i: usize) -> &Resources {
-        match self.changed.get(&i) {
+        match &self.changed[i] {
             Some(c) => &c.requested,
             None => &self.nodes[i].resources.requested,
         }
@@ -153,14 +156,11 @@ impl NodeSet {
     fn apply(&mut self, placed: &PlacedUsage, add: bool) {
         let node = &self.nodes[placed.node];
         let entry = &node.gpus;
-        let change = self
-            .changed
-            .entry(placed.node)
-            .or_insert_with(|| NodeChange {
-                usage: entry.usage.clone(),
-                score: entry.score,
-                requested: node.resources.requested.clone(),
-            });
+        let change = self.changed[placed.node].get_or_insert_with(|| NodeChange {
+            usage: entry.usage.clone(),
+            score: entry.score,
+            requested: node.resources.requested.clone(),
+        });
         for (uuid, u) in &placed.usage {
             if let Some(d) = entry.devices.iter().position(|d| d.id == *uuid) {
                 if add {
@@ -178,7 +178,7 @@ impl NodeSet {
         }
         change.requested.prune_zeros();
         if change.usage == entry.usage && change.requested == node.resources.requested {
-            self.changed.remove(&placed.node);
+            self.changed[placed.node] = None;
         }
         let (mem, cores) = usage_totals(placed.usage.iter().map(|(_, u)| u));
         let ns = self
@@ -199,7 +199,11 @@ impl NodeSet {
 
     /// Nodes the session placed pods on, by name.
     pub fn changed_nodes(&self) -> impl Iterator<Item = &str> {
-        self.changed.keys().map(|&i| self.nodes[i].name.as_str())
+        self.changed
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| c.is_some())
+            .map(|(i, _)| self.nodes[i].name.as_str())
     }
 }
 
@@ -210,6 +214,10 @@ impl NodeSource for NodeSet {
 
     fn name(&self, i: usize) -> &str {
         &self.nodes[i].name
+    }
+
+    fn sorted_by_name(&self) -> bool {
+        true
     }
 
     fn rank(&self, i: usize, _request: &PodRequest) -> Option<RankFacts> {
