@@ -440,7 +440,10 @@ async fn client_for(
     Ok(kube::Client::try_from(config)?)
 }
 
-#[tokio::test]
+// Paused time: the clock jumps to the next timer whenever every task waits (here,
+// on a socket that never answers), so the client's own timeouts, if any, fire
+// before ours and the three seconds below cost nothing.
+#[tokio::test(start_paused = true)]
 async fn kube_timeout_bounds_calls_to_an_api_server_that_does_not_answer() {
     vgpu_scheduler::server::install_crypto_provider();
     let dir = tempfile::tempdir().expect("temp dir");
@@ -462,7 +465,8 @@ async fn kube_timeout_bounds_calls_to_an_api_server_that_does_not_answer() {
         started.elapsed()
     );
 
-    // Without the flag (HAMi's default 0) nothing bounds the call.
+    // Without the flag (HAMi's default 0) nothing bounds the call: no timer of the
+    // client's fires before ours.
     let unbounded = client_for(&kubeconfig, &[]).await.expect("client");
     let answer = tokio::time::timeout(Duration::from_secs(3), unbounded.apiserver_version()).await;
     assert!(answer.is_err(), "still waiting: {answer:?}");

@@ -45,3 +45,60 @@ impl Action for Backfill {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::resources::Resources;
+    use crate::volcano::actions::allocate::Allocate;
+    use crate::volcano::conf::SchedulerConf;
+    use crate::volcano::framework::testing::{busy, job, state, task};
+    use crate::volcano::framework::{GangKey, TaskStatus, registry};
+    use crate::volcano::objects::QueueSpec;
+
+    #[test]
+    fn best_effort_members_start_where_allocate_skips_an_overused_queue() {
+        let key = GangKey {
+            namespace: "ns".into(),
+            name: "svc".into(),
+            single: false,
+        };
+        // The job runs (one member holds a GPU); its queue holds all it deserves.
+        let mut running = task(&key, "w0", Resources::from_units([("nvidia.com/gpu", 1)]));
+        running.status = TaskStatus::Running;
+        let sidecar = task(&key, "probe", Resources::new());
+        let heavy = task(&key, "w1", Resources::from_units([("nvidia.com/gpu", 1)]));
+        let queue = busy(QueueSpec::new("q"), 1, 2);
+        let conf = SchedulerConf::parse(
+            "actions: allocate, backfill\ntiers:\n- plugins:\n  - name: gang\n  - name: proportion\n",
+        )
+        .unwrap();
+        let mut s = Session::open(
+            state(
+                Resources::from_units([("nvidia.com/gpu", 1)]),
+                vec![queue],
+                vec![job("svc", "q", 1, vec![running, sidecar, heavy])],
+            ),
+            registry::build(&conf).unwrap(),
+        );
+        assert!(s.overused("q"));
+        Allocate.execute(&mut s);
+        assert_eq!(
+            s.state.task(&key, "uid-probe").unwrap().status,
+            TaskStatus::Pending
+        );
+        Backfill.execute(&mut s);
+        assert_eq!(
+            s.state.task(&key, "uid-probe").unwrap().status,
+            TaskStatus::Allocated
+        );
+        assert_eq!(
+            s.state.task(&key, "uid-w1").unwrap().status,
+            TaskStatus::Pending,
+            "a member that asks for something is not backfilled"
+        );
+        let outcome = s.close();
+        assert_eq!(outcome.commits.len(), 1);
+        assert_eq!(outcome.commits[0].members[0].name, "probe");
+    }
+}
