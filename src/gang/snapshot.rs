@@ -204,6 +204,7 @@ fn task_of(
     let status = match m.phase {
         MemberPhase::Succeeded => TaskStatus::Succeeded,
         MemberPhase::Failed => TaskStatus::Failed,
+        MemberPhase::Placed if m.terminating => TaskStatus::Releasing,
         MemberPhase::Placed => TaskStatus::Running,
         MemberPhase::Pending if held.is_some() => TaskStatus::Allocated,
         MemberPhase::Pending => TaskStatus::Pending,

@@ -45,6 +45,8 @@ pub const SUPPORTED_PLUGINS: &[&str] = &[
     "capacity-card",
     "binpack",
     "drf",
+    "pdb",
+    "cdp",
 ];
 
 /// Plugins accepted and ignored: kube-scheduler already ran its own predicates and
@@ -54,13 +56,11 @@ pub const IGNORED_PLUGINS: &[&str] = &["predicates", "nodeorder"];
 /// Volcano plugins this scheduler does not implement. They are rejected rather than
 /// ignored because each changes admission or eviction behaviour a user relies on.
 const UNSUPPORTED_VOLCANO_PLUGINS: &[&str] = &[
-    "cdp",
     "deviceshare",
     "extender",
     "network-topology-aware",
     "nodegroup",
     "numaaware",
-    "pdb",
     "rescheduling",
     "resource-strategy-fit",
     "resourcequota",
@@ -709,8 +709,8 @@ configurations:
                 "tiers[0].plugins[0]: unknown plugin \"proportoin\"",
             ),
             (
-                "actions: enqueue\ntiers:\n- plugins:\n  - name: pdb\n",
-                "Volcano plugin \"pdb\" is not supported",
+                "actions: enqueue\ntiers:\n- plugins:\n  - name: usage\n",
+                "Volcano plugin \"usage\" is not supported",
             ),
             (
                 "actions: enqueue\ntiers:\n- plugins:\n  - name: gang\n- plugins:\n  - name: gang\n",

@@ -4,12 +4,15 @@
 pub mod allocate;
 pub mod backfill;
 pub mod enqueue;
+mod make_room;
+pub mod preempt;
+pub mod reclaim;
 
 use super::conf::{Action as ActionName, SchedulerConf};
 use super::framework::Action;
 
-/// The configured actions that run, in order. `preempt`, `reclaim` and `shuffle`
-/// are accepted in the configuration and do not run yet.
+/// The configured actions that run, in order. `shuffle` is accepted in the
+/// configuration and does not run.
 pub fn configured(conf: &SchedulerConf) -> Vec<Box<dyn Action>> {
     conf.actions
         .iter()
@@ -18,7 +21,9 @@ pub fn configured(conf: &SchedulerConf) -> Vec<Box<dyn Action>> {
                 ActionName::Enqueue => Some(Box::new(enqueue::Enqueue)),
                 ActionName::Allocate => Some(Box::new(allocate::Allocate)),
                 ActionName::Backfill => Some(Box::new(backfill::Backfill)),
-                ActionName::Preempt | ActionName::Reclaim | ActionName::Shuffle => None,
+                ActionName::Preempt => Some(Box::new(preempt::Preempt)),
+                ActionName::Reclaim => Some(Box::new(reclaim::Reclaim)),
+                ActionName::Shuffle => None,
             }
         })
         .collect()
@@ -59,6 +64,31 @@ pub(crate) fn jobs_by_queue(
         jobs.sort_by(|a, b| session.job_order(a, b));
     }
     by_queue
+}
+
+/// Says where a job's pipelined tasks wait and for how many evictions.
+pub(crate) fn note_pipelined(
+    session: &mut super::framework::Session,
+    key: &super::framework::GangKey,
+    pipelined: &[(String, usize)],
+) {
+    if pipelined.is_empty() {
+        session.clear_note(key);
+        return;
+    }
+    let victims: usize = pipelined.iter().map(|(_, v)| *v).sum();
+    let mut nodes: Vec<&str> = pipelined.iter().map(|(n, _)| n.as_str()).collect();
+    nodes.dedup();
+    session.note_job(
+        key,
+        None,
+        "Pipelined",
+        format!(
+            "{} tasks pipelined onto {} node(s); waiting for {victims} evicted pods to leave",
+            pipelined.len(),
+            nodes.len()
+        ),
+    );
 }
 
 /// The first queue in queue order that still has jobs (and, for allocation, is not

@@ -27,6 +27,7 @@ pub mod session;
 pub mod state;
 pub mod statement;
 pub mod tiers;
+pub mod victims;
 
 #[cfg(test)]
 mod queue_policy_tests;

@@ -32,6 +32,9 @@ struct NodeChange {
     usage: Vec<GpuUsage>,
     score: f64,
     requested: Resources,
+    /// Usage of the tasks the session evicts from the node: still held now, free
+    /// once they are gone (Volcano's "releasing").
+    releasing: Vec<GpuUsage>,
 }
 
 /// One tentative placement's effect, kept to take it back exactly.
@@ -53,6 +56,15 @@ pub struct NodeSet {
     changed: Vec<Option<NodeChange>>,
     quotas: BTreeMap<String, QuotaHeadroom>,
     namespace_usage: BTreeMap<String, (u64, u64)>,
+}
+
+impl NodeChange {
+    /// Whether the change has come back to nothing.
+    fn unchanged(&self, usage: &[GpuUsage], requested: &Resources) -> bool {
+        self.usage == usage
+            && self.requested == *requested
+            && self.releasing.iter().all(|r| *r == GpuUsage::default())
+    }
 }
 
 impl PartialEq for NodeSet {
@@ -153,6 +165,101 @@ impl NodeSet {
         self.apply(placed, false);
     }
 
+    /// Marks a placed task's GPUs as being freed (its eviction): they stay used now
+    /// and count as free for pipelining.
+    pub fn release(
+        &mut self,
+        namespace: &str,
+        node: &str,
+        devices: &PodDevices,
+        init_count: usize,
+    ) -> Option<PlacedUsage> {
+        let &i = self.index.get(node)?;
+        let released = PlacedUsage {
+            node: i,
+            namespace: namespace.to_string(),
+            usage: collapse_pod_usage(devices, init_count)
+                .into_iter()
+                .collect(),
+            requests: Resources::new(),
+        };
+        self.apply_release(&released, true);
+        Some(released)
+    }
+
+    /// Takes back a [`NodeSet::release`].
+    pub fn unrelease(&mut self, released: &PlacedUsage) {
+        self.apply_release(released, false);
+    }
+
+    fn apply_release(&mut self, released: &PlacedUsage, add: bool) {
+        let node = &self.nodes[released.node];
+        let entry = &node.gpus;
+        let change = self.changed[released.node].get_or_insert_with(|| NodeChange {
+            usage: entry.usage.clone(),
+            score: entry.score,
+            requested: node.resources.requested.clone(),
+            releasing: vec![GpuUsage::default(); entry.devices.len()],
+        });
+        for (uuid, u) in &released.usage {
+            if let Some(d) = entry.devices.iter().position(|d| d.id == *uuid) {
+                if add {
+                    change.releasing[d].add(u);
+                } else {
+                    change.releasing[d].sub(u);
+                }
+            }
+        }
+        if change.unchanged(&entry.usage, &node.resources.requested) {
+            self.changed[released.node] = None;
+        }
+    }
+
+    /// The node's usage once what the session evicts from it is gone, with
+    /// `also` released on top (tasks an action considers evicting).
+    pub fn future_usage(&self, node: &str, also: &[(Arc<str>, GpuUsage)]) -> Option<Vec<GpuUsage>> {
+        let &i = self.index.get(node)?;
+        let entry = &self.nodes[i].gpus;
+        let mut usage = self.usage_of(i).to_vec();
+        if let Some(c) = &self.changed[i] {
+            for (u, r) in usage.iter_mut().zip(&c.releasing) {
+                u.sub(r);
+            }
+        }
+        for (uuid, r) in also {
+            if let Some(d) = entry.devices.iter().position(|d| d.id == *uuid) {
+                usage[d].sub(r);
+            }
+        }
+        Some(usage)
+    }
+
+    /// Fits a pod on the node as it will be once what the session evicts from it
+    /// (and `also`) is gone: the fit a pipelined task needs.
+    pub fn fit_future(
+        &self,
+        node: &str,
+        also: &[(Arc<str>, GpuUsage)],
+        request: &FitRequest<'_>,
+    ) -> Result<Placement, NodeRejection> {
+        let Some(&i) = self.index.get(node) else {
+            return Err(NodeRejection::Unusable(crate::ledger::NODE_UNREGISTERED));
+        };
+        let entry = &self.nodes[i].gpus;
+        if let Some(reason) = entry.unusable() {
+            return Err(NodeRejection::Unusable(reason));
+        }
+        let usage = self.future_usage(node, also).unwrap_or_default();
+        fit_pod(
+            NodeView {
+                usage: &usage,
+                ..entry.view()
+            },
+            request,
+        )
+        .map_err(NodeRejection::Fit)
+    }
+
     fn apply(&mut self, placed: &PlacedUsage, add: bool) {
         let node = &self.nodes[placed.node];
         let entry = &node.gpus;
@@ -160,6 +267,7 @@ impl NodeSet {
             usage: entry.usage.clone(),
             score: entry.score,
             requested: node.resources.requested.clone(),
+            releasing: vec![GpuUsage::default(); entry.devices.len()],
         });
         for (uuid, u) in &placed.usage {
             if let Some(d) = entry.devices.iter().position(|d| d.id == *uuid) {
@@ -177,7 +285,7 @@ impl NodeSet {
             change.requested.saturating_sub(&placed.requests);
         }
         change.requested.prune_zeros();
-        if change.usage == entry.usage && change.requested == node.resources.requested {
+        if change.unchanged(&entry.usage, &node.resources.requested) {
             self.changed[placed.node] = None;
         }
         let (mem, cores) = usage_totals(placed.usage.iter().map(|(_, u)| u));

@@ -33,6 +33,8 @@ pub const REGISTRY: &[(&str, Constructor)] = &[
     ("capacity-card", plugins::capacity_card::build),
     ("binpack", plugins::binpack::build),
     ("drf", plugins::drf::build),
+    ("pdb", plugins::pdb::build),
+    ("cdp", plugins::cdp::build),
 ];
 
 /// Builds the configured plugins, tier by tier. Arguments are checked here, so a

@@ -39,6 +39,8 @@ pub struct Session {
     evictions: Vec<Eviction>,
     enqueued: Vec<GangKey>,
     notes: BTreeMap<GangKey, JobNote>,
+    /// Tasks evicted by this session's statements (committed or not).
+    evicted: std::collections::BTreeSet<String>,
 }
 
 /// What a statement needs to take an operation back.
@@ -61,7 +63,13 @@ impl Session {
             evictions: Vec::new(),
             enqueued: Vec::new(),
             notes: BTreeMap::new(),
+            evicted: Default::default(),
         }
+    }
+
+    /// Tasks this session evicts (PodDisruptionBudgets count them).
+    pub fn evicted(&self) -> &std::collections::BTreeSet<String> {
+        &self.evicted
     }
 
     /// The plugins.
@@ -405,8 +413,13 @@ impl Session {
         self.tiers.on_deallocate(&self.state, &event);
     }
 
-    /// Marks a running task as being evicted: its queue is no longer charged for it.
-    pub(crate) fn apply_evict(&mut self, job: &GangKey, uid: &str) -> Option<TaskBefore> {
+    /// Marks a running task as being evicted: its queue is no longer charged for it
+    /// and its GPUs count as free for pipelining.
+    pub(crate) fn apply_evict(
+        &mut self,
+        job: &GangKey,
+        uid: &str,
+    ) -> Option<(TaskBefore, Option<PlacedUsage>)> {
         let queue = self.state.job(job)?.queue.clone();
         let before = {
             let task = self.state.task(job, uid)?;
@@ -418,6 +431,13 @@ impl Session {
             }
         };
         self.fire(job, uid, &queue, false);
+        let released = before.placement.as_ref().and_then(|p| {
+            let namespace = self.state.task(job, uid).map(|t| t.namespace.clone())?;
+            self.state
+                .nodes
+                .release(&namespace, &p.node, &p.devices, p.init_count)
+        });
+        self.evicted.insert(uid.to_string());
         let j = self.state.jobs.get_mut(job)?;
         let i = j.task_index(uid)?;
         j.tasks[i].status = TaskStatus::Releasing;
@@ -428,11 +448,21 @@ impl Session {
             q.allocated.prune_zeros();
             sub_cards(&mut q.cards, &before.cards);
         }
-        Some(before)
+        Some((before, released))
     }
 
     /// Takes back an [`Self::apply_evict`].
-    pub(crate) fn undo_evict(&mut self, job: &GangKey, uid: &str, before: TaskBefore) {
+    pub(crate) fn undo_evict(
+        &mut self,
+        job: &GangKey,
+        uid: &str,
+        before: TaskBefore,
+        released: Option<&PlacedUsage>,
+    ) {
+        if let Some(r) = released {
+            self.state.nodes.unrelease(r);
+        }
+        self.evicted.remove(uid);
         let Some(j) = self.state.jobs.get_mut(job) else {
             return;
         };

@@ -23,6 +23,7 @@ enum Operation {
         job: GangKey,
         uid: String,
         before: TaskBefore,
+        released: Option<PlacedUsage>,
         reason: String,
     },
 }
@@ -114,11 +115,12 @@ impl Statement {
         reason: String,
     ) -> bool {
         match session.apply_evict(job, uid) {
-            Some(before) => {
+            Some((before, released)) => {
                 self.operations.push(Operation::Evict {
                     job: job.clone(),
                     uid: uid.to_string(),
                     before,
+                    released,
                     reason,
                 });
                 true
@@ -139,8 +141,12 @@ impl Statement {
                     ..
                 } => session.undo_allocate(&job, &uid, before, placed.as_ref()),
                 Operation::Evict {
-                    job, uid, before, ..
-                } => session.undo_evict(&job, &uid, before),
+                    job,
+                    uid,
+                    before,
+                    released,
+                    ..
+                } => session.undo_evict(&job, &uid, before, released.as_ref()),
             }
         }
     }

@@ -13,8 +13,10 @@ use crate::volcano::framework::registry::BuildContext;
 use crate::volcano::framework::{
     JobInfo, QueueInfo, QueueReport, Rejection, SessionState, TaskInfo,
 };
+use crate::volcano::proportion::allocatable_excess as allocated_excess;
 use crate::volcano::proportion::enqueue_excess;
 use std::cmp::Ordering;
+use std::collections::BTreeMap;
 
 /// The capacity plugin.
 #[derive(Debug, Default)]
@@ -144,6 +146,56 @@ impl Plugin for Capacity {
             }
         }
         Vote::Permit
+    }
+
+    /// A queue may reclaim for a task while it stays within its deserved amount.
+    fn preemptive(
+        &self,
+        state: &SessionState,
+        q: &QueueInfo,
+        task: &TaskInfo,
+    ) -> Result<(), Rejection> {
+        let Some(i) = self.tree.position(q.name()) else {
+            return Ok(());
+        };
+        self.check_queue(i)?;
+        let allocated = self.tree.sum(state, i, |q| &q.allocated);
+        let deserved = &self.tree.nodes[i].deserved;
+        match allocated_excess(&allocated, &without_cards(&task.resreq), deserved) {
+            Some(x) => Err(Rejection::exceeded(
+                "capacity",
+                q.name(),
+                x,
+                "deserved",
+                None,
+            )),
+            None => Ok(()),
+        }
+    }
+
+    /// Victims only from queues above their deserved amount, and only while they
+    /// stay above it.
+    fn reclaimable(
+        &self,
+        state: &SessionState,
+        _: &TaskInfo,
+        candidates: &[&TaskInfo],
+    ) -> Option<Vec<String>> {
+        let mut allocated: BTreeMap<usize, crate::resources::Resources> = BTreeMap::new();
+        let mut victims = Vec::new();
+        for c in candidates {
+            let Some(i) = state.job(&c.job).and_then(|j| self.tree.position(&j.queue)) else {
+                continue;
+            };
+            let held = allocated
+                .entry(i)
+                .or_insert_with(|| self.tree.sum(state, i, |q| &q.allocated));
+            if held.first_excess(&self.tree.nodes[i].deserved).is_some() {
+                held.saturating_sub(&c.resreq);
+                victims.push(c.uid.clone());
+            }
+        }
+        Some(victims)
     }
 
     fn describe_queue(&self, state: &SessionState, q: &QueueInfo, report: &mut QueueReport) {

@@ -3,10 +3,25 @@
 //! types of the GPUs a queue's pods hold; jobs may state the cards they need with
 //! `volcano.sh/card.request`, checked at admission. Under hierarchical capacity a
 //! quota binds the queue's whole subtree. See `volcano::card_quota`.
+//!
+//! It also carries the tidal-reclaim rules between service types
+//! (`volcano.sh/service.type` on the PodGroup, or the kind of the pod's first owner
+//! through `podOwnerReferenceToServiceType`): training reclaims nothing, inference
+//! reclaims only from training, and a task of unknown type is never a victim. A
+//! queue may reclaim for a task only while its allocated amount plus the task stays
+//! within its capability on every dimension, cards included.
+//!
+//! Arguments, as this scheduler reads them:
+//! - `overCommitFactor` (≥ 1, default 1): admission (enqueue) lets a queue's jobs
+//!   ask for up to quota × factor cards in all, betting that running jobs finish;
+//!   placement and reclaim still hold to the quota itself.
+//! - `cardUnlimitedCpuMemory` (default false): a task that takes cards is not
+//!   held to its queue's CPU and memory capability when reclaiming (the card quota
+//!   is the limit that matters for it); tasks without cards still are.
 
 use super::queue_tree::QueueTree;
 use crate::volcano::card_quota::{
-    CARD_DIMENSION_PREFIX, card_dimension, cards_in_resources, first_quota_excess,
+    CARD_DIMENSION_PREFIX, card_dimension, card_request, cards_in_resources, first_quota_excess,
 };
 use crate::volcano::conf::ConfError;
 use crate::volcano::framework::plugin::{Plugin, Vote};
@@ -21,10 +36,10 @@ use std::collections::BTreeMap;
 pub struct CapacityCard {
     hierarchy: bool,
     tree: QueueTree,
-    /// `cardUnlimitedCpuMemory`: read, applied with preemption and reclaim.
+    /// `cardUnlimitedCpuMemory`.
     pub card_unlimited_cpu_memory: bool,
-    /// `overCommitFactor`: read, applied with preemption and reclaim.
-    pub over_commit_factor: Option<f64>,
+    /// `overCommitFactor` in thousandths (1000 = no overcommit).
+    pub over_commit: i64,
     /// `podOwnerReferenceToServiceType`: owner kind → service type.
     pub owner_service_types: BTreeMap<String, String>,
 }
@@ -41,16 +56,66 @@ pub fn build(ctx: &BuildContext<'_>) -> Result<Option<Box<dyn Plugin>>, ConfErro
         hierarchy: ctx.conf.enabled("capacity") && ctx.conf.capacity_hierarchy(),
         tree: QueueTree::default(),
         card_unlimited_cpu_memory: args.boolean("cardUnlimitedCpuMemory")?.unwrap_or(false),
-        over_commit_factor: args.number_at_least("overCommitFactor", 1.0)?,
+        over_commit: crate::volcano::overcommit::factor_per_mille(
+            args.number_at_least("overCommitFactor", 1.0)?
+                .unwrap_or(1.0),
+        ),
         owner_service_types: args
             .string_map("podOwnerReferenceToServiceType")?
             .unwrap_or_default(),
     })))
 }
 
+/// What kind of work a job is, for the tidal-reclaim rules.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ServiceType {
+    /// Online inference: may take cards back from training.
+    Inference,
+    /// Offline training: takes nothing from anyone; may give its cards back.
+    Training,
+    /// Not stated: never a victim.
+    Unknown,
+}
+
+impl ServiceType {
+    fn parse(value: &str) -> Self {
+        match value.trim() {
+            "inference" => ServiceType::Inference,
+            "training" => ServiceType::Training,
+            _ => ServiceType::Unknown,
+        }
+    }
+}
+
 impl CapacityCard {
-    /// The quota of queue `n` (the asked queue `i` or an ancestor) against `used`
-    /// plus `wanted`.
+    /// A task's service type: its job's `volcano.sh/service.type`, else the type
+    /// configured for the kind of its pod's first owner, else unknown.
+    pub fn service_type(&self, state: &SessionState, task: &TaskInfo) -> ServiceType {
+        if let Some(st) = state.job(&task.job).and_then(|j| j.service_type.as_deref()) {
+            return ServiceType::parse(st);
+        }
+        task.owner_kind
+            .as_deref()
+            .and_then(|kind| self.owner_service_types.get(kind))
+            .map_or(ServiceType::Unknown, |st| ServiceType::parse(st))
+    }
+
+    /// The cards a pending task will take: what it holds if placed, else its pod's
+    /// `volcano.sh/card.request`.
+    fn wanted_cards(task: &TaskInfo) -> BTreeMap<String, i64> {
+        if !task.cards.is_empty() {
+            return task.cards.clone();
+        }
+        task.pod
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| card_request(a).ok().flatten())
+            .unwrap_or_default()
+    }
+
+    /// The quota of queue `n` (the asked queue `i` or an ancestor), scaled by
+    /// `factor` per mille, against `used` plus `wanted`.
     fn check(
         &self,
         i: usize,
@@ -59,9 +124,26 @@ impl CapacityCard {
         used: &BTreeMap<String, i64>,
         wanted: &BTreeMap<String, i64>,
     ) -> Result<(), Rejection> {
+        self.check_scaled(i, n, state, used, wanted, 1000)
+    }
+
+    fn check_scaled(
+        &self,
+        i: usize,
+        n: usize,
+        state: &SessionState,
+        used: &BTreeMap<String, i64>,
+        wanted: &BTreeMap<String, i64>,
+        factor_per_mille: i64,
+    ) -> Result<(), Rejection> {
         let Some(quota) = state.queue(&self.tree.names[n]).map(|q| &q.spec.card_quota) else {
             return Ok(());
         };
+        let scaled: BTreeMap<String, i64> = quota
+            .iter()
+            .map(|(k, v)| (k.clone(), v.saturating_mul(factor_per_mille) / 1000))
+            .collect();
+        let quota = &scaled;
         match first_quota_excess(quota, used, wanted) {
             None => Ok(()),
             Some(x) => Err(Rejection {
@@ -103,11 +185,68 @@ impl Plugin for CapacityCard {
             let mut used = self.tree.cards(state, n);
             let inqueue = self.tree.sum(state, n, |q| &q.inqueue);
             add_cards(&mut used, &cards_in_resources(&inqueue));
-            if let Err(r) = self.check(i, n, state, &used, &wanted) {
+            if let Err(r) = self.check_scaled(i, n, state, &used, &wanted, self.over_commit) {
                 return Vote::Reject(r);
             }
         }
         Vote::Permit
+    }
+
+    /// Training reclaims nothing; others take only from training.
+    fn reclaimable(
+        &self,
+        state: &SessionState,
+        reclaimer: &TaskInfo,
+        candidates: &[&TaskInfo],
+    ) -> Option<Vec<String>> {
+        if self.service_type(state, reclaimer) == ServiceType::Training {
+            return Some(Vec::new());
+        }
+        Some(
+            candidates
+                .iter()
+                .filter(|c| self.service_type(state, c) == ServiceType::Training)
+                .map(|c| c.uid.clone())
+                .collect(),
+        )
+    }
+
+    /// The queue stays within its capability on every dimension the task asks
+    /// for (CPU and memory aside for a card task under `cardUnlimitedCpuMemory`),
+    /// and within its card quota.
+    fn preemptive(
+        &self,
+        state: &SessionState,
+        q: &QueueInfo,
+        task: &TaskInfo,
+    ) -> Result<(), Rejection> {
+        let wanted = Self::wanted_cards(task);
+        if let Some(capability) = &q.spec.capability {
+            let mut asked = task.resreq.split_prefix(CARD_DIMENSION_PREFIX).1;
+            if self.card_unlimited_cpu_memory && !wanted.is_empty() {
+                asked.set("cpu", 0);
+                asked.set("memory", 0);
+            }
+            if let Some(x) =
+                crate::volcano::proportion::allocatable_excess(&q.allocated, &asked, capability)
+            {
+                return Err(Rejection::exceeded(
+                    "capacity-card",
+                    q.name(),
+                    x,
+                    "capability",
+                    None,
+                ));
+            }
+        }
+        if wanted.values().any(|n| *n > 0)
+            && let Some(i) = self.tree.position(q.name())
+        {
+            for n in self.tree.chain(i) {
+                self.check(i, n, state, &self.tree.cards(state, n), &wanted)?;
+            }
+        }
+        Ok(())
     }
 
     fn allocatable(

@@ -5,7 +5,8 @@
 use crate::volcano::conf::ConfError;
 use crate::volcano::framework::plugin::{JobInvalid, Plugin, Vote};
 use crate::volcano::framework::registry::BuildContext;
-use crate::volcano::framework::{JobInfo, Rejection, SessionState};
+use crate::volcano::framework::victims::gang_safe;
+use crate::volcano::framework::{JobInfo, Rejection, SessionState, TaskInfo};
 use std::cmp::Ordering;
 
 /// The gang plugin.
@@ -78,6 +79,27 @@ impl Plugin for Gang {
     fn job_starving(&self, job: &JobInfo) -> Option<bool> {
         let c = job.counts();
         Some(c.ready + c.pipelined < job.min_member)
+    }
+
+    /// A victim only when its gang keeps its minimum without the victims, or goes
+    /// whole.
+    fn preemptable(
+        &self,
+        state: &SessionState,
+        _: &TaskInfo,
+        candidates: &[&TaskInfo],
+    ) -> Option<Vec<String>> {
+        let uids: Vec<String> = candidates.iter().map(|t| t.uid.clone()).collect();
+        Some(gang_safe(state, &uids))
+    }
+
+    fn reclaimable(
+        &self,
+        state: &SessionState,
+        reclaimer: &TaskInfo,
+        candidates: &[&TaskInfo],
+    ) -> Option<Vec<String>> {
+        self.preemptable(state, reclaimer, candidates)
     }
 
     /// Jobs not yet ready first: finishing a gang's minimum frees nothing, but a

@@ -5,11 +5,13 @@
 pub mod binpack;
 pub mod capacity;
 pub mod capacity_card;
+pub mod cdp;
 pub mod conformance;
 pub mod drf;
 mod drf_hierarchy;
 pub mod gang;
 pub mod overcommit;
+pub mod pdb;
 pub mod priority;
 pub mod proportion;
 mod queue_tree;

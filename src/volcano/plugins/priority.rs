@@ -1,4 +1,6 @@
-//! priority: jobs and tasks with a higher priority go first.
+//! priority: jobs and tasks with a higher priority go first; a job may preempt
+//! tasks of lower-priority jobs (and, inside a job, a task those of lower
+//! priority); a job starves while some of its tasks wait.
 
 use crate::volcano::conf::ConfError;
 use crate::volcano::framework::plugin::Plugin;
@@ -27,5 +29,33 @@ impl Plugin for Priority {
 
     fn task_order(&self, a: &TaskInfo, b: &TaskInfo) -> Ordering {
         b.priority.cmp(&a.priority)
+    }
+
+    fn preemptable(
+        &self,
+        state: &SessionState,
+        preemptor: &TaskInfo,
+        candidates: &[&TaskInfo],
+    ) -> Option<Vec<String>> {
+        let priority = |t: &TaskInfo| state.job(&t.job).map_or(0, |j| j.priority);
+        let mine = priority(preemptor);
+        Some(
+            candidates
+                .iter()
+                .filter(|c| {
+                    if c.job == preemptor.job {
+                        c.priority < preemptor.priority
+                    } else {
+                        priority(c) < mine
+                    }
+                })
+                .map(|c| c.uid.clone())
+                .collect(),
+        )
+    }
+
+    fn job_starving(&self, job: &JobInfo) -> Option<bool> {
+        let c = job.counts();
+        Some(c.ready + c.pipelined < c.valid)
     }
 }

@@ -134,6 +134,56 @@ impl Plugin for Proportion {
         }
     }
 
+    /// A queue may reclaim for a task while it stays within its deserved share.
+    fn preemptive(
+        &self,
+        _: &SessionState,
+        q: &QueueInfo,
+        task: &TaskInfo,
+    ) -> Result<(), Rejection> {
+        if let Some(deserved) = self.deserved(q.name())
+            && let Some(x) =
+                allocatable_excess(&q.allocated, &without_cards(&task.resreq), deserved)
+        {
+            return Err(Rejection::exceeded(
+                "proportion",
+                q.name(),
+                x,
+                "deserved",
+                None,
+            ));
+        }
+        Ok(())
+    }
+
+    /// Victims only from queues above their deserved share, and only while they
+    /// stay above it.
+    fn reclaimable(
+        &self,
+        state: &SessionState,
+        _: &TaskInfo,
+        candidates: &[&TaskInfo],
+    ) -> Option<Vec<String>> {
+        let mut allocated: BTreeMap<&str, Resources> = BTreeMap::new();
+        let mut victims = Vec::new();
+        for c in candidates {
+            let Some(queue) = state.job(&c.job).map(|j| j.queue.as_str()) else {
+                continue;
+            };
+            let (Some(q), Some(deserved)) = (state.queue(queue), self.deserved(queue)) else {
+                continue;
+            };
+            let held = allocated
+                .entry(q.name())
+                .or_insert_with(|| q.allocated.clone());
+            if held.first_excess(deserved).is_some() {
+                held.saturating_sub(&c.resreq);
+                victims.push(c.uid.clone());
+            }
+        }
+        Some(victims)
+    }
+
     fn describe_queue(&self, _: &SessionState, q: &QueueInfo, report: &mut QueueReport) {
         if let Some((real, deserved)) = self.shares.get(q.name()) {
             report.real_capability = Some(real.clone());

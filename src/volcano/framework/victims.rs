@@ -1,0 +1,204 @@
+//! Choosing victims safely: which running tasks may be evicted at all, how a gang
+//! is evicted (whole, unless it keeps its minimum without the victims), which
+//! victims PodDisruptionBudgets let go, and in which order victims go (least
+//! important first).
+//!
+//! These rules hold whatever the configuration lists: the `conformance`, `cdp` and
+//! `pdb` plugins express the same rules for Volcano configurations, and switching
+//! them off never exposes a pod the rules protect.
+
+use super::job::{GangKey, JobInfo, TaskInfo, TaskStatus};
+use super::state::SessionState;
+use chrono::{DateTime, Utc};
+use std::cmp::Ordering;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Whether a task may be considered for eviction at all: it runs (bound to its
+/// node) and is not being evicted already, its pod allows it
+/// (`volcano.sh/preemptable`), it is neither in `kube-system` nor of a critical
+/// priority class (conformance), and it is past its cooldown.
+pub fn evictable(task: &TaskInfo, now: DateTime<Utc>) -> bool {
+    let class = task
+        .pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.priority_class_name.as_deref());
+    task.status == TaskStatus::Running
+        && task.preemptable
+        && crate::volcano::plugins::conformance::may_evict(&task.namespace, class)
+        && !in_cooldown(task, now)
+}
+
+/// Whether the task is within `volcano.sh/cooldown-time` of being bound. A task
+/// with a cooldown whose bind time is unknown counts as protected: unknown must
+/// not expose it.
+pub fn in_cooldown(task: &TaskInfo, now: DateTime<Utc>) -> bool {
+    let Some(cooldown) = task.cooldown else {
+        return false;
+    };
+    match task.scheduled_at {
+        None => true,
+        Some(at) => chrono::Duration::from_std(cooldown).is_ok_and(|d| now < at + d),
+    }
+}
+
+/// Keeps the units, in order, whose members every PodDisruptionBudget covering them
+/// can still let go (counting the evictions this session made already).
+pub fn within_budgets<'s>(
+    state: &SessionState,
+    evicted: &BTreeSet<String>,
+    units: Vec<Vec<&'s TaskInfo>>,
+) -> Vec<Vec<&'s TaskInfo>> {
+    let labels = |t: &TaskInfo| t.pod.metadata.labels.clone().unwrap_or_default();
+    let mut left: Vec<i64> = state
+        .budgets
+        .iter()
+        .map(|b| {
+            let spent = state
+                .jobs
+                .values()
+                .flat_map(|j| &j.tasks)
+                .filter(|t| evicted.contains(&t.uid) && b.covers(&t.namespace, &labels(t)))
+                .count() as i64;
+            i64::from(b.allowed) - spent
+        })
+        .collect();
+    units
+        .into_iter()
+        .filter(|unit| {
+            let mut need = vec![0i64; left.len()];
+            for t in unit {
+                let l = labels(t);
+                for (i, b) in state.budgets.iter().enumerate() {
+                    if b.covers(&t.namespace, &l) {
+                        need[i] += 1;
+                    }
+                }
+            }
+            let fits = need.iter().zip(&left).all(|(n, l)| n <= l);
+            if fits {
+                for (l, n) in left.iter_mut().zip(&need) {
+                    *l -= n;
+                }
+            }
+            fits
+        })
+        .collect()
+}
+
+/// Tasks of a job that count toward its minimum.
+fn standing(job: &JobInfo) -> impl Iterator<Item = &TaskInfo> {
+    job.tasks.iter().filter(|t| {
+        matches!(
+            t.status,
+            TaskStatus::Running | TaskStatus::Allocated | TaskStatus::Succeeded
+        )
+    })
+}
+
+/// Whether the job keeps its minimum without the tasks in `gone`.
+pub fn keeps_minimum(job: &JobInfo, gone: &BTreeSet<&str>) -> bool {
+    let mut ready = 0usize;
+    let mut roles: BTreeMap<String, usize> = BTreeMap::new();
+    for t in standing(job).filter(|t| !gone.contains(t.uid.as_str())) {
+        ready += 1;
+        *roles.entry(t.role.clone().unwrap_or_default()).or_default() += 1;
+    }
+    job.reaches_minimum(ready, &roles)
+}
+
+/// The running members of a job that would have to go with any one of them: all
+/// of its running tasks when losing one takes it below its minimum.
+pub fn whole_gang<'s>(job: &'s JobInfo) -> Vec<&'s TaskInfo> {
+    job.tasks
+        .iter()
+        .filter(|t| t.status == TaskStatus::Running)
+        .collect()
+}
+
+/// Victims grouped into what must go together: per job, either each victim alone
+/// (the job keeps its minimum without all of them) or all of the job's running
+/// members as one unit. A job whose victims would break it without taking every
+/// running member is dropped entirely: no half-running gang keeps GPUs.
+pub fn gang_units<'s>(state: &'s SessionState, victims: &[String]) -> Vec<Vec<&'s TaskInfo>> {
+    let chosen: BTreeSet<&str> = victims.iter().map(String::as_str).collect();
+    let mut by_job: BTreeMap<&GangKey, Vec<&TaskInfo>> = BTreeMap::new();
+    for job in state.jobs.values() {
+        for t in &job.tasks {
+            if chosen.contains(t.uid.as_str()) {
+                by_job.entry(&job.key).or_default().push(t);
+            }
+        }
+    }
+    let mut units = Vec::new();
+    for (key, tasks) in by_job {
+        let Some(job) = state.job(key) else { continue };
+        let gone: BTreeSet<&str> = tasks.iter().map(|t| t.uid.as_str()).collect();
+        if job.key.single || keeps_minimum(job, &gone) {
+            units.extend(tasks.into_iter().map(|t| vec![t]));
+            continue;
+        }
+        let all = whole_gang(job);
+        if all.iter().all(|t| gone.contains(t.uid.as_str())) {
+            units.push(all);
+        }
+    }
+    units
+}
+
+/// Only the victims that are gang-safe (see [`gang_units`]), in candidate order.
+pub fn gang_safe(state: &SessionState, candidates: &[String]) -> Vec<String> {
+    let safe: BTreeSet<String> = gang_units(state, candidates)
+        .into_iter()
+        .flatten()
+        .map(|t| t.uid.clone())
+        .collect();
+    candidates
+        .iter()
+        .filter(|c| safe.contains(*c))
+        .cloned()
+        .collect()
+}
+
+/// Adds to `candidates` the running members of every job that one of them would
+/// take below its minimum, so that a plugin can judge the whole gang.
+pub fn with_whole_gangs<'s>(
+    state: &'s SessionState,
+    candidates: Vec<&'s TaskInfo>,
+) -> Vec<&'s TaskInfo> {
+    let mut seen: BTreeSet<&str> = candidates.iter().map(|t| t.uid.as_str()).collect();
+    let mut out = candidates.clone();
+    for t in candidates {
+        let Some(job) = state.job(&t.job) else {
+            continue;
+        };
+        if job.key.single || keeps_minimum(job, &BTreeSet::from([t.uid.as_str()])) {
+            continue;
+        }
+        for member in whole_gang(job) {
+            if evictable(member, state.now) && seen.insert(member.uid.as_str()) {
+                out.push(member);
+            }
+        }
+    }
+    out
+}
+
+/// Victim order: the least important first. A lower queue priority, then a lower
+/// job priority, then a lower task priority, then the most recently started (the
+/// least work lost), then the name.
+pub fn victim_order(state: &SessionState, a: &[&TaskInfo], b: &[&TaskInfo]) -> Ordering {
+    let key = |unit: &[&TaskInfo]| {
+        let first = unit.first();
+        let job = first.and_then(|t| state.job(&t.job));
+        let queue = job.and_then(|j| state.queue(&j.queue));
+        (
+            queue.map_or(0, |q| q.spec.priority),
+            job.map_or(0, |j| j.priority),
+            unit.iter().map(|t| t.priority).max().unwrap_or(0),
+            std::cmp::Reverse(unit.iter().filter_map(|t| t.scheduled_at).max()),
+            first.map(|t| t.name.clone()).unwrap_or_default(),
+        )
+    };
+    key(a).cmp(&key(b))
+}
