@@ -109,7 +109,7 @@ pub fn keeps_minimum(job: &JobInfo, gone: &BTreeSet<&str>) -> bool {
 
 /// The running members of a job that would have to go with any one of them: all
 /// of its running tasks when losing one takes it below its minimum.
-pub fn whole_gang<'s>(job: &'s JobInfo) -> Vec<&'s TaskInfo> {
+pub fn whole_gang(job: &JobInfo) -> Vec<&TaskInfo> {
     job.tasks
         .iter()
         .filter(|t| t.status == TaskStatus::Running)
