@@ -9,10 +9,11 @@ use crate::placement::Choice;
 use crate::usage::{GpuUsage, collapse_pod_usage};
 use crate::volcano::framework::job::GpuAsk;
 use crate::volcano::framework::victims::{
-    evictable, gang_units, victim_order, with_whole_gangs, within_budgets,
+    Budgets, VictimKey, evictable, take_with, victim_key, with_whole_gangs,
 };
 use crate::volcano::framework::{GangKey, Session, Statement, TaskInfo};
 use std::collections::BTreeMap;
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 /// Whose tasks may make room.
@@ -58,6 +59,16 @@ pub(crate) fn make_room(
         let charge = session.charge_for(task, choice.as_ref());
         statement.allocate(session, job, uid, choice.as_ref(), charge);
         return Ok(Room::Placed);
+    }
+    // Nor does one that fits what this session's evictions already free.
+    if let Some(choice) = fits_what_is_freed(session, job, uid) {
+        let Some(task) = session.state.task(job, uid) else {
+            return Err("task is gone".into());
+        };
+        let charge = session.charge_for(task, Some(&choice));
+        let node = choice.node.clone();
+        statement.pipeline(session, job, uid, Some(&choice), charge);
+        return Ok(Room::Pipelined { node, victims: 0 });
     }
     let plan = best_node(session, job, uid, scope)?;
     let reason = {
@@ -121,6 +132,30 @@ pub(crate) fn make_room(
     })
 }
 
+/// The first node (by name) on which the task fits once what this session evicts
+/// is gone.
+fn fits_what_is_freed(session: &Session, job: &GangKey, uid: &str) -> Option<Choice> {
+    let task = session.state.task(job, uid)?;
+    let GpuAsk::Vgpu(ctx) = &task.gpu else {
+        return None;
+    };
+    let nodes = &session.state.nodes;
+    let quota = crate::placement::NodeSource::quota(nodes, &ctx.namespace);
+    let request = FitRequest {
+        request: &ctx.request,
+        policies: &ctx.policies,
+        selectors: &ctx.selectors,
+        quota,
+    };
+    nodes.releasing_nodes().find_map(|node| {
+        let placement = nodes.fit_future(node, &[], &request).ok()?;
+        Some(Choice {
+            node: node.to_string(),
+            placement,
+        })
+    })
+}
+
 /// The node where the fewest evictions let the task fit (ties: the less important
 /// victims, then the node's name).
 fn best_node(
@@ -169,7 +204,7 @@ fn best_node(
             }
         }
     }
-    let mut best: Option<(usize, NodePlan)> = None;
+    let mut best: Option<((usize, VictimKey), NodePlan)> = None;
     let mut why = "no running task may make room for it".to_string();
     for (node, candidates) in by_node {
         let candidates = with_whole_gangs(state, candidates);
@@ -180,21 +215,41 @@ fn best_node(
         if allowed.is_empty() {
             continue;
         }
-        let mut units = gang_units(state, &allowed);
-        units.sort_by(|a, b| victim_order(state, a, b));
-        let units = within_budgets(state, session.evicted(), units);
+        // Victims one by one, least important first; a victim whose job would drop
+        // below its minimum takes the rest of its job along, or is passed over.
+        let allowed_set: BTreeSet<&str> = allowed.iter().map(String::as_str).collect();
+        let mut order: Vec<&TaskInfo> = allowed
+            .iter()
+            .filter_map(|uid| candidates.iter().find(|t| &t.uid == uid).copied())
+            .collect();
+        order.sort_by_key(|t| victim_key(state, &[t]));
+        let mut budgets = Budgets::new(state, session.evicted());
+        let mut taken: BTreeSet<String> = BTreeSet::new();
         let mut released: Vec<(Arc<str>, GpuUsage)> = Vec::new();
-        let mut taken: Vec<Vec<(GangKey, String)>> = Vec::new();
+        let mut units: Vec<Vec<(GangKey, String)>> = Vec::new();
         let mut evicted = 0usize;
         let mut fits = false;
-        for unit in units {
+        let mut weightiest: Option<VictimKey> = None;
+        for victim in order {
+            if taken.contains(&victim.uid) {
+                continue;
+            }
+            let Some(unit) = take_with(state, &allowed_set, &taken, victim) else {
+                continue;
+            };
+            if !budgets.take(&unit) {
+                continue;
+            }
+            let key = victim_key(state, &unit);
+            weightiest = Some(weightiest.map_or(key.clone(), |w| w.max(key)));
             for t in &unit {
+                taken.insert(t.uid.clone());
                 if let Some(p) = t.placement.as_ref().filter(|p| p.node == node) {
                     released.extend(collapse_pod_usage(&p.devices, p.init_count));
                 }
             }
             evicted += unit.len();
-            taken.push(
+            units.push(
                 unit.iter()
                     .map(|t| (t.job.clone(), t.uid.clone()))
                     .collect(),
@@ -207,16 +262,18 @@ fn best_node(
                 Err(e) => why = format!("evicting every allowed task still leaves: {e}"),
             }
         }
+        let taken_units = units;
         if !fits {
             continue;
         }
-        let better = best.as_ref().is_none_or(|(n, _)| evicted < *n);
+        let cost = (evicted, weightiest.unwrap_or_default());
+        let better = best.as_ref().is_none_or(|(c, _)| cost < *c);
         if better {
             best = Some((
-                evicted,
+                cost,
                 NodePlan {
                     node: node.to_string(),
-                    units: taken,
+                    units: taken_units,
                     evicted,
                 },
             ));

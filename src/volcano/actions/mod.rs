@@ -7,6 +7,8 @@ pub mod enqueue;
 mod make_room;
 pub mod preempt;
 pub mod reclaim;
+#[cfg(test)]
+mod reclaim_tests;
 
 use super::conf::{Action as ActionName, SchedulerConf};
 use super::framework::Action;

@@ -305,6 +305,18 @@ impl NodeSet {
         }
     }
 
+    /// Nodes on which this session evicts something, by name.
+    pub fn releasing_nodes(&self) -> impl Iterator<Item = &str> {
+        self.changed
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| {
+                c.as_ref()
+                    .is_some_and(|c| c.releasing.iter().any(|r| *r != GpuUsage::default()))
+            })
+            .map(|(i, _)| self.nodes[i].name.as_str())
+    }
+
     /// Nodes the session placed pods on, by name.
     pub fn changed_nodes(&self) -> impl Iterator<Item = &str> {
         self.changed

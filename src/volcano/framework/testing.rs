@@ -251,3 +251,128 @@ impl QueueProbe {
         self.session.overused(queue)
     }
 }
+
+/// A node's GPU `i` (`count` slots, 80 GB), H100 on even nodes, A100 on odd ones.
+pub fn gpu(node: usize, i: u32, count: u32) -> crate::device::model::GpuDevice {
+    crate::device::model::GpuDevice {
+        id: Arc::from(format!("GPU-{node:04}-{i:04}-aa6e500d-328b-a510")),
+        index: i,
+        count,
+        devmem: 81559,
+        devcore: 100,
+        model: if node.is_multiple_of(2) {
+            "NVIDIA H100 80GB HBM3".into()
+        } else {
+            "NVIDIA A100-SXM4-80GB".into()
+        },
+        numa: 0,
+        health: true,
+        mode: "hami-core".into(),
+        pair_scores: Default::default(),
+    }
+}
+
+/// `nodes` nodes `node-<n>` of `gpus` GPUs with `count` slots each, nothing used.
+pub fn gpu_nodes(nodes: usize, gpus: u32, count: u32) -> NodeSet {
+    let mut ledger = crate::ledger::Ledger::default();
+    for n in 0..nodes {
+        ledger.upsert_node(
+            &format!("node-{n}"),
+            crate::ledger::NodeEntry {
+                devices: (0..gpus).map(|i| gpu(n, i, count)).collect(),
+                ..Default::default()
+            },
+        );
+    }
+    let nodes = ledger
+        .snapshot_nodes()
+        .into_iter()
+        .map(|(name, gpus)| super::nodes::SessionNode {
+            name,
+            gpus,
+            resources: Default::default(),
+        })
+        .collect();
+    NodeSet::new(nodes, BTreeMap::new())
+}
+
+/// A parsed vGPU request of `gpus` GPUs with `mem` MiB each.
+pub fn vgpu(uid: &str, gpus: u32, mem: u64) -> crate::fit::PodContext {
+    let pod: Pod = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": uid, "namespace": "ns", "uid": uid},
+        "spec": {"containers": [{"name": "c", "resources": {"limits": {
+            "nvidia.com/gpu": gpus.to_string(), "nvidia.com/gpumem": mem.to_string()}}}]}
+    }))
+    .expect("pod");
+    crate::fit::PodContext::parse(
+        &pod,
+        &crate::device::device_config::NvidiaConfig::default(),
+        crate::policy::NodePolicy::Binpack,
+        &crate::policy::GpuPolicy::default(),
+    )
+    .expect("parses")
+    .expect("asks for vGPUs")
+}
+
+/// A pending, gated task asking for `gpus` whole 80 GB GPUs.
+pub fn gpu_task(job: &GangKey, name: &str, gpus: u32) -> TaskInfo {
+    let mut t = task(
+        job,
+        name,
+        Resources::from_units([("nvidia.com/gpu", i64::from(gpus))]),
+    );
+    t.gpu = GpuAsk::Vgpu(Box::new(vgpu(&format!("uid-{name}"), gpus, 80000)));
+    t
+}
+
+/// A task running on `node`, holding GPU `gpu` of it whole.
+pub fn running_task(job: &GangKey, name: &str, node: usize, gpu_index: u32) -> TaskInfo {
+    let mut t = gpu_task(job, name, 1);
+    t.status = TaskStatus::Running;
+    t.gated = false;
+    t.placement = Some(super::job::TaskPlacement {
+        node: format!("node-{node}"),
+        devices: vec![vec![crate::device::model::ContainerDevice {
+            uuid: gpu(node, gpu_index, 1).id,
+            vendor: Arc::from("NVIDIA"),
+            usedmem: 81559,
+            usedcores: 100,
+        }]],
+        init_count: 0,
+    });
+    t.resreq = Resources::from_units([("nvidia.com/gpu", 1)]);
+    t.resreq.set("nvidia.com/gpumem", 81_559_000);
+    t.resreq.set("nvidia.com/gpucores", 100_000);
+    t.cards = BTreeMap::from([(
+        crate::volcano::card_quota::card_type(&gpu(node, gpu_index, 1).model),
+        1,
+    )]);
+    t
+}
+
+/// A state whose nodes carry the placements of its running tasks, and whose queues
+/// are charged for them.
+pub fn placed_state(nodes: NodeSet, queues: Vec<QueueInfo>, jobs: Vec<JobInfo>) -> SessionState {
+    let mut st = state(Resources::new(), queues, jobs);
+    let mut nodes = nodes;
+    for j in st.jobs.values() {
+        for t in j.tasks.iter().filter(|t| t.status.holds_resources()) {
+            if let Some(p) = &t.placement {
+                nodes.place(
+                    &t.namespace,
+                    &p.node,
+                    &p.devices,
+                    p.init_count,
+                    &Resources::new(),
+                );
+            }
+            if let Some(q) = st.queues.get_mut(&j.queue) {
+                q.allocated.add(&t.resreq);
+                super::queue::add_cards(&mut q.cards, &t.cards);
+            }
+        }
+    }
+    st.total = Resources::from_units([("nvidia.com/gpu", 64)]);
+    st.nodes = nodes;
+    st
+}

@@ -42,48 +42,84 @@ pub fn in_cooldown(task: &TaskInfo, now: DateTime<Utc>) -> bool {
     }
 }
 
-/// Keeps the units, in order, whose members every PodDisruptionBudget covering them
-/// can still let go (counting the evictions this session made already).
-pub fn within_budgets<'s>(
-    state: &SessionState,
-    evicted: &BTreeSet<String>,
-    units: Vec<Vec<&'s TaskInfo>>,
-) -> Vec<Vec<&'s TaskInfo>> {
-    let labels = |t: &TaskInfo| t.pod.metadata.labels.clone().unwrap_or_default();
-    let mut left: Vec<i64> = state
-        .budgets
+/// What PodDisruptionBudgets still let go, as victims are taken one after another.
+#[derive(Debug, Clone)]
+pub struct Budgets<'s> {
+    state: &'s SessionState,
+    left: Vec<i64>,
+}
+
+impl<'s> Budgets<'s> {
+    /// The budgets' allowances less what this session evicts already.
+    pub fn new(state: &'s SessionState, evicted: &BTreeSet<String>) -> Self {
+        let left = state
+            .budgets
+            .iter()
+            .map(|b| {
+                let spent = state
+                    .jobs
+                    .values()
+                    .flat_map(|j| &j.tasks)
+                    .filter(|t| evicted.contains(&t.uid) && covers(b, t))
+                    .count() as i64;
+                i64::from(b.allowed) - spent
+            })
+            .collect();
+        Self { state, left }
+    }
+
+    /// Takes `unit` if every budget covering its members lets all of them go.
+    pub fn take(&mut self, unit: &[&TaskInfo]) -> bool {
+        let mut need = vec![0i64; self.left.len()];
+        for t in unit {
+            for (i, b) in self.state.budgets.iter().enumerate() {
+                if covers(b, t) {
+                    need[i] += 1;
+                }
+            }
+        }
+        if need.iter().zip(&self.left).any(|(n, l)| n > l) {
+            return false;
+        }
+        for (l, n) in self.left.iter_mut().zip(&need) {
+            *l -= n;
+        }
+        true
+    }
+}
+
+fn covers(budget: &crate::volcano::disruption_budget::DisruptionBudget, t: &TaskInfo) -> bool {
+    let labels = t.pod.metadata.labels.clone().unwrap_or_default();
+    budget.covers(&t.namespace, &labels)
+}
+
+/// What must go if `victim` goes, given what is taken already: the victim alone
+/// while its job keeps its minimum, else every running member of its job not taken
+/// yet, when every one of them is `allowed`; `None` when it cannot go safely.
+pub fn take_with<'s>(
+    state: &'s SessionState,
+    allowed: &BTreeSet<&str>,
+    taken: &BTreeSet<String>,
+    victim: &'s TaskInfo,
+) -> Option<Vec<&'s TaskInfo>> {
+    let job = state.job(&victim.job)?;
+    let mut gone: BTreeSet<&str> = job
+        .tasks
         .iter()
-        .map(|b| {
-            let spent = state
-                .jobs
-                .values()
-                .flat_map(|j| &j.tasks)
-                .filter(|t| evicted.contains(&t.uid) && b.covers(&t.namespace, &labels(t)))
-                .count() as i64;
-            i64::from(b.allowed) - spent
-        })
+        .filter(|t| taken.contains(&t.uid))
+        .map(|t| t.uid.as_str())
         .collect();
-    units
+    gone.insert(victim.uid.as_str());
+    if job.key.single || keeps_minimum(job, &gone) {
+        return Some(vec![victim]);
+    }
+    let rest: Vec<&TaskInfo> = whole_gang(job)
         .into_iter()
-        .filter(|unit| {
-            let mut need = vec![0i64; left.len()];
-            for t in unit {
-                let l = labels(t);
-                for (i, b) in state.budgets.iter().enumerate() {
-                    if b.covers(&t.namespace, &l) {
-                        need[i] += 1;
-                    }
-                }
-            }
-            let fits = need.iter().zip(&left).all(|(n, l)| n <= l);
-            if fits {
-                for (l, n) in left.iter_mut().zip(&need) {
-                    *l -= n;
-                }
-            }
-            fits
-        })
-        .collect()
+        .filter(|t| !taken.contains(&t.uid))
+        .collect();
+    rest.iter()
+        .all(|t| allowed.contains(t.uid.as_str()))
+        .then_some(rest)
 }
 
 /// Tasks of a job that count toward its minimum.
@@ -188,17 +224,29 @@ pub fn with_whole_gangs<'s>(
 /// job priority, then a lower task priority, then the most recently started (the
 /// least work lost), then the name.
 pub fn victim_order(state: &SessionState, a: &[&TaskInfo], b: &[&TaskInfo]) -> Ordering {
-    let key = |unit: &[&TaskInfo]| {
-        let first = unit.first();
-        let job = first.and_then(|t| state.job(&t.job));
-        let queue = job.and_then(|j| state.queue(&j.queue));
-        (
-            queue.map_or(0, |q| q.spec.priority),
-            job.map_or(0, |j| j.priority),
-            unit.iter().map(|t| t.priority).max().unwrap_or(0),
-            std::cmp::Reverse(unit.iter().filter_map(|t| t.scheduled_at).max()),
-            first.map(|t| t.name.clone()).unwrap_or_default(),
-        )
-    };
-    key(a).cmp(&key(b))
+    victim_key(state, a).cmp(&victim_key(state, b))
+}
+
+/// How important a unit of victims is (see [`victim_order`]); larger is more
+/// important.
+pub type VictimKey = (
+    i32,
+    i32,
+    i32,
+    std::cmp::Reverse<Option<DateTime<Utc>>>,
+    String,
+);
+
+/// The importance of a unit of victims.
+pub fn victim_key(state: &SessionState, unit: &[&TaskInfo]) -> VictimKey {
+    let first = unit.first();
+    let job = first.and_then(|t| state.job(&t.job));
+    let queue = job.and_then(|j| state.queue(&j.queue));
+    (
+        queue.map_or(0, |q| q.spec.priority),
+        job.map_or(0, |j| j.priority),
+        unit.iter().map(|t| t.priority).max().unwrap_or(0),
+        std::cmp::Reverse(unit.iter().filter_map(|t| t.scheduled_at).max()),
+        first.map(|t| t.name.clone()).unwrap_or_default(),
+    )
 }
