@@ -37,13 +37,20 @@ pub struct NodeEntry {
     /// same object sent again (every full-Node `/filter` sends every candidate) is
     /// recognised without decoding anything.
     pub source_version: Option<Box<str>>,
-    /// Current usage per device, parallel to `devices` (kept by the ledger).
+    /// Current usage per device, parallel to `devices` (kept by the ledger): what
+    /// the pods it tracks hold. Never more than a device registered.
     pub usage: Vec<GpuUsage>,
+    /// Usage pledged to pipelined plans, parallel to `devices`: room that pods
+    /// being evicted still hold and that is promised to the pods they make room for.
+    pub pledged: Vec<GpuUsage>,
+    /// `usage` plus `pledged`: what every fit and ranking sees, so that nobody else
+    /// is placed on room promised to a pipelined plan.
+    pub effective: Vec<GpuUsage>,
     /// Whether each device is an NVIDIA GPU (model contains "nvidia").
     pub is_vendor: Vec<bool>,
     /// Each device's model in lower case, for type selectors.
     pub model_lower: Vec<String>,
-    /// Node score (utilisation before placing), kept current with `usage`, so
+    /// Node score (utilisation before placing), kept current with `effective`, so
     /// ranking thousands of nodes per filter costs a lookup each.
     pub score: f64,
     /// Changes with every change to the entry (registration or usage), so a plan
@@ -56,7 +63,7 @@ impl NodeEntry {
     pub fn view(&self) -> crate::fit::NodeView<'_> {
         crate::fit::NodeView {
             devices: &self.devices,
-            usage: &self.usage,
+            usage: &self.effective,
             cordoned: &self.cordoned,
             is_vendor: &self.is_vendor,
             model_lower: &self.model_lower,
@@ -93,11 +100,27 @@ impl NodeEntry {
                     .unwrap_or_default()
             })
             .collect();
-        self.rescore();
+        self.pledged = vec![GpuUsage::default(); self.devices.len()];
+        self.refresh();
     }
 
-    fn rescore(&mut self) {
-        self.score = crate::fit::node_score(&self.devices, &self.usage);
+    /// Recomputes what fits see, and the score, after `usage` or `pledged` changed.
+    fn refresh(&mut self) {
+        self.effective = self
+            .usage
+            .iter()
+            .zip(
+                self.pledged
+                    .iter()
+                    .chain(std::iter::repeat(&GpuUsage::default())),
+            )
+            .map(|(u, p)| {
+                let mut e = *u;
+                e.add(p);
+                e
+            })
+            .collect();
+        self.score = crate::fit::node_score(&self.devices, &self.effective);
     }
 
     /// Whether the node's GPUs can take pods at all (registered, and registered
@@ -122,7 +145,7 @@ impl NodeEntry {
         let rooms = self
             .devices
             .iter()
-            .zip(&self.usage)
+            .zip(&self.effective)
             .zip(&self.is_vendor)
             .map(|((d, u), v)| GpuRoom::of(d, u, *v));
         rank.set(name, self.score, self.usable(), rooms);
@@ -263,6 +286,25 @@ pub struct Ledger {
     meta: HashMap<Box<str>, PodMeta>,
     /// Where "now" comes from for freshness marks.
     clock: ClockHandle,
+    /// Pipelined plans by the UID of the pod they are for.
+    pledges: HashMap<Box<str>, Pledge>,
+    /// Plans whose victims are all gone and that are now booked, for the
+    /// scheduler to publish.
+    converted: Vec<String>,
+}
+
+/// A pipelined plan: a pod's GPUs promised on room that pods being evicted still
+/// hold. Booked as a reservation once every one of them is gone.
+#[derive(Debug, Clone)]
+pub struct Pledge {
+    /// The hold to book (phase `Reserved`).
+    pub entry: PodEntry,
+    /// The pods that must be gone first.
+    pub victims: BTreeSet<String>,
+    /// When the promise lapses if they are not.
+    pub deadline: Instant,
+    /// How long the booking waits for its bind once the victims are gone.
+    pub hold_for: std::time::Duration,
 }
 
 impl Ledger {
@@ -282,6 +324,14 @@ impl Ledger {
     /// Registers or updates a node.
     pub fn upsert_node(&mut self, name: &str, mut entry: NodeEntry) {
         entry.index_devices(self.node_usage.get(name));
+        for p in self.pledges.values().filter(|p| p.entry.node == name) {
+            for (uuid, need) in &p.entry.usage {
+                if let Some(i) = entry.device_position(uuid) {
+                    entry.pledged[i].add(need);
+                }
+            }
+        }
+        entry.refresh();
         entry.index_rank(name, &mut self.rank);
         entry.generation = self.next_generation();
         self.nodes.insert(name.to_string(), Arc::new(entry));
@@ -387,12 +437,158 @@ impl Ledger {
         self.touch(uid).local = Some(Box::new((LocalMark::Released, now)));
     }
 
-    /// Records that a pod is gone or finished for good, releasing its GPUs.
+    /// Records that a pod is gone or finished for good, releasing its GPUs (and
+    /// any plan of its own), and books the plans that were only waiting for it.
     pub fn mark_finished(&mut self, uid: &str) {
         self.remove_pod(uid);
+        self.unpledge(uid);
         let meta = self.touch(uid);
         meta.finished = true;
         meta.local = None;
+        self.victim_gone(uid);
+    }
+
+    /// Promises `entry`'s GPUs to its pod once `victims` are gone. Refused when the
+    /// node could not hold it even then (what others booked or were promised since
+    /// the plan was made).
+    pub fn pledge(
+        &mut self,
+        entry: PodEntry,
+        victims: BTreeSet<String>,
+        deadline: Instant,
+        hold_for: std::time::Duration,
+    ) -> Result<(), String> {
+        self.unpledge(&entry.uid);
+        let node = self
+            .nodes
+            .get(&entry.node)
+            .ok_or_else(|| format!("node {} is gone", entry.node))?;
+        if let Some(reason) = node.unusable() {
+            return Err(reason.to_string());
+        }
+        // What the victims free on each GPU of the node.
+        let mut freed: BTreeMap<Arc<str>, GpuUsage> = BTreeMap::new();
+        for v in &victims {
+            if let Some(p) = self.pods.get(v.as_str()).filter(|p| p.node == entry.node) {
+                for (uuid, u) in &p.usage {
+                    freed.entry(uuid.clone()).or_default().add(u);
+                }
+            }
+        }
+        for (uuid, need) in &entry.usage {
+            let Some(i) = node.device_position(uuid) else {
+                return Err(format!("GPU {uuid} is not on node {}", entry.node));
+            };
+            let d = &node.devices[i];
+            let mut after = node.effective[i];
+            if let Some(f) = freed.get(uuid) {
+                after.sub(f);
+            }
+            after.add(need);
+            if after.used > d.count || after.usedmem > d.devmem || after.usedcores > d.devcore {
+                return Err(format!(
+                    "GPU {uuid} of node {} cannot hold it even once its victims are gone",
+                    entry.node
+                ));
+            }
+        }
+        let generation = self.next_generation();
+        if let Some(n) = self.nodes.get_mut(&entry.node) {
+            let n = Arc::make_mut(n);
+            for (uuid, need) in &entry.usage {
+                if let Some(i) = n.device_position(uuid) {
+                    n.pledged[i].add(need);
+                }
+            }
+            n.refresh();
+            n.generation = generation;
+            n.index_rank(&entry.node, &mut self.rank);
+        }
+        let uid: Box<str> = entry.uid.as_str().into();
+        let gone: Vec<String> = victims
+            .iter()
+            .filter(|v| self.meta.get(v.as_str()).is_some_and(|m| m.finished))
+            .cloned()
+            .collect();
+        self.pledges.insert(
+            uid,
+            Pledge {
+                entry,
+                victims,
+                deadline,
+                hold_for,
+            },
+        );
+        for v in gone {
+            self.victim_gone(&v);
+        }
+        Ok(())
+    }
+
+    /// Withdraws a pod's pipelined plan; returns it.
+    pub fn unpledge(&mut self, uid: &str) -> Option<Pledge> {
+        let pledge = self.pledges.remove(uid)?;
+        let generation = self.next_generation();
+        if let Some(n) = self.nodes.get_mut(&pledge.entry.node) {
+            let n = Arc::make_mut(n);
+            for (uuid, need) in &pledge.entry.usage {
+                if let Some(i) = n.device_position(uuid) {
+                    n.pledged[i].sub(need);
+                }
+            }
+            n.refresh();
+            n.generation = generation;
+            n.index_rank(&pledge.entry.node, &mut self.rank);
+        }
+        Some(pledge)
+    }
+
+    /// A victim is gone: plans that waited only for it are booked.
+    fn victim_gone(&mut self, uid: &str) {
+        let ready: Vec<Box<str>> = self
+            .pledges
+            .iter_mut()
+            .filter_map(|(k, p)| {
+                p.victims.remove(uid);
+                p.victims.is_empty().then(|| k.clone())
+            })
+            .collect();
+        for k in ready {
+            if let Some(mut p) = self.unpledge(&k) {
+                let node = p.entry.node.clone();
+                let devices = p.entry.devices.clone();
+                p.entry.phase = PodPhase::Reserved {
+                    deadline: self.clock.now() + p.hold_for,
+                };
+                self.add_pod(p.entry);
+                self.mark_local_held(&k, &node, &devices);
+                self.converted.push(k.to_string());
+            }
+        }
+    }
+
+    /// The pipelined plans.
+    pub fn pledges(&self) -> impl Iterator<Item = &Pledge> {
+        self.pledges.values()
+    }
+
+    /// A pod's pipelined plan.
+    pub fn pledge_of(&self, uid: &str) -> Option<&Pledge> {
+        self.pledges.get(uid)
+    }
+
+    /// Plans booked since the last call (their victims are gone), to publish.
+    pub fn take_converted(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.converted)
+    }
+
+    /// Plans whose victims did not leave in time.
+    pub fn expired_pledges(&self, now: Instant) -> Vec<String> {
+        self.pledges
+            .iter()
+            .filter(|(_, p)| p.deadline <= now)
+            .map(|(k, _)| k.to_string())
+            .collect()
     }
 
     /// Marks a watch event as the confirmation of our own last write.
@@ -438,7 +634,7 @@ impl Ledger {
                     n.usage[i].add(u);
                 }
             }
-            n.rescore();
+            n.refresh();
             n.generation = generation;
             n.index_rank(&entry.node, &mut self.rank);
         }
@@ -469,7 +665,7 @@ impl Ledger {
                     n.usage[i].sub(u);
                 }
             }
-            n.rescore();
+            n.refresh();
             n.index_rank(&entry.node, &mut self.rank);
         }
         if let Some(node) = self.node_usage.get_mut(&entry.node) {

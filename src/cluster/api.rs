@@ -16,6 +16,10 @@ pub enum ApiError {
     /// A precondition (resourceVersion, UID, already bound) failed.
     #[error("conflict: {0}")]
     Conflict(String),
+    /// The API server refused for now (429): an eviction a PodDisruptionBudget
+    /// does not allow.
+    #[error("refused: {0}")]
+    Refused(String),
     /// Anything else (transport, server error).
     #[error("{0}")]
     Other(String),

@@ -11,6 +11,7 @@
 pub mod barrier;
 pub mod book;
 pub mod membership;
+pub mod pipelined_plan;
 pub mod plan;
 pub mod priority_classes;
 pub mod queue_metrics;

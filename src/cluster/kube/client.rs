@@ -42,6 +42,7 @@ fn api_error(e: kube::Error, kind: &'static str, name: &str) -> ApiError {
             name: name.to_string(),
         },
         kube::Error::Api(status) if status.code == 409 => ApiError::Conflict(status.message),
+        kube::Error::Api(status) if status.code == 429 => ApiError::Refused(status.message),
         other => ApiError::Other(other.to_string()),
     }
 }

@@ -23,7 +23,7 @@ use crate::usage::{collapse_pod_usage, usage_totals};
 use crate::volcano::framework::job::TaskPlacement;
 use crate::volcano::framework::{GangPhase, SessionOutcome};
 use k8s_openapi::api::core::v1::Pod;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 /// Why a planned gang did not commit although the session placed it.
@@ -91,13 +91,51 @@ impl Scheduler {
             let mut expected: HashMap<String, u64> = std::mem::take(&mut outcome.node_generations)
                 .into_iter()
                 .collect();
+            let mut evicting: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
             outcome.commits.retain_mut(|commit| {
                 let mut booked: Vec<String> = Vec::new();
+                let mut pledged: Vec<String> = Vec::new();
                 let mut fits = true;
+                // Victims of this commit and of the commits booked before it, by
+                // node: a pipelined member waits for every one on its node.
+                let mut victims_here = evicting.clone();
+                for e in &commit.evictions {
+                    if let Some(node) = &e.node {
+                        victims_here
+                            .entry(node.clone())
+                            .or_default()
+                            .insert(e.uid.clone());
+                    }
+                }
                 for m in commit.members.iter_mut() {
                     let Some(placement) = m.placement.as_mut() else {
                         continue;
                     };
+                    if m.pipelined {
+                        let entry = PodEntry::new(
+                            m.uid.clone(),
+                            m.namespace.clone(),
+                            m.name.clone(),
+                            placement.node.clone(),
+                            placement.devices.clone(),
+                            placement.init_count,
+                            PodPhase::Reserved { deadline },
+                        );
+                        let victims = victims_here
+                            .get(&placement.node)
+                            .cloned()
+                            .unwrap_or_default();
+                        if let Err(reason) =
+                            ledger.pledge(entry, victims, deadline, self.config.gang.timeout)
+                        {
+                            tracing::info!(gang = %commit.gang, pod = %format!("{}/{}", m.namespace, m.name), node = %placement.node, reason = %reason, "pipelined member no longer fits; nothing is evicted for its gang");
+                            fits = false;
+                            break;
+                        }
+                        expected.remove(&placement.node);
+                        pledged.push(m.uid.clone());
+                        continue;
+                    }
                     let pod = book.members.get(&m.uid).map(|member| member.pod.clone());
                     let unchanged = match self.still_fits(
                         &ledger,
@@ -137,10 +175,14 @@ impl Scheduler {
                     booked.push(m.uid.clone());
                 }
                 if fits {
+                    evicting = victims_here;
                     return true;
                 }
                 for uid in &booked {
                     ledger.mark_local_released(uid);
+                }
+                for uid in &pledged {
+                    ledger.unpledge(uid);
                 }
                 // Nodes touched by the rollback changed: later gangs on them are
                 // checked again rather than trusted.

@@ -95,7 +95,7 @@ fn run(conf: &str, jobs: Vec<JobInfo>, action: &dyn Action) -> SessionOutcome {
 }
 
 fn evicted(o: &SessionOutcome) -> BTreeSet<String> {
-    o.evictions.iter().map(|e| e.name.clone()).collect()
+    o.evictions().map(|e| e.name.clone()).collect()
 }
 
 #[test]
@@ -115,8 +115,7 @@ fn inference_takes_a_whole_training_gang_and_is_pipelined_where_it_was() {
         "{o:?}"
     );
     assert!(
-        o.evictions
-            .iter()
+        o.evictions()
             .all(|e| e.reason.contains("reclaimed for pod ns/svc-0"))
     );
     let planned = &o.commits[0].members[0];
@@ -154,7 +153,11 @@ fn training_takes_nothing_and_inference_is_never_a_victim() {
         vec![svc.clone(), training_gang("a", 1, 2, 20000), other_training],
         &Reclaim,
     );
-    assert!(o.evictions.is_empty(), "{:?}", o.evictions);
+    assert!(
+        o.evictions().next().is_none(),
+        "{:?}",
+        o.evictions().collect::<Vec<_>>()
+    );
     // Inference does not take from inference: make the inference queue reclaimable
     // so only the service-type rule stands in the way.
     let conf = SchedulerConf::parse(TIDAL).unwrap();
@@ -168,7 +171,7 @@ fn training_takes_nothing_and_inference_is_never_a_victim() {
     );
     let mut s = Session::open(state, registry::build(&conf).unwrap());
     Reclaim.execute(&mut s);
-    assert!(s.close().evictions.is_empty());
+    assert!(s.close().evictions().next().is_none());
 }
 
 /// A name and what makes a job's pods untouchable.
@@ -214,7 +217,11 @@ fn protected_pods_are_never_victims_whatever_the_configuration() {
             vec![a, b, waiting("svc", "inference", "inference", 1, 80000)],
             &Reclaim,
         );
-        assert!(o.evictions.is_empty(), "{what}: {:?}", o.evictions);
+        assert!(
+            o.evictions().next().is_none(),
+            "{what}: {:?}",
+            o.evictions().collect::<Vec<_>>()
+        );
         assert!(o.commits.is_empty(), "{what}");
     }
 }
@@ -249,7 +256,12 @@ fn an_elastic_gang_gives_up_only_what_it_has_beyond_its_minimum() {
         ],
         &Reclaim,
     );
-    assert_eq!(evicted(&o).len(), 1, "{:?}", o.evictions);
+    assert_eq!(
+        evicted(&o).len(),
+        1,
+        "{:?}",
+        o.evictions().collect::<Vec<_>>()
+    );
 }
 
 #[test]
@@ -297,7 +309,11 @@ fn a_gang_that_cannot_be_made_whole_evicts_nobody() {
         j
     };
     let o = run(TIDAL, vec![training_gang("a", 0, 2, 20000), big], &Reclaim);
-    assert!(o.evictions.is_empty(), "{:?}", o.evictions);
+    assert!(
+        o.evictions().next().is_none(),
+        "{:?}",
+        o.evictions().collect::<Vec<_>>()
+    );
     assert!(o.commits.is_empty());
 }
 

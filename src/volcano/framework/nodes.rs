@@ -120,7 +120,7 @@ impl NodeSet {
     fn usage_of(&self, i: usize) -> &[GpuUsage] {
         match &self.changed[i] {
             Some(c) => &c.usage,
-            None => &self.nodes[i].gpus.usage,
+            None => &self.nodes[i].gpus.effective,
         }
     }
 
@@ -196,7 +196,7 @@ impl NodeSet {
         let node = &self.nodes[released.node];
         let entry = &node.gpus;
         let change = self.changed[released.node].get_or_insert_with(|| NodeChange {
-            usage: entry.usage.clone(),
+            usage: entry.effective.clone(),
             score: entry.score,
             requested: node.resources.requested.clone(),
             releasing: vec![GpuUsage::default(); entry.devices.len()],
@@ -210,7 +210,7 @@ impl NodeSet {
                 }
             }
         }
-        if change.unchanged(&entry.usage, &node.resources.requested) {
+        if change.unchanged(&entry.effective, &node.resources.requested) {
             self.changed[released.node] = None;
         }
     }
@@ -264,7 +264,7 @@ impl NodeSet {
         let node = &self.nodes[placed.node];
         let entry = &node.gpus;
         let change = self.changed[placed.node].get_or_insert_with(|| NodeChange {
-            usage: entry.usage.clone(),
+            usage: entry.effective.clone(),
             score: entry.score,
             requested: node.resources.requested.clone(),
             releasing: vec![GpuUsage::default(); entry.devices.len()],
@@ -285,7 +285,7 @@ impl NodeSet {
             change.requested.saturating_sub(&placed.requests);
         }
         change.requested.prune_zeros();
-        if change.unchanged(&entry.usage, &node.resources.requested) {
+        if change.unchanged(&entry.effective, &node.resources.requested) {
             self.changed[placed.node] = None;
         }
         let (mem, cores) = usage_totals(placed.usage.iter().map(|(_, u)| u));

@@ -33,6 +33,8 @@ pub struct JobCommit {
     pub queue: String,
     /// The tasks placed, in decision order.
     pub members: Vec<PlannedTask>,
+    /// The tasks evicted to make room for them (preempt, reclaim).
+    pub evictions: Vec<Eviction>,
 }
 
 /// A task a committed statement evicts.
@@ -48,6 +50,8 @@ pub struct Eviction {
     pub job: GangKey,
     /// Its queue.
     pub queue: String,
+    /// The node its GPUs are on, if it holds any.
+    pub node: Option<String>,
     /// Why (names the preemptor or the plugin).
     pub reason: String,
 }
@@ -110,10 +114,9 @@ pub struct GangVerdict {
 /// What a session decided.
 #[derive(Debug, Default, Clone, PartialEq)]
 pub struct SessionOutcome {
-    /// Placements to commit, in decision order.
+    /// Placements to commit (with the evictions that make room for them), in
+    /// decision order.
     pub commits: Vec<JobCommit>,
-    /// Evictions to make, in decision order.
-    pub evictions: Vec<Eviction>,
     /// Every job's standing.
     pub verdicts: BTreeMap<GangKey, GangVerdict>,
     /// Jobs the enqueue action admitted in this session.
@@ -123,4 +126,11 @@ pub struct SessionOutcome {
     /// Each node a commit places a task on, with the generation its entry had in
     /// the snapshot: the commit books as planned only where it is unchanged.
     pub node_generations: BTreeMap<String, u64>,
+}
+
+impl SessionOutcome {
+    /// Every eviction of every commit, in decision order.
+    pub fn evictions(&self) -> impl Iterator<Item = &Eviction> {
+        self.commits.iter().flat_map(|c| &c.evictions)
+    }
 }

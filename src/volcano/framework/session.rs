@@ -36,7 +36,6 @@ pub struct Session {
     pub state: SessionState,
     tiers: Tiers,
     commits: Vec<JobCommit>,
-    evictions: Vec<Eviction>,
     enqueued: Vec<GangKey>,
     notes: BTreeMap<GangKey, JobNote>,
     /// Tasks evicted by this session's statements (committed or not).
@@ -60,7 +59,6 @@ impl Session {
             state,
             tiers,
             commits: Vec::new(),
-            evictions: Vec::new(),
             enqueued: Vec::new(),
             notes: BTreeMap::new(),
             evicted: Default::default(),
@@ -515,11 +513,13 @@ impl Session {
                 gang: job.clone(),
                 queue: j.queue.clone(),
                 members: vec![planned],
+                evictions: Vec::new(),
             }),
         }
     }
 
-    /// Records an eviction of a committed statement.
+    /// Records an eviction of a committed statement, with the placements of the
+    /// same statement (the last commit recorded).
     pub(crate) fn record_eviction(&mut self, job: &GangKey, uid: &str, reason: String) {
         let Some(j) = self.state.job(job) else {
             return;
@@ -527,14 +527,18 @@ impl Session {
         let Some(t) = j.tasks.iter().find(|t| t.uid == uid) else {
             return;
         };
-        self.evictions.push(Eviction {
+        let eviction = Eviction {
             uid: t.uid.clone(),
             namespace: t.namespace.clone(),
             name: t.name.clone(),
             job: job.clone(),
             queue: j.queue.clone(),
+            node: t.placement.as_ref().map(|p| p.node.clone()),
             reason,
-        });
+        };
+        if let Some(commit) = self.commits.last_mut() {
+            commit.evictions.push(eviction);
+        }
     }
 
     /// Closes the session: every job's standing and every queue's report.
@@ -558,7 +562,6 @@ impl Session {
             .collect();
         SessionOutcome {
             commits: self.commits,
-            evictions: self.evictions,
             verdicts,
             enqueued: self.enqueued,
             queues,

@@ -151,9 +151,14 @@ impl Statement {
         }
     }
 
-    /// Keeps every operation: they become the session's decisions.
+    /// Keeps every operation: they become the session's decisions, the evictions
+    /// going with the placements they make room for.
     pub fn commit(self, session: &mut Session) {
-        for op in self.operations {
+        let (placements, evictions): (Vec<Operation>, Vec<Operation>) = self
+            .operations
+            .into_iter()
+            .partition(|op| matches!(op, Operation::Allocate { .. }));
+        for op in placements.into_iter().chain(evictions) {
             match op {
                 Operation::Allocate {
                     job,

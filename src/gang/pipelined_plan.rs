@@ -1,0 +1,91 @@
+//! The pipelined plan as it is written on the pod it is for: where its GPUs will
+//! be and which evicted pods must be gone first. It lives on the pod so that a
+//! restart neither loses the plan nor evicts anyone twice.
+
+use crate::device::allocation_codec::{decode_pod_devices, encode_pod_devices};
+use crate::device::model::PodDevices;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeSet;
+
+/// Pod annotation carrying a pipelined plan (JSON).
+pub const PIPELINED_PLAN: &str = "vgpu-scheduler.io/pipelined-plan";
+
+/// A pipelined plan.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PipelinedPlan {
+    /// The node.
+    pub node: String,
+    /// The GPUs per container, init containers first.
+    pub devices: PodDevices,
+    /// How many of `devices` are init containers.
+    pub init_count: usize,
+    /// UIDs of the pods that must be gone first.
+    pub victims: BTreeSet<String>,
+    /// When the plan lapses if they are not (Unix seconds).
+    pub deadline: i64,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Wire {
+    node: String,
+    devices: String,
+    #[serde(default)]
+    init_containers: usize,
+    victims: BTreeSet<String>,
+    deadline: i64,
+}
+
+impl PipelinedPlan {
+    /// The annotation value.
+    pub fn encode(&self) -> String {
+        serde_json::to_string(&Wire {
+            node: self.node.clone(),
+            devices: encode_pod_devices(&self.devices),
+            init_containers: self.init_count,
+            victims: self.victims.clone(),
+            deadline: self.deadline,
+        })
+        .unwrap_or_default()
+    }
+
+    /// Reads an annotation value.
+    pub fn decode(text: &str) -> Result<Self, String> {
+        let wire: Wire =
+            serde_json::from_str(text).map_err(|e| format!("{PIPELINED_PLAN}: {e}"))?;
+        Ok(Self {
+            devices: decode_pod_devices(&wire.devices)
+                .map_err(|e| format!("{PIPELINED_PLAN}: devices: {e}"))?,
+            node: wire.node,
+            init_count: wire.init_containers,
+            victims: wire.victims,
+            deadline: wire.deadline,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_plan_reads_back_as_written_and_garbage_is_refused() {
+        let devices =
+            decode_pod_devices("GPU-aa6e500d-328b-a510-73d1-5877a2e60bdc,NVIDIA,81559,100:;")
+                .unwrap();
+        let plan = PipelinedPlan {
+            node: "gpu-1".into(),
+            devices,
+            init_count: 0,
+            victims: BTreeSet::from(["uid-a".into(), "uid-b".into()]),
+            deadline: 1_800_000_000,
+        };
+        assert_eq!(PipelinedPlan::decode(&plan.encode()), Ok(plan));
+        assert!(PipelinedPlan::decode("{}").is_err());
+        assert!(
+            PipelinedPlan::decode("not json")
+                .unwrap_err()
+                .contains(PIPELINED_PLAN)
+        );
+    }
+}
