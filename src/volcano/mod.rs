@@ -10,6 +10,7 @@ pub mod actions;
 pub mod capacity;
 pub mod card_quota;
 pub mod conf;
+pub mod crd;
 pub mod disruption_budget;
 pub mod framework;
 pub mod objects;

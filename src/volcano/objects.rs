@@ -1,16 +1,18 @@
-//! Volcano `scheduling.volcano.sh/v1beta1` Queue and PodGroup objects, read from JSON.
+//! The scheduler's model of Volcano's `scheduling.volcano.sh/v1beta1` Queue and
+//! PodGroup objects, read from JSON.
 //!
-//! The live watcher and the cluster file both hand over plain JSON, so this module
-//! reads `serde_json::Value` directly instead of typed CRD structs: it can then name
-//! the exact field that is wrong and apply Volcano's defaults (weight 1, queue
-//! `default`, reclaimable when unset, state Open when the controller has not written
-//! a status yet). Garbage never panics; it becomes an [`ObjectError`] that names the
-//! object and the field.
+//! The live watcher and the cluster file both hand over plain JSON. It is first read
+//! into the typed resources of [`super::crd`], which refuse a value of the wrong type
+//! with the path of the field, and then converted here: Volcano's defaults apply
+//! (weight 1, queue `default`, reclaimable when unset, state Open when the controller
+//! has not written a status yet), weights are clamped and quantities parsed. Garbage
+//! never panics; it becomes an [`ObjectError`] that names the object and the field.
 
+use super::crd;
 use super::resources::Resources;
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, TimeDelta, Utc};
 use serde::Serialize;
-use serde_json::{Map, Value};
+use serde_json::Value;
 use std::collections::BTreeMap;
 use thiserror::Error;
 
@@ -29,6 +31,9 @@ pub const ROOT_QUEUE: &str = "root";
 
 /// Queue used when a PodGroup names none.
 pub const DEFAULT_QUEUE: &str = "default";
+
+/// Namespace of a PodGroup that names none (hand-written cluster files).
+const DEFAULT_NAMESPACE: &str = "default";
 
 /// Why a Volcano object could not be read.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -147,65 +152,23 @@ impl QueueSpec {
     /// Reads a Queue object.
     pub fn from_json(value: &Value) -> Result<Self, ObjectError> {
         const KIND: &str = "Queue";
-        let root = value
-            .as_object()
-            .ok_or(ObjectError::NotAnObject { kind: KIND })?;
-        let name = object_name(root, KIND)?;
+        let name = object_name(value, KIND)?;
         let r = Reader {
             kind: KIND,
             name: name.clone(),
         };
-        let spec = r.object(root, "spec")?;
-        let status = r.object(root, "status")?;
-        let annotations = r.string_map(root, "metadata", "annotations")?;
+        let queue: crd::Queue = crd::read(value).map_err(|e| r.field(e))?;
+        let spec = queue.spec;
+        let mut annotations = queue.metadata.annotations.unwrap_or_default();
 
-        let weight = match spec.and_then(|s| s.get("weight")) {
-            None | Some(Value::Null) => 1,
-            Some(v) => {
-                let w = whole_number(v)
-                    .ok_or_else(|| r.err("spec.weight", format!("expected an integer, got {v}")))?;
-                // Out-of-range weights are clamped rather than rejected: the CRD would
-                // have refused them, and a clamp keeps one bad queue from stopping the
-                // whole queue set.
-                u32::try_from(w.clamp(1, 65_535)).unwrap_or(1)
-            }
-        };
-        let priority = match spec.and_then(|s| s.get("priority")) {
-            None | Some(Value::Null) => 0,
-            Some(v) => whole_number(v)
-                .and_then(|p| i32::try_from(p).ok())
-                .ok_or_else(|| {
-                    r.err(
-                        "spec.priority",
-                        format!("expected a 32-bit integer, got {v}"),
-                    )
-                })?,
-        };
-        let reclaimable = match spec.and_then(|s| s.get("reclaimable")) {
-            None | Some(Value::Null) => true,
-            Some(Value::Bool(b)) => *b,
-            Some(v) => {
-                return Err(r.err("spec.reclaimable", format!("expected a boolean, got {v}")));
-            }
-        };
-        let parent = match spec.and_then(|s| s.get("parent")) {
-            None | Some(Value::Null) => None,
-            Some(Value::String(p)) if p.is_empty() || p == ROOT_QUEUE => None,
-            Some(Value::String(p)) => Some(p.clone()),
-            Some(v) => return Err(r.err("spec.parent", format!("expected a string, got {v}"))),
-        };
-        let guarantee = match spec.and_then(|s| s.get("guarantee")) {
-            None | Some(Value::Null) => None,
-            Some(Value::Object(g)) => r.resources(g.get("resource"), "spec.guarantee.resource")?,
-            Some(v) => {
-                return Err(r.err("spec.guarantee", format!("expected an object, got {v}")));
-            }
-        };
-        let state = match status.and_then(|s| s.get("state")) {
-            None | Some(Value::Null) => QueueState::Open,
-            Some(Value::String(s)) => QueueState::parse(Some(s)),
-            Some(v) => return Err(r.err("status.state", format!("expected a string, got {v}"))),
-        };
+        // Unset (or 0, Go's empty value) is Volcano's default 1. Out-of-range weights
+        // are clamped rather than rejected: the CRD would have refused them, and a
+        // clamp keeps one bad queue from stopping the whole queue set.
+        let weight = spec.weight.map_or(1, |w| w.clamp(1, 65_535).unsigned_abs());
+        let guarantee = r.resources(
+            spec.guarantee.and_then(|g| g.resource),
+            "spec.guarantee.resource",
+        )?;
         let card_quota = match annotations.get(CARD_QUOTA_ANNOTATION) {
             None => BTreeMap::new(),
             Some(text) => parse_card_counts(text).map_err(|reason| {
@@ -218,16 +181,16 @@ impl QueueSpec {
 
         Ok(Self {
             weight,
-            capability: r.resources(spec.and_then(|s| s.get("capability")), "spec.capability")?,
-            deserved: r.resources(spec.and_then(|s| s.get("deserved")), "spec.deserved")?,
+            capability: r.resources(spec.capability, "spec.capability")?,
+            deserved: r.resources(spec.deserved, "spec.deserved")?,
             guarantee,
-            reclaimable,
-            priority,
-            parent,
-            state,
+            reclaimable: spec.reclaimable.unwrap_or(true),
+            priority: spec.priority.unwrap_or(0),
+            parent: spec.parent.filter(|p| !p.is_empty() && p != ROOT_QUEUE),
+            state: QueueState::parse(queue.status.as_ref().and_then(|s| s.state.as_deref())),
             card_quota,
-            hierarchy: annotations.get(HIERARCHY_ANNOTATION).cloned(),
-            hierarchy_weights: annotations.get(HIERARCHY_WEIGHTS_ANNOTATION).cloned(),
+            hierarchy: annotations.remove(HIERARCHY_ANNOTATION),
+            hierarchy_weights: annotations.remove(HIERARCHY_WEIGHTS_ANNOTATION),
             name,
         })
     }
@@ -264,109 +227,66 @@ impl PodGroupSpec {
     /// Reads a PodGroup object.
     pub fn from_json(value: &Value) -> Result<Self, ObjectError> {
         const KIND: &str = "PodGroup";
-        let root = value
-            .as_object()
-            .ok_or(ObjectError::NotAnObject { kind: KIND })?;
-        let name = object_name(root, KIND)?;
-        let meta = root.get("metadata").and_then(Value::as_object);
-        let namespace = match meta.and_then(|m| m.get("namespace")) {
-            None | Some(Value::Null) => "default".to_owned(),
-            Some(Value::String(ns)) if !ns.is_empty() => ns.clone(),
-            Some(Value::String(_)) => "default".to_owned(),
-            Some(v) => {
-                return Err(ObjectError::Field {
-                    kind: KIND,
-                    name,
-                    field: "metadata.namespace".into(),
-                    reason: format!("expected a string, got {v}"),
-                });
-            }
+        let name = object_name(value, KIND)?;
+        // Errors name the group `namespace/name`; when the namespace is not text, that
+        // is the error, and the name alone identifies the group.
+        let shown = match value.pointer("/metadata/namespace") {
+            Some(Value::String(ns)) if !ns.is_empty() => format!("{ns}/{name}"),
+            None | Some(Value::Null | Value::String(_)) => format!("{DEFAULT_NAMESPACE}/{name}"),
+            Some(_) => name.clone(),
         };
         let r = Reader {
             kind: KIND,
-            name: format!("{namespace}/{name}"),
+            name: shown,
         };
-        let uid = r
-            .opt_string(meta, "metadata.uid", "uid")?
-            .unwrap_or_default();
-        let creation_timestamp = r
-            .opt_string(meta, "metadata.creationTimestamp", "creationTimestamp")?
+        let group: crd::PodGroup = crd::read(value).map_err(|e| r.field(e))?;
+        let meta = group.metadata;
+        let spec = group.spec;
+
+        let creation_timestamp = meta
+            .creation_timestamp
             .map(|t| {
-                DateTime::parse_from_rfc3339(&t)
-                    .map(|d| d.with_timezone(&Utc))
-                    .map_err(|e| {
-                        r.err(
-                            "metadata.creationTimestamp",
-                            format!("{t:?} is not an RFC 3339 time: {e}"),
-                        )
-                    })
+                to_chrono(&t.0).ok_or_else(|| {
+                    r.err(
+                        "metadata.creationTimestamp",
+                        format!("{} is out of range", t.0),
+                    )
+                })
             })
             .transpose()?;
-        let annotations = r.string_map(root, "metadata", "annotations")?;
-
-        let spec = r.object(root, "spec")?;
-        let status = r.object(root, "status")?;
-        let min_member = match spec.and_then(|s| s.get("minMember")) {
-            None | Some(Value::Null) => 0,
-            Some(v) => whole_number(v)
-                .and_then(|n| i32::try_from(n).ok())
-                .filter(|n| *n >= 0)
-                .ok_or_else(|| {
-                    r.err(
-                        "spec.minMember",
-                        format!("expected a non-negative 32-bit integer, got {v}"),
-                    )
-                })?,
-        };
-        let min_task_member = match spec.and_then(|s| s.get("minTaskMember")) {
-            None | Some(Value::Null) => BTreeMap::new(),
-            Some(Value::Object(m)) => {
-                let mut out = BTreeMap::new();
-                for (role, v) in m {
-                    let n = whole_number(v)
-                        .and_then(|n| i32::try_from(n).ok())
-                        .filter(|n| *n >= 0)
-                        .ok_or_else(|| {
-                            r.err(
-                                &format!("spec.minTaskMember[{role}]"),
-                                format!("expected a non-negative 32-bit integer, got {v}"),
-                            )
-                        })?;
-                    out.insert(role.clone(), n);
-                }
-                out
-            }
-            Some(v) => {
-                return Err(r.err("spec.minTaskMember", format!("expected an object, got {v}")));
-            }
-        };
-        let queue = r
-            .opt_string(spec, "spec.queue", "queue")?
-            .filter(|q| !q.is_empty())
-            .unwrap_or_else(|| DEFAULT_QUEUE.to_owned());
-        let priority_class_name = r
-            .opt_string(spec, "spec.priorityClassName", "priorityClassName")?
-            .filter(|p| !p.is_empty());
-        let min_resources = r.resources(
-            spec.and_then(|s| s.get("minResources")),
-            "spec.minResources",
-        )?;
-        let phase = r
-            .opt_string(status, "status.phase", "phase")?
-            .filter(|p| !p.is_empty());
+        let min_member = spec
+            .min_member
+            .map(|n| r.non_negative("spec.minMember", n))
+            .transpose()?
+            .unwrap_or(0);
+        let min_task_member = spec
+            .min_task_member
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(role, n)| {
+                let n = r.non_negative(&format!("spec.minTaskMember[{role}]"), n)?;
+                Ok((role, n))
+            })
+            .collect::<Result<BTreeMap<_, _>, ObjectError>>()?;
 
         Ok(Self {
-            namespace,
-            name,
-            uid,
+            namespace: meta
+                .namespace
+                .filter(|ns| !ns.is_empty())
+                .unwrap_or_else(|| DEFAULT_NAMESPACE.to_owned()),
+            uid: meta.uid.unwrap_or_default(),
             min_member,
             min_task_member,
-            queue,
-            priority_class_name,
-            min_resources,
-            annotations,
+            queue: spec
+                .queue
+                .filter(|q| !q.is_empty())
+                .unwrap_or_else(|| DEFAULT_QUEUE.to_owned()),
+            priority_class_name: spec.priority_class_name.filter(|p| !p.is_empty()),
+            min_resources: r.resources(spec.min_resources, "spec.minResources")?,
+            annotations: meta.annotations.unwrap_or_default(),
             creation_timestamp,
-            phase,
+            phase: group.status.and_then(|s| s.phase).filter(|p| !p.is_empty()),
+            name,
         })
     }
 }
@@ -406,16 +326,28 @@ fn whole_number(v: &Value) -> Option<i64> {
     (f.fract() == 0.0 && f.abs() < 9.0e15).then_some(f as i64)
 }
 
-fn object_name(root: &Map<String, Value>, kind: &'static str) -> Result<String, ObjectError> {
-    root.get("metadata")
-        .and_then(|m| m.get("name"))
+/// The object's name, checked before anything else so that every later error can
+/// name the object.
+fn object_name(value: &Value, kind: &'static str) -> Result<String, ObjectError> {
+    if !value.is_object() {
+        return Err(ObjectError::NotAnObject { kind });
+    }
+    value
+        .pointer("/metadata/name")
         .and_then(Value::as_str)
         .filter(|n| !n.is_empty())
         .map(str::to_owned)
         .ok_or(ObjectError::MissingName { kind })
 }
 
-/// Field access that turns type mismatches into errors naming the object and field.
+/// A Kubernetes timestamp as chrono's; `None` only past chrono's range.
+fn to_chrono(t: &k8s_openapi::jiff::Timestamp) -> Option<DateTime<Utc>> {
+    // Before 1970 both parts are negative, which adding them handles.
+    DateTime::from_timestamp(t.as_second(), 0)?
+        .checked_add_signed(TimeDelta::nanoseconds(i64::from(t.subsec_nanosecond())))
+}
+
+/// Errors that name the object and the field.
 struct Reader {
     kind: &'static str,
     name: String,
@@ -431,66 +363,31 @@ impl Reader {
         }
     }
 
-    /// An optional object-valued top-level field (`spec`, `status`).
-    fn object<'a>(
-        &self,
-        root: &'a Map<String, Value>,
-        key: &str,
-    ) -> Result<Option<&'a Map<String, Value>>, ObjectError> {
-        match root.get(key) {
-            None | Some(Value::Null) => Ok(None),
-            Some(Value::Object(o)) => Ok(Some(o)),
-            Some(v) => Err(self.err(key, format!("expected an object, got {v}"))),
-        }
+    /// A field whose value does not fit its type.
+    fn field(&self, e: crd::FieldError) -> ObjectError {
+        self.err(&e.field, e.reason)
     }
 
-    fn opt_string(
-        &self,
-        parent: Option<&Map<String, Value>>,
-        path: &str,
-        key: &str,
-    ) -> Result<Option<String>, ObjectError> {
-        match parent.and_then(|p| p.get(key)) {
-            None | Some(Value::Null) => Ok(None),
-            Some(Value::String(s)) => Ok(Some(s.clone())),
-            Some(v) => Err(self.err(path, format!("expected a string, got {v}"))),
+    /// A member count, which Volcano types as `int32` but never means negative.
+    fn non_negative(&self, field: &str, n: i32) -> Result<i32, ObjectError> {
+        if n < 0 {
+            return Err(self.err(field, format!("must not be negative, got {n}")));
         }
-    }
-
-    /// `root[outer][inner]` as a string map (labels, annotations).
-    fn string_map(
-        &self,
-        root: &Map<String, Value>,
-        outer: &str,
-        inner: &str,
-    ) -> Result<BTreeMap<String, String>, ObjectError> {
-        let path = format!("{outer}.{inner}");
-        match root.get(outer).and_then(|o| o.get(inner)) {
-            None | Some(Value::Null) => Ok(BTreeMap::new()),
-            Some(Value::Object(m)) => m
-                .iter()
-                .map(|(k, v)| match v {
-                    Value::String(s) => Ok((k.clone(), s.clone())),
-                    other => Err(self.err(
-                        &format!("{path}[{k}]"),
-                        format!("expected a string, got {other}"),
-                    )),
-                })
-                .collect(),
-            Some(v) => Err(self.err(&path, format!("expected an object, got {v}"))),
-        }
+        Ok(n)
     }
 
     /// An optional resource list; an empty list reads as `None` because it limits or
     /// reserves nothing.
-    fn resources(&self, v: Option<&Value>, path: &str) -> Result<Option<Resources>, ObjectError> {
-        match v {
-            None | Some(Value::Null) => Ok(None),
-            Some(v) => {
-                let r = Resources::from_json(v).map_err(|e| self.err(path, e.to_string()))?;
-                Ok((r.dimension_count() > 0).then_some(r))
-            }
-        }
+    fn resources(
+        &self,
+        list: Option<crd::ResourceList>,
+        field: &str,
+    ) -> Result<Option<Resources>, ObjectError> {
+        let Some(list) = list else {
+            return Ok(None);
+        };
+        let r = Resources::from_quantities(&list).map_err(|e| self.err(field, e.to_string()))?;
+        Ok((r.dimension_count() > 0).then_some(r))
     }
 }
 
@@ -703,3 +600,7 @@ mod tests {
         assert!(parse_card_counts("[]").is_err());
     }
 }
+
+#[cfg(test)]
+#[path = "objects_crd_tests.rs"]
+mod crd_tests;
