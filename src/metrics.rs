@@ -24,6 +24,20 @@ struct OutcomeLabels {
     outcome: String,
 }
 
+/// One eviction asked of the API server by preemption or reclaim.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct EvictionLabels {
+    /// `preempt` or `reclaim`.
+    pub action: String,
+    /// The victim's queue.
+    pub queue: String,
+    /// The victim's service type (`volcano.sh/service.type`), empty if none.
+    pub service_type: String,
+    /// `evicted`, `gone` (already deleted), `refused` (a PodDisruptionBudget
+    /// said no), `failed`.
+    pub outcome: String,
+}
+
 /// How the cluster gauges are rendered.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MetricsOptions {
@@ -71,6 +85,9 @@ pub struct Metrics {
     resyncs: Family<OutcomeLabels, Counter>,
     planning_cycles: Family<OutcomeLabels, Counter>,
     election_rounds: Family<OutcomeLabels, Counter>,
+    evictions: Family<EvictionLabels, Counter>,
+    /// Pipelined plans that lapsed because their victims did not leave in time.
+    pub pipelined_plans_expired: Counter,
 }
 
 /// Latency objectives (seconds) that get a histogram bound of their own.
@@ -173,6 +190,18 @@ impl Metrics {
             "Leader election rounds on the Lease by outcome (leading, following, failed)",
             election_rounds.clone(),
         );
+        let evictions = Family::<EvictionLabels, Counter>::default();
+        registry.register(
+            "vgpu_scheduler_evictions",
+            "Evictions asked of the API server by preemption and reclaim, by action, victim queue, victim service type and outcome",
+            evictions.clone(),
+        );
+        let pipelined_plans_expired = Counter::default();
+        registry.register(
+            "vgpu_scheduler_pipelined_plans_expired",
+            "Plans waiting for evicted pods to leave that lapsed because the pods did not leave within the gang timeout",
+            pipelined_plans_expired.clone(),
+        );
         Self {
             registry,
             options,
@@ -188,7 +217,14 @@ impl Metrics {
             resyncs,
             planning_cycles,
             election_rounds,
+            evictions,
+            pipelined_plans_expired,
         }
+    }
+
+    /// Counts one eviction attempt.
+    pub fn eviction(&self, labels: &EvictionLabels) {
+        self.evictions.get_or_create(labels).inc();
     }
 
     /// Records one request's duration.

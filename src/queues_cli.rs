@@ -70,18 +70,13 @@ async fn dry_run(path: &std::path::Path, conf: Option<&std::path::Path>) -> anyh
     if let Some(conf) = conf {
         scheduler.set_gang_conf(crate::scheduler::gang::driver::load_conf(conf)?);
     }
-    visit_file(path, |object| match object {
-        ClusterObject::Node(node) => {
-            scheduler.apply_node(&node);
-            memory.insert_node(*node);
+    visit_file(path, |object| {
+        scheduler.apply_cluster_object(&object);
+        match object {
+            ClusterObject::Node(node) => memory.insert_node(*node),
+            ClusterObject::Pod(pod) => memory.insert_pod(&pod),
+            _ => {}
         }
-        ClusterObject::Pod(pod) => {
-            scheduler.apply_pod(&pod);
-            memory.insert_pod(&pod);
-        }
-        ClusterObject::Quota(quota) => scheduler.apply_quota(&quota),
-        ClusterObject::PodGroup(group) => scheduler.apply_podgroup(&group),
-        ClusterObject::Queue(queue) => scheduler.apply_queue(&queue),
     })?;
     scheduler.run_gang_cycle().await;
     Ok(serde_json::to_value(&*scheduler.gang_view())?)

@@ -298,23 +298,20 @@ fn file_source(
     let api: Arc<dyn ClusterApi> = memory.clone();
     let scheduler = Arc::new(Scheduler::new(config, api, metrics));
     let (mut nodes, mut pods, mut quotas) = (0usize, 0usize, 0usize);
-    visit_file(path, |object| match object {
-        ClusterObject::Node(node) => {
-            nodes += 1;
-            scheduler.apply_node(&node);
-            memory.insert_node(*node);
+    visit_file(path, |object| {
+        scheduler.apply_cluster_object(&object);
+        match object {
+            ClusterObject::Node(node) => {
+                nodes += 1;
+                memory.insert_node(*node);
+            }
+            ClusterObject::Pod(pod) => {
+                pods += 1;
+                memory.insert_pod(&pod);
+            }
+            ClusterObject::Quota(_) => quotas += 1,
+            _ => {}
         }
-        ClusterObject::Pod(pod) => {
-            pods += 1;
-            scheduler.apply_pod(&pod);
-            memory.insert_pod(&pod);
-        }
-        ClusterObject::Quota(quota) => {
-            quotas += 1;
-            scheduler.apply_quota(&quota);
-        }
-        ClusterObject::PodGroup(group) => scheduler.apply_podgroup(&group),
-        ClusterObject::Queue(queue) => scheduler.apply_queue(&queue),
     })?;
     tracing::info!(file = %path.display(), nodes, pods, quotas, "cluster loaded");
     release_freed_memory();
@@ -471,6 +468,10 @@ fn live_source(
     };
     if gang.enabled {
         background.extend(crate::cluster::kube::volcano_watch::start(
+            client.clone(),
+            scheduler.clone(),
+        ));
+        background.extend(crate::cluster::kube::policy_watch::start(
             client.clone(),
             scheduler.clone(),
         ));

@@ -1256,8 +1256,18 @@ fn server_grants() -> BTreeSet<Grant> {
         ("", "pods", &["get", "list", "watch", "patch"], ""),
         // Bind with the pod UID as precondition.
         ("", "pods/binding", &["create"], ""),
-        // Gang planner: evict members of a gang that cannot complete.
+        // Gang planner: evict members of a gang that cannot complete, and the
+        // victims of preemption and reclaim.
         ("", "pods/eviction", &["create"], ""),
+        // Preemption and reclaim: priorities and disruption budgets
+        // (src/cluster/kube/policy_watch.rs).
+        (
+            "scheduling.k8s.io",
+            "priorityclasses",
+            &["list", "watch"],
+            "",
+        ),
+        ("policy", "poddisruptionbudgets", &["list", "watch"], ""),
         // Node lock and device-plugin handshake.
         ("", "nodes", &["get", "list", "watch", "patch"], ""),
         // Namespace quotas.

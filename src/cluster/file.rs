@@ -2,6 +2,8 @@
 //! Kubernetes objects, or a `v1 List` of them.
 
 use k8s_openapi::api::core::v1::{Node, Pod, ResourceQuota};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::scheduling::v1::PriorityClass;
 use serde::Deserialize;
 use std::path::Path;
 
@@ -18,6 +20,10 @@ pub struct ClusterObjects {
     pub podgroups: Vec<serde_json::Value>,
     /// Volcano Queues (`scheduling.volcano.sh`), as JSON.
     pub queues: Vec<serde_json::Value>,
+    /// PriorityClasses (`scheduling.k8s.io`): job and pod priorities.
+    pub priority_classes: Vec<PriorityClass>,
+    /// PodDisruptionBudgets (`policy/v1`): what preemption and reclaim may evict.
+    pub budgets: Vec<PodDisruptionBudget>,
 }
 
 /// Why a cluster file could not be loaded.
@@ -45,6 +51,10 @@ pub enum ClusterObject {
     PodGroup(Box<serde_json::Value>),
     /// A Volcano Queue.
     Queue(Box<serde_json::Value>),
+    /// A PriorityClass.
+    PriorityClass(Box<PriorityClass>),
+    /// A PodDisruptionBudget.
+    DisruptionBudget(Box<PodDisruptionBudget>),
 }
 
 /// Reads a cluster file and hands each object to `sink` as soon as it is decoded,
@@ -109,7 +119,20 @@ fn decode(
                 serde_json::from_value(value).map_err(|e| format!("ResourceQuota {name}: {e}"))?,
             ));
         }
-        "PodGroup" | "Queue" if is_volcano(&value) => {
+        "PriorityClass" if in_group(&value, "scheduling.k8s.io/") => {
+            let name = named(&value);
+            sink(ClusterObject::PriorityClass(
+                serde_json::from_value(value).map_err(|e| format!("PriorityClass {name}: {e}"))?,
+            ));
+        }
+        "PodDisruptionBudget" if in_group(&value, "policy/") => {
+            let name = named(&value);
+            sink(ClusterObject::DisruptionBudget(
+                serde_json::from_value(value)
+                    .map_err(|e| format!("PodDisruptionBudget {name}: {e}"))?,
+            ));
+        }
+        "PodGroup" | "Queue" if in_group(&value, "scheduling.volcano.sh/") => {
             if kind == "PodGroup" {
                 sink(ClusterObject::PodGroup(Box::new(value)));
             } else {
@@ -141,13 +164,13 @@ fn decode(
     Ok(())
 }
 
-/// Whether an object is in Volcano's scheduling API group (other groups may
-/// have kinds with the same names).
-fn is_volcano(value: &serde_json::Value) -> bool {
+/// Whether an object's `apiVersion` is in this API group (`group/`): other
+/// groups may have kinds with the same names.
+fn in_group(value: &serde_json::Value, group: &str) -> bool {
     value
         .get("apiVersion")
         .and_then(|v| v.as_str())
-        .is_some_and(|v| v.starts_with("scheduling.volcano.sh/"))
+        .is_some_and(|v| v.starts_with(group))
 }
 
 impl ClusterObjects {
@@ -172,6 +195,8 @@ impl ClusterObjects {
             ClusterObject::Quota(q) => self.quotas.push(*q),
             ClusterObject::PodGroup(g) => self.podgroups.push(*g),
             ClusterObject::Queue(q) => self.queues.push(*q),
+            ClusterObject::PriorityClass(c) => self.priority_classes.push(*c),
+            ClusterObject::DisruptionBudget(b) => self.budgets.push(*b),
         }
     }
 }

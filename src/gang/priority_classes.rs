@@ -31,6 +31,11 @@ impl PriorityClasses {
         self.classes.remove(name);
     }
 
+    /// Keeps only the classes `keep` accepts by name.
+    pub fn retain(&mut self, keep: impl Fn(&str) -> bool) {
+        self.classes.retain(|name, _| keep(name));
+    }
+
     /// The value of a class; `None` for a class nobody defined.
     pub fn value(&self, name: &str) -> Option<i32> {
         self.classes

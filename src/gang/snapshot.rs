@@ -20,7 +20,7 @@ use crate::volcano::framework::{GangKey, JobInfo, SessionState, TaskInfo, TaskSt
 use crate::volcano::objects::{PodGroupSpec, QueueSpec};
 use chrono::{DateTime, Utc};
 use k8s_openapi::api::core::v1::Pod;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 /// Parses a pod's vGPU request (`None`: the pod asks for no vGPU).
 pub type ParsePod<'a> = &'a dyn Fn(&Pod) -> Result<Option<PodContext>, String>;
@@ -48,8 +48,11 @@ pub struct SnapshotInput<'a> {
 pub struct LedgerPicture {
     nodes: Vec<SessionNode>,
     quotas: BTreeMap<String, QuotaHeadroom>,
-    /// What the ledger holds for each member: node, GPUs, init containers.
+    /// What the ledger holds (or has promised) for each member: node, GPUs, init
+    /// containers.
     holdings: HashMap<String, TaskPlacement>,
+    /// Members whose holding is a pipelined plan still waiting for its victims.
+    pipelined: HashSet<String>,
     allocatable: Resources,
 }
 
@@ -73,11 +76,19 @@ impl LedgerPicture {
                 (ns, headroom)
             })
             .collect();
+        let mut pipelined = HashSet::new();
         let holdings = book
             .members
             .keys()
             .filter_map(|uid| {
-                let p = ledger.pod(uid)?;
+                let p = match ledger.pod(uid) {
+                    Some(p) => p,
+                    None => {
+                        let pledge = ledger.pledge_of(uid)?;
+                        pipelined.insert(uid.clone());
+                        &pledge.entry
+                    }
+                };
                 Some((
                     uid.clone(),
                     TaskPlacement {
@@ -92,6 +103,7 @@ impl LedgerPicture {
             nodes,
             quotas,
             holdings,
+            pipelined,
             allocatable: ledger.load().total_allocatable(),
         }
     }
@@ -111,7 +123,7 @@ pub fn build_state(input: &SnapshotInput<'_>, picture: LedgerPicture) -> Session
     ));
     let node_set = NodeSet::new(picture.nodes, picture.quotas);
 
-    let mut jobs = assemble_jobs(input, &picture.holdings, &node_set);
+    let mut jobs = assemble_jobs(input, (&picture.holdings, &picture.pipelined), &node_set);
     let enqueue_on = input.conf.has_action(Action::Enqueue);
     for job in jobs.values_mut() {
         let c = job.counts();
@@ -132,7 +144,7 @@ pub fn build_state(input: &SnapshotInput<'_>, picture: LedgerPicture) -> Session
 
 fn assemble_jobs(
     input: &SnapshotInput<'_>,
-    holdings: &HashMap<String, TaskPlacement>,
+    (holdings, pipelined): (&HashMap<String, TaskPlacement>, &HashSet<String>),
     nodes: &NodeSet,
 ) -> BTreeMap<GangKey, JobInfo> {
     let book = input.book;
@@ -163,7 +175,10 @@ fn assemble_jobs(
             };
             let tasks: Vec<TaskInfo> = members
                 .iter()
-                .map(|m| task_of(input, holdings.get(&m.uid), nodes, m))
+                .map(|m| {
+                    let held = holdings.get(&m.uid);
+                    task_of(input, held, pipelined.contains(&m.uid), nodes, m)
+                })
                 .collect();
             let mut allocated = Resources::default();
             for t in &tasks {
@@ -198,6 +213,7 @@ fn assemble_jobs(
 fn task_of(
     input: &SnapshotInput<'_>,
     held: Option<&TaskPlacement>,
+    pipelined: bool,
     nodes: &NodeSet,
     m: &Member,
 ) -> TaskInfo {
@@ -206,6 +222,7 @@ fn task_of(
         MemberPhase::Failed => TaskStatus::Failed,
         MemberPhase::Placed if m.terminating => TaskStatus::Releasing,
         MemberPhase::Placed => TaskStatus::Running,
+        MemberPhase::Pending if pipelined => TaskStatus::Pipelined,
         MemberPhase::Pending if held.is_some() => TaskStatus::Allocated,
         MemberPhase::Pending => TaskStatus::Pending,
     };

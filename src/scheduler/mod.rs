@@ -201,8 +201,29 @@ impl Scheduler {
         for group in &objects.podgroups {
             self.apply_podgroup(group);
         }
+        for class in &objects.priority_classes {
+            self.apply_priority_class(class);
+        }
+        for budget in &objects.budgets {
+            self.apply_disruption_budget(budget);
+        }
         for pod in &objects.pods {
             self.apply_pod(pod);
+        }
+    }
+
+    /// Applies one object of a cluster file (the store that keeps the file's
+    /// nodes and pods is the caller's).
+    pub fn apply_cluster_object(&self, object: &crate::cluster::file::ClusterObject) {
+        use crate::cluster::file::ClusterObject;
+        match object {
+            ClusterObject::Node(node) => self.apply_node(node),
+            ClusterObject::Pod(pod) => self.apply_pod(pod),
+            ClusterObject::Quota(quota) => self.apply_quota(quota),
+            ClusterObject::PodGroup(group) => self.apply_podgroup(group),
+            ClusterObject::Queue(queue) => self.apply_queue(queue),
+            ClusterObject::PriorityClass(class) => self.apply_priority_class(class),
+            ClusterObject::DisruptionBudget(budget) => self.apply_disruption_budget(budget),
         }
     }
 

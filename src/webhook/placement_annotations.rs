@@ -3,9 +3,11 @@
 //! `hami.io/vgpu-node` and `hami.io/vgpu-devices-allocated` tell the ledger which
 //! GPUs a pod holds; `hami.io/vgpu-devices-to-allocate` and
 //! `hami.io/vgpu-mig-allocations` tell the device plugin which GPUs to hand a
-//! container; `hami.io/bind-phase` tells it which pod is being bound. A tenant who
-//! sets them could block other tenants' GPUs or ask the device plugin for a GPU
-//! nobody placed the pod on. So:
+//! container; `hami.io/bind-phase` tells it which pod is being bound; the gang
+//! planner's plan deadline and pipelined plan promise a pod GPUs across a restart
+//! (a pipelined plan becomes the pod's placement once its victims are gone). A
+//! tenant who sets them could block other tenants' GPUs or ask the device plugin
+//! for a GPU nobody placed the pod on. So:
 //!
 //! * a pod created with any of them is refused, unless the request comes from the
 //!   scheduler's own identity (`--scheduler-users`);
@@ -21,15 +23,19 @@
 use crate::annotations::{
     BIND_PHASE, DEVICES_ALLOCATED, DEVICES_TO_ALLOCATE, MIG_ALLOCATIONS, VGPU_NODE,
 };
+use crate::gang::PLAN_DEADLINE;
+use crate::gang::pipelined_plan::PIPELINED_PLAN;
 use serde_json::Value;
 
 /// The annotations only the scheduler (and, in part, the device plugin) write.
-pub const PLACEMENT_ANNOTATIONS: [&str; 5] = [
+pub const PLACEMENT_ANNOTATIONS: [&str; 7] = [
     VGPU_NODE,
     DEVICES_TO_ALLOCATE,
     DEVICES_ALLOCATED,
     BIND_PHASE,
     MIG_ALLOCATIONS,
+    PLAN_DEADLINE,
+    PIPELINED_PLAN,
 ];
 
 /// The placement annotations HAMi's device plugin changes after the scheduler

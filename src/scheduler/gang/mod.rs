@@ -8,6 +8,7 @@ mod cycle;
 pub mod driver;
 mod feed;
 mod hooks;
+mod policy_feed;
 mod publish;
 mod report;
 mod watchdog;

@@ -8,6 +8,7 @@ use crate::fit::FitRequest;
 use crate::placement::Choice;
 use crate::usage::{GpuUsage, collapse_pod_usage};
 use crate::volcano::framework::job::GpuAsk;
+use crate::volcano::framework::outcome::EvictAction;
 use crate::volcano::framework::victims::{
     Budgets, VictimKey, evictable, take_with, victim_key, with_whole_gangs,
 };
@@ -71,6 +72,10 @@ pub(crate) fn make_room(
         return Ok(Room::Pipelined { node, victims: 0 });
     }
     let plan = best_node(session, job, uid, scope)?;
+    let action = match scope {
+        Scope::OtherQueues => EvictAction::Reclaim,
+        _ => EvictAction::Preempt,
+    };
     let reason = {
         let task = session.state.task(job, uid);
         let queue = session
@@ -80,9 +85,9 @@ pub(crate) fn make_room(
             .unwrap_or_default();
         format!(
             "{} for pod {}/{} of queue {queue:?}",
-            match scope {
-                Scope::OtherQueues => "reclaimed",
-                _ => "preempted",
+            match action {
+                EvictAction::Reclaim => "reclaimed",
+                EvictAction::Preempt => "preempted",
             },
             task.map_or("", |t| t.namespace.as_str()),
             task.map_or(uid, |t| t.name.as_str()),
@@ -90,7 +95,7 @@ pub(crate) fn make_room(
     };
     for unit in &plan.units {
         for (victim_job, victim) in unit {
-            statement.evict(session, victim_job, victim, reason.clone());
+            statement.evict(session, victim_job, victim, action, reason.clone());
         }
     }
     let placement = {

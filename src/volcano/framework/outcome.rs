@@ -52,8 +52,31 @@ pub struct Eviction {
     pub queue: String,
     /// The node its GPUs are on, if it holds any.
     pub node: Option<String>,
-    /// Why (names the preemptor or the plugin).
+    /// Its job's service type (`volcano.sh/service-type`), if any.
+    pub service_type: Option<String>,
+    /// The action that evicts it.
+    pub action: EvictAction,
+    /// Why (names the preemptor).
     pub reason: String,
+}
+
+/// The action behind an eviction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum EvictAction {
+    /// Within a queue: a job of higher priority takes the room.
+    Preempt,
+    /// Across queues: a queue below its deserved share takes back what it lent.
+    Reclaim,
+}
+
+impl EvictAction {
+    /// The action's name in the configuration, in events and in metrics.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EvictAction::Preempt => "preempt",
+            EvictAction::Reclaim => "reclaim",
+        }
+    }
 }
 
 /// A job's phase, named as Volcano names PodGroup phases.

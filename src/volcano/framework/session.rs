@@ -6,7 +6,9 @@
 use super::charge::{Charge, placement_charge};
 use super::job::{GangKey, JobInfo, TaskInfo, TaskPlacement, TaskStatus};
 use super::nodes::PlacedUsage;
-use super::outcome::{Eviction, GangPhase, GangVerdict, JobCommit, PlannedTask, SessionOutcome};
+use super::outcome::{
+    EvictAction, Eviction, GangPhase, GangVerdict, JobCommit, PlannedTask, SessionOutcome,
+};
 use super::plugin::{JobInvalid, TaskEvent};
 use super::queue::{QueueInfo, add_cards, sub_cards};
 use super::rejection::Rejection;
@@ -520,7 +522,13 @@ impl Session {
 
     /// Records an eviction of a committed statement, with the placements of the
     /// same statement (the last commit recorded).
-    pub(crate) fn record_eviction(&mut self, job: &GangKey, uid: &str, reason: String) {
+    pub(crate) fn record_eviction(
+        &mut self,
+        job: &GangKey,
+        uid: &str,
+        action: EvictAction,
+        reason: String,
+    ) {
         let Some(j) = self.state.job(job) else {
             return;
         };
@@ -534,6 +542,8 @@ impl Session {
             job: job.clone(),
             queue: j.queue.clone(),
             node: t.placement.as_ref().map(|p| p.node.clone()),
+            service_type: j.service_type.clone(),
+            action,
             reason,
         };
         if let Some(commit) = self.commits.last_mut() {

@@ -7,6 +7,7 @@
 use super::charge::Charge;
 use super::job::{GangKey, TaskStatus};
 use super::nodes::PlacedUsage;
+use super::outcome::EvictAction;
 use super::session::{Session, TaskBefore};
 use crate::placement::Choice;
 
@@ -24,6 +25,7 @@ enum Operation {
         uid: String,
         before: TaskBefore,
         released: Option<PlacedUsage>,
+        action: EvictAction,
         reason: String,
     },
 }
@@ -112,6 +114,7 @@ impl Statement {
         session: &mut Session,
         job: &GangKey,
         uid: &str,
+        action: EvictAction,
         reason: String,
     ) -> bool {
         match session.apply_evict(job, uid) {
@@ -121,6 +124,7 @@ impl Statement {
                     uid: uid.to_string(),
                     before,
                     released,
+                    action,
                     reason,
                 });
                 true
@@ -167,8 +171,12 @@ impl Statement {
                     ..
                 } => session.record_commit(&job, &uid, pipelined),
                 Operation::Evict {
-                    job, uid, reason, ..
-                } => session.record_eviction(&job, &uid, reason),
+                    job,
+                    uid,
+                    action,
+                    reason,
+                    ..
+                } => session.record_eviction(&job, &uid, action, reason),
             }
         }
     }

@@ -4,6 +4,7 @@
 
 use super::job::{GangKey, GpuAsk, TaskPlacement, TaskStatus};
 use super::nodes::{NodeSet, SessionNode};
+use super::outcome::EvictAction;
 use super::queue::QueueInfo;
 use super::session::Session;
 use super::statement::Statement;
@@ -195,7 +196,7 @@ fn apply(session: &mut Session, statement: &mut Statement, op: Op) {
     };
     match kind {
         2 if status == TaskStatus::Running => {
-            statement.evict(session, &key, &uid, "test".into());
+            statement.evict(session, &key, &uid, EvictAction::Preempt, "test".into());
         }
         0 | 1 if status == TaskStatus::Pending => {
             let Ok(choice) = session.choose_node(&key, &uid) else {
