@@ -77,7 +77,7 @@ impl Conflicts {
 
 impl Scheduler {
     /// Whether the pod is one this scheduler places, by its scheduler name.
-    fn placed_here(&self, pod: &Pod) -> bool {
+    pub(crate) fn placed_here(&self, pod: &Pod) -> bool {
         let name = pod
             .spec
             .as_ref()

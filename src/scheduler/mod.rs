@@ -18,6 +18,8 @@ mod gang_tests;
 mod invariant_tests;
 #[cfg(test)]
 mod placement_tests;
+#[cfg(test)]
+mod reclaim_tests;
 pub mod registration;
 pub mod tracking;
 
@@ -285,9 +287,13 @@ impl Scheduler {
         }
         if finished {
             ledger.mark_finished(&uid);
+            self.wake_for_booked_plans(&ledger);
             return;
         }
         ledger.heard_of(&uid);
+        if parsed.is_none() {
+            self.recover_pipelined_plan(&mut ledger, pod, &uid);
+        }
         let mark = ledger.meta(&uid).and_then(|m| m.active_mark(now)).cloned();
         match (mark, parsed) {
             (Some(LocalMark::Held { node, devices }), Some(entry)) => {
@@ -354,6 +360,7 @@ impl Scheduler {
             let mut ledger = self.ledger.write();
             ledger.mark_finished(uid);
             ledger.load_mut().set_pod(uid, None);
+            self.wake_for_booked_plans(&ledger);
         }
         self.claims.forget(uid);
         self.gang_forget_pod(uid);
@@ -522,6 +529,7 @@ impl Scheduler {
             }
             self.api.forget_pod(&entry.namespace, &entry.name).await;
         }
+        self.expire_pledges(clear_annotations).await;
         expired.len()
     }
 }
@@ -571,6 +579,7 @@ pub(crate) fn clear_allocation_patch() -> MetadataPatch {
         DEVICES_TO_ALLOCATE,
         DEVICES_ALLOCATED,
         crate::gang::PLAN_DEADLINE,
+        crate::gang::pipelined_plan::PIPELINED_PLAN,
     ] {
         p.annotations.insert(k.to_string(), None);
     }

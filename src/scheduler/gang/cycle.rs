@@ -121,10 +121,12 @@ impl Scheduler {
                             placement.init_count,
                             PodPhase::Reserved { deadline },
                         );
-                        let victims = victims_here
+                        let mut victims = victims_here
                             .get(&placement.node)
                             .cloned()
                             .unwrap_or_default();
+                        // Pods already leaving that the session counted as freed.
+                        victims.extend(leaving_on(book, &ledger, &placement.node));
                         if let Err(reason) =
                             ledger.pledge(entry, victims, deadline, self.config.gang.timeout)
                         {
@@ -257,13 +259,18 @@ impl Scheduler {
             return 0;
         }
         let mut memory = self.gang.planner.lock().await;
+        self.settle_pipelined(&mut memory).await;
         let outcome = self.plan_and_reserve(&memory, None);
         for key in &outcome.enqueued {
             memory.inqueue.insert(key.clone());
         }
         let mut committed = 0;
         for commit in &outcome.commits {
-            if self.publish_commit(commit).await.is_ok() {
+            if self
+                .publish_commit(commit, &mut memory.evictions_asked)
+                .await
+                .is_ok()
+            {
                 committed += 1;
             }
         }
@@ -297,6 +304,20 @@ impl Scheduler {
         });
         committed
     }
+}
+
+/// Members being evicted whose GPUs on `node` are still booked: a pipelined
+/// member placed on the room they free waits for them too.
+fn leaving_on<'a>(
+    book: &'a GangBook,
+    ledger: &'a Ledger,
+    node: &'a str,
+) -> impl Iterator<Item = String> + 'a {
+    book.members
+        .values()
+        .filter(|m| m.terminating)
+        .filter(move |m| ledger.pod(&m.uid).is_some_and(|p| p.node == node))
+        .map(|m| m.uid.clone())
 }
 
 #[cfg(test)]

@@ -38,7 +38,7 @@ impl Scheduler {
         // Not planned yet: plan this gang now, one cycle at a time (a cycle in
         // progress may be publishing this very gang's plan; its result is then
         // answered below).
-        let memory = self.gang.planner.lock().await;
+        let mut memory = self.gang.planner.lock().await;
         if let Some(answer) = self.honour_plan(uid, &member.namespace, &member.name, names) {
             return answer;
         }
@@ -47,7 +47,10 @@ impl Scheduler {
         }
         let outcome = self.plan_and_reserve(&memory, Some(&member.gang));
         for commit in &outcome.commits {
-            if let Err(e) = self.publish_commit(commit).await {
+            if let Err(e) = self
+                .publish_commit(commit, &mut memory.evictions_asked)
+                .await
+            {
                 return GangFilter::Wait(format!("gang {}: {e}", member.gang));
             }
         }

@@ -1,13 +1,17 @@
 //! The scheduler's side of gang and queue scheduling: the state it keeps, and one
 //! file per concern: feeding the book from events (`feed`), running and committing
-//! planning cycles (`cycle`), publishing plans onto pods (`publish`), PodGroup and
+//! planning cycles (`cycle`), publishing plans onto pods (`publish`), evicting
+//! victims (`evict`) and following plans that wait for them (`pipelined`),
+//! priorities and disruption budgets (`policy_feed`), PodGroup and
 //! Queue status (`report`), the watchdog (`watchdog`), the `/filter` and `/bind`
 //! hooks (`hooks`) and the loop that runs cycles (`driver`).
 
 mod cycle;
 pub mod driver;
+mod evict;
 mod feed;
 mod hooks;
+mod pipelined;
 mod policy_feed;
 mod publish;
 mod report;
@@ -34,6 +38,8 @@ pub(crate) struct PlannerMemory {
     written: HashMap<VolcanoObject, serde_json::Value>,
     /// Why each gang waited when its members were last told (events).
     told: HashMap<GangKey, String>,
+    /// When each victim of a standing pipelined plan was last asked to leave.
+    evictions_asked: HashMap<String, std::time::Instant>,
 }
 
 /// The configuration in force and the plugins built from it, swapped together.

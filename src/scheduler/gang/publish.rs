@@ -1,37 +1,70 @@
 //! Publishing a committed plan: the members' placements written onto the pods,
-//! then every member's gate lifted together; a plan that cannot be written whole
-//! is rolled back whole.
+//! the victims evicted, then every member's gate lifted together; a plan that
+//! cannot be written whole is rolled back whole.
 
-use crate::cluster::api::EventType;
+use crate::cluster::api::{EventType, MetadataPatch};
 use crate::gang::PLAN_DEADLINE;
 use crate::gang::book::{GANG_GATE, GangKey, MemberPhase};
+use crate::gang::pipelined_plan::PIPELINED_PLAN;
 use crate::scheduler::{Scheduler, allocation_patch, clear_allocation_patch};
-use crate::volcano::framework::outcome::JobCommit;
+use crate::volcano::framework::outcome::{JobCommit, PlannedTask};
 use crate::volcano::framework::{GangPhase, GangVerdict};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::time::Instant;
 
 impl Scheduler {
-    /// Writes the plan onto the members and lifts their gates together; on any
-    /// failure the whole gang is rolled back and stays gated.
-    pub(super) async fn publish_commit(&self, commit: &JobCommit) -> Result<(), String> {
+    /// Writes the plan onto the members, evicts the victims it makes room with,
+    /// and lifts the members' gates together; on any failure (or a refused
+    /// eviction before any victim went) the whole gang is rolled back and stays
+    /// gated. A member placed on room still being freed gets its pipelined plan
+    /// instead of an allocation, and the gang's gates stay on until the victims
+    /// are gone (see `pipelined`).
+    pub(super) async fn publish_commit(
+        &self,
+        commit: &JobCommit,
+        evictions_asked: &mut HashMap<String, Instant>,
+    ) -> Result<(), String> {
         let now = self.clock.wall();
         let deadline = now.timestamp() + self.config.gang.timeout.as_secs() as i64;
         let mut patched = Vec::new();
+        let mut waiting = Vec::new();
         let mut failure = None;
         for m in &commit.members {
             let Some(p) = &m.placement else {
                 continue;
             };
-            let mut patch = allocation_patch(&p.node, &p.devices, now);
-            patch
-                .annotations
-                .insert(PLAN_DEADLINE.to_string(), Some(deadline.to_string()));
+            let plan = self
+                .ledger
+                .read()
+                .pledge_of(&m.uid)
+                .map(|pledge| self.pipelined_plan_of(pledge));
+            let patch = match &plan {
+                Some(plan) => {
+                    let mut patch = MetadataPatch::default();
+                    patch
+                        .annotations
+                        .insert(PIPELINED_PLAN.to_string(), Some(plan.encode()));
+                    patch
+                }
+                None => {
+                    let mut patch = allocation_patch(&p.node, &p.devices, now);
+                    patch
+                        .annotations
+                        .insert(PLAN_DEADLINE.to_string(), Some(deadline.to_string()));
+                    patch
+                }
+            };
             match self
                 .api
                 .patch_pod_metadata(&m.namespace, &m.name, &patch)
                 .await
             {
-                Ok(()) => patched.push(m),
+                Ok(()) => {
+                    patched.push(m);
+                    if let Some(plan) = plan {
+                        waiting.push((m, plan));
+                    }
+                }
                 Err(e) => {
                     failure = Some(format!("patch pod {}/{}: {e}", m.namespace, m.name));
                     break;
@@ -40,49 +73,54 @@ impl Scheduler {
         }
         if let Some(error) = failure {
             tracing::warn!(gang = %commit.gang, %error, "gang plan not published; rolled back");
-            {
-                let mut ledger = self.ledger.write();
-                let mut planned = self.gang.planned.lock();
-                for m in &commit.members {
-                    if m.placement.is_some() {
-                        ledger.mark_local_released(&m.uid);
-                        planned.remove(&m.uid);
-                    }
-                }
-            }
-            let mut clear = clear_allocation_patch();
-            clear.annotations.insert(PLAN_DEADLINE.to_string(), None);
-            for m in patched {
-                let _ = self
-                    .api
-                    .patch_pod_metadata(&m.namespace, &m.name, &clear)
-                    .await;
-            }
+            self.roll_back_commit(commit, &patched).await;
             return Err(error);
         }
         // Written on every member: from now on `/filter` answers the plan.
         {
             let mut planned = self.gang.planned.lock();
             for m in commit.members.iter().filter(|m| m.placement.is_some()) {
-                planned.insert(m.uid.clone());
+                if !waiting.iter().any(|(w, _)| w.uid == m.uid) {
+                    planned.insert(m.uid.clone());
+                }
             }
         }
-        for m in commit.members.iter().filter(|m| m.gated) {
-            match self
-                .api
-                .remove_scheduling_gate(&m.namespace, &m.name, GANG_GATE)
-                .await
+        if !commit.evictions.is_empty() {
+            let run = self.evict_victims(&commit.evictions, evictions_asked).await;
+            if let Some(refused) = run.refused
+                && run.done == 0
             {
-                Ok(()) => {
-                    if let Some(member) = self.gang.book.write().members.get_mut(&m.uid) {
-                        member.gated = false;
-                    }
-                }
-                Err(e) => {
-                    tracing::warn!(pod = %format!("{}/{}", m.namespace, m.name), error = %e, "could not lift the gang gate")
-                }
+                tracing::info!(gang = %commit.gang, reason = %refused, "nothing evicted; the plan is dropped");
+                self.roll_back_commit(commit, &patched).await;
+                return Err(refused);
             }
         }
+        if !waiting.is_empty() {
+            for (m, plan) in &waiting {
+                self.event(
+                    (&m.namespace, &m.name, &m.uid),
+                    EventType::Normal,
+                    "Pipelined",
+                    format!(
+                        "gang {}: this pod's GPUs will be on node {} once {} evicted pod(s) are gone",
+                        commit.gang,
+                        plan.node,
+                        plan.victims.len()
+                    ),
+                )
+                .await;
+            }
+            tracing::info!(gang = %commit.gang, queue = %commit.queue, members = commit.members.len(), pipelined = waiting.len(), evicted = commit.evictions.len(), "gang planned; waiting for evicted pods to leave");
+            return Ok(());
+        }
+        self.lift_gates(
+            commit
+                .members
+                .iter()
+                .filter(|m| m.gated)
+                .map(|m| (m.namespace.clone(), m.name.clone(), m.uid.clone())),
+        )
+        .await;
         tracing::info!(gang = %commit.gang, queue = %commit.queue, members = commit.members.len(), "gang planned and released to kube-scheduler");
         for m in &commit.members {
             let message = match &m.placement {
@@ -104,9 +142,50 @@ impl Scheduler {
         Ok(())
     }
 
-    /// Lifts the gates of members of placed gangs that still carry them: a commit
-    /// interrupted by a restart after the plans were written but before every gate
-    /// was lifted. Their reservations came back from the plan annotations.
+    /// Takes a commit back whole: its bookings and promises released, the plans
+    /// written so far removed from the pods.
+    async fn roll_back_commit(&self, commit: &JobCommit, patched: &[&PlannedTask]) {
+        {
+            let mut ledger = self.ledger.write();
+            let mut planned = self.gang.planned.lock();
+            for m in &commit.members {
+                if m.placement.is_some() {
+                    if ledger.unpledge(&m.uid).is_none() {
+                        ledger.mark_local_released(&m.uid);
+                    }
+                    planned.remove(&m.uid);
+                }
+            }
+        }
+        let clear = clear_allocation_patch();
+        for m in patched {
+            let _ = self
+                .api
+                .patch_pod_metadata(&m.namespace, &m.name, &clear)
+                .await;
+        }
+    }
+
+    /// Removes our gate from each pod (namespace, name, UID).
+    async fn lift_gates(&self, pods: impl Iterator<Item = (String, String, String)>) {
+        for (ns, name, uid) in pods {
+            match self.api.remove_scheduling_gate(&ns, &name, GANG_GATE).await {
+                Ok(()) => {
+                    if let Some(member) = self.gang.book.write().members.get_mut(&uid) {
+                        member.gated = false;
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(pod = %format!("{ns}/{name}"), error = %e, "could not lift the gang gate")
+                }
+            }
+        }
+    }
+
+    /// Lifts the gates of members of placed gangs that still carry them: a gang
+    /// whose pipelined members' victims are now gone, or a commit interrupted by a
+    /// restart after the plans were written but before every gate was lifted
+    /// (their reservations came back from the plan annotations).
     pub(super) async fn finish_interrupted_commits(
         &self,
         verdicts: &BTreeMap<GangKey, GangVerdict>,
@@ -126,18 +205,9 @@ impl Scheduler {
                 .map(|m| (m.namespace.clone(), m.name.clone(), m.uid.clone()))
                 .collect()
         };
-        for (ns, name, uid) in stuck {
-            tracing::info!(pod = %format!("{ns}/{name}"), "lifting the gate of a planned member (commit interrupted earlier)");
-            match self.api.remove_scheduling_gate(&ns, &name, GANG_GATE).await {
-                Ok(()) => {
-                    if let Some(member) = self.gang.book.write().members.get_mut(&uid) {
-                        member.gated = false;
-                    }
-                }
-                Err(e) => {
-                    tracing::warn!(pod = %format!("{ns}/{name}"), error = %e, "could not lift the gang gate")
-                }
-            }
+        for (ns, name, _) in &stuck {
+            tracing::info!(pod = %format!("{ns}/{name}"), "lifting the gate of a planned member (its gang is placed whole)");
         }
+        self.lift_gates(stuck.into_iter()).await;
     }
 }
