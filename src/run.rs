@@ -144,12 +144,16 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             // background thread's for the watches, the Lease and housekeeping.
             let requests =
                 kube::Client::try_from(kube_config.clone()).context("build Kubernetes client")?;
+            let evictions =
+                kube::Client::try_from(crate::cluster::kube::client::no_retry(kube_config.clone()))
+                    .context("build Kubernetes client")?;
             let _background = background_runtime.handle().enter();
             let background =
                 kube::Client::try_from(kube_config).context("build Kubernetes client")?;
             live_source(
                 LiveClients {
                     requests,
+                    evictions,
                     background,
                 },
                 &args,
@@ -408,6 +412,8 @@ struct LiveClients {
     /// Behind the scheduler's cluster calls (patches, Bindings, events), which
     /// requests wait on.
     requests: kube::Client,
+    /// For evictions, which must not be retried (see `client::no_retry`).
+    evictions: kube::Client,
     /// For the watches, leader election and housekeeping.
     background: kube::Client,
 }
@@ -422,12 +428,15 @@ fn live_source(
     let node_lock_timeout = config.node_lock_timeout;
     let scheduler_name = config.scheduler_name.clone();
     let client = clients.background;
-    let api_dyn: Arc<dyn ClusterApi> = Arc::new(KubeCluster::new(
-        clients.requests,
-        scheduler_name.clone(),
-        args.kube_qps,
-        args.kube_burst,
-    ));
+    let api_dyn: Arc<dyn ClusterApi> = Arc::new(
+        KubeCluster::new(
+            clients.requests,
+            scheduler_name.clone(),
+            args.kube_qps,
+            args.kube_burst,
+        )
+        .with_eviction_client(clients.evictions),
+    );
     let scheduler = Arc::new(Scheduler::new(config, api_dyn.clone(), metrics));
     let watches = watch::start(
         client.clone(),

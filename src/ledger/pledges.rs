@@ -35,6 +35,28 @@ impl Ledger {
         hold_for: std::time::Duration,
     ) -> Result<(), String> {
         self.unpledge(&entry.uid);
+        self.check_pledge(&entry, &victims)?;
+        self.insert_pledge(entry, victims, deadline, hold_for);
+        Ok(())
+    }
+
+    /// Promises again what a pod's pipelined plan annotation says, as a restart
+    /// reads it: not checked against the node (which may not even be listed yet),
+    /// as placements read back from allocation annotations are not: the plan was
+    /// checked when it was made, and its room was promised ever since.
+    pub fn restore_pledge(
+        &mut self,
+        entry: PodEntry,
+        victims: BTreeSet<String>,
+        deadline: Instant,
+        hold_for: std::time::Duration,
+    ) {
+        self.unpledge(&entry.uid);
+        self.insert_pledge(entry, victims, deadline, hold_for);
+    }
+
+    /// Whether the node could hold `entry` once `victims` are gone.
+    fn check_pledge(&self, entry: &PodEntry, victims: &BTreeSet<String>) -> Result<(), String> {
         let node = self
             .nodes
             .get(&entry.node)
@@ -44,7 +66,7 @@ impl Ledger {
         }
         // What the victims free on each GPU of the node.
         let mut freed: BTreeMap<Arc<str>, GpuUsage> = BTreeMap::new();
-        for v in &victims {
+        for v in victims {
             if let Some(p) = self.pods.get(v.as_str()).filter(|p| p.node == entry.node) {
                 for (uuid, u) in &p.usage {
                     freed.entry(uuid.clone()).or_default().add(u);
@@ -68,6 +90,18 @@ impl Ledger {
                 ));
             }
         }
+        Ok(())
+    }
+
+    /// Records a plan and counts it against its node (if registered; a node
+    /// registered later counts it then), booking it at once if no victim is left.
+    fn insert_pledge(
+        &mut self,
+        entry: PodEntry,
+        victims: BTreeSet<String>,
+        deadline: Instant,
+        hold_for: std::time::Duration,
+    ) {
         let generation = self.next_generation();
         if let Some(n) = self.nodes.get_mut(&entry.node) {
             let n = Arc::make_mut(n);
@@ -99,7 +133,6 @@ impl Ledger {
             self.victim_gone(&v);
         }
         self.book_ready_pledges();
-        Ok(())
     }
 
     /// Withdraws a pod's pipelined plan; returns it.

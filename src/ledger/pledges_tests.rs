@@ -236,3 +236,32 @@ fn a_node_registered_again_keeps_its_pledges() {
     l.upsert_node("gpu-1", again);
     assert_eq!(taken(&l), (70000, 40000));
 }
+
+#[test]
+fn a_plan_read_back_before_its_node_is_listed_counts_once_the_node_is() {
+    let mut l = Ledger::default();
+    l.add_pod(bound("train-a", 40000, 50));
+    l.restore_pledge(
+        wanting("infer", 30000, 30),
+        victims(&["train-a"]),
+        Instant::now() + HOUR,
+        HOUR,
+    );
+    assert!(l.pledge_of("infer").is_some());
+    let registered = ledger();
+    let devices = registered.node("gpu-1").unwrap().devices.clone();
+    l.upsert_node(
+        "gpu-1",
+        NodeEntry {
+            devices,
+            ..NodeEntry::default()
+        },
+    );
+    assert_eq!(taken(&l), (70000, 40000));
+    l.mark_finished("train-a");
+    assert_eq!(taken(&l), (30000, 30000));
+    assert!(
+        l.pledge_of("infer").is_none(),
+        "booked once the victim left"
+    );
+}

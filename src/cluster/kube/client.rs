@@ -33,6 +33,18 @@ pub struct KubeCluster {
     event_counter: AtomicU64,
     event_slots: Arc<tokio::sync::Semaphore>,
     limiter: Option<Arc<Limiter>>,
+    /// For evictions: a client that does not retry 429 (see [`no_retry`]).
+    evictions: Option<Client>,
+}
+
+/// A client configuration that does not retry 429, 503 and 504 by itself. The
+/// API server answers an eviction a PodDisruptionBudget does not allow with 429:
+/// that is a decision, not congestion, and retrying it (kube's default, up to 15
+/// times with backoff) would stall a planning cycle for minutes. The planner asks
+/// again on a later cycle instead.
+pub fn no_retry(mut config: kube::Config) -> kube::Config {
+    config.default_retry = false;
+    config
 }
 
 fn api_error(e: kube::Error, kind: &'static str, name: &str) -> ApiError {
@@ -142,7 +154,14 @@ impl KubeCluster {
             event_counter: AtomicU64::new(0),
             event_slots: Arc::new(tokio::sync::Semaphore::new(EVENTS_IN_FLIGHT)),
             limiter,
+            evictions: None,
         }
+    }
+
+    /// Evicts through `client`, which must not retry 429 (see [`no_retry`]).
+    pub fn with_eviction_client(mut self, client: Client) -> Self {
+        self.evictions = Some(client);
+        self
     }
 
     async fn admit(&self) {
@@ -324,7 +343,8 @@ impl ClusterApi for KubeCluster {
 
     async fn evict_pod(&self, namespace: &str, name: &str) -> Result<(), ApiError> {
         self.admit().await;
-        let api: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
+        let client = self.evictions.as_ref().unwrap_or(&self.client).clone();
+        let api: Api<Pod> = Api::namespaced(client, namespace);
         api.evict(name, &EvictParams::default())
             .await
             .map(|_| ())

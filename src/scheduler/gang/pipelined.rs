@@ -75,9 +75,8 @@ impl Scheduler {
             plan.init_count,
             PodPhase::Reserved { deadline },
         );
-        if let Err(e) = ledger.pledge(entry, plan.victims, deadline, self.config.gang.timeout) {
-            tracing::warn!(pod = %who, reason = %e, "pipelined plan no longer holds; the pod is planned again");
-        }
+        tracing::info!(pod = %who, node = %entry.node, waiting_for = plan.victims.len(), "pipelined plan read back");
+        ledger.restore_pledge(entry, plan.victims, deadline, self.config.gang.timeout);
         self.wake_for_booked_plans(ledger);
     }
 
