@@ -147,7 +147,8 @@ fn table(rows: &[Vec<String>]) -> String {
     out
 }
 
-/// Two tables: queues, then gangs with the reason each waits.
+/// Queues, then gangs with the reason each waits, then (when there are any) the
+/// pods waiting for evicted pods to leave and the last evictions.
 pub fn render(view: &Value) -> String {
     let mut queues = vec![
         [
@@ -211,8 +212,74 @@ pub fn render(view: &Value) -> String {
     let mut out = table(&queues);
     out.push('\n');
     out.push_str(&table(&gangs));
+    let pipelined = pipelined_rows(view);
+    if pipelined.len() > 1 {
+        out.push('\n');
+        out.push_str(&table(&pipelined));
+    }
+    let evictions = eviction_rows(view);
+    if evictions.len() > 1 {
+        out.push('\n');
+        out.push_str(&table(&evictions));
+    }
     if let Some(at) = view["plannedAt"].as_str() {
         let _ = writeln!(out, "\nplanned at {at}");
     }
     out
+}
+
+/// Pods waiting for evicted pods to leave, and whom they wait for.
+fn pipelined_rows(view: &Value) -> Vec<Vec<String>> {
+    let mut rows = vec![
+        ["WAITING POD", "QUEUE", "NODE", "UNTIL", "WAITS FOR"]
+            .map(String::from)
+            .to_vec(),
+    ];
+    for p in view["pipelined"].as_array().into_iter().flatten() {
+        let victims: Vec<String> = p["waitsFor"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|v| {
+                let pod = text(&v["pod"]);
+                if v["leaving"] == Value::Bool(true) {
+                    format!("{pod} (leaving)")
+                } else {
+                    pod
+                }
+            })
+            .collect();
+        rows.push(vec![
+            text(&p["pod"]),
+            text(&p["queue"]),
+            text(&p["node"]),
+            text(&p["deadline"]),
+            victims.join(", "),
+        ]);
+    }
+    rows
+}
+
+/// The last evictions asked, with what became of them.
+fn eviction_rows(view: &Value) -> Vec<Vec<String>> {
+    let mut rows = vec![
+        ["EVICTED POD", "ACTION", "QUEUE", "AT", "OUTCOME", "WHY"]
+            .map(String::from)
+            .to_vec(),
+    ];
+    for e in view["evictions"].as_array().into_iter().flatten() {
+        let outcome = match e["detail"].as_str() {
+            Some(detail) => format!("{} ({detail})", text(&e["outcome"])),
+            None => text(&e["outcome"]),
+        };
+        rows.push(vec![
+            text(&e["pod"]),
+            text(&e["action"]),
+            text(&e["queue"]),
+            text(&e["at"]),
+            outcome,
+            text(&e["reason"]),
+        ]);
+    }
+    rows
 }

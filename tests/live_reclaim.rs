@@ -127,6 +127,25 @@ async fn three_more_cycles(server: &LiveServer) {
         .await;
 }
 
+async fn debug_queues(server: &LiveServer) -> Value {
+    let (status, body) = server.get("/debug/queues").await;
+    assert_eq!(status, 200, "{body}");
+    serde_json::from_str(&body).expect("/debug/queues is JSON")
+}
+
+/// Polls `/debug/queues` until `f` holds.
+async fn wait_for_view(server: &LiveServer, what: &str, f: impl Fn(&Value) -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let view = debug_queues(server).await;
+        if f(&view) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{what}: {view}");
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
 /// An inference pod in queue `inference`, created gated.
 fn inference_pod(api: &FakeApiServer, name: &str) {
     create_pod(
@@ -255,6 +274,49 @@ async fn inference_reclaims_a_training_gang_and_starts_once_the_kubelet_lets_go(
             .any(|e| e["reason"] == "Evict" && e["type"] == "Warning"),
         "{events:?}"
     );
+    // /debug/queues says who waits for whom, and what was evicted.
+    server
+        .wait_metric(
+            r#"vgpu_scheduler_queue_pipelined_pods{queue="inference"}"#,
+            1,
+            Duration::from_secs(10),
+        )
+        .await;
+    let view = debug_queues(&server).await;
+    let plan = &view["pipelined"][0];
+    assert_eq!(plan["pod"], "ml/svc", "{view}");
+    assert_eq!(plan["queue"], "inference");
+    assert_eq!(plan["node"], "n1");
+    assert_eq!(
+        plan["waitsFor"],
+        json!([{"pod": "ml/train0", "leaving": true}, {"pod": "ml/train1", "leaving": true}])
+    );
+    let evicted: Vec<(&str, &str, &str)> = view["evictions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|e| {
+            (
+                e["pod"].as_str().unwrap_or(""),
+                e["action"].as_str().unwrap_or(""),
+                e["outcome"].as_str().unwrap_or(""),
+            )
+        })
+        .collect();
+    assert_eq!(
+        evicted,
+        [
+            ("ml/train0", "reclaim", "evicted"),
+            ("ml/train1", "reclaim", "evicted")
+        ],
+        "{view}"
+    );
+    assert!(
+        view["evictions"][0]["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("ml/svc")),
+        "the reason names the pod the room is for: {view}"
+    );
 
     // The kubelet confirms: svc gets the GPUs, its gate goes, kube-scheduler
     // binds it where the plan said.
@@ -269,6 +331,10 @@ async fn inference_reclaims_a_training_gang_and_starts_once_the_kubelet_lets_go(
     let usage = cluster_usage(&api);
     assert!(usage.values().all(|u| u.used <= 1), "{usage:?}");
     assert_eq!(api.evicted_pods().len(), 2, "nobody else evicted");
+    wait_for_view(&server, "the plan gone from /debug/queues", |v| {
+        v["pipelined"].as_array().is_some_and(Vec::is_empty)
+    })
+    .await;
     let evicted = server
         .metric(r#"vgpu_scheduler_evictions_total{action="reclaim",queue="training",service_type="training",outcome="evicted"}"#)
         .await;
@@ -335,6 +401,18 @@ async fn a_budget_that_allows_nothing_protects_the_gang_and_a_refused_eviction_e
             .join("\n")
     );
     assert_eq!(api.evicted_pods().len(), 2);
+    let view = debug_queues(&server).await;
+    let outcomes: Vec<&str> = view["evictions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e["outcome"].as_str())
+        .collect();
+    assert_eq!(outcomes, ["refused", "evicted", "evicted"], "{view}");
+    assert!(
+        view["evictions"][0]["detail"].as_str().is_some(),
+        "a refusal carries the API server's answer: {view}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

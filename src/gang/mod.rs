@@ -10,6 +10,7 @@
 
 pub mod barrier;
 pub mod book;
+pub mod eviction_view;
 pub mod membership;
 pub mod pipelined_plan;
 pub mod plan;

@@ -79,6 +79,19 @@ pub fn register_queue_gauges(r: &mut Registry, view: &GangView) {
                 .set(n as f64);
         }
     }
+    let pipelined = Family::<QueueLabels, FGauge>::default();
+    for plan in &view.pipelined {
+        pipelined
+            .get_or_create(&QueueLabels {
+                queue: plan.queue.clone(),
+            })
+            .inc();
+    }
+    r.register(
+        "vgpu_scheduler_queue_pipelined_pods",
+        "Pods of a queue whose GPUs are promised on room still held by evicted pods",
+        pipelined,
+    );
     r.register(
         "vgpu_scheduler_queue_allocated",
         "Resources held by a queue's pods (cores, bytes, vGPUs, MiB, percent), by resource",

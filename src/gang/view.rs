@@ -1,6 +1,7 @@
 //! The last planning cycle's picture, for `/debug/queues`, `vgpu-scheduler
 //! queues` and the queue metrics.
 
+use super::eviction_view::{EvictionRecord, PipelinedView};
 use super::status::QueueCounts;
 use crate::volcano::framework::{GangVerdict, QueueReport};
 use serde::Serialize;
@@ -18,4 +19,8 @@ pub struct GangView {
     pub gang_counts: BTreeMap<String, QueueCounts>,
     /// Every gang and why it waits.
     pub gangs: Vec<GangVerdict>,
+    /// Pods waiting for evicted pods to leave, and whom they wait for.
+    pub pipelined: Vec<PipelinedView>,
+    /// The last evictions asked, oldest first.
+    pub evictions: Vec<EvictionRecord>,
 }

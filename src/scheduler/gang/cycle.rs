@@ -267,7 +267,7 @@ impl Scheduler {
         let mut committed = 0;
         for commit in &outcome.commits {
             if self
-                .publish_commit(commit, &mut memory.evictions_asked)
+                .publish_commit(commit, &mut memory.evictions)
                 .await
                 .is_ok()
             {
@@ -301,6 +301,8 @@ impl Scheduler {
             queues: outcome.queues,
             gang_counts,
             gangs: outcome.verdicts.into_values().collect(),
+            pipelined: self.pipelined_view(),
+            evictions: memory.evictions.recent.iter().cloned().collect(),
         });
         committed
     }

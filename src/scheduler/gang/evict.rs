@@ -8,15 +8,38 @@
 //! victims are asked again on later cycles until the plan's deadline.
 
 use crate::cluster::api::{ApiError, EventType};
+use crate::gang::eviction_view::EvictionRecord;
 use crate::metrics::EvictionLabels;
 use crate::scheduler::Scheduler;
 use crate::volcano::framework::EvictAction;
 use crate::volcano::framework::outcome::Eviction;
+use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
 /// How long after asking to evict a pod it is asked again when it has not gone
 /// (the API server refused, or the answer was lost).
 pub(super) const EVICTION_RETRY: Duration = Duration::from_secs(10);
+
+/// How many past evictions `/debug/queues` shows.
+const EVICTIONS_SHOWN: usize = 64;
+
+/// What the planner remembers of the evictions it asked for.
+#[derive(Debug, Default)]
+pub(super) struct EvictionLog {
+    /// When each victim of a standing plan was last asked to leave.
+    pub asked: HashMap<String, Instant>,
+    /// The last evictions asked, oldest first.
+    pub recent: VecDeque<EvictionRecord>,
+}
+
+impl EvictionLog {
+    fn record(&mut self, record: EvictionRecord) {
+        if self.recent.len() == EVICTIONS_SHOWN {
+            self.recent.pop_front();
+        }
+        self.recent.push_back(record);
+    }
+}
 
 /// What became of the evictions of one plan.
 #[derive(Debug, Default)]
@@ -48,19 +71,34 @@ impl Evicted {
 
 impl Scheduler {
     /// Evicts `victims` in order, budget-covered ones first, stopping at the first
-    /// refusal. `asked` remembers when each victim was last asked (for retries).
+    /// refusal. `log` remembers when each victim was last asked (for retries) and
+    /// what became of it.
     pub(super) async fn evict_victims(
         &self,
         victims: &[Eviction],
-        asked: &mut std::collections::HashMap<String, Instant>,
+        log: &mut EvictionLog,
     ) -> EvictionRun {
         let mut ordered: Vec<&Eviction> = victims.iter().collect();
         // Stable: the session's order (least important first) within each group.
         ordered.sort_by_key(|v| !self.victim_covered_by_budget(&v.uid));
         let mut run = EvictionRun::default();
         for victim in ordered {
-            asked.insert(victim.uid.clone(), self.clock.now());
-            match self.evict_one(victim).await {
+            log.asked.insert(victim.uid.clone(), self.clock.now());
+            let outcome = self.evict_one(victim).await;
+            log.record(EvictionRecord {
+                at: self.clock.wall().to_rfc3339(),
+                pod: format!("{}/{}", victim.namespace, victim.name),
+                action: victim.action.as_str().into(),
+                queue: victim.queue.clone(),
+                service_type: victim.service_type.clone(),
+                reason: victim.reason.clone(),
+                outcome: outcome.label().into(),
+                detail: match &outcome {
+                    Evicted::Refused(why) | Evicted::Failed(why) => Some(why.clone()),
+                    Evicted::Now | Evicted::AlreadyGone => None,
+                },
+            });
+            match outcome {
                 Evicted::Now | Evicted::AlreadyGone => run.done += 1,
                 Evicted::Refused(why) => {
                     run.refused = Some(format!(

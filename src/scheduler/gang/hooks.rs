@@ -47,10 +47,7 @@ impl Scheduler {
         }
         let outcome = self.plan_and_reserve(&memory, Some(&member.gang));
         for commit in &outcome.commits {
-            if let Err(e) = self
-                .publish_commit(commit, &mut memory.evictions_asked)
-                .await
-            {
+            if let Err(e) = self.publish_commit(commit, &mut memory.evictions).await {
                 return GangFilter::Wait(format!("gang {}: {e}", member.gang));
             }
         }

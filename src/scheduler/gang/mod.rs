@@ -9,6 +9,7 @@
 mod cycle;
 pub mod driver;
 mod evict;
+mod eviction_report;
 mod feed;
 mod hooks;
 mod pipelined;
@@ -38,8 +39,8 @@ pub(crate) struct PlannerMemory {
     written: HashMap<VolcanoObject, serde_json::Value>,
     /// Why each gang waited when its members were last told (events).
     told: HashMap<GangKey, String>,
-    /// When each victim of a standing pipelined plan was last asked to leave.
-    evictions_asked: HashMap<String, std::time::Instant>,
+    /// The evictions asked: when each victim was last asked, and the last few.
+    evictions: evict::EvictionLog,
 }
 
 /// The configuration in force and the plugins built from it, swapped together.

@@ -225,7 +225,8 @@ impl Scheduler {
                         continue;
                     }
                     if memory
-                        .evictions_asked
+                        .evictions
+                        .asked
                         .get(uid)
                         .is_some_and(|at| now.duration_since(*at) < EVICTION_RETRY)
                     {
@@ -269,11 +270,11 @@ impl Scheduler {
             (waiting, victims)
         };
         memory
-            .evictions_asked
+            .evictions
+            .asked
             .retain(|uid, _| waiting.contains(uid));
         if !victims.is_empty() {
-            self.evict_victims(&victims, &mut memory.evictions_asked)
-                .await;
+            self.evict_victims(&victims, &mut memory.evictions).await;
         }
     }
 

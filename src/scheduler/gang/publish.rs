@@ -9,8 +9,7 @@ use crate::gang::pipelined_plan::PIPELINED_PLAN;
 use crate::scheduler::{Scheduler, allocation_patch, clear_allocation_patch};
 use crate::volcano::framework::outcome::{JobCommit, PlannedTask};
 use crate::volcano::framework::{GangPhase, GangVerdict};
-use std::collections::{BTreeMap, HashMap};
-use std::time::Instant;
+use std::collections::BTreeMap;
 
 impl Scheduler {
     /// Writes the plan onto the members, evicts the victims it makes room with,
@@ -22,7 +21,7 @@ impl Scheduler {
     pub(super) async fn publish_commit(
         &self,
         commit: &JobCommit,
-        evictions_asked: &mut HashMap<String, Instant>,
+        evictions: &mut super::evict::EvictionLog,
     ) -> Result<(), String> {
         let now = self.clock.wall();
         let deadline = now.timestamp() + self.config.gang.timeout.as_secs() as i64;
@@ -86,7 +85,7 @@ impl Scheduler {
             }
         }
         if !commit.evictions.is_empty() {
-            let run = self.evict_victims(&commit.evictions, evictions_asked).await;
+            let run = self.evict_victims(&commit.evictions, evictions).await;
             if let Some(refused) = run.refused
                 && run.done == 0
             {
