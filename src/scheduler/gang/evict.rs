@@ -86,7 +86,10 @@ impl Scheduler {
             log.asked.insert(victim.uid.clone(), self.clock.now());
             let outcome = self.evict_one(victim).await;
             log.record(EvictionRecord {
-                at: self.clock.wall().to_rfc3339(),
+                at: self
+                    .clock
+                    .wall()
+                    .to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
                 pod: format!("{}/{}", victim.namespace, victim.name),
                 action: victim.action.as_str().into(),
                 queue: victim.queue.clone(),

@@ -48,7 +48,7 @@ impl Scheduler {
                     queue,
                     node: pod.node.clone(),
                     waits_for,
-                    deadline: deadline.to_rfc3339(),
+                    deadline: deadline.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
                 }
             })
             .collect();

@@ -81,12 +81,18 @@ pub(crate) fn note_pipelined(
     let victims: usize = pipelined.iter().map(|(_, v)| *v).sum();
     let mut nodes: Vec<&str> = pipelined.iter().map(|(n, _)| n.as_str()).collect();
     nodes.dedup();
+    // Room freed by pods evicted for another job (or earlier) counts no victims
+    // of this job's own.
+    let waiting_for = match victims {
+        0 => "pods already being evicted".to_string(),
+        n => format!("{n} evicted pods"),
+    };
     session.note_job(
         key,
         None,
         "Pipelined",
         format!(
-            "{} tasks pipelined onto {} node(s); waiting for {victims} evicted pods to leave",
+            "{} tasks pipelined onto {} node(s); waiting for {waiting_for} to leave",
             pipelined.len(),
             nodes.len()
         ),

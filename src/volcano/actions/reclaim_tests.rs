@@ -87,8 +87,17 @@ fn waiting(name: &str, queue: &str, service: &str, n: u32, priority: i32) -> Job
 }
 
 fn run(conf: &str, jobs: Vec<JobInfo>, action: &dyn Action) -> SessionOutcome {
+    run_with_queues(conf, queues(), jobs, action)
+}
+
+fn run_with_queues(
+    conf: &str,
+    queues: Vec<QueueInfo>,
+    jobs: Vec<JobInfo>,
+    action: &dyn Action,
+) -> SessionOutcome {
     let conf = SchedulerConf::parse(conf).expect("conf");
-    let state = placed_state(gpu_nodes(2, 2, 1), queues(), jobs);
+    let state = placed_state(gpu_nodes(2, 2, 1), queues, jobs);
     let mut session = Session::open(state, registry::build(&conf).expect("builds"));
     action.execute(&mut session);
     session.close()
@@ -361,4 +370,38 @@ fn disruption_budgets_hold_whatever_the_configuration() {
     );
     // Neither may lose both: nobody goes.
     assert!(reclaim_with(vec![budget("a", 1), budget("b", 0)]).is_empty());
+}
+
+#[test]
+fn card_unlimited_cpu_memory_lets_a_gpu_pod_reclaim_beyond_its_queues_cpu_and_memory() {
+    // The seed's inference queue: CPU and memory capability far below what one
+    // serving pod asks; the card quota is what bounds it.
+    let small = |mut q: Vec<QueueInfo>| {
+        q[0].spec.capability = Some(crate::resources::Resources::from_units([
+            ("cpu", 4),
+            ("memory", 4 << 30),
+        ]));
+        q
+    };
+    let jobs = || {
+        let mut svc = waiting("svc", "inference", "inference", 1, 80000);
+        for t in svc.tasks.iter_mut() {
+            t.resreq.set("cpu", 2_000);
+            t.resreq.set("memory", (16i64 << 30) * 1000);
+        }
+        vec![
+            training_gang("a", 0, 2, 20000),
+            training_gang("b", 1, 2, 20000),
+            svc,
+        ]
+    };
+    let unlimited = run_with_queues(TIDAL, small(queues()), jobs(), &Reclaim);
+    assert_eq!(evicted(&unlimited).len(), 2, "{unlimited:?}");
+
+    let limited_conf = TIDAL.replace(
+        "cardUnlimitedCpuMemory: true",
+        "cardUnlimitedCpuMemory: false",
+    );
+    let limited = run_with_queues(&limited_conf, small(queues()), jobs(), &Reclaim);
+    assert!(evicted(&limited).is_empty(), "{limited:?}");
 }

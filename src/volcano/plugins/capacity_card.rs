@@ -24,6 +24,7 @@ use crate::volcano::card_quota::{
     CARD_DIMENSION_PREFIX, card_dimension, card_request, cards_in_resources, first_quota_excess,
 };
 use crate::volcano::conf::ConfError;
+use crate::volcano::framework::job::GpuAsk;
 use crate::volcano::framework::plugin::{Plugin, Vote};
 use crate::volcano::framework::queue::add_cards;
 use crate::volcano::framework::registry::BuildContext;
@@ -223,7 +224,10 @@ impl Plugin for CapacityCard {
         let wanted = Self::wanted_cards(task);
         if let Some(capability) = &q.spec.capability {
             let mut asked = task.resreq.split_prefix(CARD_DIMENSION_PREFIX).1;
-            if self.card_unlimited_cpu_memory && !wanted.is_empty() {
+            // A task takes cards when it asks for GPUs at all: it may not have
+            // stated which (`volcano.sh/card.request`) nor been placed yet.
+            let takes_cards = !wanted.is_empty() || matches!(task.gpu, GpuAsk::Vgpu(_));
+            if self.card_unlimited_cpu_memory && takes_cards {
                 asked.set("cpu", 0);
                 asked.set("memory", 0);
             }
