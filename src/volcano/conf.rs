@@ -53,23 +53,6 @@ pub const SUPPORTED_PLUGINS: &[&str] = &[
 /// scores before calling the extender.
 pub const IGNORED_PLUGINS: &[&str] = &["predicates", "nodeorder"];
 
-/// Volcano plugins this scheduler does not implement. They are rejected rather than
-/// ignored because each changes admission or eviction behaviour a user relies on.
-const UNSUPPORTED_VOLCANO_PLUGINS: &[&str] = &[
-    "deviceshare",
-    "extender",
-    "network-topology-aware",
-    "nodegroup",
-    "numaaware",
-    "rescheduling",
-    "resource-strategy-fit",
-    "resourcequota",
-    "sla",
-    "task-topology",
-    "tdm",
-    "usage",
-];
-
 /// An extension point a plugin entry can switch off with `enableXxx: false`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 pub enum ExtensionPoint {
@@ -268,12 +251,14 @@ pub enum ConfError {
         name: String,
     },
     /// A real Volcano plugin this scheduler does not implement.
-    #[error("scheduler configuration: {at}: Volcano plugin {name:?} is not supported by this scheduler (supported: {})", SUPPORTED_PLUGINS.join(", "))]
+    #[error("scheduler configuration: {at}: Volcano plugin {name:?} is not supported by this scheduler: {why} (supported: {})", SUPPORTED_PLUGINS.join(", "))]
     UnsupportedPlugin {
         /// `tiers[i].plugins[j]`.
         at: String,
         /// The plugin name.
         name: String,
+        /// Why, and what to use instead.
+        why: &'static str,
     },
     /// A plugin listed twice.
     #[error("scheduler configuration: {at}: plugin {name:?} is listed twice")]
@@ -497,10 +482,11 @@ fn parse_plugin(at: &str, plugin: &Value) -> Result<PluginOption, ConfError> {
         Some(Value::String(n)) if !n.trim().is_empty() => n.trim().to_owned(),
         _ => return Err(bad("plugin name is missing".to_owned())),
     };
-    if UNSUPPORTED_VOLCANO_PLUGINS.contains(&name.as_str()) {
+    if let Some(why) = super::refused_plugins::refusal(&name) {
         return Err(ConfError::UnsupportedPlugin {
             at: at.to_owned(),
             name,
+            why,
         });
     }
     if !SUPPORTED_PLUGINS.contains(&name.as_str()) && !IGNORED_PLUGINS.contains(&name.as_str()) {
@@ -709,8 +695,8 @@ configurations:
                 "tiers[0].plugins[0]: unknown plugin \"proportoin\"",
             ),
             (
-                "actions: enqueue\ntiers:\n- plugins:\n  - name: usage\n",
-                "Volcano plugin \"usage\" is not supported",
+                "actions: enqueue\ntiers:\n- plugins:\n  - name: deviceshare\n",
+                "Volcano plugin \"deviceshare\" is not supported by this scheduler: GPU sharing is this scheduler's own job",
             ),
             (
                 "actions: enqueue\ntiers:\n- plugins:\n  - name: gang\n- plugins:\n  - name: gang\n",

@@ -17,6 +17,7 @@ pub mod objects;
 pub mod overcommit;
 pub mod plugins;
 pub mod proportion;
+pub mod refused_plugins;
 /// Resource amounts (moved to the crate root; the old path stays).
 pub use crate::resources;
 
