@@ -9,6 +9,7 @@
 
 mod choose;
 mod judge;
+pub mod node_predicates;
 mod rejection;
 mod source;
 
