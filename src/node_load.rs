@@ -13,6 +13,9 @@ pub struct NodeResources {
     pub allocatable: Resources,
     /// CPU and memory requested by the pods bound to the node (milli-units).
     pub requested: Resources,
+    /// Labels, taints and cordon, for kube-scheduler's node filters in the
+    /// planner; `None` until the Node is seen. Shared: sessions copy it per cycle.
+    pub traits: Option<std::sync::Arc<crate::placement::node_predicates::NodeTraits>>,
 }
 
 /// CPU and memory of every node.
@@ -57,10 +60,25 @@ impl NodeLoad {
         self.nodes.entry(node.to_string()).or_default().allocatable = allocatable;
     }
 
-    /// Forgets a node's allocatable (its pods stay counted until they go).
+    /// Sets a node's labels, taints and cordon (kept when unchanged, so sessions
+    /// keep sharing them).
+    pub fn set_traits(
+        &mut self,
+        node: &str,
+        traits: crate::placement::node_predicates::NodeTraits,
+    ) {
+        let n = self.nodes.entry(node.to_string()).or_default();
+        if n.traits.as_deref() != Some(&traits) {
+            n.traits = Some(std::sync::Arc::new(traits));
+        }
+    }
+
+    /// Forgets a node's allocatable and traits (its pods stay counted until they
+    /// go).
     pub fn remove_node(&mut self, node: &str) {
         if let Some(n) = self.nodes.get_mut(node) {
             n.allocatable = Resources::default();
+            n.traits = None;
             if n.requested.is_empty() {
                 self.nodes.remove(node);
             }

@@ -38,11 +38,28 @@ pub fn choose_node<S: NodeSource + ?Sized>(
     };
     let policy = ctx.policies.node;
     let (filters, scores) = (judge.filters(), judge.scores());
+    // With plugin scores every candidate is judged to be ranked, and predicates
+    // rule nodes out first. Without them the ranking needs no plugin, and a
+    // predicate is asked only of the nodes tried, best first: the same answer,
+    // without a predicate call per node per pod (a planning cycle places
+    // hundreds of pods on thousands of nodes).
+    let eager = filters && scores;
     let passes = |i: usize| {
-        !filters
+        !eager
             || source
                 .facts(i)
                 .is_some_and(|node| judge.predicate(task, &node).is_ok())
+    };
+    let try_fit = |i: usize| -> Result<Placement, NodeRejection> {
+        if filters
+            && !eager
+            && let Some(node) = source.facts(i)
+        {
+            judge
+                .predicate(task, &node)
+                .map_err(NodeRejection::Predicate)?;
+        }
+        source.fit(i, &request)
     };
     // Candidates worth fitting, with the score they are ranked by.
     let candidates = || {
@@ -78,7 +95,7 @@ pub fn choose_node<S: NodeSource + ?Sized>(
     let best = candidates().min_by(order);
     let mut failed = NodeRejections::new();
     if let Some((_, i)) = best {
-        match source.fit(i, &request) {
+        match try_fit(i) {
             Ok(placement) => {
                 return Ok(Choice {
                     node: source.name(i).to_string(),
@@ -94,7 +111,7 @@ pub fn choose_node<S: NodeSource + ?Sized>(
     let mut ranked: Vec<(f64, usize)> = candidates().collect();
     ranked.sort_by(order);
     for (_, i) in ranked.into_iter().skip(usize::from(best.is_some())) {
-        match source.fit(i, &request) {
+        match try_fit(i) {
             Ok(placement) => {
                 return Ok(Choice {
                     node: source.name(i).to_string(),

@@ -33,6 +33,8 @@ pub struct NodeFacts<'a> {
     pub allocatable: &'a Resources,
     /// CPU and memory requested by the pods on it (milli-units).
     pub requested: &'a Resources,
+    /// Its labels, taints and cordon, when the Node has been seen.
+    pub traits: Option<&'a super::node_predicates::NodeTraits>,
 }
 
 /// Predicates and scores over nodes.

@@ -73,6 +73,7 @@ impl NodeSource for LedgerCandidates<'_> {
             gpus: entry.view(),
             allocatable: load.map_or(&NO_RESOURCES, |l| &l.allocatable),
             requested: load.map_or(&NO_RESOURCES, |l| &l.requested),
+            traits: load.and_then(|l| l.traits.as_deref()),
         })
     }
 }

@@ -19,6 +19,8 @@ mod invariant_tests;
 #[cfg(test)]
 mod placement_tests;
 #[cfg(test)]
+mod predicate_tests;
+#[cfg(test)]
 mod reclaim_tests;
 pub mod registration;
 pub mod tracking;
@@ -249,9 +251,12 @@ impl Scheduler {
             registration::apply_health(&mut entry, ready);
         }
         ledger.upsert_node(name, entry);
-        ledger
-            .load_mut()
-            .set_allocatable(name, crate::node_load::allocatable_of(node));
+        let load = ledger.load_mut();
+        load.set_allocatable(name, crate::node_load::allocatable_of(node));
+        load.set_traits(
+            name,
+            crate::placement::node_predicates::NodeTraits::of(node),
+        );
     }
 
     /// Applies a pod as a watch event shows it (events of one pod arrive in order).

@@ -47,11 +47,12 @@ pub const SUPPORTED_PLUGINS: &[&str] = &[
     "drf",
     "pdb",
     "cdp",
+    "predicates",
 ];
 
 /// Plugins accepted and ignored: kube-scheduler already ran its own predicates and
 /// scores before calling the extender.
-pub const IGNORED_PLUGINS: &[&str] = &["predicates", "nodeorder"];
+pub const IGNORED_PLUGINS: &[&str] = &["nodeorder"];
 
 /// An extension point a plugin entry can switch off with `enableXxx: false`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -585,7 +586,7 @@ tiers:
         assert!(conf.enabled("overcommit"));
         assert!(!conf.enabled("capacity"));
         assert_eq!(conf.overcommit_factor(), 1.2);
-        assert_eq!(conf.notes().len(), 2, "predicates and nodeorder ignored");
+        assert_eq!(conf.notes().len(), 1, "nodeorder ignored");
     }
 
     #[test]

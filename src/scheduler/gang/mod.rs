@@ -54,7 +54,7 @@ pub(crate) struct ConfInForce {
 
 impl ConfInForce {
     fn new(conf: SchedulerConf) -> Self {
-        let judge = registry::build(&conf).unwrap_or_else(|e| {
+        let judge = registry::build(&conf).map(Tiers::for_filter).unwrap_or_else(|e| {
             tracing::warn!(error = %e, "scheduler configuration does not build; filtering without plugins");
             Tiers::default()
         });

@@ -388,6 +388,7 @@ impl NodeSource for NodeSet {
             },
             allocatable: &node.resources.allocatable,
             requested: self.requested_of(i),
+            traits: node.resources.traits.as_deref(),
         })
     }
 }

@@ -123,6 +123,13 @@ pub trait Plugin: fmt::Debug + Send + Sync {
         Ok(())
     }
 
+    /// Whether the plugin's predicates and scores only repeat what kube-scheduler
+    /// checked before calling `/filter`: they run in the planner, which places
+    /// pods before kube-scheduler sees them, and are left out of `/filter`.
+    fn planner_only(&self) -> bool {
+        false
+    }
+
     /// Whether this plugin has a predicate (lets node choice skip the call).
     fn filters_nodes(&self) -> bool {
         false

@@ -51,6 +51,7 @@ fn default_conf_uses_proportion_and_overcommit() {
             "conformance",
             "overcommit",
             "drf",
+            "predicates",
             "proportion"
         ]
     );

@@ -35,6 +35,7 @@ pub const REGISTRY: &[(&str, Constructor)] = &[
     ("drf", plugins::drf::build),
     ("pdb", plugins::pdb::build),
     ("cdp", plugins::cdp::build),
+    ("predicates", plugins::predicates::build),
 ];
 
 /// Builds the configured plugins, tier by tier. Arguments are checked here, so a
@@ -98,8 +99,19 @@ mod tests {
                 "conformance",
                 "overcommit",
                 "drf",
+                "predicates",
                 "proportion"
             ]
         );
+    }
+
+    #[test]
+    fn filter_is_judged_without_the_plugins_that_repeat_kube_scheduler() {
+        use crate::placement::NodeJudge;
+        let planner = build(&SchedulerConf::default()).unwrap();
+        assert!(planner.filters(), "the planner runs predicates");
+        let filter = planner.for_filter();
+        assert!(!filter.filters(), "/filter does not");
+        assert!(!filter.names().contains(&"predicates"));
     }
 }

@@ -87,6 +87,7 @@ fn session(conf: &str) -> Session {
             resources: NodeResources {
                 allocatable: Resources::from_units([("cpu", 64)]),
                 requested: Resources::new(),
+                traits: None,
             },
         })
         .collect();

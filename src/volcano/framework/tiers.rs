@@ -89,6 +89,22 @@ impl Tiers {
         }
     }
 
+    /// The tiers `/filter` judges nodes with: without the plugins that only
+    /// repeat kube-scheduler's own filters and scores (see
+    /// [`Plugin::planner_only`]).
+    pub fn for_filter(self) -> Self {
+        Self::new(
+            self.tiers
+                .into_iter()
+                .map(|tier| {
+                    tier.into_iter()
+                        .filter(|s| !s.plugin.planner_only())
+                        .collect()
+                })
+                .collect(),
+        )
+    }
+
     /// Every plugin in order.
     pub fn slots(&self) -> impl Iterator<Item = &Slot> {
         self.tiers.iter().flatten()

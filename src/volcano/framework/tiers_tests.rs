@@ -432,6 +432,7 @@ fn predicates_rule_out_and_node_scores_add_up() {
         },
         allocatable: &none,
         requested: &none,
+        traits: None,
     };
     let judge = s.tiers();
     assert!(judge.filters() && judge.scores());

@@ -283,6 +283,7 @@ mod tests {
                         },
                         allocatable: alloc,
                         requested: used,
+                        traits: None,
                     };
                     let task = TaskFacts {
                         namespace: "c1",

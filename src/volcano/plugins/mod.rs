@@ -12,6 +12,7 @@ mod drf_hierarchy;
 pub mod gang;
 pub mod overcommit;
 pub mod pdb;
+pub mod predicates;
 pub mod priority;
 pub mod proportion;
 mod queue_tree;
