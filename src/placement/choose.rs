@@ -37,7 +37,7 @@ pub fn choose_node<S: NodeSource + ?Sized>(
         quota,
     };
     let policy = ctx.policies.node;
-    let (filters, scores) = (judge.filters(), judge.scores());
+    let (filters, scores) = (judge.filters(), judge.scores_task(task));
     // With plugin scores every candidate is judged to be ranked, and predicates
     // rule nodes out first. Without them the ranking needs no plugin, and a
     // predicate is asked only of the nodes tried, best first: the same answer,

@@ -45,6 +45,11 @@ pub trait NodeJudge {
     /// Whether any node-order score runs (otherwise every node scores 0).
     fn scores(&self) -> bool;
 
+    /// Whether some node-order score can tell nodes apart for this task.
+    fn scores_task(&self, _task: &TaskFacts<'_>) -> bool {
+        self.scores()
+    }
+
     /// Rules the node out for the task, with a reason; `Ok` lets it through.
     fn predicate(&self, task: &TaskFacts<'_>, node: &NodeFacts<'_>) -> Result<(), String>;
 

@@ -10,6 +10,7 @@
 mod choose;
 mod judge;
 pub mod node_predicates;
+pub mod node_preferences;
 mod rejection;
 mod source;
 

@@ -135,7 +135,7 @@ fn matches_node_selector(
 }
 
 /// A term's requirements are ANDed; a term with none matches no node.
-fn term_matches(
+pub(super) fn term_matches(
     term: &NodeSelectorTerm,
     node_name: &str,
     labels: &BTreeMap<String, String>,
@@ -181,7 +181,12 @@ fn requirement_matches(r: &NodeSelectorRequirement, value: Option<&str>) -> bool
 }
 
 /// Whether `toleration` tolerates the taint `key=value:effect`.
-fn tolerates(toleration: &Toleration, key: &str, value: Option<&str>, effect: &str) -> bool {
+pub(super) fn tolerates(
+    toleration: &Toleration,
+    key: &str,
+    value: Option<&str>,
+    effect: &str,
+) -> bool {
     let effect_ok = toleration
         .effect
         .as_deref()

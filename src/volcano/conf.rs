@@ -48,11 +48,8 @@ pub const SUPPORTED_PLUGINS: &[&str] = &[
     "pdb",
     "cdp",
     "predicates",
+    "nodeorder",
 ];
-
-/// Plugins accepted and ignored: kube-scheduler already ran its own predicates and
-/// scores before calling the extender.
-pub const IGNORED_PLUGINS: &[&str] = &["nodeorder"];
 
 /// An extension point a plugin entry can switch off with `enableXxx: false`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -244,7 +241,7 @@ pub enum ConfError {
     #[error("scheduler configuration: actions: {0:?} is listed twice")]
     DuplicateAction(String),
     /// A plugin name nobody knows.
-    #[error("scheduler configuration: {at}: unknown plugin {name:?} (supported: {}; accepted and ignored: {})", SUPPORTED_PLUGINS.join(", "), IGNORED_PLUGINS.join(", "))]
+    #[error("scheduler configuration: {at}: unknown plugin {name:?} (supported: {})", SUPPORTED_PLUGINS.join(", "))]
     UnknownPlugin {
         /// `tiers[i].plugins[j]`.
         at: String,
@@ -381,19 +378,10 @@ impl SchedulerConf {
         self.flag("capacity", HIERARCHY_FLAG).unwrap_or(false)
     }
 
-    /// Human-readable remarks about how the configuration is applied: ignored
-    /// plugins, conflicting choices and replaced values. For logs and the debug
-    /// endpoint.
+    /// Human-readable remarks about how the configuration is applied:
+    /// conflicting choices and replaced values. For logs and the debug endpoint.
     pub fn notes(&self) -> Vec<String> {
         let mut notes = Vec::new();
-        for p in self.tiers.iter().flat_map(|t| t.plugins.iter()) {
-            if IGNORED_PLUGINS.contains(&p.name.as_str()) {
-                notes.push(format!(
-                    "plugin {} is accepted and ignored: kube-scheduler ran its own predicates and scores before calling the extender",
-                    p.name
-                ));
-            }
-        }
         if self.enabled("proportion") && self.enabled("capacity") {
             notes.push(
                 "proportion and capacity are both enabled; capacity decides deserved and quota checks and proportion is ignored"
@@ -490,7 +478,7 @@ fn parse_plugin(at: &str, plugin: &Value) -> Result<PluginOption, ConfError> {
             why,
         });
     }
-    if !SUPPORTED_PLUGINS.contains(&name.as_str()) && !IGNORED_PLUGINS.contains(&name.as_str()) {
+    if !SUPPORTED_PLUGINS.contains(&name.as_str()) {
         return Err(ConfError::UnknownPlugin {
             at: at.to_owned(),
             name,
@@ -586,7 +574,7 @@ tiers:
         assert!(conf.enabled("overcommit"));
         assert!(!conf.enabled("capacity"));
         assert_eq!(conf.overcommit_factor(), 1.2);
-        assert_eq!(conf.notes().len(), 1, "nodeorder ignored");
+        assert!(conf.notes().is_empty(), "{:?}", conf.notes());
     }
 
     #[test]

@@ -45,13 +45,12 @@ pub fn refusal(name: &str) -> Option<&'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::volcano::conf::{IGNORED_PLUGINS, SUPPORTED_PLUGINS};
+    use crate::volcano::conf::SUPPORTED_PLUGINS;
 
     #[test]
-    fn a_refused_plugin_is_neither_supported_nor_ignored() {
+    fn a_refused_plugin_is_not_supported() {
         for (name, _) in REFUSED_PLUGINS {
             assert!(!SUPPORTED_PLUGINS.contains(name), "{name}");
-            assert!(!IGNORED_PLUGINS.contains(name), "{name}");
         }
     }
 

@@ -145,6 +145,13 @@ pub trait Plugin: fmt::Debug + Send + Sync {
         false
     }
 
+    /// Whether this plugin's node scores can tell nodes apart for this task (a
+    /// score that would be the same on every node is skipped, and with it the
+    /// cost of judging every node).
+    fn scores_task(&self, _task: &TaskFacts<'_>) -> bool {
+        true
+    }
+
     /// The node's score for the task (higher is better).
     fn node_order(&self, _task: &TaskFacts<'_>, _node: &NodeFacts<'_>) -> f64 {
         0.0

@@ -52,7 +52,8 @@ fn default_conf_uses_proportion_and_overcommit() {
             "overcommit",
             "drf",
             "predicates",
-            "proportion"
+            "proportion",
+            "nodeorder"
         ]
     );
     let r = s.report();

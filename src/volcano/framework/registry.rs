@@ -4,7 +4,7 @@
 use super::arguments::Arguments;
 use super::plugin::Plugin;
 use super::tiers::{Slot, Tiers};
-use crate::volcano::conf::{ConfError, IGNORED_PLUGINS, PluginOption, SchedulerConf};
+use crate::volcano::conf::{ConfError, PluginOption, SchedulerConf};
 use crate::volcano::plugins;
 
 /// What a plugin's constructor reads.
@@ -36,6 +36,7 @@ pub const REGISTRY: &[(&str, Constructor)] = &[
     ("pdb", plugins::pdb::build),
     ("cdp", plugins::cdp::build),
     ("predicates", plugins::predicates::build),
+    ("nodeorder", plugins::nodeorder::build),
 ];
 
 /// Builds the configured plugins, tier by tier. Arguments are checked here, so a
@@ -47,9 +48,6 @@ pub fn build(conf: &SchedulerConf) -> Result<Tiers, ConfError> {
         let mut slots = Vec::new();
         for (pi, option) in tier.plugins.iter().enumerate() {
             let at = format!("tiers[{ti}].plugins[{pi}]");
-            if IGNORED_PLUGINS.contains(&option.name.as_str()) {
-                continue;
-            }
             let Some((_, constructor)) = REGISTRY.iter().find(|(n, _)| *n == option.name) else {
                 return Err(ConfError::UnknownPlugin {
                     at,
@@ -100,7 +98,8 @@ mod tests {
                 "overcommit",
                 "drf",
                 "predicates",
-                "proportion"
+                "proportion",
+                "nodeorder"
             ]
         );
     }

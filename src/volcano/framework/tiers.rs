@@ -359,6 +359,13 @@ impl NodeJudge for Tiers {
         self.scores
     }
 
+    fn scores_task(&self, task: &TaskFacts<'_>) -> bool {
+        self.scores
+            && self
+                .slots_on(ExtensionPoint::NodeOrder)
+                .any(|s| s.plugin.scores_nodes() && s.plugin.scores_task(task))
+    }
+
     fn predicate(&self, task: &TaskFacts<'_>, node: &NodeFacts<'_>) -> Result<(), String> {
         for s in self.slots_on(ExtensionPoint::Predicate) {
             s.plugin.predicate(task, node)?;

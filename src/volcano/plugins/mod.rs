@@ -10,6 +10,7 @@ pub mod conformance;
 pub mod drf;
 mod drf_hierarchy;
 pub mod gang;
+pub mod nodeorder;
 pub mod overcommit;
 pub mod pdb;
 pub mod predicates;
