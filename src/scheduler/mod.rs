@@ -19,6 +19,8 @@ mod invariant_tests;
 #[cfg(test)]
 mod placement_tests;
 #[cfg(test)]
+mod reclaim_invariant_tests;
+#[cfg(test)]
 mod reclaim_tests;
 pub mod registration;
 pub mod tracking;
