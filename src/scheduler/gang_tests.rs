@@ -81,9 +81,19 @@ pub(super) struct Cluster {
 
 impl Cluster {
     pub fn new(nodes: &[(&str, usize)], gang: GangConfig) -> Self {
+        Self::with_api(nodes, gang, |memory| -> Arc<dyn ClusterApi> { memory })
+    }
+
+    /// A cluster whose scheduler talks to the store through `api` (a wrapper of
+    /// the in-memory store, e.g. one whose evictions take time).
+    pub fn with_api(
+        nodes: &[(&str, usize)],
+        gang: GangConfig,
+        api: impl FnOnce(Arc<MemoryCluster>) -> Arc<dyn ClusterApi>,
+    ) -> Self {
         let nodes_v: Vec<Node> = nodes.iter().map(|(n, g)| gpu_node(n, *g)).collect();
         let memory = Arc::new(MemoryCluster::new(nodes_v.clone(), Vec::new(), true));
-        let api: Arc<dyn ClusterApi> = memory.clone();
+        let api = api(memory.clone());
         let config = SchedulerConfig {
             gang,
             ..SchedulerConfig::default()
@@ -123,7 +133,11 @@ impl Cluster {
     }
 
     pub async fn pod(&self, name: &str) -> Option<Pod> {
-        self.memory.get_pod("ml", name).await.unwrap()
+        self.pod_in("ml", name).await
+    }
+
+    pub async fn pod_in(&self, namespace: &str, name: &str) -> Option<Pod> {
+        self.memory.get_pod(namespace, name).await.unwrap()
     }
 
     pub async fn gated(&self, name: &str) -> bool {
@@ -134,7 +148,11 @@ impl Cluster {
     }
 
     pub async fn filter(&self, name: &str) -> Result<Vec<String>, String> {
-        let pod = self.pod(name).await.expect("pod exists");
+        self.filter_in("ml", name).await
+    }
+
+    pub async fn filter_in(&self, namespace: &str, name: &str) -> Result<Vec<String>, String> {
+        let pod = self.pod_in(namespace, name).await.expect("pod exists");
         let r = self
             .s
             .filter(ExtenderArgs {

@@ -21,6 +21,8 @@ mod placement_tests;
 #[cfg(test)]
 mod predicate_tests;
 #[cfg(test)]
+mod reclaim_invariant_tests;
+#[cfg(test)]
 mod reclaim_tests;
 pub mod registration;
 pub mod tracking;

@@ -17,7 +17,7 @@ use std::collections::BTreeSet;
 
 /// The seed's configuration: capacity-card decides who reclaims from whom by
 /// service type and card quota.
-const TIDAL: &str = "actions: enqueue, allocate, backfill, reclaim, preempt
+pub(super) const TIDAL: &str = "actions: enqueue, allocate, backfill, reclaim, preempt
 tiers:
 - plugins:
   - name: priority
@@ -36,6 +36,13 @@ fn tidal_cluster(nodes: usize) -> Cluster {
     let names: Vec<String> = (1..=nodes).map(|i| format!("n{i}")).collect();
     let spec: Vec<(&str, usize)> = names.iter().map(|n| (n.as_str(), 2)).collect();
     let c = Cluster::new(&spec, GangConfig::default());
+    make_tidal(&c);
+    c
+}
+
+/// The tidal configuration and its two queues: `inference` (high priority, not
+/// reclaimable) and `training` (low priority, reclaimable).
+pub(super) fn make_tidal(c: &Cluster) {
     c.s.set_gang_conf(crate::volcano::load_conf(TIDAL).unwrap());
     c.s.apply_queue(&queue(
         "inference",
@@ -45,17 +52,21 @@ fn tidal_cluster(nodes: usize) -> Cluster {
         "training",
         json!({"priority": 20000, "reclaimable": true}),
     ));
-    c
+}
+
+/// The PodGroup of a training gang in queue `training`, minMember `min`.
+pub(super) fn training_group(group: &str, min: u32) -> serde_json::Value {
+    podgroup(
+        group,
+        min,
+        "training",
+        json!({"annotations": {"volcano.sh/service.type": "training"}}),
+    )
 }
 
 /// A training gang of `n` one-GPU members in queue `training`.
 fn training(c: &Cluster, group: &str, n: u32) {
-    c.s.apply_podgroup(&podgroup(
-        group,
-        n,
-        "training",
-        json!({"annotations": {"volcano.sh/service.type": "training"}}),
-    ));
+    c.s.apply_podgroup(&training_group(group, n));
     for i in 0..n {
         c.add(&member(&format!("{group}-{i}"), group, i));
     }
@@ -63,6 +74,12 @@ fn training(c: &Cluster, group: &str, n: u32) {
 
 /// An inference service pod of one GPU in queue `inference`.
 fn inference(c: &Cluster, name: &str) {
+    c.add(&inference_pod(name));
+}
+
+/// An inference service pod of one GPU in queue `inference`, gated, not yet
+/// added (a gang of one: no PodGroup).
+pub(super) fn inference_pod(name: &str) -> Pod {
     let mut pod = member(name, "unused", 30);
     let anns = pod
         .metadata
@@ -74,7 +91,7 @@ fn inference(c: &Cluster, name: &str) {
         "inference".into(),
     );
     anns.insert("volcano.sh/service.type".into(), "inference".into());
-    c.add(&pod);
+    pod
 }
 
 /// Plans, filters and binds every member of `group` (`n` of them).
@@ -194,6 +211,33 @@ async fn training_never_takes_gpus_from_inference() {
     assert!(evict_events(&c).is_empty());
     assert!(c.gated("train-0").await);
     assert_eq!(c.verdict("ml/train").phase, GangPhase::Inqueue);
+}
+
+#[tokio::test]
+async fn a_gang_with_a_member_still_to_bind_is_not_evicted_half() {
+    // Both members are planned and released; one is bound, the other still holds
+    // its reservation. Evicting the bound one alone would leave the other to start
+    // below minMember, and a reserved pod cannot be evicted: the gang is no victim
+    // until it runs whole.
+    let c = tidal_cluster(1);
+    training(&c, "train", 2);
+    c.s.run_gang_cycle().await;
+    let node = c.filter("train-0").await.unwrap();
+    c.bind("train-0", &node[0]).await.unwrap();
+    assert!(!c.gated("train-1").await);
+
+    inference(&c, "svc");
+    c.s.run_gang_cycle().await;
+    assert!(exists(&c, "train-0").await, "{:?}", evict_events(&c));
+    assert!(evict_events(&c).is_empty());
+    assert!(c.gated("svc").await);
+
+    // Once the gang runs whole it goes whole.
+    let node = c.filter("train-1").await.unwrap();
+    c.bind("train-1", &node[0]).await.unwrap();
+    c.s.run_gang_cycle().await;
+    assert!(!exists(&c, "train-0").await && !exists(&c, "train-1").await);
+    assert_eq!(evict_events(&c).len(), 2);
 }
 
 #[tokio::test]

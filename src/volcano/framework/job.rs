@@ -174,7 +174,7 @@ impl TaskInfo {
 /// Counts of a job's tasks by standing.
 #[derive(Debug, Default, Clone, PartialEq)]
 pub struct TaskCounts {
-    /// Placed, holding GPUs, or finished successfully.
+    /// Placed, holding GPUs, or finished successfully (not being evicted).
     pub ready: usize,
     /// Not failed and not held back by someone else's gate.
     pub valid: usize,
@@ -250,7 +250,10 @@ impl JobInfo {
                 c.pipelined += 1;
                 *c.pipelined_roles.entry(role.clone()).or_default() += 1;
             }
-            if t.status.is_ready() || t.status == TaskStatus::Releasing {
+            // A member being evicted is on its way out: counting it would let the
+            // gang's waiting members start on other room while it terminates, and
+            // run below minMember once it is gone.
+            if t.status.is_ready() {
                 c.ready += 1;
                 *c.ready_roles.entry(role).or_default() += 1;
             }

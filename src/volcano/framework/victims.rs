@@ -95,7 +95,8 @@ fn covers(budget: &crate::volcano::disruption_budget::DisruptionBudget, t: &Task
 
 /// What must go if `victim` goes, given what is taken already: the victim alone
 /// while its job keeps its minimum, else every running member of its job not taken
-/// yet, when every one of them is `allowed`; `None` when it cannot go safely.
+/// yet, when every one of them is `allowed` and no member of the job holds GPUs
+/// off a node; `None` when it cannot go safely.
 pub fn take_with<'s>(
     state: &'s SessionState,
     allowed: &BTreeSet<&str>,
@@ -112,6 +113,9 @@ pub fn take_with<'s>(
     gone.insert(victim.uid.as_str());
     if job.key.single || keeps_minimum(job, &gone) {
         return Some(vec![victim]);
+    }
+    if holds_off_node(job) {
+        return None;
     }
     let rest: Vec<&TaskInfo> = whole_gang(job)
         .into_iter()
@@ -143,6 +147,16 @@ pub fn keeps_minimum(job: &JobInfo, gone: &BTreeSet<&str>) -> bool {
     job.reaches_minimum(ready, &roles)
 }
 
+/// Whether some member of the job holds GPUs, or is promised them, without being
+/// on a node yet (reserved and not bound, or pipelined). Such a member cannot be
+/// evicted: taking the running members below the minimum would leave it to
+/// start alone, a half-running gang. The job is no victim until it runs whole.
+fn holds_off_node(job: &JobInfo) -> bool {
+    job.tasks
+        .iter()
+        .any(|t| matches!(t.status, TaskStatus::Allocated | TaskStatus::Pipelined))
+}
+
 /// The running members of a job that would have to go with any one of them: all
 /// of its running tasks when losing one takes it below its minimum.
 pub fn whole_gang(job: &JobInfo) -> Vec<&TaskInfo> {
@@ -155,7 +169,8 @@ pub fn whole_gang(job: &JobInfo) -> Vec<&TaskInfo> {
 /// Victims grouped into what must go together: per job, either each victim alone
 /// (the job keeps its minimum without all of them) or all of the job's running
 /// members as one unit. A job whose victims would break it without taking every
-/// running member is dropped entirely: no half-running gang keeps GPUs.
+/// running member, or while members not yet on a node hold GPUs, is dropped
+/// entirely: no half-running gang keeps GPUs.
 pub fn gang_units<'s>(state: &'s SessionState, victims: &[String]) -> Vec<Vec<&'s TaskInfo>> {
     let chosen: BTreeSet<&str> = victims.iter().map(String::as_str).collect();
     let mut by_job: BTreeMap<&GangKey, Vec<&TaskInfo>> = BTreeMap::new();
@@ -175,7 +190,7 @@ pub fn gang_units<'s>(state: &'s SessionState, victims: &[String]) -> Vec<Vec<&'
             continue;
         }
         let all = whole_gang(job);
-        if all.iter().all(|t| gone.contains(t.uid.as_str())) {
+        if !holds_off_node(job) && all.iter().all(|t| gone.contains(t.uid.as_str())) {
             units.push(all);
         }
     }
