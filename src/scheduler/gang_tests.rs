@@ -171,6 +171,9 @@ impl Cluster {
     }
 
     pub async fn bind(&self, name: &str, node: &str) -> Result<(), String> {
+        // The store keeps only a slim copy of a bound pod; a watch would deliver it
+        // whole (priority, preemption policy, requests), so keep the whole pod.
+        let whole = self.pod(name).await;
         let r = self
             .s
             .bind(ExtenderBindingArgs {
@@ -182,7 +185,12 @@ impl Cluster {
             .await;
         if r.error.is_empty() {
             // The cluster file has no watch: show the scheduler the bound pod.
-            if let Some(p) = self.pod(name).await {
+            if let (Some(mut p), Some(stored)) = (whole, self.pod(name).await) {
+                p.metadata.annotations = stored.metadata.annotations;
+                if let Some(spec) = p.spec.as_mut() {
+                    spec.node_name = Some(node.to_string());
+                    spec.scheduling_gates = None;
+                }
                 self.s.apply_pod(&p);
             }
             Ok(())
