@@ -1,6 +1,7 @@
-//! The planner runs kube-scheduler's node filters (the `predicates` plugin, in
-//! Volcano's default configuration): gang members are planned only onto nodes
-//! kube-scheduler would accept, and a gang no node accepts waits with
+//! The planner runs kube-scheduler's node filters and preferences (the
+//! `predicates` and `nodeorder` plugins, both in Volcano's default
+//! configuration): gang members are planned only onto nodes kube-scheduler would
+//! accept, preferring the nodes they prefer, and a gang no node accepts waits with
 //! kube-scheduler's reason. `/filter` does not repeat them.
 
 use super::GangConfig;
@@ -145,6 +146,34 @@ async fn with_node_scores_too_members_go_only_where_kube_scheduler_would_accept(
         .unwrap(),
     );
     gang(&c, "one", 1, json!({"nodeSelector": {"pool": "train"}}));
+    c.s.run_gang_cycle().await;
+    assert_eq!(planned_node(&c, "one-0").await.as_deref(), Some("n2"));
+}
+
+#[tokio::test]
+async fn preferred_node_affinity_orders_the_planners_nodes() {
+    // n1 and n2 are equally empty: by name n1 would be chosen; the member
+    // prefers pool "train" (n2, n3), and n3's hard taint is not tolerated.
+    let c = cluster();
+    let prefers = json!({"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+        {"weight": 10, "preference": {"matchExpressions": [{"key": "pool", "operator": "In", "values": ["train"]}]}}
+    ]}});
+    gang(&c, "one", 1, json!({"affinity": prefers}));
+    c.s.run_gang_cycle().await;
+    assert_eq!(planned_node(&c, "one-0").await.as_deref(), Some("n2"));
+}
+
+#[tokio::test]
+async fn a_soft_taint_is_avoided_when_another_node_is_as_good() {
+    let c = Cluster::new(&[("n1", 1), ("n2", 1)], GangConfig::default());
+    c.s.apply_node(&node(
+        "n1",
+        1,
+        json!({}),
+        json!([{"key": "spot", "effect": "PreferNoSchedule"}]),
+    ));
+    c.s.apply_node(&node("n2", 1, json!({}), json!([])));
+    gang(&c, "one", 1, json!({}));
     c.s.run_gang_cycle().await;
     assert_eq!(planned_node(&c, "one-0").await.as_deref(), Some("n2"));
 }
