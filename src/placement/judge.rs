@@ -2,6 +2,7 @@
 //! order the rest (Volcano's predicate and node-order extension points).
 
 use crate::fit::{NodeView, PodContext};
+use crate::node_labels::NodeLabels;
 use crate::resources::{Resources, VgpuDims};
 use k8s_openapi::api::core::v1::Pod;
 
@@ -18,6 +19,9 @@ pub struct TaskFacts<'a> {
     pub resreq: &'a Resources,
     /// The pod itself.
     pub pod: Option<&'a Pod>,
+    /// The queue it is scheduled in; `None` for a pod outside queue scheduling
+    /// (no PodGroup, no queue annotation, or gang scheduling off).
+    pub queue: Option<&'a str>,
     /// The names its vGPU dimensions go by in `resreq`.
     pub dims: &'a VgpuDims,
 }
@@ -33,6 +37,8 @@ pub struct NodeFacts<'a> {
     pub allocatable: &'a Resources,
     /// CPU and memory requested by the pods on it (milli-units).
     pub requested: &'a Resources,
+    /// Its labels that plugins read.
+    pub labels: &'a NodeLabels,
 }
 
 /// Predicates and scores over nodes.

@@ -47,6 +47,7 @@ pub const SUPPORTED_PLUGINS: &[&str] = &[
     "drf",
     "pdb",
     "cdp",
+    "nodegroup",
 ];
 
 /// Plugins accepted and ignored: kube-scheduler already ran its own predicates and
@@ -59,7 +60,6 @@ const UNSUPPORTED_VOLCANO_PLUGINS: &[&str] = &[
     "deviceshare",
     "extender",
     "network-topology-aware",
-    "nodegroup",
     "numaaware",
     "rescheduling",
     "resource-strategy-fit",

@@ -35,6 +35,7 @@ pub const REGISTRY: &[(&str, Constructor)] = &[
     ("drf", plugins::drf::build),
     ("pdb", plugins::pdb::build),
     ("cdp", plugins::cdp::build),
+    ("nodegroup", plugins::nodegroup::build),
 ];
 
 /// Builds the configured plugins, tier by tier. Arguments are checked here, so a

@@ -283,6 +283,7 @@ mod tests {
                         },
                         allocatable: alloc,
                         requested: used,
+                        labels: &Default::default(),
                     };
                     let task = TaskFacts {
                         namespace: "c1",
@@ -290,6 +291,7 @@ mod tests {
                         gpu: None,
                         resreq,
                         pod: None,
+                        queue: None,
                         dims: &dims,
                     };
                     let score = b.score(&task, &facts);
