@@ -19,6 +19,7 @@ pub mod ledger;
 pub mod log_fields;
 pub mod log_writer;
 pub mod metrics;
+pub mod node_labels;
 pub mod node_load;
 pub mod node_lock;
 pub mod placement;

@@ -2,6 +2,7 @@
 //! order the rest (Volcano's predicate and node-order extension points).
 
 use crate::fit::{NodeView, PodContext};
+use crate::node_labels::NodeLabels;
 use crate::resources::{Resources, VgpuDims};
 use k8s_openapi::api::core::v1::Pod;
 
@@ -18,6 +19,9 @@ pub struct TaskFacts<'a> {
     pub resreq: &'a Resources,
     /// The pod itself.
     pub pod: Option<&'a Pod>,
+    /// The queue it is scheduled in; `None` for a pod outside queue scheduling
+    /// (no PodGroup, no queue annotation, or gang scheduling off).
+    pub queue: Option<&'a str>,
     /// The names its vGPU dimensions go by in `resreq`.
     pub dims: &'a VgpuDims,
 }
@@ -35,6 +39,8 @@ pub struct NodeFacts<'a> {
     pub requested: &'a Resources,
     /// Its labels, taints and cordon, when the Node has been seen.
     pub traits: Option<&'a super::node_predicates::NodeTraits>,
+    /// Its labels that plugins read.
+    pub labels: &'a NodeLabels,
 }
 
 /// Predicates and scores over nodes.

@@ -74,6 +74,7 @@ impl NodeSource for LedgerCandidates<'_> {
             allocatable: load.map_or(&NO_RESOURCES, |l| &l.allocatable),
             requested: load.map_or(&NO_RESOURCES, |l| &l.requested),
             traits: load.and_then(|l| l.traits.as_deref()),
+            labels: &entry.labels,
         })
     }
 }
@@ -93,11 +94,12 @@ fn fit_entry(
     fit_pod(entry.view(), request).map_err(NodeRejection::Fit)
 }
 
-/// What plugins see of the pod: its requests plus its vGPU estimate (computed
-/// only when some plugin filters or scores nodes).
+/// What plugins see of the pod: its requests plus its vGPU estimate, and its queue
+/// (computed only when some plugin filters or scores nodes).
 struct PodFacts {
     resreq: Resources,
     dims: VgpuDims,
+    queue: Option<String>,
 }
 
 impl PodFacts {
@@ -109,13 +111,19 @@ impl PodFacts {
     ) -> Self {
         let dims = scheduler.vgpu_dims();
         let mut resreq = Resources::default();
+        let mut queue = None;
         if judge.filters() || judge.scores() {
             if let Some(pod) = pod {
                 resreq = pod_requests(pod);
+                queue = scheduler.queue_of_pod(pod);
             }
             resreq.add(&request_charge(&dims, ctx));
         }
-        Self { resreq, dims }
+        Self {
+            resreq,
+            dims,
+            queue,
+        }
     }
 
     fn task<'a>(&'a self, ctx: &'a PodContext, pod: Option<&'a Pod>) -> TaskFacts<'a> {
@@ -125,6 +133,7 @@ impl PodFacts {
             gpu: Some(ctx),
             resreq: &self.resreq,
             pod,
+            queue: self.queue.as_deref(),
             dims: &self.dims,
         }
     }

@@ -17,6 +17,8 @@ mod gang_tests;
 #[cfg(test)]
 mod invariant_tests;
 #[cfg(test)]
+mod nodegroup_tests;
+#[cfg(test)]
 mod placement_tests;
 #[cfg(test)]
 mod predicate_tests;

@@ -49,6 +49,7 @@ pub const SUPPORTED_PLUGINS: &[&str] = &[
     "cdp",
     "predicates",
     "nodeorder",
+    "nodegroup",
 ];
 
 /// An extension point a plugin entry can switch off with `enableXxx: false`.

@@ -128,6 +128,58 @@ pub struct QueueSpec {
     pub hierarchy: Option<String>,
     /// Annotation `volcano.sh/hierarchy-weights` (`1/2/8`): a weight per level.
     pub hierarchy_weights: Option<String>,
+    /// `spec.affinity`: the node groups the queue's pods go to or avoid; `None`
+    /// when the queue has no `affinity` at all (it may then inherit its ancestor's).
+    pub affinity: Option<NodeGroupAffinity>,
+}
+
+/// A Queue's `spec.affinity`: node groups (values of the node label
+/// `volcano.sh/nodegroup-name`) its pods must, should, must not or should not use.
+/// Lists are kept as written; the nodegroup plugin reads them as sets.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct NodeGroupAffinity {
+    /// `nodeGroupAffinity.requiredDuringSchedulingIgnoredDuringExecution`.
+    pub required: Vec<String>,
+    /// `nodeGroupAffinity.preferredDuringSchedulingIgnoredDuringExecution`, in the
+    /// order written (`enablePreferredOrder` scores earlier entries higher).
+    pub preferred: Vec<String>,
+    /// `nodeGroupAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution`.
+    pub anti_required: Vec<String>,
+    /// `nodeGroupAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution`.
+    pub anti_preferred: Vec<String>,
+}
+
+impl NodeGroupAffinity {
+    /// Reads `spec.affinity` (both parts optional, as in Volcano).
+    fn from_crd(affinity: crd::Affinity) -> Self {
+        let lists = |terms: Option<crd::NodeGroupTerms>| {
+            let terms = terms.unwrap_or_default();
+            (
+                terms
+                    .required_during_scheduling_ignored_during_execution
+                    .unwrap_or_default(),
+                terms
+                    .preferred_during_scheduling_ignored_during_execution
+                    .unwrap_or_default(),
+            )
+        };
+        let (required, preferred) = lists(affinity.node_group_affinity);
+        let (anti_required, anti_preferred) = lists(affinity.node_group_anti_affinity);
+        Self {
+            required,
+            preferred,
+            anti_required,
+            anti_preferred,
+        }
+    }
+
+    /// Whether no list names a group (an `affinity: {}` with nothing in it).
+    pub fn is_empty(&self) -> bool {
+        self.required.is_empty()
+            && self.preferred.is_empty()
+            && self.anti_required.is_empty()
+            && self.anti_preferred.is_empty()
+    }
 }
 
 impl QueueSpec {
@@ -146,6 +198,7 @@ impl QueueSpec {
             card_quota: BTreeMap::new(),
             hierarchy: None,
             hierarchy_weights: None,
+            affinity: None,
         }
     }
 
@@ -191,6 +244,7 @@ impl QueueSpec {
             card_quota,
             hierarchy: annotations.remove(HIERARCHY_ANNOTATION),
             hierarchy_weights: annotations.remove(HIERARCHY_WEIGHTS_ANNOTATION),
+            affinity: spec.affinity.map(NodeGroupAffinity::from_crd),
             name,
         })
     }

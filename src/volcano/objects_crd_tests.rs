@@ -66,6 +66,11 @@ fn a_bad_nested_value_is_named_by_its_path() {
             "spec.affinity.nodeGroupAffinity.requiredDuringSchedulingIgnoredDuringExecution",
         ),
         (
+            json!({"spec": {"affinity": {"nodeGroupAntiAffinity":
+                {"preferredDuringSchedulingIgnoredDuringExecution": ["ng-1", 2]}}}}),
+            "spec.affinity.nodeGroupAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution[1]",
+        ),
+        (
             json!({"status": {"reservation": {"nodes": [1]}}}),
             "status.reservation.nodes[0]",
         ),
@@ -112,7 +117,7 @@ fn a_bad_nested_value_is_named_by_its_path() {
 fn null_fields_read_as_unset() {
     let q = QueueSpec::from_json(&json!({"metadata": {"name": "q", "annotations": null},
         "spec": {"weight": null, "capability": null, "reclaimable": null,
-            "guarantee": null, "parent": null, "priority": null},
+            "guarantee": null, "parent": null, "priority": null, "affinity": null},
         "status": {"state": null, "allocated": null}}))
     .unwrap();
     assert_eq!(q, QueueSpec::new("q"));
@@ -230,6 +235,13 @@ fn reads_a_queue_as_kubectl_prints_it() {
     assert_eq!(q.card_quota, BTreeMap::from([("NVIDIA-H200".into(), 8)]));
     assert_eq!(q.hierarchy.as_deref(), Some("root/eng/team-a"));
     assert_eq!(q.hierarchy_weights.as_deref(), Some("1/2/4"));
+    assert_eq!(
+        q.affinity,
+        Some(NodeGroupAffinity {
+            required: vec!["ng-gpu".into()],
+            ..NodeGroupAffinity::default()
+        })
+    );
 
     let typed: crd::Queue = crd::read(&doc).unwrap();
     let status = typed.status.unwrap();
@@ -365,4 +377,34 @@ fn reads_a_podgroup_as_kubectl_prints_it() {
         Some("2f6f1f0e-8a67-4f2a-9a1d-0e4c3b2a1f00")
     );
     assert_eq!(status.running, Some(3));
+}
+
+/// `spec.affinity` keeps its four lists as written, and tells "no affinity" (which
+/// a child queue may inherit over) from an empty one.
+#[test]
+fn node_group_affinity_reads_every_list() {
+    let q = QueueSpec::from_json(&json!({"metadata": {"name": "gpu-queue"}, "spec": {
+        "affinity": {
+            "nodeGroupAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": ["gpu-pool"],
+                "preferredDuringSchedulingIgnoredDuringExecution": ["high-memory-pool", "gpu-pool"]},
+            "nodeGroupAntiAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": ["cpu-only-pool"],
+                "preferredDuringSchedulingIgnoredDuringExecution": null}}}}))
+    .unwrap();
+    assert_eq!(
+        q.affinity,
+        Some(NodeGroupAffinity {
+            required: vec!["gpu-pool".into()],
+            preferred: vec!["high-memory-pool".into(), "gpu-pool".into()],
+            anti_required: vec!["cpu-only-pool".into()],
+            anti_preferred: vec![],
+        })
+    );
+    let empty = QueueSpec::from_json(&json!({"metadata": {"name": "q"}, "spec": {"affinity": {}}}))
+        .unwrap();
+    assert_eq!(empty.affinity, Some(NodeGroupAffinity::default()));
+    assert!(empty.affinity.is_some_and(|a| a.is_empty()));
+    let none = QueueSpec::from_json(&json!({"metadata": {"name": "q"}})).unwrap();
+    assert_eq!(none.affinity, None);
 }

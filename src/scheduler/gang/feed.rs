@@ -29,7 +29,13 @@ impl Scheduler {
     pub fn apply_queue(&self, object: &serde_json::Value) {
         match QueueSpec::from_json(object) {
             Ok(queue) => {
-                self.gang.book.write().apply_queue(queue);
+                let mut book = self.gang.book.write();
+                // Status writes (ours every cycle) change nothing the plugins read.
+                if book.queues.get(&queue.name) != Some(&queue) {
+                    book.apply_queue(queue);
+                    self.queues_changed(&book);
+                }
+                drop(book);
                 self.gang.wake.notify_one();
             }
             Err(e) => {
@@ -38,14 +44,19 @@ impl Scheduler {
                     .and_then(|n| n.as_str())
                     .unwrap_or("");
                 tracing::warn!(queue = name, error = %e, "queue is unreadable; it admits nothing until fixed");
-                self.gang.book.write().queue_error(name, e.to_string());
+                let mut book = self.gang.book.write();
+                book.queue_error(name, e.to_string());
+                self.queues_changed(&book);
             }
         }
     }
 
     /// Forgets a deleted Queue.
     pub fn forget_queue(&self, name: &str) {
-        self.gang.book.write().forget_queue(name);
+        let mut book = self.gang.book.write();
+        book.forget_queue(name);
+        self.queues_changed(&book);
+        drop(book);
         self.gang.wake.notify_one();
     }
 

@@ -25,9 +25,10 @@ use crate::gang::book::{GangBook, GangKey};
 use crate::placement::NodeJudge;
 use crate::volcano::conf::SchedulerConf;
 use crate::volcano::framework::{Tiers, registry};
+use crate::volcano::objects::QueueSpec;
 use arc_swap::ArcSwap;
 use parking_lot::{Mutex, RwLock};
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
 /// What the planner remembers between cycles.
@@ -53,11 +54,15 @@ pub(crate) struct ConfInForce {
 }
 
 impl ConfInForce {
-    fn new(conf: SchedulerConf) -> Self {
-        let judge = registry::build(&conf).map(Tiers::for_filter).unwrap_or_else(|e| {
+    /// The plugins of `conf`, shown the Queues (plugins that judge nodes by queue
+    /// derive their rules from them), without those that only repeat
+    /// kube-scheduler's own filters.
+    fn new(conf: SchedulerConf, queues: &BTreeMap<String, QueueSpec>) -> Self {
+        let mut judge = registry::build(&conf).map(Tiers::for_filter).unwrap_or_else(|e| {
             tracing::warn!(error = %e, "scheduler configuration does not build; filtering without plugins");
             Tiers::default()
         });
+        judge.observe_queues(queues);
         Self { conf, judge }
     }
 }
@@ -82,7 +87,10 @@ impl Default for GangState {
             book: RwLock::new(GangBook::default()),
             planner: tokio::sync::Mutex::new(PlannerMemory::default()),
             view: RwLock::new(Arc::new(GangView::default())),
-            conf: ArcSwap::from_pointee(ConfInForce::new(SchedulerConf::default())),
+            conf: ArcSwap::from_pointee(ConfInForce::new(
+                SchedulerConf::default(),
+                &BTreeMap::new(),
+            )),
             planned: Mutex::new(HashSet::new()),
             barriers: Barriers::default(),
             wake: Arc::new(tokio::sync::Notify::new()),
@@ -108,7 +116,36 @@ impl crate::scheduler::Scheduler {
 
     /// Replaces the Volcano-format scheduler configuration (hot reload).
     pub fn set_gang_conf(&self, conf: SchedulerConf) {
-        self.gang.conf.store(Arc::new(ConfInForce::new(conf)));
+        // Under the book's lock, so that a Queue change cannot slip between reading
+        // the queues and storing the plugins built on them.
+        let book = self.gang.book.read();
+        self.gang
+            .conf
+            .store(Arc::new(ConfInForce::new(conf, &book.queues)));
+    }
+
+    /// Rebuilds `/filter`'s plugins on the Queues as `book` has them now (call with
+    /// the book locked, after a Queue changed).
+    fn queues_changed(&self, book: &GangBook) {
+        let conf = self.gang.conf.load().conf.clone();
+        self.gang
+            .conf
+            .store(Arc::new(ConfInForce::new(conf, &book.queues)));
+    }
+
+    /// The queue `/filter`'s plugins judge the pod by: its PodGroup's queue, or the
+    /// queue it names; `None` for a pod outside queue scheduling.
+    pub(crate) fn queue_of_pod(&self, pod: &k8s_openapi::api::core::v1::Pod) -> Option<String> {
+        if !self.config.gang.enabled {
+            return None;
+        }
+        let member = crate::gang::book::member_of(pod)?;
+        Some(
+            self.gang
+                .book
+                .read()
+                .queue_of(&member.gang, member.queue_hint.as_deref()),
+        )
     }
 
     /// The plugins' predicates and node scores in force, for `/filter`.

@@ -153,6 +153,7 @@ fn fits_what_is_freed(session: &Session, job: &GangKey, uid: &str) -> Option<Cho
         quota,
     };
     nodes.releasing_nodes().find_map(|node| {
+        session.node_allowed(job, uid, node).ok()?;
         let placement = nodes.fit_future(node, &[], &request).ok()?;
         Some(Choice {
             node: node.to_string(),
@@ -212,6 +213,11 @@ fn best_node(
     let mut best: Option<((usize, VictimKey), NodePlan)> = None;
     let mut why = "no running task may make room for it".to_string();
     for (node, candidates) in by_node {
+        // Evicting anyone from a node the task may not use frees nothing for it.
+        if let Err(e) = session.node_allowed(job, uid, node) {
+            why = e;
+            continue;
+        }
         let candidates = with_whole_gangs(state, candidates);
         let allowed = match scope {
             Scope::OtherQueues => session.tiers().reclaimable(state, task, &candidates),

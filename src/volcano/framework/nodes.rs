@@ -112,6 +112,11 @@ impl NodeSet {
         self.index.get(name).map(|&i| &self.nodes[i])
     }
 
+    /// A node's position (what [`NodeSource`] addresses it by).
+    pub fn position(&self, name: &str) -> Option<usize> {
+        self.index.get(name).copied()
+    }
+
     /// A node's GPU usage as the session sees it now.
     pub fn usage(&self, name: &str) -> Option<&[GpuUsage]> {
         self.index.get(name).map(|&i| self.usage_of(i))
@@ -389,6 +394,7 @@ impl NodeSource for NodeSet {
             allocatable: &node.resources.allocatable,
             requested: self.requested_of(i),
             traits: node.resources.traits.as_deref(),
+            labels: &node.gpus.labels,
         })
     }
 }

@@ -10,7 +10,9 @@ use super::rejection::Rejection;
 use super::report::QueueReport;
 use super::state::SessionState;
 use crate::placement::{NodeFacts, TaskFacts};
+use crate::volcano::objects::QueueSpec;
 use std::cmp::Ordering;
+use std::collections::BTreeMap;
 use std::fmt;
 
 /// A plugin's answer to a yes/no question it may abstain from (enqueueable,
@@ -52,6 +54,12 @@ pub trait Plugin: fmt::Debug + Send + Sync {
     /// Called once when a session opens, after the session's own state is built:
     /// derive what the plugin keeps (deserved amounts, shares, trees).
     fn open(&mut self, _state: &SessionState) {}
+
+    /// Called on the plugins `/filter` consults, which no session opens, with every
+    /// Queue as it is now, and again whenever one changes: a plugin whose predicate
+    /// or node order depends on queues derives here what it derives from them in
+    /// [`Plugin::open`], so that `/filter` and the planner judge nodes alike.
+    fn observe_queues(&mut self, _queues: &BTreeMap<String, QueueSpec>) {}
 
     /// Job order: `Less` serves `a` first.
     fn job_order(&self, _state: &SessionState, _a: &JobInfo, _b: &JobInfo) -> Ordering {

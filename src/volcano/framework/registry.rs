@@ -37,6 +37,7 @@ pub const REGISTRY: &[(&str, Constructor)] = &[
     ("cdp", plugins::cdp::build),
     ("predicates", plugins::predicates::build),
     ("nodeorder", plugins::nodeorder::build),
+    ("nodegroup", plugins::nodegroup::build),
 ];
 
 /// Builds the configured plugins, tier by tier. Arguments are checked here, so a

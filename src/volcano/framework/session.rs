@@ -15,7 +15,7 @@ use super::rejection::Rejection;
 use super::report::QueueReport;
 use super::state::SessionState;
 use super::tiers::Tiers;
-use crate::placement::{Choice, NodeRejections, TaskFacts, choose_node};
+use crate::placement::{Choice, NodeJudge, NodeRejections, NodeSource, TaskFacts, choose_node};
 use crate::resources::Resources;
 use crate::volcano::card_quota::use_by_quota_key;
 use std::cmp::Ordering;
@@ -234,18 +234,53 @@ impl Session {
             super::job::GpuAsk::None => Ok(None),
             super::job::GpuAsk::Invalid(e) => Err(format!("invalid request: {e}")),
             super::job::GpuAsk::Vgpu(ctx) => {
-                let facts = TaskFacts {
-                    namespace: &task.namespace,
-                    name: &task.name,
-                    gpu: Some(ctx),
-                    resreq: &task.resreq,
-                    pod: Some(&task.pod),
-                    dims: &self.state.dims,
-                };
+                let facts = self.task_facts(job, task, Some(&**ctx));
                 choose_node(&self.state.nodes, ctx, &facts, &self.tiers)
                     .map(Some)
                     .map_err(|failed| summarise_node_reasons(&failed))
             }
+        }
+    }
+
+    /// Whether the plugins' predicates let the task onto `node` (preemption and
+    /// reclaim pick their node themselves, but only among the nodes the task may
+    /// use at all).
+    pub fn node_allowed(&self, job: &GangKey, uid: &str, node: &str) -> Result<(), String> {
+        if !self.tiers.filters() {
+            return Ok(());
+        }
+        let task = self
+            .state
+            .task(job, uid)
+            .ok_or_else(|| format!("task {uid} is not in job {job}"))?;
+        let ctx = match &task.gpu {
+            super::job::GpuAsk::Vgpu(ctx) => Some(&**ctx),
+            _ => None,
+        };
+        let facts = self.task_facts(job, task, ctx);
+        let nodes = &self.state.nodes;
+        match nodes.position(node).and_then(|i| nodes.facts(i)) {
+            Some(node) => self.tiers.predicate(&facts, &node),
+            // Nothing to judge: the fit refuses a node the session does not have.
+            None => Ok(()),
+        }
+    }
+
+    /// What the plugins see of a task when they judge nodes for it.
+    fn task_facts<'a>(
+        &'a self,
+        job: &GangKey,
+        task: &'a TaskInfo,
+        gpu: Option<&'a crate::fit::PodContext>,
+    ) -> TaskFacts<'a> {
+        TaskFacts {
+            namespace: &task.namespace,
+            name: &task.name,
+            gpu,
+            resreq: &task.resreq,
+            pod: Some(&task.pod),
+            queue: self.state.job(job).map(|j| j.queue.as_str()),
+            dims: &self.state.dims,
         }
     }
 

@@ -29,6 +29,7 @@ use super::report::QueueReport;
 use super::state::SessionState;
 use crate::placement::{NodeFacts, NodeJudge, TaskFacts};
 use crate::volcano::conf::{ExtensionPoint, PluginOption, SWITCHES};
+use crate::volcano::objects::QueueSpec;
 use std::cmp::Ordering;
 
 /// One configured plugin.
@@ -123,6 +124,14 @@ impl Tiers {
     pub fn open(&mut self, state: &SessionState) {
         for slot in self.tiers.iter_mut().flatten() {
             slot.plugin.open(state);
+        }
+    }
+
+    /// Shows every plugin the Queues as they are now (for the plugins `/filter`
+    /// consults; see [`Plugin::observe_queues`]).
+    pub fn observe_queues(&mut self, queues: &std::collections::BTreeMap<String, QueueSpec>) {
+        for slot in self.tiers.iter_mut().flatten() {
+            slot.plugin.observe_queues(queues);
         }
     }
 

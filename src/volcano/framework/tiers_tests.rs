@@ -416,6 +416,7 @@ fn predicates_rule_out_and_node_scores_add_up() {
         gpu: None,
         resreq: &resreq,
         pod: None,
+        queue: None,
         dims: &dims,
     };
     let (devices, usage, cordoned) = (Vec::new(), Vec::new(), Default::default());
@@ -433,6 +434,7 @@ fn predicates_rule_out_and_node_scores_add_up() {
         allocatable: &none,
         requested: &none,
         traits: None,
+        labels: &Default::default(),
     };
     let judge = s.tiers();
     assert!(judge.filters() && judge.scores());

@@ -284,6 +284,7 @@ mod tests {
                         allocatable: alloc,
                         requested: used,
                         traits: None,
+                        labels: &Default::default(),
                     };
                     let task = TaskFacts {
                         namespace: "c1",
@@ -291,6 +292,7 @@ mod tests {
                         gpu: None,
                         resreq,
                         pod: None,
+                        queue: None,
                         dims: &dims,
                     };
                     let score = b.score(&task, &facts);

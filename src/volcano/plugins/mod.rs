@@ -10,6 +10,9 @@ pub mod conformance;
 pub mod drf;
 mod drf_hierarchy;
 pub mod gang;
+pub mod nodegroup;
+#[cfg(test)]
+mod nodegroup_session_tests;
 pub mod nodeorder;
 pub mod overcommit;
 pub mod pdb;

@@ -1,0 +1,254 @@
+//! The nodegroup plugin end to end against the fake kube-apiserver: a Queue's
+//! `spec.affinity` sends its gang, and a pod of the queue that reaches `/filter`
+//! on its own, to the nodes labelled with its node group only; a required rule no
+//! node matches leaves the gang gated, its PodGroup and events saying which rule
+//! refused each node, until a node joins the group.
+
+mod fake_apiserver;
+mod live_support;
+mod support;
+
+use fake_apiserver::FakeApiServer;
+use live_support::*;
+use serde_json::{Value, json};
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+const NS: &str = "ml";
+const GATE: &str = "vgpu-scheduler.io/gang";
+const GROUP_LABEL: &str = "volcano.sh/nodegroup-name";
+
+/// Volcano's configuration with nodegroup next to the queue plugins.
+const CONF: &str = "actions: \"enqueue, allocate, backfill\"
+tiers:
+- plugins:
+  - name: priority
+  - name: gang
+  - name: conformance
+- plugins:
+  - name: drf
+  - name: predicates
+  - name: proportion
+  - name: nodegroup
+    arguments:
+      strict: true
+";
+
+/// The conf file for `--scheduler-config` (kept until the test ends).
+struct Conf {
+    _dir: tempfile::TempDir,
+    path: PathBuf,
+}
+
+fn conf() -> Conf {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("volcano-scheduler.conf");
+    std::fs::write(&path, CONF).expect("write conf");
+    Conf { _dir: dir, path }
+}
+
+async fn start(api: &FakeApiServer, conf: &Conf) -> LiveServer {
+    LiveServer::start(
+        api,
+        &[
+            "--schedule-period",
+            "200ms",
+            "--scheduler-config",
+            conf.path.to_str().expect("utf-8 path"),
+        ],
+    )
+    .await
+}
+
+/// A node of two whole GPUs, in `group` when given (`kubectl label node <name>
+/// volcano.sh/nodegroup-name=<group>`).
+fn group_node(name: &str, group: Option<&str>) -> Value {
+    let mut n = gpu_node(name, 2, 1);
+    if let Some(group) = group {
+        n["metadata"]["labels"] = json!({ GROUP_LABEL: group });
+    }
+    n
+}
+
+/// The queue of the plugin guide: must use `gpu-pool`, prefers
+/// `high-memory-pool`, never `cpu-only-pool`.
+fn gpu_queue(required: &str) -> Value {
+    json!({
+        "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
+        "metadata": {"name": "gpu-queue"},
+        "spec": {"weight": 1, "affinity": {
+            "nodeGroupAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": [required],
+                "preferredDuringSchedulingIgnoredDuringExecution": ["high-memory-pool"]},
+            "nodeGroupAntiAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": ["cpu-only-pool"]}}},
+        "status": {"state": "Open"}
+    })
+}
+
+/// A gang of `n` whole-GPU members in `gpu-queue`, created gated as the webhook
+/// leaves them.
+fn gang(api: &FakeApiServer, group: &str, n: u32) {
+    api.create(json!({
+        "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+        "metadata": {"name": group, "namespace": NS},
+        "spec": {"minMember": n, "queue": "gpu-queue"}
+    }));
+    for i in 0..n {
+        let mut p = gpu_pod(NS, &format!("{group}{i}"), 1, 80000, 0);
+        p["metadata"]["annotations"] = json!({"scheduling.k8s.io/group-name": group});
+        p["spec"]["schedulerName"] = json!(SCHEDULER);
+        p["spec"]["schedulingGates"] = json!([{"name": GATE}]);
+        create_pod(api, p);
+    }
+}
+
+fn gated(api: &FakeApiServer, name: &str) -> bool {
+    api_pod(api, NS, name)["spec"]["schedulingGates"]
+        .as_array()
+        .is_some_and(|g| g.iter().any(|g| g["name"] == GATE))
+}
+
+async fn wait_for(server: &LiveServer, what: &str, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while !f() {
+        assert!(
+            Instant::now() < deadline,
+            "timed out waiting for {what}; server log:\n{}",
+            server.log_tail(40)
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+const ALL: [&str; 4] = ["n1", "n2", "n3", "n4"];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queues_node_group_affinity_sends_its_gang_and_its_pods_to_the_groups_nodes() {
+    let api = FakeApiServer::start().await;
+    // The smallest names are outside the group: without the plugin they would
+    // be chosen first.
+    api.create(group_node("n1", None));
+    api.create(group_node("n2", Some("cpu-only-pool")));
+    api.create(group_node("n3", Some("gpu-pool")));
+    api.create(group_node("n4", Some("gpu-pool")));
+    api.create(gpu_queue("gpu-pool"));
+    gang(&api, "train", 3);
+    let conf = conf();
+    let server = start(&api, &conf).await;
+    wait_for(&server, "the gang released", || {
+        (0..3).all(|i| !gated(&api, &format!("train{i}")))
+    })
+    .await;
+    let group: BTreeSet<&str> = BTreeSet::from(["n3", "n4"]);
+    for i in 0..3 {
+        let name = format!("train{i}");
+        let planned = annotation(&api_pod(&api, NS, &name), "hami.io/vgpu-node")
+            .expect("planned node")
+            .to_string();
+        assert!(
+            group.contains(planned.as_str()),
+            "{name} planned on {planned}"
+        );
+        let node = server.schedule(&api, NS, &name, &ALL).await;
+        assert_eq!(node, planned, "{name} follows its plan");
+        device_plugin_allocated(&api, NS, &name);
+    }
+    // A pod of the queue that reached kube-scheduler without our gate goes
+    // through /filter: it gets the group's last free GPU, not n1's.
+    let mut solo = gpu_pod(NS, "solo", 1, 80000, 0);
+    solo["metadata"]["annotations"] = json!({"scheduling.volcano.sh/queue-name": "gpu-queue"});
+    solo["spec"]["schedulerName"] = json!(SCHEDULER);
+    create_pod(&api, solo);
+    let node = server.schedule(&api, NS, "solo", &ALL).await;
+    assert!(group.contains(node.as_str()), "solo on {node}");
+    device_plugin_allocated(&api, NS, "solo");
+    // The group is full: the next pod of the queue is refused everywhere, and
+    // FailedNodes says which rule refused the nodes outside the group.
+    let mut late = gpu_pod(NS, "late", 1, 80000, 0);
+    late["metadata"]["annotations"] = json!({"scheduling.volcano.sh/queue-name": "gpu-queue"});
+    late["spec"]["schedulerName"] = json!(SCHEDULER);
+    let late = create_pod(&api, late);
+    let answer = server.filter(&late, &ALL).await;
+    let failed = &answer["FailedNodes"];
+    assert!(
+        answer["NodeNames"]
+            .as_array()
+            .is_none_or(|names| names.is_empty()),
+        "{answer}"
+    );
+    let n1 = failed["n1"].as_str().unwrap_or_default();
+    assert!(
+        n1.contains(
+            "queue \"gpu-queue\": node has no volcano.sh/nodegroup-name label and its node-group affinity names groups (nodegroup)"
+        ),
+        "{answer}"
+    );
+    let n2 = failed["n2"].as_str().unwrap_or_default();
+    assert!(
+        n2.contains(
+            "queue \"gpu-queue\": node group \"cpu-only-pool\" is in the required anti-affinity of its node-group affinity (nodegroup)"
+        ),
+        "{answer}"
+    );
+    // Nothing landed outside the group: every GPU in use is one of its four.
+    let usage = cluster_usage(&api);
+    let group_gpus: BTreeSet<String> = ["n3", "n4"]
+        .iter()
+        .flat_map(|n| (0..2).map(|i| gpu_id(n, i)))
+        .collect();
+    assert_eq!(usage.keys().cloned().collect::<BTreeSet<_>>(), group_gpus);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_required_group_no_node_has_leaves_the_gang_waiting_with_the_reason() {
+    let api = FakeApiServer::start().await;
+    api.create(group_node("n1", None));
+    api.create(group_node("n2", Some("cpu-only-pool")));
+    api.create(group_node("n3", Some("a100-pool")));
+    api.create(gpu_queue("h100-pool"));
+    gang(&api, "train", 2);
+    let conf = conf();
+    let server = start(&api, &conf).await;
+    let reason = "node group \"a100-pool\" is not in its node-group affinity (h100-pool, high-memory-pool) (nodegroup)";
+    wait_for(&server, "the PodGroup to say why", || {
+        api.get("PodGroup", Some(NS), "train").is_some_and(|g| {
+            g["status"]["conditions"][0]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains(reason))
+        })
+    })
+    .await;
+    let group = api.get("PodGroup", Some(NS), "train").expect("PodGroup");
+    let message = group["status"]["conditions"][0]["message"]
+        .as_str()
+        .unwrap_or_default();
+    for rule in [
+        "node group \"cpu-only-pool\" is in the required anti-affinity of its node-group affinity (nodegroup)",
+        "node has no volcano.sh/nodegroup-name label and its node-group affinity names groups (nodegroup)",
+    ] {
+        assert!(message.contains(rule), "{message}");
+    }
+    assert!(gated(&api, "train0") && gated(&api, "train1"));
+    wait_for(&server, "a GangWaiting event with the reason", || {
+        api.events_for(NS, "train0").iter().any(|e| {
+            e["reason"] == "GangWaiting"
+                && [&e["message"], &e["note"]]
+                    .iter()
+                    .any(|text| text.as_str().is_some_and(|t| t.contains(reason)))
+        })
+    })
+    .await;
+    // The node joins the group (`kubectl label node n3 ... --overwrite`): the
+    // gang is placed there.
+    api.update(group_node("n3", Some("h100-pool")));
+    wait_for(&server, "the gang released", || {
+        !gated(&api, "train0") && !gated(&api, "train1")
+    })
+    .await;
+    for name in ["train0", "train1"] {
+        let pod = api_pod(&api, NS, name);
+        assert_eq!(annotation(&pod, "hami.io/vgpu-node"), Some("n3"), "{name}");
+    }
+}
