@@ -2,6 +2,8 @@
 //! functions of the ledger and the pod (see `fit` and `policy`); this module does the
 //! atomic check-and-reserve and hands writes to the cluster API.
 
+#[cfg(test)]
+mod admission_tests;
 mod bind;
 mod candidate_nodes;
 pub mod claims;

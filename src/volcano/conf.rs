@@ -47,6 +47,8 @@ pub const SUPPORTED_PLUGINS: &[&str] = &[
     "drf",
     "pdb",
     "cdp",
+    "resourcequota",
+    "sla",
 ];
 
 /// Plugins accepted and ignored: kube-scheduler already ran its own predicates and
@@ -63,8 +65,6 @@ const UNSUPPORTED_VOLCANO_PLUGINS: &[&str] = &[
     "numaaware",
     "rescheduling",
     "resource-strategy-fit",
-    "resourcequota",
-    "sla",
     "task-topology",
     "tdm",
     "usage",

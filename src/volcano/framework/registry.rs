@@ -35,6 +35,8 @@ pub const REGISTRY: &[(&str, Constructor)] = &[
     ("drf", plugins::drf::build),
     ("pdb", plugins::pdb::build),
     ("cdp", plugins::cdp::build),
+    ("resourcequota", plugins::resourcequota::build),
+    ("sla", plugins::sla::build),
 ];
 
 /// Builds the configured plugins, tier by tier. Arguments are checked here, so a

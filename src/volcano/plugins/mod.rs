@@ -15,3 +15,5 @@ pub mod pdb;
 pub mod priority;
 pub mod proportion;
 mod queue_tree;
+pub mod resourcequota;
+pub mod sla;
