@@ -152,9 +152,15 @@ pub fn of_pod(pod: &Pod) -> Resources {
         merge(&mut requests, r, i64::max);
         merge(&mut limits, l, i64::max);
     }
+    // Overhead adds to every request, and to the limits the pod has (a resource
+    // without a limit stays unlimited).
     let overhead = read(spec.overhead.as_ref());
-    merge(&mut requests, overhead.clone(), i64::saturating_add);
-    merge(&mut limits, overhead, i64::saturating_add);
+    for (name, milli) in &overhead {
+        if let Some(limit) = limits.get_mut(name) {
+            *limit = i64::saturating_add(*limit, *milli);
+        }
+    }
+    merge(&mut requests, overhead, i64::saturating_add);
     for (name, milli) in requests {
         for quota_name in names_of(&name) {
             if !quota_name.starts_with(LIMITS) {
