@@ -592,6 +592,14 @@ impl Ledger {
         }
     }
 
+    /// Every ResourceQuota the ledger holds limits of, as (namespace, name).
+    pub fn quota_keys(&self) -> Vec<(String, String)> {
+        self.quotas
+            .iter()
+            .flat_map(|(ns, quotas)| quotas.keys().map(move |name| (ns.clone(), name.clone())))
+            .collect()
+    }
+
     /// Quota headroom of a namespace. With several ResourceQuotas each must hold, so
     /// the smallest limit per dimension applies.
     pub fn quota_headroom(&self, namespace: &str) -> QuotaHeadroom {

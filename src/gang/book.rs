@@ -8,6 +8,7 @@ use super::victim_facts;
 use crate::resources::{Resources, pod_requests};
 use crate::volcano::disruption_budget::DisruptionBudget;
 use crate::volcano::objects::{PodGroupSpec, QueueSpec};
+use crate::volcano::resource_quota::NamespaceQuota;
 use chrono::{DateTime, Utc};
 use k8s_openapi::api::core::v1::Pod;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -103,6 +104,8 @@ pub struct GangBook {
     pub priority_classes: PriorityClasses,
     /// PodDisruptionBudgets by (namespace, name).
     pub budgets: BTreeMap<(String, String), DisruptionBudget>,
+    /// ResourceQuotas by (namespace, name), for the `resourcequota` plugin.
+    pub resource_quotas: BTreeMap<(String, String), NamespaceQuota>,
 }
 
 impl GangBook {

@@ -18,6 +18,8 @@ use crate::volcano::framework::nodes::{NodeSet, SessionNode};
 use crate::volcano::framework::queue::{QueueInfo, add_cards};
 use crate::volcano::framework::{GangKey, JobInfo, SessionState, TaskInfo, TaskStatus};
 use crate::volcano::objects::{PodGroupSpec, QueueSpec};
+use crate::volcano::resource_quota::NamespaceQuota;
+use crate::volcano::waiting_time::waiting_time;
 use chrono::{DateTime, Utc};
 use k8s_openapi::api::core::v1::Pod;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
@@ -139,6 +141,7 @@ pub fn build_state(input: &SnapshotInput<'_>, picture: LedgerPicture) -> Session
         now: input.now,
         only: input.only.cloned(),
         budgets: input.book.budgets.values().cloned().collect(),
+        resource_quotas: resource_quotas(input.book),
     }
 }
 
@@ -199,6 +202,13 @@ fn assemble_jobs(
                     None => members.iter().find_map(|m| m.service_type.clone()),
                 },
                 created,
+                waiting_time: match group {
+                    Some(g) => waiting_time(&g.annotations, &key.to_string()),
+                    None if key.single => members.first().and_then(|m| {
+                        waiting_time(m.pod.metadata.annotations.as_ref()?, &key.to_string())
+                    }),
+                    None => None,
+                },
                 group_missing: !key.single && group.is_none(),
                 inqueue: input.inqueue.contains(key),
                 tasks,
@@ -270,6 +280,18 @@ fn task_of(
         owner_kind: m.owner_kind.clone(),
         pod: m.pod.clone(),
     }
+}
+
+/// The book's ResourceQuotas grouped by namespace (each namespace's in name order).
+fn resource_quotas(book: &GangBook) -> BTreeMap<String, Vec<NamespaceQuota>> {
+    let mut by_namespace: BTreeMap<String, Vec<NamespaceQuota>> = BTreeMap::new();
+    for ((namespace, _), quota) in &book.resource_quotas {
+        by_namespace
+            .entry(namespace.clone())
+            .or_default()
+            .push(quota.clone());
+    }
+    by_namespace
 }
 
 /// A job's priority: its PodGroup's class; without one (or for a gang of one), its

@@ -2,6 +2,8 @@
 //! functions of the ledger and the pod (see `fit` and `policy`); this module does the
 //! atomic check-and-reserve and hands writes to the cluster API.
 
+#[cfg(test)]
+mod admission_tests;
 mod bind;
 mod candidate_nodes;
 pub mod claims;
@@ -383,6 +385,21 @@ impl Scheduler {
     /// Forgets a deleted ResourceQuota.
     pub fn forget_quota(&self, namespace: &str, name: &str) {
         self.ledger.write().remove_quota(namespace, name);
+        self.forget_namespace_quota(namespace, name);
+    }
+
+    /// After a full list of ResourceQuotas: forgets those the list did not contain
+    /// (deleted while the watch was down).
+    pub fn retain_quotas(&self, existing: &std::collections::HashSet<(String, String)>) {
+        {
+            let mut ledger = self.ledger.write();
+            for (namespace, name) in ledger.quota_keys() {
+                if !existing.contains(&(namespace.clone(), name.clone())) {
+                    ledger.remove_quota(&namespace, &name);
+                }
+            }
+        }
+        self.retain_namespace_quotas(existing);
     }
 
     /// After a list that started at `since`: releases every tracked pod the list did
@@ -432,9 +449,11 @@ impl Scheduler {
         }
     }
 
-    /// Sets a namespace's vGPU limits from a ResourceQuota (`limits.` or `requests.`
-    /// prefixed vGPU memory/cores; memory scaled by the memory factor like requests).
+    /// Applies a ResourceQuota: the namespace's vGPU limits in the ledger (HAMi's
+    /// `limits.` or `requests.` prefixed vGPU memory/cores; memory scaled by the
+    /// memory factor like requests), and the whole quota for admission.
     pub fn apply_quota(&self, quota: &ResourceQuota) {
+        self.apply_namespace_quota(quota);
         let ns = quota.metadata.namespace.as_deref().unwrap_or("default");
         let name = quota.metadata.name.as_deref().unwrap_or_default();
         let hard = quota.spec.as_ref().and_then(|s| s.hard.as_ref());

@@ -50,6 +50,8 @@ pub const SUPPORTED_PLUGINS: &[&str] = &[
     "predicates",
     "nodeorder",
     "nodegroup",
+    "resourcequota",
+    "sla",
 ];
 
 /// An extension point a plugin entry can switch off with `enableXxx: false`.

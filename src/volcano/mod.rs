@@ -13,11 +13,15 @@ pub mod conf;
 pub mod crd;
 pub mod disruption_budget;
 pub mod framework;
+pub mod go_duration;
 pub mod objects;
 pub mod overcommit;
 pub mod plugins;
 pub mod proportion;
+pub mod quota_usage;
 pub mod refused_plugins;
+pub mod resource_quota;
+pub mod waiting_time;
 /// Resource amounts (moved to the crate root; the old path stays).
 pub use crate::resources;
 

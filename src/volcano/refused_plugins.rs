@@ -27,8 +27,6 @@ pub const REFUSED_PLUGINS: &[(&str, &str)] = &[
     ),
     ("network-topology-aware", "not implemented yet"),
     ("resource-strategy-fit", "not implemented yet"),
-    ("resourcequota", "not implemented yet"),
-    ("sla", "not implemented yet"),
     ("task-topology", "not implemented yet"),
     ("usage", "not implemented yet"),
 ];

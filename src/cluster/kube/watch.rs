@@ -149,21 +149,37 @@ pub fn start(client: Client, scheduler: Arc<Scheduler>, node_selector: Option<St
         tasks.push(tokio::spawn(async move {
             let stream = watcher(api, watcher::Config::default()).default_backoff();
             futures::pin_mut!(stream);
+            // Quotas seen by the current (re)list: one deleted while the watch was
+            // down is never announced, so the list's end forgets the others.
+            let mut seen: HashSet<(String, String)> = HashSet::new();
+            let key = |q: &ResourceQuota| {
+                (
+                    q.metadata
+                        .namespace
+                        .clone()
+                        .unwrap_or_else(|| "default".into()),
+                    q.metadata.name.clone().unwrap_or_default(),
+                )
+            };
             while let Some(event) = stream.next().await {
                 match event {
-                    Ok(watcher::Event::InitApply(q)) | Ok(watcher::Event::Apply(q)) => {
+                    Ok(watcher::Event::InitApply(q)) => {
+                        seen.insert(key(&q));
                         scheduler.apply_quota(&q)
                     }
+                    Ok(watcher::Event::Apply(q)) => scheduler.apply_quota(&q),
                     Ok(watcher::Event::Delete(q)) => scheduler.forget_quota(
                         q.metadata.namespace.as_deref().unwrap_or("default"),
                         q.metadata.name.as_deref().unwrap_or(""),
                     ),
                     Ok(watcher::Event::InitDone) => {
+                        scheduler.retain_quotas(&seen);
+                        seen.clear();
                         if !sync.quotas.swap(true, Ordering::AcqRel) {
                             tracing::info!("resource quotas listed");
                         }
                     }
-                    Ok(watcher::Event::Init) => {}
+                    Ok(watcher::Event::Init) => seen.clear(),
                     Err(e) => tracing::warn!(error = %e, "resource quota watch error; retrying"),
                 }
             }

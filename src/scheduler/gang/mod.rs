@@ -2,7 +2,8 @@
 //! file per concern: feeding the book from events (`feed`), running and committing
 //! planning cycles (`cycle`), publishing plans onto pods (`publish`), evicting
 //! victims (`evict`) and following plans that wait for them (`pipelined`),
-//! priorities and disruption budgets (`policy_feed`), PodGroup and
+//! priorities and disruption budgets (`policy_feed`), namespace ResourceQuotas
+//! (`quota_feed`), PodGroup and
 //! Queue status (`report`), the watchdog (`watchdog`), the `/filter` and `/bind`
 //! hooks (`hooks`) and the loop that runs cycles (`driver`).
 
@@ -15,6 +16,7 @@ mod hooks;
 mod pipelined;
 mod policy_feed;
 mod publish;
+mod quota_feed;
 mod report;
 mod watchdog;
 

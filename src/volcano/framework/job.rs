@@ -214,6 +214,10 @@ pub struct JobInfo {
     pub priority: i32,
     /// Creation time (the PodGroup's, else its oldest member's).
     pub created: Option<DateTime<Utc>>,
+    /// How long it may wait before the `sla` plugin admits it ahead of others
+    /// (`volcano.sh/sla-waiting-time` / `sla-waiting-time` on its PodGroup; for a
+    /// gang of one, on its pod).
+    pub waiting_time: Option<std::time::Duration>,
     /// Its PodGroup does not exist (yet).
     pub group_missing: bool,
     /// `volcano.sh/service.type` of its PodGroup (or, for a gang of one, its pod).

@@ -38,6 +38,8 @@ pub const REGISTRY: &[(&str, Constructor)] = &[
     ("predicates", plugins::predicates::build),
     ("nodeorder", plugins::nodeorder::build),
     ("nodegroup", plugins::nodegroup::build),
+    ("resourcequota", plugins::resourcequota::build),
+    ("sla", plugins::sla::build),
 ];
 
 /// Builds the configured plugins, tier by tier. Arguments are checked here, so a

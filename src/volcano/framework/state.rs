@@ -8,6 +8,7 @@ use super::queue::QueueInfo;
 use crate::resources::Resources;
 use crate::resources::VgpuDims;
 use crate::volcano::disruption_budget::DisruptionBudget;
+use crate::volcano::resource_quota::NamespaceQuota;
 use chrono::{DateTime, Utc};
 use std::collections::BTreeMap;
 
@@ -31,6 +32,8 @@ pub struct SessionState {
     pub only: Option<GangKey>,
     /// PodDisruptionBudgets.
     pub budgets: Vec<DisruptionBudget>,
+    /// ResourceQuotas by namespace, in name order.
+    pub resource_quotas: BTreeMap<String, Vec<NamespaceQuota>>,
 }
 
 impl SessionState {

@@ -86,6 +86,7 @@ pub fn job(name: &str, queue: &str, min_member: usize, tasks: Vec<TaskInfo>) -> 
         card_request: Resources::default(),
         priority: 0,
         created: None,
+        waiting_time: None,
         group_missing: false,
         service_type: None,
         inqueue: true,
@@ -108,6 +109,7 @@ pub fn state(total: Resources, queues: Vec<QueueInfo>, jobs: Vec<JobInfo>) -> Se
         now: chrono::DateTime::UNIX_EPOCH,
         only: None,
         budgets: Vec::new(),
+        resource_quotas: BTreeMap::new(),
     }
 }
 

@@ -20,3 +20,5 @@ pub mod predicates;
 pub mod priority;
 pub mod proportion;
 mod queue_tree;
+pub mod resourcequota;
+pub mod sla;
