@@ -12,7 +12,9 @@ use crate::ledger::Ledger;
 use crate::resources::{Resources, VgpuDims};
 use crate::volcano::card_quota::{card_request, card_request_resources};
 use crate::volcano::conf::{Action, SchedulerConf};
-use crate::volcano::framework::charge::{placement_charge, request_charge, vgpu_total};
+use crate::volcano::framework::charge::{
+    largest_card_mib, placement_charge, request_charge, vgpu_total,
+};
 use crate::volcano::framework::job::{GpuAsk, TaskPlacement};
 use crate::volcano::framework::nodes::{NodeSet, SessionNode};
 use crate::volcano::framework::queue::{QueueInfo, add_cards};
@@ -151,6 +153,7 @@ fn assemble_jobs(
     nodes: &NodeSet,
 ) -> BTreeMap<GangKey, JobInfo> {
     let book = input.book;
+    let largest_card = largest_card_mib(nodes.iter().map(|n| &*n.gpus));
     let mut by_gang: BTreeMap<&GangKey, Vec<&Member>> = BTreeMap::new();
     for m in book.members.values() {
         by_gang.entry(&m.gang).or_default().push(m);
@@ -180,7 +183,13 @@ fn assemble_jobs(
                 .iter()
                 .map(|m| {
                     let held = holdings.get(&m.uid);
-                    task_of(input, held, pipelined.contains(&m.uid), nodes, m)
+                    task_of(
+                        input,
+                        held,
+                        pipelined.contains(&m.uid),
+                        (nodes, largest_card),
+                        m,
+                    )
                 })
                 .collect();
             let mut allocated = Resources::default();
@@ -224,7 +233,7 @@ fn task_of(
     input: &SnapshotInput<'_>,
     held: Option<&TaskPlacement>,
     pipelined: bool,
-    nodes: &NodeSet,
+    (nodes, largest_card): (&NodeSet, u64),
     m: &Member,
 ) -> TaskInfo {
     let status = match m.phase {
@@ -251,7 +260,7 @@ fn task_of(
             resreq.add(&vgpu);
             cards = held_cards;
         }
-        (None, GpuAsk::Vgpu(ctx)) => resreq.add(&request_charge(input.dims, ctx)),
+        (None, GpuAsk::Vgpu(ctx)) => resreq.add(&request_charge(input.dims, ctx, largest_card)),
         (None, _) => {}
     }
     TaskInfo {

@@ -15,7 +15,7 @@ use crate::placement::{
 };
 use crate::rank_index::may_fit;
 use crate::resources::{Resources, VgpuDims, pod_requests};
-use crate::volcano::framework::charge::request_charge;
+use crate::volcano::framework::charge::{asks_share_of_card, largest_card_mib, request_charge};
 use k8s_openapi::api::core::v1::Pod;
 use std::collections::BTreeMap;
 
@@ -117,7 +117,13 @@ impl PodFacts {
                 resreq = pod_requests(pod);
                 queue = scheduler.queue_of_pod(pod);
             }
-            resreq.add(&request_charge(&dims, ctx));
+            let largest_card = if asks_share_of_card(ctx) {
+                let ledger = scheduler.ledger.read();
+                largest_card_mib(ledger.nodes().into_iter().map(|(_, e)| e))
+            } else {
+                0
+            };
+            resreq.add(&request_charge(&dims, ctx, largest_card));
         }
         Self {
             resreq,

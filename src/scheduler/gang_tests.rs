@@ -872,3 +872,20 @@ fn node_relists_and_planning_cycles_never_deadlock() {
     );
     planner.join().expect("planner thread");
 }
+
+#[tokio::test]
+async fn whole_card_pods_without_a_memory_request_are_placed_under_proportion() {
+    // nvidia.com/gpu alone: HAMi gives the pod the whole card's memory. The
+    // queue's request must count that memory, or its deserved share has none
+    // and the charge of the first member makes it look overused.
+    let c = Cluster::new(&[("n1", 2), ("n2", 2)], GangConfig::default());
+    c.s.apply_queue(&queue("team", json!({"weight": 1})));
+    c.s.apply_podgroup(&podgroup("g", 3, "team", json!({})));
+    for i in 0..3 {
+        let mut p = serde_json::to_value(member(&format!("g-{i}"), "g", i)).unwrap();
+        p["spec"]["containers"][0]["resources"]["limits"] = json!({"nvidia.com/gpu": "1"});
+        c.add(&serde_json::from_value(p).unwrap());
+    }
+    c.s.run_gang_cycle().await;
+    assert_eq!(c.held(), 3, "{:?}", c.verdict("ml/g"));
+}

@@ -38,14 +38,18 @@ pub fn placement_charge(
     (r, cards)
 }
 
-/// What a vGPU request will take, estimated before it is placed (a percentage of
-/// card memory counts no MiB yet).
-pub fn request_charge(dims: &VgpuDims, ctx: &PodContext) -> Resources {
+/// What a vGPU request will take, estimated before it is placed. Memory asked as
+/// a share of the card (`nvidia.com/gpumem-percentage`, or nothing: the whole
+/// card) counts that share of `largest_card_mib`, the most it can take once
+/// placed: queue shares computed from requests must hold what placements will be
+/// charged, or a queue whose pods name no memory would deserve none and be
+/// refused its first whole card.
+pub fn request_charge(dims: &VgpuDims, ctx: &PodContext, largest_card_mib: u64) -> Resources {
     let (mut count, mut mem, mut cores) = (0i64, 0i64, 0i64);
     for c in ctx.request.app().iter().flatten() {
         let n = i64::from(c.nums);
         count += n;
-        mem += c.memreq as i64 * n;
+        mem += c.memory_on(largest_card_mib) as i64 * n;
         cores += i64::from(c.cores()) * n;
     }
     let mut r = Resources::default();
@@ -57,6 +61,25 @@ pub fn request_charge(dims: &VgpuDims, ctx: &PodContext) -> Resources {
         r.set(&dims.cores, cores * 1000);
     }
     r
+}
+
+/// Whether the request's memory depends on the card it lands on.
+pub fn asks_share_of_card(ctx: &PodContext) -> bool {
+    ctx.request
+        .app()
+        .iter()
+        .flatten()
+        .any(|c| c.memreq == 0 && c.mem_percentage.is_some())
+}
+
+/// The largest memory (MiB) of any usable GPU among `nodes`.
+pub fn largest_card_mib<'a>(nodes: impl IntoIterator<Item = &'a NodeEntry>) -> u64 {
+    nodes
+        .into_iter()
+        .filter(|e| e.unusable_reason.is_none())
+        .flat_map(|e| e.devices.iter().map(|d| d.devmem))
+        .max()
+        .unwrap_or(0)
 }
 
 /// Everything the usable nodes offer as vGPUs.
