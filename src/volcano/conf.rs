@@ -47,6 +47,7 @@ pub const SUPPORTED_PLUGINS: &[&str] = &[
     "drf",
     "pdb",
     "cdp",
+    "resource-strategy-fit",
 ];
 
 /// Plugins accepted and ignored: kube-scheduler already ran its own predicates and
@@ -62,7 +63,6 @@ const UNSUPPORTED_VOLCANO_PLUGINS: &[&str] = &[
     "nodegroup",
     "numaaware",
     "rescheduling",
-    "resource-strategy-fit",
     "resourcequota",
     "sla",
     "task-topology",

@@ -35,6 +35,10 @@ pub const REGISTRY: &[(&str, Constructor)] = &[
     ("drf", plugins::drf::build),
     ("pdb", plugins::pdb::build),
     ("cdp", plugins::cdp::build),
+    (
+        "resource-strategy-fit",
+        plugins::resource_strategy_fit::build,
+    ),
 ];
 
 /// Builds the configured plugins, tier by tier. Arguments are checked here, so a
