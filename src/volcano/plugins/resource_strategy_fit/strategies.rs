@@ -102,11 +102,6 @@ impl StrategyTable {
         self.exact.keys().map(String::as_str)
     }
 
-    /// Whether nothing is configured.
-    pub fn is_empty(&self) -> bool {
-        self.exact.is_empty() && self.prefixes.is_empty()
-    }
-
     /// Reads `resources:`. Absent or empty: CPU and memory, `LeastAllocated`,
     /// weight 1 (Volcano's default). A weight below 1 counts 1 and a missing type
     /// is `LeastAllocated`, as in Volcano; an unknown type is refused (Volcano
