@@ -22,6 +22,9 @@ pub const KEPT: &[&str] = &[NODE_GROUP];
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct NodeLabels(Vec<(&'static str, Box<str>)>);
 
+/// No labels.
+pub static NO_LABELS: NodeLabels = NodeLabels(Vec::new());
+
 impl NodeLabels {
     /// The kept labels of a Node object.
     pub fn of(node: &Node) -> Self {

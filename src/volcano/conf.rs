@@ -52,6 +52,7 @@ pub const SUPPORTED_PLUGINS: &[&str] = &[
     "nodegroup",
     "resourcequota",
     "sla",
+    "resource-strategy-fit",
 ];
 
 /// An extension point a plugin entry can switch off with `enableXxx: false`.

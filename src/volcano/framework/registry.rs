@@ -40,6 +40,10 @@ pub const REGISTRY: &[(&str, Constructor)] = &[
     ("nodegroup", plugins::nodegroup::build),
     ("resourcequota", plugins::resourcequota::build),
     ("sla", plugins::sla::build),
+    (
+        "resource-strategy-fit",
+        plugins::resource_strategy_fit::build,
+    ),
 ];
 
 /// Builds the configured plugins, tier by tier. Arguments are checked here, so a

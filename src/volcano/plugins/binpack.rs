@@ -13,8 +13,8 @@
 //! the pod's GPU node policy (0..=100) in the one node choice `/filter` and the
 //! planner share.
 
+use super::node_resource::capacity_and_used;
 use crate::placement::{NodeFacts, TaskFacts};
-use crate::resources::VgpuDims;
 use crate::volcano::conf::ConfError;
 use crate::volcano::framework::plugin::Plugin;
 use crate::volcano::framework::registry::BuildContext;
@@ -99,29 +99,6 @@ impl Binpack {
         }
     }
 
-    /// The node's capacity and use of one resource, in milli-units.
-    fn capacity_and_used(resource: &str, node: &NodeFacts<'_>, dims: &VgpuDims) -> (f64, f64) {
-        let gpus = || node.gpus.devices.iter().zip(node.gpus.usage);
-        if resource == dims.count {
-            let cap: u64 = gpus().map(|(d, _)| u64::from(d.count)).sum();
-            let used: u64 = gpus().map(|(_, u)| u64::from(u.used)).sum();
-            (cap as f64 * 1000.0, used as f64 * 1000.0)
-        } else if resource == dims.memory {
-            let cap: u64 = gpus().map(|(d, _)| d.devmem).sum();
-            let used: u64 = gpus().map(|(_, u)| u.usedmem).sum();
-            (cap as f64 * 1000.0, used as f64 * 1000.0)
-        } else if resource == dims.cores {
-            let cap: u64 = gpus().map(|(d, _)| u64::from(d.devcore)).sum();
-            let used: u64 = gpus().map(|(_, u)| u64::from(u.usedcores)).sum();
-            (cap as f64 * 1000.0, used as f64 * 1000.0)
-        } else {
-            (
-                node.allocatable.get(resource) as f64,
-                node.requested.get(resource) as f64,
-            )
-        }
-    }
-
     /// The task's score on the node.
     pub fn score(&self, task: &TaskFacts<'_>, node: &NodeFacts<'_>) -> f64 {
         let mut score = 0.0;
@@ -133,7 +110,7 @@ impl Binpack {
             let Some(weight) = self.weight_for(resource) else {
                 continue;
             };
-            let (capacity, used) = Self::capacity_and_used(resource, node, task.dims);
+            let (capacity, used) = capacity_and_used(resource, node, task.dims);
             score += resource_score(request as f64, capacity, used, weight);
             weights += weight;
         }
@@ -176,7 +153,7 @@ mod tests {
     use super::*;
     use crate::device::model::GpuDevice;
     use crate::fit::NodeView;
-    use crate::resources::Resources;
+    use crate::resources::{Resources, VgpuDims};
     use crate::usage::GpuUsage;
     use crate::volcano::conf::SchedulerConf;
     use std::collections::BTreeSet;

@@ -10,6 +10,7 @@ pub mod conformance;
 pub mod drf;
 mod drf_hierarchy;
 pub mod gang;
+mod node_resource;
 pub mod nodegroup;
 #[cfg(test)]
 mod nodegroup_session_tests;
@@ -20,5 +21,6 @@ pub mod predicates;
 pub mod priority;
 pub mod proportion;
 mod queue_tree;
+pub mod resource_strategy_fit;
 pub mod resourcequota;
 pub mod sla;
