@@ -20,8 +20,8 @@
 //!
 //! Parsing is stricter than Volcano's: a misspelt action, plugin or option is an error
 //! that names it, because a silently ignored `proportoin` would turn quotas off.
-//! Placement plugins (`drf`, `predicates`, `nodeorder`, `binpack`) are accepted and
-//! ignored, since kube-scheduler and this extender's filter place pods; see
+//! Volcano plugins this scheduler does not run are refused with why and what to use
+//! instead (`refused_plugins`); remarks on how a configuration is applied are in
 //! [`SchedulerConf::notes`].
 
 use serde::Serialize;
