@@ -90,6 +90,14 @@ impl DeviceSelectors {
         true
     }
 
+    /// Whether `nvidia.com/vgpu-mode`, if given, admits GPUs in `mode` (it names
+    /// the modes it admits, and HAMi tests it by substring).
+    pub fn mode_allowed(&self, mode: &str) -> bool {
+        self.vgpu_mode
+            .as_ref()
+            .is_none_or(|wanted| wanted.contains(mode))
+    }
+
     /// Whether the GPU UUID is acceptable (`CardUuidMismatch` otherwise).
     pub fn uuid_allowed(&self, uuid: &str) -> bool {
         if !self.use_uuids.is_empty() && !self.use_uuids.iter().any(|u| u == uuid) {

@@ -214,6 +214,7 @@ mod tests {
             health: true,
             mode: "hami-core".into(),
             pair_scores: Default::default(),
+            mig_profiles: Vec::new(),
         }
     }
 
