@@ -18,6 +18,8 @@ mod gang_tests;
 mod invariant_tests;
 mod mig_claims;
 #[cfg(test)]
+mod mig_invariant_tests;
+#[cfg(test)]
 mod mig_tests;
 #[cfg(test)]
 mod placement_tests;
