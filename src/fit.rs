@@ -325,7 +325,9 @@ fn fit_container(
             continue;
         }
         let model = node.model_lower.get(i).map_or("", String::as_str);
-        if !pod.selectors.type_allowed_lower(model, &d.mode) {
+        if !pod.selectors.type_allowed_lower(model, &d.mode)
+            || !mig::card_allowed(d, &pod.selectors.card_names)
+        {
             tally.add(CardReason::CardTypeMismatch, 1);
             continue;
         }
@@ -378,7 +380,7 @@ fn fit_container(
             continue;
         }
         let pick = if d.is_mig() {
-            match mig::pick_instance(d, &held, mem) {
+            match mig::pick_instance(d, &held, mem, &pod.selectors.card_names) {
                 Some(pick) => Some(pick),
                 None => {
                     tally.add(CardReason::CardMigTopologyInfeasible, 1);

@@ -2,6 +2,7 @@
 //! NVIDIA codecs HAMi's device plugin speaks.
 
 pub mod allocation_codec;
+pub mod card_name;
 pub mod device_config;
 #[cfg(test)]
 mod hami_mig_tests;

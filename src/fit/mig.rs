@@ -8,6 +8,7 @@
 //! again for the container's next GPU, until it fails or the container has all.
 
 use super::NodeView;
+use crate::device::card_name::{CardNames, card_type, mig_card_type};
 use crate::device::mig::{MIG_MODE, MigHold, MigRoom, choose_instance};
 use crate::device::model::GpuDevice;
 use crate::device::selectors::DeviceSelectors;
@@ -46,16 +47,41 @@ impl MigPick {
     }
 }
 
+/// Whether a pod naming `names` with `volcano.sh/card.name` may use GPU `d`: a
+/// whole GPU when a name covers its card type, a MIG GPU when a name covers the
+/// card type of one of its profiles.
+pub(super) fn card_allowed(d: &GpuDevice, names: &CardNames) -> bool {
+    if names.is_empty() {
+        return true;
+    }
+    if d.is_mig() {
+        d.mig_profiles
+            .iter()
+            .any(|p| names.allows(&mig_card_type(&d.model, &p.name)))
+    } else {
+        names.allows(&card_type(&d.model))
+    }
+}
+
 /// The instance GPU `d` gives a request of `memory` MiB, with `u` booked on it
 /// (this container's earlier instances included): the smallest registered profile
-/// with enough memory and a free placement whose memory and compute still fit the
-/// GPU. `None` is HAMi's `CardMigTopologyInfeasible`.
-pub(super) fn pick_instance(d: &GpuDevice, u: &GpuUsage, memory: u64) -> Option<MigPick> {
+/// `names` allow, with enough memory and a free placement, whose memory and
+/// compute still fit the GPU. `None` is HAMi's `CardMigTopologyInfeasible`.
+pub(super) fn pick_instance(
+    d: &GpuDevice,
+    u: &GpuUsage,
+    memory: u64,
+    names: &CardNames,
+) -> Option<MigPick> {
     let room = MigRoom {
         memory: d.devmem.saturating_sub(u.usedmem),
         cores: d.devcore.saturating_sub(u.usedcores),
     };
-    let choice = choose_instance(&d.mig_profiles, &u.mig, memory, room, &|_| true)?;
+    // Named only when the pod names card types (a name costs an allocation).
+    let allowed = |p: &crate::device::mig::MigProfile| {
+        names.is_empty() || names.allows(&mig_card_type(&d.model, &p.name))
+    };
+    let choice = choose_instance(&d.mig_profiles, &u.mig, memory, room, &allowed)?;
     Some(MigPick {
         hold: MigHold::Instance {
             profile: choice.profile.name.clone(),

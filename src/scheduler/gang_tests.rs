@@ -81,7 +81,15 @@ pub(super) struct Cluster {
 
 impl Cluster {
     pub fn new(nodes: &[(&str, usize)], gang: GangConfig) -> Self {
-        let nodes_v: Vec<Node> = nodes.iter().map(|(n, g)| gpu_node(n, *g)).collect();
+        Self::from_nodes(nodes.iter().map(|(n, g)| gpu_node(n, *g)).collect(), gang)
+    }
+
+    /// A cluster of these nodes.
+    pub fn from_nodes(nodes_v: Vec<Node>, gang: GangConfig) -> Self {
+        let names: Vec<String> = nodes_v
+            .iter()
+            .filter_map(|n| n.metadata.name.clone())
+            .collect();
         let memory = Arc::new(MemoryCluster::new(nodes_v.clone(), Vec::new(), true));
         let api: Arc<dyn ClusterApi> = memory.clone();
         let config = SchedulerConfig {
@@ -102,7 +110,7 @@ impl Cluster {
         Self {
             s,
             memory,
-            nodes: nodes.iter().map(|(n, _)| n.to_string()).collect(),
+            nodes: names,
             clock,
         }
     }

@@ -4,6 +4,8 @@
 
 mod bind;
 mod candidate_nodes;
+#[cfg(test)]
+mod card_quota_mig_tests;
 pub mod claims;
 mod debug_state;
 #[cfg(test)]
