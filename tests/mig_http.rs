@@ -251,3 +251,56 @@ fn a_malformed_mig_allowlist_stops_the_start() {
         "{stderr}"
     );
 }
+
+/// `docs/mig.md` opens with this run over `examples/mig/cluster.yaml`.
+#[tokio::test]
+async fn the_documented_example_answers_as_documented() {
+    let text = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/mig/cluster.yaml"),
+    )
+    .expect("read the example");
+    let server = Server::start_with(ServerOptions {
+        cluster_text: Some(text.clone()),
+        ..Default::default()
+    })
+    .await;
+    let request = json!({
+        "Pod": {"metadata": {"name": "chat-1", "namespace": "inference", "uid": "u-2",
+                             "annotations": {"nvidia.com/vgpu-mode": "mig"}},
+                "spec": {"containers": [{"name": "server", "resources": {"limits":
+                   {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "20000"}}}]}},
+        "NodeNames": ["gpu-h200-mig"]});
+    let (status, answer) = server.post_json("/filter", &request).await;
+    assert_eq!(status, 200);
+    assert_eq!(answer, json!({"NodeNames": ["gpu-h200-mig"]}));
+    let state = server.state().await;
+    let first = "GPU-3a1f6c2e-8b4d-5e9f-a0c1-d2e3f4a5b6c7";
+    let second = "GPU-9c8b7a6d-5e4f-4a3b-8c2d-1e0f9a8b7c6d";
+    assert_eq!(slices_held(&state, first), vec![0, 0, 0, 0, 0, 0, 1, 0]);
+    assert_eq!(
+        instances(&state, first),
+        vec![("inference/chat-0".into(), "1g.18gb".into(), 6, 1)]
+    );
+    assert_eq!(slices_held(&state, second), vec![1, 1, 0, 0, 0, 0, 0, 0]);
+    assert_eq!(
+        instances(&state, second),
+        vec![("inference/chat-1".into(), "2g.35gb".into(), 0, 2)]
+    );
+    // "With binpack the pod would have gone next to chat-0."
+    let fresh = Server::start_with(ServerOptions {
+        cluster_text: Some(text),
+        ..Default::default()
+    })
+    .await;
+    let mut binpack = request.clone();
+    binpack["Pod"]["metadata"]["annotations"]["hami.io/gpu-scheduler-policy"] = json!("binpack");
+    let (_, answer) = fresh.post_json("/filter", &binpack).await;
+    assert_eq!(answer, json!({"NodeNames": ["gpu-h200-mig"]}));
+    assert_eq!(
+        instances(&fresh.state().await, first),
+        vec![
+            ("inference/chat-0".into(), "1g.18gb".into(), 6, 1),
+            ("inference/chat-1".into(), "2g.35gb".into(), 0, 2),
+        ]
+    );
+}
