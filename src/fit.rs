@@ -8,6 +8,7 @@ use crate::policy::{DeviceSortKey, GpuPolicyToken, PodPolicies, ScoringWeights};
 use crate::usage::{GpuUsage, collapse_pod_usage, usage_totals};
 use std::collections::{BTreeMap, BTreeSet};
 
+mod mig;
 mod pod_context;
 pub use pod_context::PodContext;
 
@@ -20,6 +21,7 @@ pub enum CardReason {
     CardCordoned,
     CardInsufficientCore,
     CardInsufficientMemory,
+    CardMigTopologyInfeasible,
     CardNotHealth,
     CardTimeSlicingExhausted,
     CardTypeMismatch,
@@ -38,6 +40,7 @@ impl CardReason {
             Self::CardCordoned => "CardCordoned",
             Self::CardInsufficientCore => "CardInsufficientCore",
             Self::CardInsufficientMemory => "CardInsufficientMemory",
+            Self::CardMigTopologyInfeasible => "CardMigTopologyInfeasible",
             Self::CardNotHealth => "CardNotHealth",
             Self::CardTimeSlicingExhausted => "CardTimeSlicingExhausted",
             Self::CardTypeMismatch => "CardTypeMismatch",
@@ -268,7 +271,9 @@ fn fit_container(
         .collect();
     let total = candidates.len();
     let nums = req.nums as usize;
-    if nums > total {
+    // One MIG GPU can give a container several instances, so a MIG request may ask
+    // for more GPUs than the node has.
+    if nums > total && !mig::is_mig_request(&node, pod.selectors) {
         return Err(FitRejection::InsufficientDevice);
     }
     let policy = &pod.policies.gpu;
@@ -290,12 +295,27 @@ fn fit_container(
     let topology = policy.has(GpuPolicyToken::TopologyAware);
     let cores = req.cores();
     let mut tally = Tally::default();
-    let mut selected: Vec<usize> = Vec::with_capacity(nums);
+    // Each GPU taken, with the instance when it is a MIG GPU.
+    let mut selected: Vec<(usize, Option<mig::MigPick>)> = Vec::with_capacity(nums);
     let (mut sel_mem, mut sel_cores) = (0u64, 0u64);
+    // Tried from the last in order; a MIG GPU that passed is tried once more.
+    let mut next = order.len();
+    let mut again: Option<usize> = None;
 
-    for &i in order.iter().rev() {
+    loop {
+        let i = match again.take() {
+            Some(i) => i,
+            None if next == 0 => break,
+            None => {
+                next -= 1;
+                order[next]
+            }
+        };
         let d = &node.devices[i];
         let u = &usage[i];
+        // With this container's instances on the GPU so far (only a MIG GPU is
+        // looked at twice): they take slots and slices like anyone's.
+        let held = held_with_picks(u, &selected, i);
         if !d.health {
             tally.add(CardReason::CardNotHealth, 1);
             continue;
@@ -305,13 +325,15 @@ fn fit_container(
             continue;
         }
         let model = node.model_lower.get(i).map_or("", String::as_str);
-        if !pod.selectors.type_allowed_lower(model, &d.mode) {
+        if !pod.selectors.type_allowed_lower(model, &d.mode)
+            || !mig::card_allowed(d, &pod.selectors.card_names)
+        {
             tally.add(CardReason::CardTypeMismatch, 1);
             continue;
         }
         if pod.selectors.numa_bind
             && !topology
-            && let Some(&last) = selected.last()
+            && let Some(&(last, _)) = selected.last()
             && node.devices[last].numa != d.numa
         {
             tally.add(CardReason::NumaNotFit, selected.len());
@@ -323,7 +345,7 @@ fn fit_container(
             tally.add(CardReason::CardUuidMismatch, 1);
             continue;
         }
-        if d.count <= u.used {
+        if d.count <= held.used {
             tally.add(CardReason::CardTimeSlicingExhausted, 1);
             continue;
         }
@@ -339,6 +361,8 @@ fn fit_container(
             tally.add(CardReason::ResourceQuotaNotFit, 1);
             continue;
         }
+        // The memory and compute checks see the GPU as it was before this
+        // container, as HAMi's do; a MIG instance is also held to what is left.
         if d.devmem.saturating_sub(u.usedmem) < mem {
             tally.add(CardReason::CardInsufficientMemory, 1);
             continue;
@@ -355,18 +379,38 @@ fn fit_container(
             tally.add(CardReason::CardComputeUnitsExhausted, 1);
             continue;
         }
-        selected.push(i);
+        let pick = if d.is_mig() {
+            match mig::pick_instance(d, &held, mem, &pod.selectors.card_names) {
+                Some(pick) => Some(pick),
+                None => {
+                    tally.add(CardReason::CardMigTopologyInfeasible, 1);
+                    continue;
+                }
+            }
+        } else {
+            None
+        };
+        let is_mig = pick.is_some();
+        selected.push((i, pick));
         if !topology {
             sel_mem += mem;
             sel_cores += u64::from(cores);
             if selected.len() == nums {
                 break;
             }
+            if is_mig {
+                again = Some(i);
+            }
         }
     }
 
     if topology && selected.len() > nums {
-        selected = best_connected(node.devices, &selected, nums);
+        let indices: Vec<usize> = selected.iter().map(|(i, _)| *i).collect();
+        let best = best_connected(node.devices, &indices, nums);
+        selected = best
+            .into_iter()
+            .filter_map(|i| selected.iter().find(|(s, _)| *s == i).cloned())
+            .collect();
     }
     if selected.len() < nums {
         tally.add(
@@ -377,21 +421,38 @@ fn fit_container(
     }
 
     let mut picked = Vec::with_capacity(nums);
-    for &i in &selected {
+    for (i, pick) in selected {
         let d = &node.devices[i];
-        let mem = req.memory_on(d.devmem);
-        let u = &mut usage[i];
-        u.used += 1;
-        u.usedmem += mem;
-        u.usedcores += cores;
+        let taken = match &pick {
+            Some(pick) => pick.usage(),
+            None => GpuUsage {
+                used: 1,
+                usedmem: req.memory_on(d.devmem),
+                usedcores: cores,
+                ..GpuUsage::default()
+            },
+        };
+        usage[i].add(&taken);
         picked.push(ContainerDevice {
             uuid: d.id.clone(),
             vendor: vendor_word(NVIDIA_VENDOR),
-            usedmem: mem,
-            usedcores: cores,
+            usedmem: taken.usedmem,
+            usedcores: taken.usedcores,
+            mig: pick.map(|p| Box::new(p.hold)),
         });
     }
     Ok(picked)
+}
+
+/// `u` plus what this container already took of GPU `i`.
+fn held_with_picks(u: &GpuUsage, selected: &[(usize, Option<mig::MigPick>)], i: usize) -> GpuUsage {
+    let mut held = *u;
+    for (_, pick) in selected.iter().filter(|(s, _)| *s == i) {
+        if let Some(pick) = pick {
+            held.add(&pick.usage());
+        }
+    }
+    held
 }
 
 /// `topology-aware`: for one GPU, the candidate least connected to the others (keeps
@@ -452,6 +513,8 @@ fn best_connected(devices: &[GpuDevice], candidates: &[usize], n: usize) -> Vec<
 }
 
 #[cfg(test)]
+mod hami_mig_tests;
+#[cfg(test)]
 mod hami_tests;
 
 #[cfg(test)]
@@ -472,6 +535,7 @@ mod tests {
             health: true,
             mode: "hami-core".into(),
             pair_scores: Default::default(),
+            mig_profiles: Vec::new(),
         }
     }
 
@@ -480,6 +544,7 @@ mod tests {
             used,
             usedmem: mem,
             usedcores: cores,
+            ..Default::default()
         }
     }
 

@@ -254,6 +254,15 @@ impl PodEntry {
     }
 }
 
+impl PodEntry {
+    /// Recomputes the collapsed usage after `devices` changed.
+    pub fn recompute_usage(&mut self) {
+        self.usage = collapse_pod_usage(&self.devices, self.init_count)
+            .into_iter()
+            .collect();
+    }
+}
+
 /// vGPU limits of one ResourceQuota object.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct QuotaLimits {

@@ -12,6 +12,8 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 use std::sync::atomic::AtomicU64;
 
+mod mig;
+
 const MIB: f64 = 1_048_576.0;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -287,7 +289,8 @@ impl Metrics {
         }
         let mut gauges = Registry::default();
         register_build_info(&mut gauges);
-        let samples = collect_ledger_gauges(ledger, &self.options);
+        let mut samples = collect_ledger_gauges(ledger, &self.options);
+        samples.extend(mig::collect(ledger, self.options.legacy_names));
         register_gauges(&mut gauges, &samples, self.options.legacy_names);
         crate::gang::queue_metrics::register_queue_gauges(&mut gauges, gangs);
         let _ = encode(&mut out, &gauges);

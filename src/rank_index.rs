@@ -18,9 +18,11 @@ use std::hash::BuildHasher;
 /// Free room on one GPU as far as the ranking screen is concerned.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct GpuRoom {
-    /// Open slots; 0 when the GPU takes no vGPU request at all (not an NVIDIA GPU,
-    /// or unhealthy).
-    pub slots: u32,
+    /// How many GPUs of one container this GPU can stand for: 1 with an open slot
+    /// (a MIG GPU: every open slot, since it can give a container several
+    /// instances); 0 when the GPU takes no vGPU request at all (not an NVIDIA GPU,
+    /// unhealthy, or full).
+    pub picks: u32,
     /// Free compute, percent.
     pub cores: u32,
     /// Free memory, MiB.
@@ -33,11 +35,12 @@ impl GpuRoom {
     /// The room left on `device` with `usage` booked.
     pub fn of(device: &GpuDevice, usage: &GpuUsage, is_vendor: bool) -> Self {
         let usable = is_vendor && device.health;
+        let open = device.count.saturating_sub(usage.used);
         Self {
-            slots: if usable {
-                device.count.saturating_sub(usage.used)
-            } else {
-                0
+            picks: match (usable, device.is_mig()) {
+                (false, _) => 0,
+                (true, true) => open,
+                (true, false) => open.min(1),
             },
             cores: device.devcore.saturating_sub(usage.usedcores),
             memory: device.devmem.saturating_sub(usage.usedmem),
@@ -47,8 +50,9 @@ impl GpuRoom {
 }
 
 /// A quick necessary condition for a pod to fit a node: every container that asks
-/// for GPUs finds at least as many GPUs with an open slot, enough free memory and
-/// enough free compute as it asks for. `false` means the full fit fails too; `true`
+/// for GPUs finds at least as many picks (GPUs with an open slot, a MIG GPU counting
+/// once per open slot) with enough free memory and enough free compute as it asks
+/// for. `false` means the full fit fails too; `true`
 /// means only that it may succeed. It allocates nothing, so ranking can skip full
 /// nodes for the price of a loop over their GPUs (binpack ranks the fullest nodes
 /// first, and fitting each of them in turn was most of a filter on a busy cluster).
@@ -56,13 +60,15 @@ pub fn may_fit(rooms: &[GpuRoom], request: &PodRequest) -> bool {
     request.containers.iter().flatten().all(|req| {
         let cores = req.cores();
         let nums = req.nums as usize;
-        let open = rooms
-            .iter()
-            .filter(|r| {
-                r.slots > 0 && r.memory >= req.memory_on(r.total_memory) && r.cores >= cores
-            })
-            .take(nums)
-            .count();
+        let mut open = 0usize;
+        for r in rooms {
+            if r.picks > 0 && r.memory >= req.memory_on(r.total_memory) && r.cores >= cores {
+                open += r.picks as usize;
+                if open >= nums {
+                    return true;
+                }
+            }
+        }
         open >= nums
     })
 }
@@ -251,9 +257,9 @@ mod tests {
     use proptest::prelude::*;
     use std::collections::BTreeMap;
 
-    fn room(slots: u32) -> GpuRoom {
+    fn room(picks: u32) -> GpuRoom {
         GpuRoom {
-            slots,
+            picks,
             cores: 100,
             memory: 8000,
             total_memory: 8000,
@@ -320,11 +326,15 @@ mod tests {
             ],
             init_count: 0,
         };
-        let rooms = [room(1), room(0), room(2)];
+        let rooms = [room(1), room(0), room(1)];
         assert!(may_fit(&rooms, &request(2, 8000, 100)));
         assert!(
             !may_fit(&rooms, &request(3, 1000, 10)),
             "one GPU has no slot"
+        );
+        assert!(
+            may_fit(&[room(0), room(3)], &request(3, 1000, 10)),
+            "a MIG GPU with three open slots stands for three GPUs"
         );
         assert!(!may_fit(&rooms, &request(1, 8001, 10)), "not enough memory");
         assert!(

@@ -1,5 +1,6 @@
 //! GPU usage: what pods hold on each GPU, and how a pod's containers add up.
 
+use crate::device::mig::MigSlices;
 use crate::device::model::PodDevices;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -14,6 +15,9 @@ pub struct GpuUsage {
     pub usedmem: u64,
     /// Compute booked, percent.
     pub usedcores: u32,
+    /// On a MIG GPU, the slices its instances occupy.
+    #[serde(skip_serializing_if = "MigSlices::is_empty")]
+    pub mig: MigSlices,
 }
 
 impl GpuUsage {
@@ -22,6 +26,7 @@ impl GpuUsage {
         self.used = self.used.saturating_add(other.used);
         self.usedmem = self.usedmem.saturating_add(other.usedmem);
         self.usedcores = self.usedcores.saturating_add(other.usedcores);
+        self.mig.add(&other.mig);
     }
 
     /// Removes a usage added before (never below zero, so a bad record cannot wrap).
@@ -29,6 +34,7 @@ impl GpuUsage {
         self.used = self.used.saturating_sub(other.used);
         self.usedmem = self.usedmem.saturating_sub(other.usedmem);
         self.usedcores = self.usedcores.saturating_sub(other.usedcores);
+        self.mig.sub(&other.mig);
     }
 }
 
@@ -36,6 +42,9 @@ impl GpuUsage {
 /// the app containers, which run together, so per GPU:
 /// `mem = max(max over init, sum over app)` (same for cores) and
 /// `slots = max(1 if any init used it, number of app containers using it)`.
+/// MIG slices likewise: per slice the larger of any one init container's holds and
+/// the app containers' holds added up (so app instances sharing a slice show as a
+/// slice held twice).
 pub fn collapse_pod_usage(devices: &PodDevices, init_count: usize) -> BTreeMap<Arc<str>, GpuUsage> {
     #[derive(Default)]
     struct Acc {
@@ -45,6 +54,8 @@ pub fn collapse_pod_usage(devices: &PodDevices, init_count: usize) -> BTreeMap<A
         app_mem: u64,
         app_cores: u32,
         app_count: u32,
+        init_mig: MigSlices,
+        app_mig: MigSlices,
     }
     let mut acc: BTreeMap<&Arc<str>, Acc> = BTreeMap::new();
     for (i, container) in devices.iter().enumerate() {
@@ -55,22 +66,31 @@ pub fn collapse_pod_usage(devices: &PodDevices, init_count: usize) -> BTreeMap<A
                 a.init_mem = a.init_mem.max(d.usedmem);
                 a.init_cores = a.init_cores.max(d.usedcores);
                 a.init_used = true;
+                if let Some(hold) = &d.mig {
+                    a.init_mig.max(&hold.slices());
+                }
             } else {
                 a.app_mem = a.app_mem.saturating_add(d.usedmem);
                 a.app_cores = a.app_cores.saturating_add(d.usedcores);
                 a.app_count += 1;
+                if let Some(hold) = &d.mig {
+                    a.app_mig.add(&hold.slices());
+                }
             }
         }
     }
     acc.into_iter()
         .map(|(uuid, a)| {
             let used = a.app_count.max(u32::from(a.init_used)).max(1);
+            let mut mig = a.init_mig;
+            mig.max(&a.app_mig);
             (
                 uuid.clone(),
                 GpuUsage {
                     used,
                     usedmem: a.init_mem.max(a.app_mem),
                     usedcores: a.init_cores.max(a.app_cores),
+                    mig,
                 },
             )
         })
@@ -98,6 +118,7 @@ mod tests {
             vendor: "NVIDIA".into(),
             usedmem: mem,
             usedcores: cores,
+            mig: None,
         }
     }
 
@@ -110,7 +131,8 @@ mod tests {
             GpuUsage {
                 used: 2,
                 usedmem: 3000,
-                usedcores: 30
+                usedcores: 30,
+                ..Default::default()
             }
         );
     }
@@ -129,7 +151,8 @@ mod tests {
             GpuUsage {
                 used: 2,
                 usedmem: 5000,
-                usedcores: 50
+                usedcores: 50,
+                ..Default::default()
             }
         );
         assert_eq!(u["b"].used, 1);

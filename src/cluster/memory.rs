@@ -62,7 +62,8 @@ fn encode_annotations(annotations: Option<&Annotations>) -> Option<Box<[u8]>> {
 
 impl StoredPod {
     /// Stores a pod. A pod already on a node is only ever read back for its
-    /// identity, annotations, node, phase and number of init containers (lock
+    /// identity, annotations, node, scheduler name, phase and number of init
+    /// containers (lock
     /// owners, idempotent binds, the ledger's view of it), so the rest of its spec
     /// is not kept: a bound pod costs a few hundred bytes instead of kilobytes.
     fn new(pod: &Pod) -> Self {
@@ -109,8 +110,8 @@ fn decode_pod(body: &[u8], annotations: Option<&[u8]>) -> Result<Pod, ApiError> 
     Ok(pod)
 }
 
-/// What is kept of a placed pod: metadata (without managed fields), node, phase,
-/// and init containers by name only (their number decides how the pod's GPU
+/// What is kept of a placed pod: metadata (without managed fields), node,
+/// scheduler name, phase, and init containers by name only (their number decides how the pod's GPU
 /// usage adds up).
 fn slim(pod: &Pod) -> Pod {
     use k8s_openapi::api::core::v1::{Container, PodSpec, PodStatus};
@@ -129,6 +130,9 @@ fn slim(pod: &Pod) -> Pod {
         metadata,
         spec: Some(PodSpec {
             node_name: spec.and_then(|s| s.node_name.clone()),
+            // The ledger books a pod's device annotations only for pods its
+            // scheduler names (see `scheduler::claims`).
+            scheduler_name: spec.and_then(|s| s.scheduler_name.clone()),
             init_containers,
             ..Default::default()
         }),

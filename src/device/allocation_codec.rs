@@ -100,6 +100,7 @@ fn decode_device(item: &str) -> Result<ContainerDevice, AllocationCodecError> {
         vendor: vendor_word(vendor),
         usedmem: parse_number("usedmem", usedmem, item)?,
         usedcores: parse_number("usedcores", usedcores, item)?,
+        mig: None,
     })
 }
 
@@ -129,6 +130,7 @@ mod tests {
             vendor: "NVIDIA".into(),
             usedmem,
             usedcores,
+            mig: None,
         }
     }
 
@@ -233,6 +235,7 @@ mod tests {
                 vendor: vendor.into(),
                 usedmem,
                 usedcores,
+                mig: None,
             })
     }
 

@@ -34,6 +34,39 @@ pub struct NvidiaConfig {
     pub gpu_core_policy: String,
     /// Runtime class the webhook sets on GPU pods that have none.
     pub runtime_class_name: String,
+    /// MIG profiles the cluster allows per GPU model. The device plugin registers
+    /// only these (with their sizes and placements from NVML); the scheduler checks
+    /// at start that every entry is well formed, as HAMi's does.
+    pub mig_profile_allowlist: Vec<AllowedMigProfiles>,
+}
+
+/// One `migProfileAllowlist` entry: the profiles allowed on some GPU models.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(default)]
+pub struct AllowedMigProfiles {
+    /// GPU models, e.g. `A100-SXM4-80GB`.
+    pub models: Vec<String>,
+    /// Profile names, e.g. `1g.10gb`.
+    pub profiles: Vec<String>,
+}
+
+/// HAMi's check of the allowlist: every entry names models and profiles, and every
+/// profile looks like `<N>g.<memory>` (a slice count ending in `g`, a dot, more).
+pub fn validate_mig_profile_allowlist(allowlist: &[AllowedMigProfiles]) -> Result<(), String> {
+    for entry in allowlist {
+        if entry.models.is_empty() || entry.profiles.is_empty() {
+            return Err("MIG profile allowlist must define models and profiles".into());
+        }
+        for profile in &entry.profiles {
+            let well_formed = profile
+                .split_once('.')
+                .is_some_and(|(slices, _)| slices.len() >= 2 && slices.ends_with('g'));
+            if !well_formed {
+                return Err(format!("invalid MIG profile {profile:?}"));
+            }
+        }
+    }
+    Ok(())
 }
 
 impl Default for NvidiaConfig {
@@ -51,6 +84,7 @@ impl Default for NvidiaConfig {
             memory_factor: 1,
             gpu_core_policy: "default".into(),
             runtime_class_name: String::new(),
+            mig_profile_allowlist: Vec::new(),
         }
     }
 }
@@ -143,6 +177,8 @@ impl DeviceConfig {
                 n.default_cores
             )));
         }
+        validate_mig_profile_allowlist(&n.mig_profile_allowlist)
+            .map_err(|e| invalid(format!("nvidia.migProfileAllowlist: {e}")))?;
         if !matches!(
             n.gpu_core_policy.as_str(),
             "default" | "force" | "disable" | ""
@@ -183,6 +219,78 @@ cambricon:
 "#;
         let config = DeviceConfig::parse(text).unwrap();
         assert_eq!(config.nvidia, NvidiaConfig::default());
+    }
+
+    /// HAMi's chart default allowlist loads as written.
+    #[test]
+    fn hami_chart_mig_allowlist_loads() {
+        let text = r#"
+nvidia:
+  migProfileAllowlist:
+    - models: ["A30"]
+      profiles: ["1g.6gb", "2g.12gb", "4g.24gb"]
+    - models: ["A100-SXM4-40GB", "A100-40GB-PCIe", "A100-PCIE-40GB"]
+      profiles: ["1g.5gb", "2g.10gb", "3g.20gb", "7g.40gb"]
+    - models: ["A100-SXM4-80GB", "A100-80GB-PCIe", "A100-PCIE-80GB"]
+      profiles: ["1g.10gb", "2g.20gb", "3g.40gb", "7g.79gb"]
+    - models: ["H100-PCIE-80GB", "H100-SXM5-80GB"]
+      profiles: ["1g.10gb", "2g.20gb", "3g.40gb", "7g.80gb"]
+    - models: ["H200 NVL", "H200-SXM5"]
+      profiles: ["1g.18gb", "2g.35gb", "3g.71gb", "7g.141gb"]
+"#;
+        let config = DeviceConfig::parse(text).unwrap();
+        assert_eq!(config.nvidia.mig_profile_allowlist.len(), 5);
+        assert_eq!(
+            config.nvidia.mig_profile_allowlist[4],
+            AllowedMigProfiles {
+                models: vec!["H200 NVL".into(), "H200-SXM5".into()],
+                profiles: vec![
+                    "1g.18gb".into(),
+                    "2g.35gb".into(),
+                    "3g.71gb".into(),
+                    "7g.141gb".into()
+                ],
+            }
+        );
+    }
+
+    /// HAMi's `TestValidateMigProfileAllowlist`, plus the shapes its rule refuses:
+    /// the scheduler does not start with such a config.
+    #[test]
+    fn a_malformed_mig_allowlist_stops_the_start() {
+        let valid = [AllowedMigProfiles {
+            models: vec!["A100".into()],
+            profiles: vec!["1g.5gb".into(), "2g.10gb".into()],
+        }];
+        assert_eq!(validate_mig_profile_allowlist(&valid), Ok(()));
+        let no_profiles = [AllowedMigProfiles {
+            models: vec!["A100".into()],
+            profiles: vec![],
+        }];
+        assert_eq!(
+            validate_mig_profile_allowlist(&no_profiles),
+            Err("MIG profile allowlist must define models and profiles".into())
+        );
+        for bad in ["1g", "g.5gb", "1.5gb", "1x.5gb", ""] {
+            let entry = [AllowedMigProfiles {
+                models: vec!["A100".into()],
+                profiles: vec![bad.into()],
+            }];
+            assert_eq!(
+                validate_mig_profile_allowlist(&entry),
+                Err(format!("invalid MIG profile {bad:?}")),
+                "{bad}"
+            );
+        }
+        let err = DeviceConfig::parse(
+            "nvidia:\n  migProfileAllowlist:\n    - models: [A100]\n      profiles: [big]\n",
+        )
+        .unwrap_err();
+        assert!(
+            err.to_string()
+                .ends_with("nvidia.migProfileAllowlist: invalid MIG profile \"big\""),
+            "{err}"
+        );
     }
 
     #[test]

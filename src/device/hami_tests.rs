@@ -517,6 +517,7 @@ fn dev(uuid: &str, vendor: &str, usedmem: u64, usedcores: u32) -> ContainerDevic
         vendor: vendor.into(),
         usedmem,
         usedcores,
+        mig: None,
     }
 }
 

@@ -2,9 +2,14 @@
 //! NVIDIA codecs HAMi's device plugin speaks.
 
 pub mod allocation_codec;
+pub mod card_name;
 pub mod device_config;
 #[cfg(test)]
+mod hami_mig_tests;
+#[cfg(test)]
 mod hami_tests;
+pub mod mig;
+pub mod mig_allocations;
 pub mod model;
 pub mod pair_score;
 pub mod register_codec;

@@ -1,5 +1,6 @@
 //! Vendor-neutral device model shared by the codecs, the fit and the ledger.
 
+use crate::device::mig::{MIG_MODE, MigHold, MigProfile};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::sync::{Arc, LazyLock};
@@ -44,6 +45,17 @@ pub struct GpuDevice {
     /// keyed by the other GPU's UUID; higher is better connected.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub pair_scores: BTreeMap<String, i64>,
+    /// MIG profiles the GPU offers (mode `mig` only), as the device plugin
+    /// registered them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mig_profiles: Vec<MigProfile>,
+}
+
+impl GpuDevice {
+    /// Whether the GPU is partitioned into MIG instances.
+    pub fn is_mig(&self) -> bool {
+        self.mode == MIG_MODE
+    }
 }
 
 /// What one container holds on one GPU, as written in `hami.io/vgpu-devices-allocated`.
@@ -58,6 +70,10 @@ pub struct ContainerDevice {
     pub usedmem: u64,
     /// Compute in percent.
     pub usedcores: u32,
+    /// On a MIG GPU, the instance this device is (boxed: almost no device has one,
+    /// and the ledger keeps every device of every pod).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mig: Option<Box<MigHold>>,
 }
 
 /// Devices per container of a pod, init containers first, then regular containers,

@@ -83,6 +83,7 @@ mod tests {
             health: true,
             mode: "hami-core".to_owned(),
             pair_scores: BTreeMap::new(),
+            mig_profiles: Vec::new(),
         }
     }
 

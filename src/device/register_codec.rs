@@ -9,8 +9,12 @@
 //!   `GPU-ebe7c3f7-303d-558d-435e-99a160631fe4,10,7680,100,NVIDIA-Tesla P4,0,true,1,hami-core:`.
 //!
 //! A value whose trimmed text starts with `[` is JSON; anything else is the legacy format.
-//! Encoding always produces the JSON format.
+//! Encoding always produces the JSON format. A GPU in `mig` mode also lists its
+//! `migProfiles` (see `mig`); a profile that could not be placed safely (no name,
+//! an empty placement, a placement beyond the tracked slices) makes the whole value
+//! invalid, like any other malformed field.
 
+use crate::device::mig::{MIG_SLICES, MigPlacement, MigProfile};
 use crate::device::model::GpuDevice;
 use serde::Deserialize;
 use std::collections::{BTreeMap, BTreeSet};
@@ -64,11 +68,20 @@ pub enum RegisterError {
     /// The same UUID appears twice on one node.
     #[error("duplicate gpu id {0} in node annotation")]
     DuplicateId(String),
+    /// A MIG profile of a GPU cannot be used.
+    #[error("invalid MIG profile {profile:?} of gpu {gpu}: {reason}")]
+    MigProfile {
+        /// The GPU's UUID.
+        gpu: String,
+        /// The profile's name as registered.
+        profile: String,
+        /// What is wrong with it.
+        reason: String,
+    },
 }
 
 /// One device object of the JSON format. Every key is optional (missing or `null`
-/// means the zero value, as in HAMi's Go decoder); unknown keys such as
-/// `migProfiles` are ignored.
+/// means the zero value, as in HAMi's Go decoder); unknown keys are ignored.
 #[derive(Debug, Deserialize)]
 struct JsonDevice {
     #[serde(default)]
@@ -89,6 +102,31 @@ struct JsonDevice {
     index: Option<i64>,
     #[serde(default)]
     mode: Option<String>,
+    #[serde(default, rename = "migProfiles")]
+    mig_profiles: Option<Vec<JsonMigProfile>>,
+}
+
+/// One MIG profile of the JSON format; missing keys are zero, as for devices.
+#[derive(Debug, Deserialize)]
+struct JsonMigProfile {
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default, rename = "memoryMB")]
+    memory_mb: Option<i64>,
+    #[serde(default)]
+    core: Option<i64>,
+    #[serde(default, rename = "sliceCount")]
+    slice_count: Option<i64>,
+    #[serde(default)]
+    placements: Option<Vec<JsonMigPlacement>>,
+}
+
+#[derive(Debug, Deserialize)]
+struct JsonMigPlacement {
+    #[serde(default)]
+    start: Option<i64>,
+    #[serde(default)]
+    size: Option<i64>,
 }
 
 /// Decodes a `hami.io/node-nvidia-register` value in either wire format.
@@ -123,14 +161,23 @@ pub fn decode_register_annotation(value: &str) -> Result<Vec<GpuDevice>, Registe
 
 /// Encodes devices in HAMi's current JSON format, keys in the order HAMi's device
 /// plugin writes them (`id,count,devmem,devcore,type,numa,health,index,mode`). All
-/// keys are always written, which every HAMi version decodes. Pair scores are not
-/// part of this annotation and are not written.
+/// keys are always written, which every HAMi version decodes; `migProfiles` follows
+/// for GPUs that have some. Pair scores are not part of this annotation and are
+/// not written.
 pub fn encode_register_annotation(devices: &[GpuDevice]) -> String {
     let objects: Vec<String> = devices
         .iter()
         .map(|d| {
+            let profiles = if d.mig_profiles.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    ",\"migProfiles\":{}",
+                    serde_json::to_string(&d.mig_profiles).unwrap_or_else(|_| "[]".into())
+                )
+            };
             format!(
-                "{{\"id\":{},\"count\":{},\"devmem\":{},\"devcore\":{},\"type\":{},\"numa\":{},\"health\":{},\"index\":{},\"mode\":{}}}",
+                "{{\"id\":{},\"count\":{},\"devmem\":{},\"devcore\":{},\"type\":{},\"numa\":{},\"health\":{},\"index\":{},\"mode\":{}{}}}",
                 json_string(&d.id),
                 d.count,
                 d.devmem,
@@ -140,6 +187,7 @@ pub fn encode_register_annotation(devices: &[GpuDevice]) -> String {
                 d.health,
                 d.index,
                 json_string(&d.mode),
+                profiles,
             )
         })
         .collect();
@@ -157,8 +205,15 @@ fn decode_json(value: &str) -> Result<Vec<GpuDevice>, RegisterError> {
     raw.into_iter()
         .map(|d| {
             let numa = d.numa.unwrap_or(0);
+            let id = d.id.unwrap_or_default();
+            let mig_profiles = d
+                .mig_profiles
+                .unwrap_or_default()
+                .into_iter()
+                .map(|p| decode_mig_profile(&id, p))
+                .collect::<Result<Vec<_>, _>>()?;
             Ok(GpuDevice {
-                id: d.id.unwrap_or_default().into(),
+                id: id.into(),
                 index: non_negative_u32("index", d.index.unwrap_or(0))?,
                 count: non_negative_u32("count", d.count.unwrap_or(0))?,
                 devmem: non_negative_u64("memory", d.devmem.unwrap_or(0))?,
@@ -172,9 +227,59 @@ fn decode_json(value: &str) -> Result<Vec<GpuDevice>, RegisterError> {
                 health: d.health.unwrap_or(false),
                 mode: d.mode.unwrap_or_else(|| DEFAULT_MODE.to_owned()),
                 pair_scores: BTreeMap::new(),
+                mig_profiles,
             })
         })
         .collect()
+}
+
+/// Decodes one MIG profile of GPU `gpu`: counts must not be negative, the name
+/// must not be empty, and every placement must cover at least one slice and end
+/// within the slices tracked.
+fn decode_mig_profile(gpu: &str, p: JsonMigProfile) -> Result<MigProfile, RegisterError> {
+    let name = p.name.unwrap_or_default();
+    let invalid = |reason: String| RegisterError::MigProfile {
+        gpu: gpu.to_owned(),
+        profile: name.clone(),
+        reason,
+    };
+    if name.trim().is_empty() {
+        return Err(invalid("the profile has no name".into()));
+    }
+    let count = |field: &str, v: Option<i64>| {
+        let v = v.unwrap_or(0);
+        u32::try_from(v).map_err(|_| invalid(format!("{field} {v} is out of range")))
+    };
+    let memory_mb = p.memory_mb.unwrap_or(0);
+    let memory_mb = u64::try_from(memory_mb)
+        .map_err(|_| invalid(format!("memoryMB {memory_mb} is negative")))?;
+    let core = count("core", p.core)?;
+    let slice_count = count("sliceCount", p.slice_count)?;
+    let placements = p
+        .placements
+        .unwrap_or_default()
+        .into_iter()
+        .map(|at| {
+            let placement = MigPlacement {
+                start: count("placement start", at.start)?,
+                size: count("placement size", at.size)?,
+            };
+            if !placement.is_trackable() {
+                return Err(invalid(format!(
+                    "placement {{start {}, size {}}} is empty or ends past slice {MIG_SLICES}",
+                    placement.start, placement.size
+                )));
+            }
+            Ok(placement)
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(MigProfile {
+        name,
+        memory_mb,
+        core,
+        slice_count,
+        placements,
+    })
 }
 
 fn decode_legacy(value: &str) -> Result<Vec<GpuDevice>, RegisterError> {
@@ -227,6 +332,7 @@ fn decode_legacy_fields(fields: &[&str]) -> Result<GpuDevice, RegisterError> {
         health: parse_bool(health)?,
         mode: mode.to_owned(),
         pair_scores: BTreeMap::new(),
+        mig_profiles: Vec::new(),
     })
 }
 
@@ -285,6 +391,7 @@ mod tests {
             health: true,
             mode: "hami-core".to_owned(),
             pair_scores: BTreeMap::new(),
+            mig_profiles: Vec::new(),
         }
     }
 
@@ -305,6 +412,7 @@ mod tests {
                 health: true,
                 mode: "hami-core".into(),
                 pair_scores: BTreeMap::new(),
+                mig_profiles: Vec::new(),
             }]
         );
     }
@@ -322,6 +430,7 @@ mod tests {
             health: true,
             mode: "hami-core".into(),
             pair_scores: BTreeMap::new(),
+            mig_profiles: Vec::new(),
         };
         assert_eq!(
             encode_register_annotation(&[d]),
@@ -373,6 +482,7 @@ mod tests {
                 health: false,
                 mode: "hami-core".into(),
                 pair_scores: BTreeMap::new(),
+                mig_profiles: Vec::new(),
             }]
         );
         let devices = decode_register_annotation(
@@ -384,12 +494,90 @@ mod tests {
     }
 
     #[test]
-    fn json_ignores_unknown_keys_like_mig_profiles() {
-        let v = r#"[{"id":"GPU-m","count":7,"devmem":81920,"devcore":100,"type":"NVIDIA A100-SXM4-80GB","health":true,"mode":"mig","migProfiles":[{"name":"1g.10gb","memoryMB":9856,"core":14,"sliceCount":1,"placements":[{"start":0,"size":1}]}]}]"#;
+    fn json_decodes_mig_profiles_and_writes_them_back() {
+        let v = r#"[{"id":"GPU-m","count":7,"devmem":81920,"devcore":100,"type":"NVIDIA A100-SXM4-80GB","health":true,"mode":"mig","migProfiles":[{"name":"1g.10gb","memoryMB":9856,"core":14,"sliceCount":1,"placements":[{"start":0,"size":1},{"start":6,"size":1}]},{"name":"7g.80gb","memoryMB":80896,"core":100,"sliceCount":7,"placements":[{"start":0,"size":8}]}],"futureKey":1}]"#;
         let devices = decode_register_annotation(v).unwrap();
         assert_eq!(devices.len(), 1);
-        assert_eq!(devices[0].mode, "mig");
-        assert_eq!(devices[0].count, 7);
+        let d = &devices[0];
+        assert!(d.is_mig());
+        assert_eq!(d.count, 7);
+        assert_eq!(
+            d.mig_profiles,
+            vec![
+                MigProfile {
+                    name: "1g.10gb".into(),
+                    memory_mb: 9856,
+                    core: 14,
+                    slice_count: 1,
+                    placements: vec![
+                        MigPlacement { start: 0, size: 1 },
+                        MigPlacement { start: 6, size: 1 }
+                    ],
+                },
+                MigProfile {
+                    name: "7g.80gb".into(),
+                    memory_mb: 80896,
+                    core: 100,
+                    slice_count: 7,
+                    placements: vec![MigPlacement { start: 0, size: 8 }],
+                },
+            ]
+        );
+        let encoded = encode_register_annotation(&devices);
+        assert!(
+            encoded.contains(r#""mode":"mig","migProfiles":[{"name":"1g.10gb","memoryMB":9856,"core":14,"sliceCount":1,"placements":[{"start":0,"size":1},{"start":6,"size":1}]}"#),
+            "{encoded}"
+        );
+        assert_eq!(decode_register_annotation(&encoded).unwrap(), devices);
+    }
+
+    #[test]
+    fn unusable_mig_profiles_invalidate_the_registration() {
+        let with = |profiles: &str| {
+            format!(
+                r#"[{{"id":"GPU-m","count":7,"devmem":81920,"devcore":100,"type":"NVIDIA A100-SXM4-80GB","health":true,"mode":"mig","migProfiles":{profiles}}}]"#
+            )
+        };
+        for (profiles, message) in [
+            (
+                r#"[{"memoryMB":9856,"placements":[{"start":0,"size":1}]}]"#,
+                r#"invalid MIG profile "" of gpu GPU-m: the profile has no name"#,
+            ),
+            (
+                r#"[{"name":"1g.10gb","memoryMB":9856,"placements":[{"start":0,"size":0}]}]"#,
+                r#"invalid MIG profile "1g.10gb" of gpu GPU-m: placement {start 0, size 0} is empty or ends past slice 8"#,
+            ),
+            (
+                r#"[{"name":"1g.10gb","memoryMB":9856,"placements":[{"start":7,"size":2}]}]"#,
+                r#"invalid MIG profile "1g.10gb" of gpu GPU-m: placement {start 7, size 2} is empty or ends past slice 8"#,
+            ),
+            (
+                r#"[{"name":"1g.10gb","memoryMB":-1}]"#,
+                r#"invalid MIG profile "1g.10gb" of gpu GPU-m: memoryMB -1 is negative"#,
+            ),
+            (
+                r#"[{"name":"1g.10gb","placements":[{"start":-1,"size":1}]}]"#,
+                r#"invalid MIG profile "1g.10gb" of gpu GPU-m: placement start -1 is out of range"#,
+            ),
+        ] {
+            assert_eq!(
+                decode_register_annotation(&with(profiles))
+                    .unwrap_err()
+                    .to_string(),
+                message,
+                "{profiles}"
+            );
+        }
+        assert!(matches!(
+            decode_register_annotation(&with(r#"{"name":"1g.10gb"}"#)),
+            Err(RegisterError::Json(_))
+        ));
+        // No profiles at all is a MIG GPU nothing can be placed on, not an error.
+        assert!(
+            decode_register_annotation(&with("[]")).unwrap()[0]
+                .mig_profiles
+                .is_empty()
+        );
     }
 
     #[test]
@@ -461,6 +649,7 @@ mod tests {
                 health: true,
                 mode: "hami-core".into(),
                 pair_scores: BTreeMap::new(),
+                mig_profiles: Vec::new(),
             }]
         );
     }
@@ -578,6 +767,7 @@ mod tests {
                     health,
                     mode,
                     pair_scores: BTreeMap::new(),
+                    mig_profiles: Vec::new(),
                 },
             )
     }

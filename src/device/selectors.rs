@@ -1,6 +1,8 @@
 //! Per-pod GPU selection annotations: card type and UUID allow/deny lists, NUMA
-//! binding and sharing mode.
+//! binding and sharing mode, and the capacity-card card types
+//! (`volcano.sh/card.name`, see `card_name`).
 
+use crate::device::card_name::CardNames;
 use std::collections::BTreeMap;
 
 /// Annotation listing card-model substrings the pod may use.
@@ -26,6 +28,8 @@ pub struct DeviceSelectors {
     vgpu_mode: Option<String>,
     /// All GPUs of one container must be on one NUMA node.
     pub numa_bind: bool,
+    /// Card types the pod may run on and is charged to (`volcano.sh/card.name`).
+    pub card_names: CardNames,
 }
 
 /// Splits a comma list, trimming and dropping empty members (an empty list must not
@@ -63,6 +67,7 @@ impl DeviceSelectors {
             nouse_uuids: list(annotations, NOUSE_GPU_UUID, false),
             vgpu_mode: annotations.get(VGPU_MODE).cloned(),
             numa_bind,
+            card_names: CardNames::from_annotations(annotations),
         }
     }
 
@@ -88,6 +93,14 @@ impl DeviceSelectors {
             return false;
         }
         true
+    }
+
+    /// Whether `nvidia.com/vgpu-mode`, if given, admits GPUs in `mode` (it names
+    /// the modes it admits, and HAMi tests it by substring).
+    pub fn mode_allowed(&self, mode: &str) -> bool {
+        self.vgpu_mode
+            .as_ref()
+            .is_none_or(|wanted| wanted.contains(mode))
     }
 
     /// Whether the GPU UUID is acceptable (`CardUuidMismatch` otherwise).

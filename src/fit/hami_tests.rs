@@ -45,6 +45,7 @@ fn card(id: &str) -> Card {
             health: true,
             mode: "hami-core".into(),
             pair_scores: BTreeMap::new(),
+            mig_profiles: Vec::new(),
         },
         usage: GpuUsage::default(),
     }

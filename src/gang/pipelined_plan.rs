@@ -3,6 +3,9 @@
 //! restart neither loses the plan nor evicts anyone twice.
 
 use crate::device::allocation_codec::{decode_pod_devices, encode_pod_devices};
+use crate::device::mig_allocations::{
+    attach_mig_allocations, decode_mig_allocations, encode_mig_allocations,
+};
 use crate::device::model::PodDevices;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
@@ -30,6 +33,10 @@ pub struct PipelinedPlan {
 struct Wire {
     node: String,
     devices: String,
+    /// The MIG instances among `devices`, as `hami.io/vgpu-mig-allocations` has
+    /// them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    mig: Option<String>,
     #[serde(default)]
     init_containers: usize,
     victims: BTreeSet<String>,
@@ -42,6 +49,7 @@ impl PipelinedPlan {
         serde_json::to_string(&Wire {
             node: self.node.clone(),
             devices: encode_pod_devices(&self.devices),
+            mig: encode_mig_allocations(&self.devices),
             init_containers: self.init_count,
             victims: self.victims.clone(),
             deadline: self.deadline,
@@ -53,9 +61,15 @@ impl PipelinedPlan {
     pub fn decode(text: &str) -> Result<Self, String> {
         let wire: Wire =
             serde_json::from_str(text).map_err(|e| format!("{PIPELINED_PLAN}: {e}"))?;
+        let mut devices = decode_pod_devices(&wire.devices)
+            .map_err(|e| format!("{PIPELINED_PLAN}: devices: {e}"))?;
+        if let Some(mig) = &wire.mig {
+            let records =
+                decode_mig_allocations(mig).map_err(|e| format!("{PIPELINED_PLAN}: mig: {e}"))?;
+            attach_mig_allocations(&mut devices, records);
+        }
         Ok(Self {
-            devices: decode_pod_devices(&wire.devices)
-                .map_err(|e| format!("{PIPELINED_PLAN}: devices: {e}"))?,
+            devices,
             node: wire.node,
             init_count: wire.init_containers,
             victims: wire.victims,
@@ -81,6 +95,24 @@ mod tests {
             deadline: 1_800_000_000,
         };
         assert_eq!(PipelinedPlan::decode(&plan.encode()), Ok(plan));
+        let mut mig = decode_pod_devices("GPU-m,NVIDIA,9856,14:;").unwrap();
+        mig[0][0].mig = Some(Box::new(crate::device::mig::MigHold::Instance {
+            profile: "1g.10gb".into(),
+            placement: crate::device::mig::MigPlacement { start: 6, size: 1 },
+            runtime: None,
+        }));
+        let plan = PipelinedPlan {
+            node: "gpu-mig".into(),
+            devices: mig,
+            init_count: 0,
+            victims: BTreeSet::from(["uid-a".into()]),
+            deadline: 1_800_000_000,
+        };
+        assert_eq!(
+            PipelinedPlan::decode(&plan.encode()),
+            Ok(plan),
+            "a plan keeps the MIG slices it promised"
+        );
         assert!(PipelinedPlan::decode("{}").is_err());
         assert!(
             PipelinedPlan::decode("not json")

@@ -254,9 +254,14 @@ fn task_of(
     let mut cards = BTreeMap::new();
     let placement = held.cloned();
     match (&placement, &gpu) {
-        (Some(p), _) => {
+        (Some(p), gpu) => {
             let node = nodes.get(&p.node).map(|n| &*n.gpus);
-            let (vgpu, held_cards) = placement_charge(input.dims, node, &p.devices, p.init_count);
+            let ask = match gpu {
+                GpuAsk::Vgpu(ctx) => Some(&**ctx),
+                _ => None,
+            };
+            let (vgpu, held_cards) =
+                placement_charge(input.dims, node, &p.devices, p.init_count, ask);
             resreq.add(&vgpu);
             cards = held_cards;
         }

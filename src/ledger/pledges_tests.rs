@@ -24,6 +24,7 @@ fn ledger() -> Ledger {
                 health: true,
                 mode: "hami-core".into(),
                 pair_scores: BTreeMap::new(),
+                mig_profiles: Vec::new(),
             }],
             ..NodeEntry::default()
         },

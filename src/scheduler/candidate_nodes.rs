@@ -156,7 +156,8 @@ fn is_newer(candidate: Option<&str>, known: Option<&str>) -> bool {
 }
 
 /// `candidate` limited to what `known` registered: only GPUs `known` has, each
-/// with the smaller slot count, memory and compute, healthy only if both say so,
+/// with the smaller slot count, memory and compute, only the MIG profiles and
+/// placements both list, healthy only if both say so,
 /// with the known GPU's model, mode and topology; a node `known` found unusable
 /// stays unusable, and cordons add up.
 fn restricted(known: &NodeEntry, candidate: NodeEntry) -> NodeEntry {
@@ -170,6 +171,10 @@ fn restricted(known: &NodeEntry, candidate: NodeEntry) -> NodeEntry {
                 devmem: c.devmem.min(k.devmem),
                 devcore: c.devcore.min(k.devcore),
                 health: c.health && k.health,
+                mig_profiles: crate::device::mig::restrict_profiles(
+                    &k.mig_profiles,
+                    &c.mig_profiles,
+                ),
                 ..k.clone()
             })
         })
@@ -210,6 +215,7 @@ mod tests {
             health,
             mode: "hami-core".into(),
             pair_scores: BTreeMap::new(),
+            mig_profiles: Vec::new(),
         }
     }
 

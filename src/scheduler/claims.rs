@@ -10,15 +10,18 @@
 //!   (`--scheduler-name`, and the names a previous scheduler such as HAMi's placed
 //!   pods under before a migration, `--previous-scheduler-names`), or that hold a
 //!   reservation this scheduler made; and
-//! * within each GPU's registered slots, memory and compute: a claim beyond them is
-//!   a conflict, reported (a Warning event on the pod, the
-//!   `vgpu_scheduler_claim_conflicts` counter, `conflicts` in `/debug/state`) and
-//!   not booked, so no claim can push a GPU past its capacity.
+//! * within each GPU's registered slots, memory and compute, and with each MIG
+//!   slice held by one instance at most: a claim beyond them is a conflict,
+//!   reported (a Warning event on the pod, the `vgpu_scheduler_claim_conflicts`
+//!   counter, `conflicts` in `/debug/state`) and not booked, so no claim can push a
+//!   GPU past its capacity.
+//!
+//! A claim on a MIG GPU that names no instance is booked, but as holding the whole
+//! GPU (see `mig_claims`), and reported the same way with `booked: true`.
 
 use super::Scheduler;
 use crate::cluster::api::{EventType, SchedulerEvent};
 use crate::ledger::{Ledger, PodEntry};
-use crate::usage::GpuUsage;
 use k8s_openapi::api::core::v1::Pod;
 use parking_lot::Mutex;
 use serde::Serialize;
@@ -40,8 +43,11 @@ pub struct ClaimConflict {
     pub uid: String,
     /// The node the pod's annotations name.
     pub node: String,
-    /// Why the claim was not booked.
+    /// What is wrong with the claim.
     pub reason: String,
+    /// Whether the claim was booked all the same (in a form that cannot double
+    /// book, such as a MIG GPU kept whole for the pod).
+    pub booked: bool,
 }
 
 /// Conflicts by pod UID.
@@ -90,40 +96,64 @@ impl Scheduler {
     /// Whether the ledger books `entry`, read from `pod`'s annotations. Pods that
     /// are not ours are ignored silently (their annotations mean nothing to this
     /// scheduler); claims beyond a GPU's capacity are reported.
-    pub(crate) fn admit_claim(&self, ledger: &Ledger, pod: &Pod, entry: &PodEntry) -> bool {
+    /// `mig_problems` are what checking its MIG holds against the node found (see
+    /// `mig_claims`); a claim booked with some is reported as such.
+    pub(crate) fn admit_claim(
+        &self,
+        ledger: &Ledger,
+        pod: &Pod,
+        entry: &PodEntry,
+        mig_problems: Vec<String>,
+    ) -> bool {
         let held = ledger.pod(&entry.uid).is_some();
         if !held && !self.placed_here(pod) {
             return false;
         }
         match over_capacity(ledger, entry) {
-            None => {
+            None if mig_problems.is_empty() => {
                 self.claims.forget(&entry.uid);
                 true
             }
+            None => {
+                self.report_conflict(entry, mig_problems.join("; "), true);
+                true
+            }
             Some(reason) => {
-                self.report_conflict(entry, reason);
+                self.report_conflict(entry, reason, false);
                 false
             }
         }
     }
 
-    fn report_conflict(&self, entry: &PodEntry, reason: String) {
+    /// Reports what is wrong with a claim; `booked` says whether it was booked
+    /// anyway.
+    pub(crate) fn report_conflict(&self, entry: &PodEntry, reason: String, booked: bool) {
         let conflict = ClaimConflict {
             namespace: entry.namespace.clone(),
             name: entry.name.clone(),
             uid: entry.uid.clone(),
             node: entry.node.clone(),
             reason,
+            booked,
         };
         if !self.claims.record(conflict.clone()) {
             return;
         }
-        tracing::warn!(
-            pod = %format!("{}/{}", conflict.namespace, conflict.name),
-            node = %conflict.node,
-            reason = %conflict.reason,
-            "device annotations claim more than the GPUs have; not booked"
-        );
+        if booked {
+            tracing::warn!(
+                pod = %format!("{}/{}", conflict.namespace, conflict.name),
+                node = %conflict.node,
+                reason = %conflict.reason,
+                "device annotations do not say which MIG slices the pod holds; its GPU is kept whole for it"
+            );
+        } else {
+            tracing::warn!(
+                pod = %format!("{}/{}", conflict.namespace, conflict.name),
+                node = %conflict.node,
+                reason = %conflict.reason,
+                "device annotations claim more than the GPUs have; not booked"
+            );
+        }
         self.metrics.claim_conflicts.inc();
         // Watch events are applied outside any request; the event is sent on its
         // own (and not at all where no runtime runs, as in some unit tests).
@@ -135,10 +165,14 @@ impl Scheduler {
                 uid: conflict.uid,
                 event_type: EventType::Warning,
                 reason: "AllocationConflict".into(),
-                message: format!(
-                    "GPUs on node {} not booked for this pod: {}",
-                    conflict.node, conflict.reason
-                ),
+                message: if booked {
+                    format!("GPUs on node {}: {}", conflict.node, conflict.reason)
+                } else {
+                    format!(
+                        "GPUs on node {} not booked for this pod: {}",
+                        conflict.node, conflict.reason
+                    )
+                },
                 time: self.clock.wall(),
             };
             runtime.spawn(async move { api.record_event(event).await });
@@ -161,11 +195,18 @@ fn over_capacity(ledger: &Ledger, entry: &PodEntry) -> Option<String> {
         if let Some((_, own)) = previous.and_then(|p| p.usage.iter().find(|(u, _)| u == uuid)) {
             usage.sub(own);
         }
-        let after = GpuUsage {
-            used: usage.used.saturating_add(claim.used),
-            usedmem: usage.usedmem.saturating_add(claim.usedmem),
-            usedcores: usage.usedcores.saturating_add(claim.usedcores),
-        };
+        if let Some(slice) = usage.mig.shared_with(&claim.mig) {
+            return Some(format!(
+                "MIG slice {slice} of GPU {uuid} is held by another instance already"
+            ));
+        }
+        if let Some(slice) = claim.mig.held_twice() {
+            return Some(format!(
+                "two MIG instances of the pod would share slice {slice} of GPU {uuid}"
+            ));
+        }
+        let mut after = usage;
+        after.add(claim);
         let over = [
             ("slots", u64::from(after.used), u64::from(device.count)),
             ("MiB of memory", after.usedmem, device.devmem),

@@ -81,7 +81,12 @@ pub(super) struct Cluster {
 
 impl Cluster {
     pub fn new(nodes: &[(&str, usize)], gang: GangConfig) -> Self {
-        Self::with_api(nodes, gang, |memory| -> Arc<dyn ClusterApi> { memory })
+        Self::from_nodes(nodes.iter().map(|(n, g)| gpu_node(n, *g)).collect(), gang)
+    }
+
+    /// A cluster of these nodes.
+    pub fn from_nodes(nodes_v: Vec<Node>, gang: GangConfig) -> Self {
+        Self::from_nodes_with_api(nodes_v, gang, |memory| -> Arc<dyn ClusterApi> { memory })
     }
 
     /// A cluster whose scheduler talks to the store through `api` (a wrapper of
@@ -91,7 +96,22 @@ impl Cluster {
         gang: GangConfig,
         api: impl FnOnce(Arc<MemoryCluster>) -> Arc<dyn ClusterApi>,
     ) -> Self {
-        let nodes_v: Vec<Node> = nodes.iter().map(|(n, g)| gpu_node(n, *g)).collect();
+        Self::from_nodes_with_api(
+            nodes.iter().map(|(n, g)| gpu_node(n, *g)).collect(),
+            gang,
+            api,
+        )
+    }
+
+    fn from_nodes_with_api(
+        nodes_v: Vec<Node>,
+        gang: GangConfig,
+        api: impl FnOnce(Arc<MemoryCluster>) -> Arc<dyn ClusterApi>,
+    ) -> Self {
+        let names: Vec<String> = nodes_v
+            .iter()
+            .filter_map(|n| n.metadata.name.clone())
+            .collect();
         let memory = Arc::new(MemoryCluster::new(nodes_v.clone(), Vec::new(), true));
         let api = api(memory.clone());
         let config = SchedulerConfig {
@@ -112,7 +132,7 @@ impl Cluster {
         Self {
             s,
             memory,
-            nodes: nodes.iter().map(|(n, _)| n.to_string()).collect(),
+            nodes: names,
             clock,
         }
     }

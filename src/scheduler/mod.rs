@@ -6,6 +6,8 @@
 mod admission_tests;
 mod bind;
 mod candidate_nodes;
+#[cfg(test)]
+mod card_quota_mig_tests;
 pub mod claims;
 mod debug_state;
 #[cfg(test)]
@@ -18,6 +20,11 @@ mod gang_invariant_tests;
 mod gang_tests;
 #[cfg(test)]
 mod invariant_tests;
+mod mig_claims;
+#[cfg(test)]
+mod mig_invariant_tests;
+#[cfg(test)]
+mod mig_tests;
 #[cfg(test)]
 mod nodegroup_tests;
 #[cfg(test)]
@@ -320,6 +327,7 @@ impl Scheduler {
             // Contradicts our own newer write: a stale event.
             (Some(_), _) => {}
             (None, Some(mut entry)) => {
+                let mig_problems = mig_claims::reconcile(ledger.node(&entry.node), &mut entry);
                 if let Some(existing) = ledger.pod(&uid) {
                     let same_place =
                         existing.node == entry.node && existing.devices == entry.devices;
@@ -339,7 +347,7 @@ impl Scheduler {
                         _ => {}
                     }
                 }
-                if self.admit_claim(&ledger, pod, &entry) {
+                if self.admit_claim(&ledger, pod, &entry, mig_problems) {
                     ledger.add_pod(entry);
                 }
             }
@@ -585,6 +593,12 @@ pub(crate) fn allocation_patch(
     set(VGPU_TIME, now.timestamp().to_string());
     set(DEVICES_TO_ALLOCATE, encoded.clone());
     set(DEVICES_ALLOCATED, encoded);
+    // MIG instances go next to the device lists; a placement without any removes
+    // what an earlier placement of the pod may have written.
+    patch.annotations.insert(
+        MIG_ALLOCATIONS.to_string(),
+        crate::device::mig_allocations::encode_mig_allocations(devices),
+    );
     // A label value holds at most 63 characters, a node name up to 253: the API
     // server would refuse the whole patch, so a longer name gets no label (the
     // annotation above carries it either way), and a label from an earlier
@@ -606,6 +620,7 @@ pub(crate) fn clear_allocation_patch() -> MetadataPatch {
         VGPU_TIME,
         DEVICES_TO_ALLOCATE,
         DEVICES_ALLOCATED,
+        MIG_ALLOCATIONS,
         crate::gang::PLAN_DEADLINE,
         crate::gang::pipelined_plan::PIPELINED_PLAN,
     ] {

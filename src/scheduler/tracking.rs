@@ -1,8 +1,10 @@
 //! Which pods hold GPUs: a pod counts once it carries `hami.io/vgpu-node` and
-//! `hami.io/vgpu-devices-allocated`, until it finishes or is deleted.
+//! `hami.io/vgpu-devices-allocated`, until it finishes or is deleted. The MIG
+//! instances among its devices come from `hami.io/vgpu-mig-allocations`.
 
-use crate::annotations::{DEVICES_ALLOCATED, VGPU_NODE, VGPU_TIME};
+use crate::annotations::{DEVICES_ALLOCATED, MIG_ALLOCATIONS, VGPU_NODE, VGPU_TIME};
 use crate::device::allocation_codec::decode_pod_devices;
+use crate::device::mig_allocations::{attach_mig_allocations, decode_mig_allocations};
 use crate::ledger::{PodEntry, PodPhase};
 use k8s_openapi::api::core::v1::Pod;
 use std::time::Duration;
@@ -31,7 +33,30 @@ pub fn pod_entry(
     let Some(uid) = pod.metadata.uid.clone() else {
         return Err("pod has no uid".into());
     };
-    let devices = decode_pod_devices(allocated).map_err(|e| e.to_string())?;
+    let mut devices = decode_pod_devices(allocated).map_err(|e| e.to_string())?;
+    if let Some(raw) = annotations.get(MIG_ALLOCATIONS) {
+        let shown = || {
+            format!(
+                "{}/{}",
+                pod.metadata.namespace.as_deref().unwrap_or("default"),
+                pod.metadata.name.as_deref().unwrap_or_default()
+            )
+        };
+        // A MIG annotation that cannot be read leaves the pod's MIG devices
+        // without known slices; the ledger then keeps their GPUs whole for it
+        // (see `mig_claims`) rather than ignore what it holds.
+        match decode_mig_allocations(raw) {
+            Ok(records) => {
+                let extra = attach_mig_allocations(&mut devices, records);
+                if extra > 0 {
+                    tracing::info!(pod = %shown(), reservations = extra, "restored MIG reservations that match no device of the pod");
+                }
+            }
+            Err(e) => {
+                tracing::warn!(pod = %shown(), error = %e, "unreadable {MIG_ALLOCATIONS} annotation");
+            }
+        }
+    }
     let init_count = pod
         .spec
         .as_ref()

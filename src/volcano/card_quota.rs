@@ -10,11 +10,18 @@
 //! HBM3`); [`card_type`] turns spaces into `-` and drops the doubled vendor prefix,
 //! giving `NVIDIA-H200-141GB-HBM3`.
 //!
+//! **MIG instances** are cards of their own type, `<card type>/mig-<profile>-mixed`
+//! (`NVIDIA-H200-141GB-HBM3/mig-1g.18gb-mixed`), after the `mixed` MIG strategy's
+//! resource names (see `device::card_name`).
+//!
 //! **Matching a quota key.** A key matches a card type when it equals it or when the
 //! type starts with `key + "-"`, so `NVIDIA-H200` covers `NVIDIA-H200-141GB-HBM3` but
-//! `NVIDIA-H20` does not. When several keys match, the longest wins, so a queue can
-//! give a specific SKU its own quota next to a family-wide one. Card types no key
-//! matches are unlimited.
+//! `NVIDIA-H20` does not; for MIG types the part after `/` must be equal, so
+//! `NVIDIA-H200/mig-1g.18gb-mixed` covers `NVIDIA-H200-141GB-HBM3/mig-1g.18gb-mixed`,
+//! and a whole-card key never counts MIG instances (nor a MIG key whole cards).
+//! When several keys match, the longest wins, so a queue can give a specific SKU
+//! its own quota next to a family-wide one. Card types no key matches are
+//! unlimited.
 //!
 //! **How a vGPU slice counts.** The capacity-card description this follows does not
 //! say how a shared GPU counts, so this module counts **each distinct physical GPU a
@@ -23,6 +30,17 @@
 //! cards therefore bounds how many physical GPUs the queue touches, which is what a
 //! card quota is for (buying and reserving whole cards); slices are bounded by the
 //! queue's `nvidia.com/gpu` / `gpumem` / `gpucores` capability instead.
+//!
+//! **How a MIG instance counts.** Each instance is one card of its MIG type, as
+//! each is a device of its own under the `mixed` strategy: two `1g.18gb` instances
+//! on one H200 are two `NVIDIA-H200-141GB-HBM3/mig-1g.18gb-mixed` cards, and they
+//! do not count against an `NVIDIA-H200` quota. A pod holding a MIG GPU whose
+//! slices are unknown (it is kept whole for the pod) counts as a whole card.
+//!
+//! **`volcano.sh/card.name`.** A pod naming its card types is placed only on GPUs
+//! (or MIG profiles) those names cover, and its cards are charged under the name
+//! that covered them rather than the card type itself, as Volcano's capacity-card
+//! charges a task to the card name it asks for.
 //!
 //! **Explicit requests.** A workload may state its card needs up front with the
 //! annotation `volcano.sh/card.request: '{"NVIDIA-H200": 2}'` (see
@@ -60,22 +78,7 @@ pub struct CardExcess {
     pub quota: i64,
 }
 
-/// The card type of a registered GPU model: whitespace runs become `-`, and the
-/// `NVIDIA-NVIDIA-` prefix of older HAMi registrations becomes `NVIDIA-`.
-pub fn card_type(model: &str) -> String {
-    let joined = model.split_whitespace().collect::<Vec<_>>().join("-");
-    match joined.strip_prefix("NVIDIA-NVIDIA-") {
-        Some(rest) => format!("NVIDIA-{rest}"),
-        None => joined,
-    }
-}
-
-/// Whether quota key `key` covers card type `card` (equal, or `card` starts with
-/// `key-`).
-pub fn key_matches(key: &str, card: &str) -> bool {
-    card.strip_prefix(key)
-        .is_some_and(|rest| rest.is_empty() || rest.starts_with('-'))
-}
+pub use crate::device::card_name::{card_type, key_matches, mig_card_type};
 
 /// The longest quota key covering `card`, if any.
 pub fn quota_key_for<'a>(quota: &'a BTreeMap<String, i64>, card: &str) -> Option<&'a str> {
@@ -86,8 +89,9 @@ pub fn quota_key_for<'a>(quota: &'a BTreeMap<String, i64>, card: &str) -> Option
         .map(String::as_str)
 }
 
-/// Cards used per card type, given `(gpu uuid, registered model)` for every device
-/// a pod (or set of pods) holds: each distinct GPU counts once.
+/// Cards used per card type, given `(gpu uuid, registered model)` for every whole
+/// device a pod (or set of pods) holds: each distinct GPU counts once. (MIG
+/// instances are counted where placements are charged.)
 pub fn cards_used<'a>(gpus: impl IntoIterator<Item = (&'a str, &'a str)>) -> BTreeMap<String, i64> {
     let distinct: BTreeSet<(&str, &str)> = gpus.into_iter().collect();
     let mut seen_uuid = BTreeSet::new();
@@ -193,6 +197,45 @@ mod tests {
         );
         assert_eq!(card_type("NVIDIA A100-SXM4-80GB"), "NVIDIA-A100-SXM4-80GB");
         assert_eq!(card_type("  NVIDIA   L4 "), "NVIDIA-L4");
+    }
+
+    #[test]
+    fn mig_keys_match_mig_card_types_by_longest_key() {
+        let q = quota(&[
+            ("NVIDIA-H200", 8),
+            ("NVIDIA-H200/mig-1g.18gb-mixed", 14),
+            ("NVIDIA-H200-141GB-HBM3/mig-1g.18gb-mixed", 7),
+        ]);
+        assert_eq!(
+            quota_key_for(&q, "NVIDIA-H200-141GB-HBM3/mig-1g.18gb-mixed"),
+            Some("NVIDIA-H200-141GB-HBM3/mig-1g.18gb-mixed")
+        );
+        assert_eq!(
+            quota_key_for(&q, "NVIDIA-H200-NVL/mig-1g.18gb-mixed"),
+            Some("NVIDIA-H200/mig-1g.18gb-mixed")
+        );
+        assert_eq!(quota_key_for(&q, "NVIDIA-H200-NVL/mig-2g.35gb-mixed"), None);
+        // Slices and whole cards are counted apart.
+        let used = quota(&[
+            ("NVIDIA-H200-141GB-HBM3", 8),
+            ("NVIDIA-H200-NVL/mig-1g.18gb-mixed", 13),
+        ]);
+        assert_eq!(
+            first_quota_excess(
+                &q,
+                &used,
+                &quota(&[("NVIDIA-H200-NVL/mig-1g.18gb-mixed", 1)])
+            ),
+            None
+        );
+        assert_eq!(
+            first_quota_excess(&q, &used, &quota(&[("NVIDIA-H200/mig-1g.18gb-mixed", 2)])),
+            Some(CardExcess {
+                key: "NVIDIA-H200/mig-1g.18gb-mixed".into(),
+                amount: 15,
+                quota: 14
+            })
+        );
     }
 
     #[test]

@@ -562,6 +562,8 @@ pub struct Gpu {
     pub model: String,
     pub numa: i32,
     pub health: bool,
+    /// `migProfiles` of a GPU in MIG mode (`None`: a `hami-core` GPU).
+    pub mig_profiles: Option<Value>,
 }
 
 /// An H100 (81559 MiB, 100 cores, 10 slots), healthy, NUMA 0.
@@ -575,6 +577,31 @@ pub fn h100(id: &str, index: u32) -> Gpu {
         model: "NVIDIA H100 80GB HBM3".into(),
         numa: 0,
         health: true,
+        mig_profiles: None,
+    }
+}
+
+/// The MIG profiles HAMi's device plugin registers for an H100 80GB (memory and
+/// placements as NVML reports them).
+pub fn h100_mig_profiles() -> Value {
+    let one_slice: Vec<Value> = (0..7).map(|s| json!({"start": s, "size": 1})).collect();
+    json!([
+        {"name": "1g.10gb", "memoryMB": 9856, "core": 14, "sliceCount": 1, "placements": one_slice},
+        {"name": "2g.20gb", "memoryMB": 19968, "core": 28, "sliceCount": 2,
+         "placements": [{"start": 0, "size": 2}, {"start": 2, "size": 2}, {"start": 4, "size": 2}]},
+        {"name": "3g.40gb", "memoryMB": 40192, "core": 42, "sliceCount": 3,
+         "placements": [{"start": 0, "size": 4}, {"start": 4, "size": 4}]},
+        {"name": "7g.80gb", "memoryMB": 80896, "core": 100, "sliceCount": 7,
+         "placements": [{"start": 0, "size": 8}]}
+    ])
+}
+
+/// An H100 in MIG mode: 7 instances at most, the H100's MIG profiles.
+pub fn h100_mig(id: &str, index: u32) -> Gpu {
+    Gpu {
+        count: 7,
+        mig_profiles: Some(h100_mig_profiles()),
+        ..h100(id, index)
     }
 }
 
@@ -601,11 +628,19 @@ impl Gpu {
     }
 
     fn json(&self) -> Value {
+        let mode = if self.mig_profiles.is_some() {
+            "mig"
+        } else {
+            "hami-core"
+        };
         let mut v = json!({
             "id": self.id, "count": self.count, "devmem": self.devmem,
             "devcore": self.devcore, "type": self.model, "index": self.index,
-            "mode": "hami-core",
+            "mode": mode,
         });
+        if let Some(profiles) = &self.mig_profiles {
+            v["migProfiles"] = profiles.clone();
+        }
         // The device plugin omits zero NUMA and false health (Go omitempty).
         if self.numa != 0 {
             v["numa"] = json!(self.numa);

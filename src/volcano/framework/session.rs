@@ -294,6 +294,7 @@ impl Session {
                     node,
                     &c.placement.devices,
                     ctx.request.init_count,
+                    Some(ctx),
                 );
                 let mut r = task.requests.clone();
                 r.add(&vgpu);

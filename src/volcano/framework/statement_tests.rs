@@ -45,6 +45,7 @@ fn gpu(node: usize, i: u32) -> GpuDevice {
         health: true,
         mode: "hami-core".into(),
         pair_scores: Default::default(),
+        mig_profiles: Vec::new(),
     }
 }
 
@@ -134,6 +135,7 @@ fn session(conf: &str) -> Session {
                         vendor: Arc::from("NVIDIA"),
                         usedmem: 8000,
                         usedcores: 0,
+                        mig: None,
                     }]],
                     init_count: 0,
                 });

@@ -271,6 +271,7 @@ pub fn gpu(node: usize, i: u32, count: u32) -> crate::device::model::GpuDevice {
         health: true,
         mode: "hami-core".into(),
         pair_scores: Default::default(),
+        mig_profiles: Vec::new(),
     }
 }
 
@@ -339,6 +340,7 @@ pub fn running_task(job: &GangKey, name: &str, node: usize, gpu_index: u32) -> T
             vendor: Arc::from("NVIDIA"),
             usedmem: 81559,
             usedcores: 100,
+            mig: None,
         }]],
         init_count: 0,
     });

@@ -191,6 +191,7 @@ mod tests {
             health: true,
             mode: "hami-core".into(),
             pair_scores: Default::default(),
+            mig_profiles: Vec::new(),
         }
     }
 

@@ -1,7 +1,8 @@
 //! capacity-card: per-card-type quotas from the Queue annotation
 //! `volcano.sh/card.quota` (e.g. `{"NVIDIA-H100":4}`), matched against the card
-//! types of the GPUs a queue's pods hold; jobs may state the cards they need with
-//! `volcano.sh/card.request`, checked at admission. Under hierarchical capacity a
+//! types of the GPUs and MIG instances a queue's pods hold (or the
+//! `volcano.sh/card.name` entries they are charged to); jobs may state the cards
+//! they need with `volcano.sh/card.request`, checked at admission. Under hierarchical capacity a
 //! quota binds the queue's whole subtree. See `volcano::card_quota`.
 //!
 //! It also carries the tidal-reclaim rules between service types
@@ -102,17 +103,34 @@ impl CapacityCard {
     }
 
     /// The cards a pending task will take: what it holds if placed, else its pod's
-    /// `volcano.sh/card.request`.
+    /// `volcano.sh/card.request`, else, when its `volcano.sh/card.name` names one
+    /// card type, as many of those as it asks for GPUs (with several names the
+    /// card it will get is not known before it is placed).
     fn wanted_cards(task: &TaskInfo) -> BTreeMap<String, i64> {
         if !task.cards.is_empty() {
             return task.cards.clone();
         }
-        task.pod
+        let requested = task
+            .pod
             .metadata
             .annotations
             .as_ref()
-            .and_then(|a| card_request(a).ok().flatten())
-            .unwrap_or_default()
+            .and_then(|a| card_request(a).ok().flatten());
+        if let Some(cards) = requested {
+            return cards;
+        }
+        match &task.gpu {
+            GpuAsk::Vgpu(ctx) => match ctx.selectors.card_names.names() {
+                [name] => {
+                    let app: u32 = ctx.request.app().iter().flatten().map(|c| c.nums).sum();
+                    let init = ctx.request.init().iter().flatten().map(|c| c.nums).max();
+                    let n = app.max(init.unwrap_or(0));
+                    BTreeMap::from([(name.clone(), i64::from(n))])
+                }
+                _ => BTreeMap::new(),
+            },
+            _ => BTreeMap::new(),
+        }
     }
 
     /// The quota of queue `n` (the asked queue `i` or an ancestor), scaled by

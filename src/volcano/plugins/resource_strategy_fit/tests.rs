@@ -59,6 +59,7 @@ impl Node {
                 health: true,
                 mode: "hami-core".into(),
                 pair_scores: Default::default(),
+                mig_profiles: Vec::new(),
             });
             self.usage.push(GpuUsage::default());
             self.vendor.push(true);
@@ -73,6 +74,7 @@ impl Node {
             used: 1,
             usedmem: 20000,
             usedcores: 25,
+            ..GpuUsage::default()
         };
         self
     }
