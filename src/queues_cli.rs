@@ -222,6 +222,9 @@ pub fn render(view: &Value) -> String {
         out.push('\n');
         out.push_str(&table(&evictions));
     }
+    for note in view["configurationNotes"].as_array().into_iter().flatten() {
+        let _ = writeln!(out, "\nnote: {}", text(note));
+    }
     if let Some(at) = view["plannedAt"].as_str() {
         let _ = writeln!(out, "\nplanned at {at}");
     }

@@ -68,6 +68,30 @@ fn a_dry_run_prints_queues_and_why_each_gang_waits() {
 }
 
 #[test]
+fn the_dry_run_says_how_the_configuration_is_applied() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("cluster.yaml");
+    std::fs::write(&file, cluster_text(&cluster())).unwrap();
+    let conf = dir.path().join("volcano-scheduler.conf");
+    std::fs::write(
+        &conf,
+        "actions: enqueue, allocate\ntiers:\n- plugins:\n  - name: gang\n  - name: proportion\n  - name: capacity\n",
+    )
+    .unwrap();
+    let (ok, out, err) = queues(&[
+        "--cluster-file",
+        file.to_str().unwrap(),
+        "--scheduler-config",
+        conf.to_str().unwrap(),
+    ]);
+    assert!(ok, "{err}");
+    assert!(
+        out.contains("note: proportion and capacity are both enabled; capacity decides"),
+        "{out}"
+    );
+}
+
+#[test]
 fn bad_input_is_a_clear_error() {
     let (ok, _, err) = queues(&[]);
     assert!(!ok);

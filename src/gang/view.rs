@@ -23,4 +23,7 @@ pub struct GangView {
     pub pipelined: Vec<PipelinedView>,
     /// The last evictions asked, oldest first.
     pub evictions: Vec<EvictionRecord>,
+    /// How the configuration in force is applied (conflicting plugins, replaced
+    /// values).
+    pub configuration_notes: Vec<String>,
 }

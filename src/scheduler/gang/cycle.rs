@@ -303,6 +303,7 @@ impl Scheduler {
             gangs: outcome.verdicts.into_values().collect(),
             pipelined: self.pipelined_view(),
             evictions: memory.evictions.recent.iter().cloned().collect(),
+            configuration_notes: self.gang.conf.load().conf.notes(),
         });
         committed
     }

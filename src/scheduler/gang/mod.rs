@@ -118,6 +118,9 @@ impl crate::scheduler::Scheduler {
 
     /// Replaces the Volcano-format scheduler configuration (hot reload).
     pub fn set_gang_conf(&self, conf: SchedulerConf) {
+        for note in conf.notes() {
+            tracing::info!(note = %note, "scheduler configuration");
+        }
         // Under the book's lock, so that a Queue change cannot slip between reading
         // the queues and storing the plugins built on them.
         let book = self.gang.book.read();
