@@ -397,3 +397,32 @@ async fn restart(c: &Cluster, pods: &[&str]) -> std::sync::Arc<Scheduler> {
     }
     s
 }
+
+#[tokio::test]
+async fn training_that_fills_a_nodes_cpu_is_still_reclaimed_with_predicates_on() {
+    // Each node has 64 CPUs; two training workers of 32 fill them. kube-scheduler's
+    // CPU check would refuse the inference pod now, but not once the workers are
+    // gone: making room must not be refused for CPU the victims free.
+    let c = Cluster::new(&[("n1", 2)], GangConfig::default());
+    make_tidal(&c);
+    let with_predicates = TIDAL.replace(
+        "  - name: capacity-card\n",
+        "  - name: predicates\n  - name: capacity-card\n",
+    );
+    c.s.set_gang_conf(crate::volcano::load_conf(&with_predicates).unwrap());
+    c.s.apply_podgroup(&training_group("big", 2));
+    for i in 0..2 {
+        let mut p = serde_json::to_value(member(&format!("big-{i}"), "big", i)).unwrap();
+        p["spec"]["containers"][0]["resources"]["requests"] = json!({"cpu": "32", "memory": "1Gi"});
+        c.add(&serde_json::from_value(p).unwrap());
+    }
+    start(&c, "big", 2).await;
+    assert_eq!(c.held(), 2);
+    inference(&c, "svc");
+    c.s.run_gang_cycle().await;
+    assert!(
+        !exists(&c, "big-0").await && !exists(&c, "big-1").await,
+        "the CPU-heavy gang is reclaimed: {:?}",
+        c.verdict("ml/svc")
+    );
+}

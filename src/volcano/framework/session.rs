@@ -259,8 +259,15 @@ impl Session {
         };
         let facts = self.task_facts(job, task, ctx);
         let nodes = &self.state.nodes;
+        // Room is being made: what the node's pods request now is not what it will
+        // hold once the victims are gone, so CPU and memory are not judged here
+        // (kube-scheduler judges them when the pod is released).
+        let freed = crate::resources::Resources::new();
         match nodes.position(node).and_then(|i| nodes.facts(i)) {
-            Some(node) => self.tiers.predicate(&facts, &node),
+            Some(mut node) => {
+                node.requested = &freed;
+                self.tiers.predicate(&facts, &node)
+            }
             // Nothing to judge: the fit refuses a node the session does not have.
             None => Ok(()),
         }
