@@ -10,7 +10,6 @@ mod support;
 use fake_apiserver::FakeApiServer;
 use live_support::*;
 use serde_json::{Value, json};
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 const NS: &str = "ml";
@@ -41,30 +40,8 @@ tiers:
       overcommit-factor: 1.0
 ";
 
-/// The conf file for `--scheduler-config` (kept until the test ends).
-struct Conf {
-    _dir: tempfile::TempDir,
-    path: PathBuf,
-}
-
-fn conf(text: &str) -> Conf {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let path = dir.path().join("volcano-scheduler.conf");
-    std::fs::write(&path, text).expect("write conf");
-    Conf { _dir: dir, path }
-}
-
-async fn start(api: &FakeApiServer, conf: &Conf) -> LiveServer {
-    LiveServer::start(
-        api,
-        &[
-            "--schedule-period",
-            "200ms",
-            "--scheduler-config",
-            conf.path.to_str().expect("utf-8 path"),
-        ],
-    )
-    .await
+fn conf(text: &str) -> SchedulerConfFile {
+    SchedulerConfFile::new(text)
 }
 
 /// PodGroup `group` stating a minimum of `n` GPUs, with `n` gated members of one
@@ -133,7 +110,7 @@ async fn a_gang_over_its_namespace_quota_waits_with_the_reason_until_the_quota_i
     let api = FakeApiServer::start().await;
     add_node(&api, "n1", 4, 1);
     let conf = conf(QUOTA_CONF);
-    let server = start(&api, &conf).await;
+    let server = LiveServer::start_planning(&api, &conf).await;
     // A pod of the namespace already runs on one GPU.
     create_pod(&api, gpu_pod(NS, "solo", 1, 80000, 0));
     server.schedule(&api, NS, "solo", &["n1"]).await;
@@ -196,7 +173,7 @@ async fn a_gang_past_its_sla_waiting_time_is_admitted_and_placed_ahead_of_an_old
             "annotations": {"sla-waiting-time": "1h"}}),
     );
     let conf = conf(SLA_CONF);
-    let server = start(&api, &conf).await;
+    let server = LiveServer::start_planning(&api, &conf).await;
 
     wait_for(&server, "the overdue gang released", || {
         members("overdue", 4).iter().all(|m| !gated(&api, m))

@@ -12,7 +12,6 @@ use fake_apiserver::FakeApiServer;
 use live_support::*;
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 const NS: &str = "ml";
@@ -35,30 +34,8 @@ tiers:
       strict: true
 ";
 
-/// The conf file for `--scheduler-config` (kept until the test ends).
-struct Conf {
-    _dir: tempfile::TempDir,
-    path: PathBuf,
-}
-
-fn conf() -> Conf {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let path = dir.path().join("volcano-scheduler.conf");
-    std::fs::write(&path, CONF).expect("write conf");
-    Conf { _dir: dir, path }
-}
-
-async fn start(api: &FakeApiServer, conf: &Conf) -> LiveServer {
-    LiveServer::start(
-        api,
-        &[
-            "--schedule-period",
-            "200ms",
-            "--scheduler-config",
-            conf.path.to_str().expect("utf-8 path"),
-        ],
-    )
-    .await
+fn conf() -> SchedulerConfFile {
+    SchedulerConfFile::new(CONF)
 }
 
 /// A node of two whole GPUs, in `group` when given (`kubectl label node <name>
@@ -136,7 +113,7 @@ async fn a_queues_node_group_affinity_sends_its_gang_and_its_pods_to_the_groups_
     api.create(gpu_queue("gpu-pool"));
     gang(&api, "train", 3);
     let conf = conf();
-    let server = start(&api, &conf).await;
+    let server = LiveServer::start_planning(&api, &conf).await;
     wait_for(&server, "the gang released", || {
         (0..3).all(|i| !gated(&api, &format!("train{i}")))
     })
@@ -210,7 +187,7 @@ async fn a_required_group_no_node_has_leaves_the_gang_waiting_with_the_reason() 
     api.create(gpu_queue("h100-pool"));
     gang(&api, "train", 2);
     let conf = conf();
-    let server = start(&api, &conf).await;
+    let server = LiveServer::start_planning(&api, &conf).await;
     let reason = "node group \"a100-pool\" is not in its node-group affinity (h100-pool, high-memory-pool) (nodegroup)";
     wait_for(&server, "the PodGroup to say why", || {
         api.get("PodGroup", Some(NS), "train").is_some_and(|g| {

@@ -11,7 +11,6 @@ mod support;
 use fake_apiserver::FakeApiServer;
 use live_support::*;
 use serde_json::{Value, json};
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 const NS: &str = "ml";
@@ -34,30 +33,8 @@ tiers:
       cardUnlimitedCpuMemory: true
 ";
 
-/// The conf file for `--scheduler-config` (kept until the test ends).
-struct Conf {
-    _dir: tempfile::TempDir,
-    path: PathBuf,
-}
-
-fn conf() -> Conf {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let path = dir.path().join("volcano-scheduler.conf");
-    std::fs::write(&path, TIDAL).expect("write conf");
-    Conf { _dir: dir, path }
-}
-
-async fn start(api: &FakeApiServer, conf: &Conf) -> LiveServer {
-    LiveServer::start(
-        api,
-        &[
-            "--schedule-period",
-            "200ms",
-            "--scheduler-config",
-            conf.path.to_str().expect("utf-8 path"),
-        ],
-    )
-    .await
+fn conf() -> SchedulerConfFile {
+    SchedulerConfFile::new(TIDAL)
 }
 
 fn queue(name: &str, priority: i64, reclaimable: bool) -> Value {
@@ -227,7 +204,7 @@ async fn wait_for_reclaim(api: &FakeApiServer, server: &LiveServer, victims: &[S
 /// running on it.
 struct Running {
     api: FakeApiServer,
-    conf: Conf,
+    conf: SchedulerConfFile,
     server: LiveServer,
     gang: Vec<String>,
 }
@@ -237,7 +214,7 @@ async fn training_running(group: &str, n: u32) -> Running {
     tidal(&api);
     let conf = conf();
     training_gang(&api, group, n, "training", "pc-low");
-    let server = start(&api, &conf).await;
+    let server = LiveServer::start_planning(&api, &conf).await;
     let gang = names(group, n);
     run_gang(&api, &server, &gang).await;
     Running {
@@ -348,7 +325,7 @@ async fn training_never_evicts_inference() {
     let conf = conf();
     inference_pod(&api, "svc0");
     inference_pod(&api, "svc1");
-    let server = start(&api, &conf).await;
+    let server = LiveServer::start_planning(&api, &conf).await;
     run_gang(&api, &server, &names("svc", 2)).await;
     training_gang(&api, "train", 1, "training", "pc-high");
     wait_for(&server, "the training gang judged", || {
@@ -432,7 +409,7 @@ async fn a_restart_while_victims_leave_keeps_the_plan_and_evicts_nobody_twice() 
 
     // While the scheduler is down one victim finishes; the other later.
     api.finish_deletion(NS, "train0");
-    let server = start(&api, &conf).await;
+    let server = LiveServer::start_planning(&api, &conf).await;
     // The room stays promised: an ordinary pod finds none.
     create_pod(&api, gpu_pod(NS, "solo", 1, 80000, 0));
     let answer = server.filter(&api_pod(&api, NS, "solo"), &["n1"]).await;

@@ -17,21 +17,14 @@ use fake_apiserver::FakeApiServer;
 use live_support::*;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 const NS: &str = "ml";
 const GATE: &str = "vgpu-scheduler.io/gang";
 const NODES: [&str; 2] = ["n1", "n2"];
 
-/// A temporary `--scheduler-config` (kept until the test ends).
-struct Conf {
-    _dir: tempfile::TempDir,
-    path: PathBuf,
-}
-
 /// Volcano's default tiers plus resource-strategy-fit scoring only the vGPU count.
-fn conf(strategy: &str) -> Conf {
+fn conf(strategy: &str) -> SchedulerConfFile {
     let text = format!(
         "actions: enqueue, allocate, backfill
 tiers:
@@ -51,10 +44,7 @@ tiers:
           weight: 1
 "
     );
-    let dir = tempfile::tempdir().expect("temp dir");
-    let path = dir.path().join("volcano-scheduler.conf");
-    std::fs::write(&path, text).expect("write conf");
-    Conf { _dir: dir, path }
+    SchedulerConfFile::new(&text)
 }
 
 /// The two nodes and the three pods already running on `n1`.
@@ -137,16 +127,7 @@ async fn placements(strategy: &str, override_strategy: &str) -> [String; 4] {
     let api = FakeApiServer::start().await;
     let residents = cluster(&api);
     let conf = conf(strategy);
-    let server = LiveServer::start(
-        &api,
-        &[
-            "--schedule-period",
-            "200ms",
-            "--scheduler-config",
-            conf.path.to_str().expect("utf-8 path"),
-        ],
-    )
-    .await;
+    let server = LiveServer::start_planning(&api, &conf).await;
     let (state, known) = server
         .wait_state(Duration::from_secs(10), |s| {
             residents.iter().all(|uid| s.pod(uid).is_some())

@@ -82,7 +82,40 @@ fn free_port() -> u16 {
     listener.local_addr().expect("local address").port()
 }
 
+/// A `--scheduler-config` file (Volcano's `volcano-scheduler.conf`), kept until
+/// the value is dropped.
+pub struct SchedulerConfFile {
+    _dir: tempfile::TempDir,
+    /// Where it is.
+    pub path: PathBuf,
+}
+
+impl SchedulerConfFile {
+    /// Writes `text` to a fresh file.
+    pub fn new(text: &str) -> Self {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("volcano-scheduler.conf");
+        std::fs::write(&path, text).expect("write scheduler config");
+        Self { _dir: dir, path }
+    }
+}
+
 impl LiveServer {
+    /// Starts a server planning every 200 ms with the scheduler configuration in
+    /// `conf`.
+    pub async fn start_planning(api: &FakeApiServer, conf: &SchedulerConfFile) -> LiveServer {
+        LiveServer::start(
+            api,
+            &[
+                "--schedule-period",
+                "200ms",
+                "--scheduler-config",
+                conf.path.to_str().expect("utf-8 path"),
+            ],
+        )
+        .await
+    }
+
     /// Starts a server on `api` with extra flags and waits until it is ready.
     pub async fn start(api: &FakeApiServer, args: &[&str]) -> LiveServer {
         LiveServer::start_with(api, LiveOptions::args(args)).await
