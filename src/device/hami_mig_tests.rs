@@ -17,7 +17,7 @@ fn p(start: u32, size: u32) -> MigPlacement {
 }
 
 /// The A100-40GB profiles of HAMi's tables.
-fn a100() -> Vec<MigProfile> {
+pub(crate) fn a100() -> Vec<MigProfile> {
     vec![
         MigProfile {
             name: "1g.5gb".into(),

@@ -5,7 +5,7 @@ pub mod allocation_codec;
 pub mod card_name;
 pub mod device_config;
 #[cfg(test)]
-mod hami_mig_tests;
+pub(crate) mod hami_mig_tests;
 #[cfg(test)]
 mod hami_tests;
 pub mod mig;

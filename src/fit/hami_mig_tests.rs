@@ -42,36 +42,14 @@ fn mig_gpu(id: &str, placements: &[MigPlacement]) -> GpuDevice {
 fn a100_gpu(id: &str, index: u32) -> GpuDevice {
     let mut d = mig_gpu(id, &[]);
     d.index = index;
-    d.mig_profiles = vec![
-        MigProfile {
-            name: "1g.5gb".into(),
-            memory_mb: 5120,
-            core: 14,
-            slice_count: 1,
-            placements: (0..7).map(|s| p(s, 1)).collect(),
-        },
-        MigProfile {
-            name: "2g.10gb".into(),
-            memory_mb: 10240,
-            core: 28,
-            slice_count: 2,
-            placements: vec![p(0, 2), p(2, 2), p(4, 2)],
-        },
-        MigProfile {
-            name: "3g.20gb".into(),
-            memory_mb: 20480,
-            core: 42,
-            slice_count: 3,
-            placements: vec![p(0, 4), p(4, 4)],
-        },
-        MigProfile {
-            name: "4g.20gb".into(),
-            memory_mb: 20480,
-            core: 52,
-            slice_count: 4,
-            placements: vec![p(0, 4)],
-        },
-    ];
+    d.mig_profiles = crate::device::hami_mig_tests::a100();
+    d.mig_profiles.push(MigProfile {
+        name: "4g.20gb".into(),
+        memory_mb: 20480,
+        core: 52,
+        slice_count: 4,
+        placements: vec![p(0, 4)],
+    });
     d
 }
 
