@@ -13,6 +13,14 @@ use std::collections::BTreeSet;
 /// Pod annotation carrying a pipelined plan (JSON).
 pub const PIPELINED_PLAN: &str = "vgpu-scheduler.io/pipelined-plan";
 
+/// Whether the pod carries a pipelined plan annotation.
+pub fn carries_plan(pod: &k8s_openapi::api::core::v1::Pod) -> bool {
+    pod.metadata
+        .annotations
+        .as_ref()
+        .is_some_and(|a| a.contains_key(PIPELINED_PLAN))
+}
+
 /// A pipelined plan.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PipelinedPlan {

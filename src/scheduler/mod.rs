@@ -309,10 +309,16 @@ impl Scheduler {
             return;
         }
         ledger.heard_of(&uid);
+        let mark = ledger.meta(&uid).and_then(|m| m.active_mark(now)).cloned();
         if parsed.is_none() {
+            if matches!(mark, Some(LocalMark::Released))
+                && crate::gang::pipelined_plan::carries_plan(pod)
+            {
+                // We withdrew this plan since the event was written: stale.
+                return;
+            }
             self.recover_pipelined_plan(&mut ledger, pod, &uid);
         }
-        let mark = ledger.meta(&uid).and_then(|m| m.active_mark(now)).cloned();
         match (mark, parsed) {
             (Some(LocalMark::Held { node, devices }), Some(entry)) => {
                 if entry.node == node && entry.devices == devices {

@@ -426,3 +426,33 @@ async fn training_that_fills_a_nodes_cpu_is_still_reclaimed_with_predicates_on()
         c.verdict("ml/svc")
     );
 }
+
+#[tokio::test]
+async fn a_plan_withdrawn_is_not_brought_back_by_an_older_event() {
+    // The commit wrote the plan, an eviction was refused and the plan was
+    // withdrawn; the watch then delivers the event from before the withdrawal.
+    let c = tidal_cluster(1);
+    training(&c, "train", 2);
+    start(&c, "train", 2).await;
+    let devices =
+        crate::device::allocation_codec::decode_pod_devices("GPU-n1-0,NVIDIA,80000,0:;").unwrap();
+    let plan = PipelinedPlan {
+        node: "n1".into(),
+        devices,
+        init_count: 0,
+        victims: ["uid-train-0".to_string()].into(),
+        deadline: c.clock.wall().timestamp() + 120,
+    };
+    let mut svc = inference_pod("svc");
+    svc.metadata
+        .annotations
+        .get_or_insert_with(Default::default)
+        .insert(PIPELINED_PLAN.into(), plan.encode());
+    c.s.with_ledger_mut(|l| l.mark_local_released("uid-svc"));
+    c.add(&svc);
+    assert!(c.s.with_ledger(|l| l.pledge_of("uid-svc").is_none()));
+    // The event that shows the withdrawal confirms it; a later plan is read again.
+    c.add(&inference_pod("svc"));
+    c.add(&svc);
+    assert!(c.s.with_ledger(|l| l.pledge_of("uid-svc").is_some()));
+}

@@ -149,9 +149,10 @@ impl Scheduler {
             let mut planned = self.gang.planned.lock();
             for m in &commit.members {
                 if m.placement.is_some() {
-                    if ledger.unpledge(&m.uid).is_none() {
-                        ledger.mark_local_released(&m.uid);
-                    }
+                    // A withdrawn plan is our own write too: events from before it
+                    // (still carrying the plan) must not bring it back.
+                    ledger.unpledge(&m.uid);
+                    ledger.mark_local_released(&m.uid);
                     planned.remove(&m.uid);
                 }
             }
