@@ -24,6 +24,8 @@ pub struct ClusterObjects {
     pub priority_classes: Vec<PriorityClass>,
     /// PodDisruptionBudgets (`policy/v1`): what preemption and reclaim may evict.
     pub budgets: Vec<PodDisruptionBudget>,
+    /// Volcano HyperNodes (`topology.volcano.sh`), as JSON.
+    pub hyper_nodes: Vec<serde_json::Value>,
 }
 
 /// Why a cluster file could not be loaded.
@@ -55,6 +57,8 @@ pub enum ClusterObject {
     PriorityClass(Box<PriorityClass>),
     /// A PodDisruptionBudget.
     DisruptionBudget(Box<PodDisruptionBudget>),
+    /// A Volcano HyperNode.
+    HyperNode(Box<serde_json::Value>),
 }
 
 /// Reads a cluster file and hands each object to `sink` as soon as it is decoded,
@@ -139,6 +143,9 @@ fn decode(
                 sink(ClusterObject::Queue(Box::new(value)));
             }
         }
+        "HyperNode" if in_group(&value, "topology.volcano.sh/") => {
+            sink(ClusterObject::HyperNode(Box::new(value)));
+        }
         k if k == "List" || k.ends_with("List") => {
             let items = match value.get_mut("items").map(serde_json::Value::take) {
                 Some(serde_json::Value::Array(items)) => items,
@@ -197,6 +204,7 @@ impl ClusterObjects {
             ClusterObject::Queue(q) => self.queues.push(*q),
             ClusterObject::PriorityClass(c) => self.priority_classes.push(*c),
             ClusterObject::DisruptionBudget(b) => self.budgets.push(*b),
+            ClusterObject::HyperNode(h) => self.hyper_nodes.push(*h),
         }
     }
 }

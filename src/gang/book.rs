@@ -9,6 +9,7 @@ use crate::resources::{Resources, pod_requests};
 use crate::volcano::disruption_budget::DisruptionBudget;
 use crate::volcano::objects::{PodGroupSpec, QueueSpec};
 use crate::volcano::resource_quota::NamespaceQuota;
+use crate::volcano::topology::HyperNode;
 use chrono::{DateTime, Utc};
 use k8s_openapi::api::core::v1::Pod;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -106,6 +107,10 @@ pub struct GangBook {
     pub budgets: BTreeMap<(String, String), DisruptionBudget>,
     /// ResourceQuotas by (namespace, name), for the `resourcequota` plugin.
     pub resource_quotas: BTreeMap<(String, String), NamespaceQuota>,
+    /// HyperNodes by name: the network topology.
+    pub hyper_nodes: BTreeMap<String, HyperNode>,
+    /// HyperNodes whose object could not be read, with the reason.
+    pub hyper_node_errors: BTreeMap<String, String>,
 }
 
 impl GangBook {

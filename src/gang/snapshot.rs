@@ -21,10 +21,12 @@ use crate::volcano::framework::queue::{QueueInfo, add_cards};
 use crate::volcano::framework::{GangKey, JobInfo, SessionState, TaskInfo, TaskStatus};
 use crate::volcano::objects::{PodGroupSpec, QueueSpec};
 use crate::volcano::resource_quota::NamespaceQuota;
+use crate::volcano::topology::NetworkTopology;
 use crate::volcano::waiting_time::waiting_time;
 use chrono::{DateTime, Utc};
 use k8s_openapi::api::core::v1::Pod;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
 
 /// Parses a pod's vGPU request (`None`: the pod asks for no vGPU).
 pub type ParsePod<'a> = &'a dyn Fn(&Pod) -> Result<Option<PodContext>, String>;
@@ -126,6 +128,7 @@ pub fn build_state(input: &SnapshotInput<'_>, picture: LedgerPicture) -> Session
         picture.nodes.iter().map(|n| &*n.gpus),
     ));
     let node_set = NodeSet::new(picture.nodes, picture.quotas);
+    let topology = Arc::new(resolve_topology(input.book, &node_set));
 
     let mut jobs = assemble_jobs(input, (&picture.holdings, &picture.pipelined), &node_set);
     let enqueue_on = input.conf.has_action(Action::Enqueue);
@@ -144,6 +147,7 @@ pub fn build_state(input: &SnapshotInput<'_>, picture: LedgerPicture) -> Session
         only: input.only.cloned(),
         budgets: input.book.budgets.values().cloned().collect(),
         resource_quotas: resource_quotas(input.book),
+        topology,
     }
 }
 
@@ -220,6 +224,7 @@ fn assemble_jobs(
                 },
                 group_missing: !key.single && group.is_none(),
                 inqueue: input.inqueue.contains(key),
+                network_topology: group.and_then(|g| g.network_topology.clone()),
                 tasks,
                 allocated: allocated.without_zeros(),
             };
@@ -294,6 +299,26 @@ fn task_of(
         owner_kind: m.owner_kind.clone(),
         pod: m.pod.clone(),
     }
+}
+
+/// The book's HyperNodes resolved against the session's nodes (their labels, for
+/// HyperNodes that pick nodes by label).
+fn resolve_topology(book: &GangBook, nodes: &NodeSet) -> NetworkTopology {
+    if book.hyper_nodes.is_empty() {
+        return NetworkTopology::default();
+    }
+    let unlabelled = BTreeMap::new();
+    NetworkTopology::resolve(
+        book.hyper_nodes.values(),
+        nodes.iter().map(|n| {
+            let labels = n
+                .resources
+                .traits
+                .as_ref()
+                .map_or(&unlabelled, |t| &t.labels);
+            (n.name.as_str(), labels)
+        }),
+    )
 }
 
 /// The book's ResourceQuotas grouped by namespace (each namespace's in name order).

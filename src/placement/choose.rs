@@ -12,6 +12,9 @@ pub struct Choice {
     pub node: String,
     /// GPUs per container and the node's score before placing.
     pub placement: Placement,
+    /// What the node was ranked by: the pod's node policy plus the plugins' node
+    /// scores (higher is better).
+    pub rank: f64,
 }
 
 /// The best node for the pod that passes every predicate and fits, by the pod's
@@ -94,12 +97,13 @@ pub fn choose_node<S: NodeSource + ?Sized>(
     // Usually the best node fits: find it in one pass, keeping nothing.
     let best = candidates().min_by(order);
     let mut failed = NodeRejections::new();
-    if let Some((_, i)) = best {
+    if let Some((rank, i)) = best {
         match try_fit(i) {
             Ok(placement) => {
                 return Ok(Choice {
                     node: source.name(i).to_string(),
                     placement,
+                    rank,
                 });
             }
             Err(reason) => {
@@ -110,12 +114,13 @@ pub fn choose_node<S: NodeSource + ?Sized>(
     // Otherwise rank them all and fit down the list.
     let mut ranked: Vec<(f64, usize)> = candidates().collect();
     ranked.sort_by(order);
-    for (_, i) in ranked.into_iter().skip(usize::from(best.is_some())) {
+    for (rank, i) in ranked.into_iter().skip(usize::from(best.is_some())) {
         match try_fit(i) {
             Ok(placement) => {
                 return Ok(Choice {
                     node: source.name(i).to_string(),
                     placement,
+                    rank,
                 });
             }
             Err(reason) => {

@@ -13,8 +13,10 @@ pub mod node_predicates;
 pub mod node_preferences;
 mod rejection;
 mod source;
+mod subset;
 
 pub use choose::{Choice, choose_node, evaluate_all};
 pub use judge::{NoJudge, NodeFacts, NodeJudge, TaskFacts};
 pub use rejection::{NodeRejection, NodeRejections, in_words};
 pub use source::{NodeSource, RankFacts};
+pub use subset::NodeSubset;

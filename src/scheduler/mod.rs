@@ -241,6 +241,7 @@ impl Scheduler {
             ClusterObject::Queue(queue) => self.apply_queue(queue),
             ClusterObject::PriorityClass(class) => self.apply_priority_class(class),
             ClusterObject::DisruptionBudget(budget) => self.apply_disruption_budget(budget),
+            ClusterObject::HyperNode(hyper_node) => self.apply_hyper_node(hyper_node),
         }
     }
 

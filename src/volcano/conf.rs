@@ -53,6 +53,7 @@ pub const SUPPORTED_PLUGINS: &[&str] = &[
     "resourcequota",
     "sla",
     "resource-strategy-fit",
+    "network-topology-aware",
 ];
 
 /// An extension point a plugin entry can switch off with `enableXxx: false`.
@@ -92,6 +93,8 @@ pub enum ExtensionPoint {
     Victim,
     /// Job starving.
     JobStarving,
+    /// HyperNode order (scores of the HyperNodes a gang could be placed in).
+    HyperNodeOrder,
 }
 
 /// Each switch as Volcano spells it (`enabledVictim` and `EnabledClusterOrder`
@@ -114,6 +117,7 @@ pub const SWITCHES: &[(&str, ExtensionPoint)] = &[
     ("enableJobEnqueued", ExtensionPoint::JobEnqueued),
     ("enabledVictim", ExtensionPoint::Victim),
     ("enableJobStarving", ExtensionPoint::JobStarving),
+    ("enableHyperNodeOrder", ExtensionPoint::HyperNodeOrder),
 ];
 
 /// The plugin option that is an argument rather than a switch: hierarchical

@@ -10,6 +10,7 @@
 
 use super::crd;
 use super::resources::Resources;
+use super::topology::TopologyConstraint;
 use chrono::{DateTime, TimeDelta, Utc};
 use serde::Serialize;
 use serde_json::Value;
@@ -275,6 +276,8 @@ pub struct PodGroupSpec {
     pub creation_timestamp: Option<DateTime<Utc>>,
     /// `status.phase` (`Pending`, `Inqueue`, `Running`, ...).
     pub phase: Option<String>,
+    /// `spec.networkTopology`: how far apart on the network its members may be.
+    pub network_topology: Option<TopologyConstraint>,
 }
 
 impl PodGroupSpec {
@@ -322,6 +325,12 @@ impl PodGroupSpec {
                 Ok((role, n))
             })
             .collect::<Result<BTreeMap<_, _>, ObjectError>>()?;
+        let network_topology = spec
+            .network_topology
+            .as_ref()
+            .map(TopologyConstraint::of)
+            .transpose()
+            .map_err(|(field, reason)| r.err(field, reason))?;
 
         Ok(Self {
             namespace: meta
@@ -340,6 +349,7 @@ impl PodGroupSpec {
             annotations: meta.annotations.unwrap_or_default(),
             creation_timestamp,
             phase: group.status.and_then(|s| s.phase).filter(|p| !p.is_empty()),
+            network_topology,
             name,
         })
     }

@@ -1,6 +1,7 @@
-//! Watches of Volcano's PodGroups and Queues (`scheduling.volcano.sh/v1beta1`).
-//! Without the CRDs installed the watches keep retrying quietly and gang
-//! scheduling works with plain pods and the default queue.
+//! Watches of Volcano's PodGroups and Queues (`scheduling.volcano.sh/v1beta1`) and
+//! HyperNodes (`topology.volcano.sh/v1alpha1`). Without the CRDs installed the
+//! watches keep retrying quietly: gang scheduling works with plain pods and the
+//! default queue, and without HyperNodes there is no network topology.
 
 use crate::scheduler::Scheduler;
 use futures::StreamExt;
@@ -11,21 +12,28 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use tokio::task::JoinHandle;
 
-fn resource(kind: &str, plural: &str) -> ApiResource {
+/// The Volcano objects the scheduler reads: group, version, kind, plural.
+const WATCHED: [(&str, &str, &str, &str); 3] = [
+    ("scheduling.volcano.sh", "v1beta1", "Queue", "queues"),
+    ("scheduling.volcano.sh", "v1beta1", "PodGroup", "podgroups"),
+    ("topology.volcano.sh", "v1alpha1", "HyperNode", "hypernodes"),
+];
+
+fn resource(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
     ApiResource {
-        group: "scheduling.volcano.sh".into(),
-        version: "v1beta1".into(),
-        api_version: "scheduling.volcano.sh/v1beta1".into(),
+        group: group.into(),
+        version: version.into(),
+        api_version: format!("{group}/{version}"),
         kind: kind.into(),
         plural: plural.into(),
     }
 }
 
-fn to_json(o: &DynamicObject, kind: &str) -> serde_json::Value {
+fn to_json(o: &DynamicObject, resource: &ApiResource) -> serde_json::Value {
     let mut v = serde_json::to_value(o).unwrap_or_default();
     if let Some(obj) = v.as_object_mut() {
-        obj.insert("kind".into(), kind.into());
-        obj.insert("apiVersion".into(), "scheduling.volcano.sh/v1beta1".into());
+        obj.insert("kind".into(), resource.kind.clone().into());
+        obj.insert("apiVersion".into(), resource.api_version.clone().into());
     }
     v
 }
@@ -37,11 +45,12 @@ fn key(o: &DynamicObject) -> (String, String) {
     )
 }
 
-/// Starts both watches.
+/// Starts the watches.
 pub fn start(client: Client, scheduler: Arc<Scheduler>) -> Vec<JoinHandle<()>> {
     let mut tasks = Vec::new();
-    for (kind, plural) in [("Queue", "queues"), ("PodGroup", "podgroups")] {
-        let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource(kind, plural));
+    for (group, version, kind, plural) in WATCHED {
+        let resource = resource(group, version, kind, plural);
+        let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
         let scheduler = scheduler.clone();
         tasks.push(tokio::spawn(async move {
             let mut seen: HashSet<(String, String)> = HashSet::new();
@@ -51,19 +60,17 @@ pub fn start(client: Client, scheduler: Arc<Scheduler>) -> Vec<JoinHandle<()>> {
             futures::pin_mut!(stream);
             while let Some(event) = stream.next().await {
                 let apply = |o: &DynamicObject| {
-                    let v = to_json(o, kind);
-                    if kind == "Queue" {
-                        scheduler.apply_queue(&v);
-                    } else {
-                        scheduler.apply_podgroup(&v);
+                    let v = to_json(o, &resource);
+                    match kind {
+                        "Queue" => scheduler.apply_queue(&v),
+                        "PodGroup" => scheduler.apply_podgroup(&v),
+                        _ => scheduler.apply_hyper_node(&v),
                     }
                 };
-                let forget = |k: &(String, String)| {
-                    if kind == "Queue" {
-                        scheduler.forget_queue(&k.1);
-                    } else {
-                        scheduler.forget_podgroup(&k.0, &k.1);
-                    }
+                let forget = |k: &(String, String)| match kind {
+                    "Queue" => scheduler.forget_queue(&k.1),
+                    "PodGroup" => scheduler.forget_podgroup(&k.0, &k.1),
+                    _ => scheduler.forget_hyper_node(&k.1),
                 };
                 match event {
                     Ok(watcher::Event::Init) => seen.clear(),

@@ -18,6 +18,7 @@ mod policy_feed;
 mod publish;
 mod quota_feed;
 mod report;
+mod topology_feed;
 mod watchdog;
 
 use crate::cluster::api::VolcanoObject;

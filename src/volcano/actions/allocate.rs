@@ -57,79 +57,133 @@ impl Action for Allocate {
 
 /// Places one job's waiting tasks in a statement; commits when the job is ready.
 /// True when the job became ready with tasks still waiting: it goes back to its
-/// queue for another turn.
+/// queue for another turn. A job with a network-topology constraint is placed
+/// inside one HyperNode (see [`super::allocate_in_topology`]).
 fn allocate_job(session: &mut Session, key: &GangKey) -> bool {
-    let Some(before) = session
-        .state
-        .job(key)
-        .map(|j| (j.counts(), j.tasks.len(), j.min_member))
-    else {
+    let Some(job) = session.state.job(key) else {
         return false;
     };
-    let (counts, members, min_member) = before;
-    let mut statement = Statement::new();
-    let mut unplaced: BTreeMap<String, usize> = BTreeMap::new();
-    let mut waiting_members = 0usize;
-    let plannable: Vec<String> = session
-        .ordered_tasks(key)
-        .into_iter()
-        .filter(|uid| {
-            session
-                .state
-                .task(key, uid)
-                .is_some_and(|t| session.state.plannable(t))
-        })
-        .collect();
-    let mut more_waiting = false;
-    for (n, uid) in plannable.iter().enumerate() {
-        let uid = uid.as_str();
-        waiting_members += 1;
-        let choice = match session.choose_node(key, uid) {
-            Ok(choice) => choice,
-            Err(reason) => {
-                *unplaced.entry(reason).or_default() += 1;
-                continue;
-            }
-        };
-        let Some(task) = session.state.task(key, uid) else {
-            continue;
-        };
-        let charge = session.charge_for(task, choice.as_ref());
-        if let Err(rejection) = session.allocatable(key, uid, &charge) {
-            *unplaced.entry(rejection.to_string()).or_default() += 1;
-            continue;
-        }
-        statement.allocate(session, key, uid, choice.as_ref(), charge);
-        if n + 1 < plannable.len() && session.job_ready(key) {
-            more_waiting = true;
-            break;
-        }
+    if let Some(constraint) = job.network_topology.clone()
+        && let Some(placed) = super::allocate_in_topology::allocate_job(session, key, &constraint)
+    {
+        return placed;
     }
+    let attempt = Attempt::run(session, key, None);
     if session.job_ready(key) {
-        statement.commit(session);
-        session.clear_note(key);
-        return more_waiting;
+        return attempt.commit(session, key);
     }
-    let ready = counts.ready + statement.len();
-    statement.discard(session);
-    let missing = min_member.saturating_sub(counts.ready);
-    let mut message = format!(
-        "{}/{} tasks in gang unschedulable",
-        waiting_members.min(members).max(missing.min(members)),
-        members
-    );
-    if unplaced.is_empty() {
-        message.push_str(&format!(
-            ": {ready} of minMember {min_member} can be placed together"
-        ));
-    } else {
-        let parts: Vec<String> = unplaced
-            .iter()
-            .map(|(reason, n)| format!("{n} {reason}"))
-            .collect();
-        message.push_str(": ");
-        message.push_str(&parts.join("; "));
-    }
+    let message = attempt.shortfall(session, key);
+    attempt.statement.discard(session);
     session.note_job(key, None, "NotEnoughResources", message);
     false
+}
+
+/// One try at placing a job's waiting tasks, held in a statement until the caller
+/// commits or discards it.
+pub(super) struct Attempt {
+    /// The tentative placements.
+    pub statement: Statement,
+    /// Why tasks could not be placed, with how many.
+    unplaced: BTreeMap<String, usize>,
+    /// Members that were waiting to be placed.
+    waiting_members: usize,
+    /// The job became ready with tasks still waiting.
+    more_waiting: bool,
+    /// The ranks of the nodes chosen, summed (how the node order liked them).
+    pub rank: f64,
+}
+
+impl Attempt {
+    /// Places the job's waiting tasks one by one, in task order, on the nodes at
+    /// `within` (positions in the session's node set) or anywhere; stops early once
+    /// the job is ready, as Volcano does, so that elastic jobs grow by turns.
+    pub fn run(session: &mut Session, key: &GangKey, within: Option<&[usize]>) -> Self {
+        let mut attempt = Self {
+            statement: Statement::new(),
+            unplaced: BTreeMap::new(),
+            waiting_members: 0,
+            more_waiting: false,
+            rank: 0.0,
+        };
+        let plannable: Vec<String> = session
+            .ordered_tasks(key)
+            .into_iter()
+            .filter(|uid| {
+                session
+                    .state
+                    .task(key, uid)
+                    .is_some_and(|t| session.state.plannable(t))
+            })
+            .collect();
+        for (n, uid) in plannable.iter().enumerate() {
+            let uid = uid.as_str();
+            attempt.waiting_members += 1;
+            let choice = match session.choose_node_among(key, uid, within) {
+                Ok(choice) => choice,
+                Err(reason) => {
+                    *attempt.unplaced.entry(reason).or_default() += 1;
+                    continue;
+                }
+            };
+            let Some(task) = session.state.task(key, uid) else {
+                continue;
+            };
+            let charge = session.charge_for(task, choice.as_ref());
+            if let Err(rejection) = session.allocatable(key, uid, &charge) {
+                *attempt.unplaced.entry(rejection.to_string()).or_default() += 1;
+                continue;
+            }
+            attempt.rank += choice.as_ref().map_or(0.0, |c| c.rank);
+            attempt
+                .statement
+                .allocate(session, key, uid, choice.as_ref(), charge);
+            if n + 1 < plannable.len() && session.job_ready(key) {
+                attempt.more_waiting = true;
+                break;
+            }
+        }
+        attempt
+    }
+
+    /// Commits the placements of a job that is ready; true when tasks still wait.
+    pub fn commit(self, session: &mut Session, key: &GangKey) -> bool {
+        self.statement.commit(session);
+        session.clear_note(key);
+        self.more_waiting
+    }
+
+    /// Why the job is not ready after this attempt (before it is discarded).
+    pub fn shortfall(&self, session: &Session, key: &GangKey) -> String {
+        let Some(job) = session.state.job(key) else {
+            return String::new();
+        };
+        let (members, min_member) = (job.tasks.len(), job.min_member);
+        let ready = job.counts().ready;
+        let ready_before = ready.saturating_sub(self.statement.len());
+        let missing = min_member.saturating_sub(ready_before);
+        let mut message = format!(
+            "{}/{} tasks in gang unschedulable",
+            self.waiting_members.min(members).max(missing.min(members)),
+            members
+        );
+        if self.unplaced.is_empty() {
+            message.push_str(&format!(
+                ": {ready} of minMember {min_member} can be placed together"
+            ));
+        } else {
+            let parts: Vec<String> = self
+                .unplaced
+                .iter()
+                .map(|(reason, n)| format!("{n} {reason}"))
+                .collect();
+            message.push_str(": ");
+            message.push_str(&parts.join("; "));
+        }
+        message
+    }
+
+    /// How many of the job's tasks are ready with this attempt's placements.
+    pub fn ready(session: &Session, key: &GangKey) -> usize {
+        session.state.job(key).map_or(0, |j| j.counts().ready)
+    }
 }

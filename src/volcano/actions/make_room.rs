@@ -125,6 +125,7 @@ pub(crate) fn make_room(
     let choice = Choice {
         node: plan.node.clone(),
         placement,
+        rank: 0.0,
     };
     let Some(task) = session.state.task(job, uid) else {
         return Err("task is gone".into());
@@ -158,6 +159,7 @@ fn fits_what_is_freed(session: &Session, job: &GangKey, uid: &str) -> Option<Cho
         Some(Choice {
             node: node.to_string(),
             placement,
+            rank: 0.0,
         })
     })
 }

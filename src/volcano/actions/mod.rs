@@ -2,6 +2,9 @@
 //! backfill"` runs these three, in that order, in every session.
 
 pub mod allocate;
+mod allocate_in_topology;
+#[cfg(test)]
+mod allocate_in_topology_tests;
 pub mod backfill;
 pub mod enqueue;
 mod make_room;

@@ -2,8 +2,10 @@
 //! from lower-priority jobs (every deciding plugin's `preemptable`), whole gangs
 //! or none; then, inside one job, a waiting task takes them from the job's own
 //! lower-priority running tasks. A job's evictions commit only when the job then
-//! has its minimum placed or pipelined.
+//! has its minimum placed or pipelined (for a gang with a hard network-topology
+//! constraint, only inside the tier it allows).
 
+use super::allocate_in_topology::keeps_constraint;
 use super::make_room::{Room, Scope, make_room};
 use super::{jobs_by_queue, note_pipelined};
 use crate::volcano::framework::{Action, Session, Statement};
@@ -42,7 +44,10 @@ impl Action for Preempt {
                             Err(_) => break,
                         }
                     }
-                    if !statement.is_empty() && session.job_pipelined(key) {
+                    if !statement.is_empty()
+                        && session.job_pipelined(key)
+                        && keeps_constraint(session, key)
+                    {
                         statement.commit(session);
                         note_pipelined(session, key, &pipelined);
                     } else {

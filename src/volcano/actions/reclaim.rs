@@ -4,8 +4,10 @@
 //! plugin's `preemptive`) evicts tasks of reclaimable queues that every deciding
 //! plugin lets go (`reclaimable`), whole gangs or none, until it fits a node as it
 //! will be, and is pipelined there. A job's evictions commit only when the job
-//! then has its minimum placed or pipelined; otherwise nothing is evicted.
+//! then has its minimum placed or pipelined (for a gang with a hard network-topology
+//! constraint, only inside the tier it allows); otherwise nothing is evicted.
 
+use super::allocate_in_topology::keeps_constraint;
 use super::make_room::{Room, Scope, make_room};
 use super::{jobs_by_queue, note_pipelined};
 use crate::volcano::framework::{Action, GangPhase, Session, Statement};
@@ -55,7 +57,10 @@ impl Action for Reclaim {
                         }
                     }
                 }
-                if !statement.is_empty() && session.job_pipelined(key) {
+                if !statement.is_empty()
+                    && session.job_pipelined(key)
+                    && keeps_constraint(session, key)
+                {
                     statement.commit(session);
                     note_pipelined(session, key, &pipelined);
                 } else {

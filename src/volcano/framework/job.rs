@@ -5,6 +5,7 @@
 use crate::device::model::PodDevices;
 use crate::fit::PodContext;
 use crate::volcano::resources::Resources;
+use crate::volcano::topology::TopologyConstraint;
 use chrono::{DateTime, Utc};
 use k8s_openapi::api::core::v1::Pod;
 use std::collections::BTreeMap;
@@ -224,6 +225,8 @@ pub struct JobInfo {
     pub service_type: Option<String>,
     /// Admitted by enqueue (in this session or an earlier one).
     pub inqueue: bool,
+    /// How far apart on the network its members may be (`spec.networkTopology`).
+    pub network_topology: Option<TopologyConstraint>,
     /// Tasks in a stable order (priority, age, name).
     pub tasks: Vec<TaskInfo>,
     /// What the tasks holding resources are charged, summed.

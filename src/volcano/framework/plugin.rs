@@ -165,6 +165,18 @@ pub trait Plugin: fmt::Debug + Send + Sync {
         0.0
     }
 
+    /// Scores of the HyperNodes a job with a network-topology constraint could be
+    /// placed in (`candidates`, each able to hold it), higher is better: one per
+    /// candidate, or none for no opinion.
+    fn hyper_node_order(
+        &self,
+        _state: &SessionState,
+        _job: &JobInfo,
+        _candidates: &[&str],
+    ) -> Vec<f64> {
+        Vec::new()
+    }
+
     /// Which of `candidates` the preemptor may evict (same queue); `None`: no
     /// opinion.
     fn preemptable(

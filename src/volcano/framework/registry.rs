@@ -44,6 +44,10 @@ pub const REGISTRY: &[(&str, Constructor)] = &[
         "resource-strategy-fit",
         plugins::resource_strategy_fit::build,
     ),
+    (
+        "network-topology-aware",
+        plugins::network_topology_aware::build,
+    ),
 ];
 
 /// Builds the configured plugins, tier by tier. Arguments are checked here, so a

@@ -15,7 +15,9 @@ use super::rejection::Rejection;
 use super::report::QueueReport;
 use super::state::SessionState;
 use super::tiers::Tiers;
-use crate::placement::{Choice, NodeJudge, NodeRejections, NodeSource, TaskFacts, choose_node};
+use crate::placement::{
+    Choice, NodeJudge, NodeRejections, NodeSource, NodeSubset, TaskFacts, choose_node,
+};
 use crate::resources::Resources;
 use crate::volcano::card_quota::use_by_quota_key;
 use std::cmp::Ordering;
@@ -226,6 +228,17 @@ impl Session {
     /// The best node for a task that asks for vGPUs, through the one node-choice
     /// path `/filter` uses; `Ok(None)` for a task that asks for none.
     pub fn choose_node(&self, job: &GangKey, uid: &str) -> Result<Option<Choice>, String> {
+        self.choose_node_among(job, uid, None)
+    }
+
+    /// [`Self::choose_node`] among the nodes at `within` (positions in the
+    /// session's node set, ascending), or among all.
+    pub fn choose_node_among(
+        &self,
+        job: &GangKey,
+        uid: &str,
+        within: Option<&[usize]>,
+    ) -> Result<Option<Choice>, String> {
         let task = self
             .state
             .task(job, uid)
@@ -235,7 +248,16 @@ impl Session {
             super::job::GpuAsk::Invalid(e) => Err(format!("invalid request: {e}")),
             super::job::GpuAsk::Vgpu(ctx) => {
                 let facts = self.task_facts(job, task, Some(&**ctx));
-                choose_node(&self.state.nodes, ctx, &facts, &self.tiers)
+                let chosen = match within {
+                    None => choose_node(&self.state.nodes, ctx, &facts, &self.tiers),
+                    Some(positions) => choose_node(
+                        &NodeSubset::new(&self.state.nodes, positions),
+                        ctx,
+                        &facts,
+                        &self.tiers,
+                    ),
+                };
+                chosen
                     .map(Some)
                     .map_err(|failed| summarise_node_reasons(&failed))
             }

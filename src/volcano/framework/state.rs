@@ -9,8 +9,10 @@ use crate::resources::Resources;
 use crate::resources::VgpuDims;
 use crate::volcano::disruption_budget::DisruptionBudget;
 use crate::volcano::resource_quota::NamespaceQuota;
+use crate::volcano::topology::NetworkTopology;
 use chrono::{DateTime, Utc};
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// The session's picture of the cluster.
 #[derive(Debug, Clone, PartialEq)]
@@ -34,6 +36,8 @@ pub struct SessionState {
     pub budgets: Vec<DisruptionBudget>,
     /// ResourceQuotas by namespace, in name order.
     pub resource_quotas: BTreeMap<String, Vec<NamespaceQuota>>,
+    /// HyperNodes resolved against the session's nodes.
+    pub topology: Arc<NetworkTopology>,
 }
 
 impl SessionState {

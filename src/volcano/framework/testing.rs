@@ -90,6 +90,7 @@ pub fn job(name: &str, queue: &str, min_member: usize, tasks: Vec<TaskInfo>) -> 
         group_missing: false,
         service_type: None,
         inqueue: true,
+        network_topology: None,
         tasks,
         allocated,
     }
@@ -110,6 +111,7 @@ pub fn state(total: Resources, queues: Vec<QueueInfo>, jobs: Vec<JobInfo>) -> Se
         only: None,
         budgets: Vec::new(),
         resource_quotas: BTreeMap::new(),
+        topology: Default::default(),
     }
 }
 

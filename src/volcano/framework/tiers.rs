@@ -327,6 +327,24 @@ impl Tiers {
         Vec::new()
     }
 
+    /// The plugins' summed scores of the HyperNodes a job could be placed in, one
+    /// per candidate.
+    pub fn hyper_node_order(
+        &self,
+        state: &SessionState,
+        job: &JobInfo,
+        candidates: &[&str],
+    ) -> Vec<f64> {
+        let mut sum = vec![0.0; candidates.len()];
+        for s in self.slots_on(ExtensionPoint::HyperNodeOrder) {
+            let scores = s.plugin.hyper_node_order(state, job, candidates);
+            for (total, score) in sum.iter_mut().zip(scores) {
+                *total += score;
+            }
+        }
+        sum
+    }
+
     /// Tells the plugins a task was placed.
     pub fn on_allocate(&mut self, state: &SessionState, event: &TaskEvent<'_>) {
         for s in self.tiers.iter_mut().flatten() {

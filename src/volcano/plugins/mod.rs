@@ -10,6 +10,7 @@ pub mod conformance;
 pub mod drf;
 mod drf_hierarchy;
 pub mod gang;
+pub mod network_topology_aware;
 mod node_resource;
 pub mod nodegroup;
 #[cfg(test)]
