@@ -1290,6 +1290,8 @@ fn server_grants() -> BTreeSet<Grant> {
             "",
         ),
         ("scheduling.volcano.sh", "queues/status", &["patch"], ""),
+        // Network topology (src/cluster/kube/volcano_watch.rs).
+        ("topology.volcano.sh", "hypernodes", &["list", "watch"], ""),
     ])
 }
 
@@ -1997,27 +1999,35 @@ fn chart_values_keep_hamis_names() {
 #[tokio::test]
 async fn chart_crds_are_volcanos_as_the_fake_api_server_serves_them() {
     let crds = load(documents(&yaml_files_in(&chart_dir().join("crds")))).crds;
-    assert_eq!(crds.len(), 2);
+    assert_eq!(crds.len(), 3);
     let api = fake_apiserver::FakeApiServer::start().await;
-    let discovery: Value = reqwest::Client::new()
-        .get(format!("{}/apis/scheduling.volcano.sh/v1beta1", api.url()))
-        .bearer_auth(api.token())
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
     for crd in &crds {
         let spec = &crd.spec;
-        assert_eq!(spec.group, "scheduling.volcano.sh");
+        assert!(
+            ["scheduling.volcano.sh", "topology.volcano.sh"].contains(&spec.group.as_str()),
+            "{}",
+            spec.group
+        );
         assert_eq!(
             crd.metadata.name.as_deref(),
             Some(format!("{}.{}", spec.names.plural, spec.group).as_str())
         );
         assert_eq!(spec.versions.len(), 1);
         let version = &spec.versions[0];
-        assert_eq!(version.name, "v1beta1");
+        let discovery: Value = reqwest::Client::new()
+            .get(format!(
+                "{}/apis/{}/{}",
+                api.url(),
+                spec.group,
+                version.name
+            ))
+            .bearer_auth(api.token())
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
         assert!(version.served && version.storage);
         let schema = version
             .schema
@@ -2061,4 +2071,6 @@ async fn chart_crds_are_volcanos_as_the_fake_api_server_serves_them() {
     let by_plural = |p: &str| crds.iter().find(|c| c.spec.names.plural == p).unwrap();
     assert_eq!(by_plural("podgroups").spec.scope, "Namespaced");
     assert_eq!(by_plural("queues").spec.scope, "Cluster");
+    assert_eq!(by_plural("hypernodes").spec.scope, "Cluster");
+    assert_eq!(by_plural("hypernodes").spec.versions[0].name, "v1alpha1");
 }

@@ -1,4 +1,5 @@
-//! `/debug/state`: the ledger as JSON, so an operator can see who holds which GPU.
+//! `/debug/state`: the ledger as JSON, so an operator can see who holds which GPU,
+//! and the network topology the planner reads.
 
 use super::Scheduler;
 use crate::device::mig::{MIG_SLICES, MigHold};
@@ -131,6 +132,10 @@ impl Scheduler {
             .collect();
         // Claims on GPUs the ledger refused to book (see `claims`).
         let conflicts = self.claims.list();
-        json!({ "nodes": nodes, "pods": pods, "quotas": quotas, "conflicts": conflicts })
+        let topology = self.topology_view(&ledger);
+        json!({
+            "nodes": nodes, "pods": pods, "quotas": quotas, "conflicts": conflicts,
+            "networkTopology": topology,
+        })
     }
 }

@@ -23,7 +23,8 @@
 //! Priority admission of pods); `policy/v1` `poddisruptionbudgets` (their
 //! status kept by a built-in disruption controller, honoured by `eviction`);
 //! Volcano's
-//! `scheduling.volcano.sh/v1beta1` `podgroups` and `queues` (as CRDs); discovery
+//! `scheduling.volcano.sh/v1beta1` `podgroups` and `queues` and
+//! `topology.volcano.sh/v1alpha1` `hypernodes` (as CRDs); discovery
 //! (`/api`, `/apis`, `/version`) and `/healthz`. Known differences from the real
 //! server are listed in `README.md` next to this file.
 

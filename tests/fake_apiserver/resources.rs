@@ -17,6 +17,7 @@ pub enum Storage {
     PodDisruptionBudgets,
     PodGroups,
     Queues,
+    HyperNodes,
 }
 
 /// One REST resource (group/version/plural).
@@ -349,6 +350,22 @@ pub static RESOURCES: &[Resource] = &[
         returns_deleted_object: false,
         field_labels: CLUSTER_META,
         short_names: &["q", "queue-v1beta1"],
+        create_on_update: false,
+        custom: true,
+    },
+    // Volcano's network topology: cluster-scoped, with a status subresource.
+    Resource {
+        group: "topology.volcano.sh",
+        version: "v1alpha1",
+        plural: "hypernodes",
+        singular: "hypernode",
+        kind: "HyperNode",
+        namespaced: false,
+        storage: Storage::HyperNodes,
+        status_subresource: true,
+        returns_deleted_object: false,
+        field_labels: CLUSTER_META,
+        short_names: &["hn"],
         create_on_update: false,
         custom: true,
     },

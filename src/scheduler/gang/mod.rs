@@ -19,6 +19,7 @@ mod publish;
 mod quota_feed;
 mod report;
 mod topology_feed;
+mod topology_view;
 mod watchdog;
 
 use crate::cluster::api::VolcanoObject;
