@@ -248,6 +248,26 @@ metadata: {name: team}
     }
 
     #[test]
+    fn hyper_nodes_load_as_volcano_writes_them() {
+        let text = r#"
+apiVersion: topology.volcano.sh/v1alpha1
+kind: HyperNode
+metadata: {name: leaf-a}
+spec:
+  tier: 1
+  members:
+  - {type: Node, selector: {regexMatch: {pattern: "^gpu-a"}}}
+---
+apiVersion: example.com/v1
+kind: HyperNode
+metadata: {name: someone-elses}
+"#;
+        let objects = ClusterObjects::parse(text).unwrap();
+        assert_eq!(objects.hyper_nodes.len(), 1);
+        assert_eq!(objects.hyper_nodes[0]["metadata"]["name"], "leaf-a");
+    }
+
+    #[test]
     fn errors_name_the_document() {
         let err =
             ClusterObjects::parse("kind: Node\nmetadata: {name: a}\n---\nfoo: [").unwrap_err();
