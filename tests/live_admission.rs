@@ -10,10 +10,8 @@ mod support;
 use fake_apiserver::FakeApiServer;
 use live_support::*;
 use serde_json::{Value, json};
-use std::time::{Duration, Instant};
 
 const NS: &str = "ml";
-const GATE: &str = "vgpu-scheduler.io/gang";
 
 /// The namespace quota next to the queue plugin, in one tier (as Volcano
 /// documents it): a job must fit both.
@@ -61,15 +59,9 @@ fn gang(api: &FakeApiServer, group: &str, n: u32, metadata: Value) {
         let mut p = gpu_pod(NS, &format!("{group}-{i}"), 1, 80000, 0);
         p["metadata"]["annotations"] = json!({"scheduling.k8s.io/group-name": group});
         p["spec"]["schedulerName"] = json!(SCHEDULER);
-        p["spec"]["schedulingGates"] = json!([{"name": GATE}]);
+        p["spec"]["schedulingGates"] = json!([{"name": GANG_GATE}]);
         create_pod(api, p);
     }
-}
-
-fn gated(api: &FakeApiServer, name: &str) -> bool {
-    api_pod(api, NS, name)["spec"]["schedulingGates"]
-        .as_array()
-        .is_some_and(|g| g.iter().any(|g| g["name"] == GATE))
 }
 
 fn members(group: &str, n: u32) -> Vec<String> {
@@ -78,18 +70,6 @@ fn members(group: &str, n: u32) -> Vec<String> {
 
 fn podgroup(api: &FakeApiServer, name: &str) -> Value {
     api.get("PodGroup", Some(NS), name).unwrap_or(Value::Null)
-}
-
-async fn wait_for(server: &LiveServer, what: &str, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(15);
-    while !f() {
-        assert!(
-            Instant::now() < deadline,
-            "timed out waiting for {what}; server log:\n{}",
-            server.log_tail(40)
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 }
 
 /// ResourceQuota `gpu-quota` of the namespace: `hard` GPUs, `used` of them counted.
@@ -138,12 +118,12 @@ async fn a_gang_over_its_namespace_quota_waits_with_the_reason_until_the_quota_i
         group["status"]["conditions"][0]["reason"],
         "NotEnoughResources"
     );
-    assert!(members("train", 2).iter().all(|m| gated(&api, m)));
+    assert!(members("train", 2).iter().all(|m| gang_gated(&api, NS, m)));
 
     // The administrator raises the quota: the gang is admitted and released.
     api.update(gpu_quota(3, 3));
     wait_for(&server, "the gang released", || {
-        members("train", 2).iter().all(|m| !gated(&api, m))
+        members("train", 2).iter().all(|m| !gang_gated(&api, NS, m))
     })
     .await;
     let group = podgroup(&api, "train");
@@ -176,7 +156,9 @@ async fn a_gang_past_its_sla_waiting_time_is_admitted_and_placed_ahead_of_an_old
     let server = LiveServer::start_planning(&api, &conf).await;
 
     wait_for(&server, "the overdue gang released", || {
-        members("overdue", 4).iter().all(|m| !gated(&api, m))
+        members("overdue", 4)
+            .iter()
+            .all(|m| !gang_gated(&api, NS, m))
     })
     .await;
     wait_for(&server, "the older gang refused", || {
@@ -187,5 +169,5 @@ async fn a_gang_past_its_sla_waiting_time_is_admitted_and_placed_ahead_of_an_old
     .await;
     let early = podgroup(&api, "early");
     assert_eq!(early["status"]["phase"], "Pending", "{early}");
-    assert!(members("early", 2).iter().all(|m| gated(&api, m)));
+    assert!(members("early", 2).iter().all(|m| gang_gated(&api, NS, m)));
 }

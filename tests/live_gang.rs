@@ -15,7 +15,6 @@ use std::time::{Duration, Instant};
 use support::base64_decode;
 
 const NS: &str = "ml";
-const GATE: &str = "vgpu-scheduler.io/gang";
 
 fn podgroup(name: &str, min: u32) -> Value {
     json!({
@@ -30,14 +29,8 @@ fn member(name: &str, group: &str) -> Value {
     let mut p = gpu_pod(NS, name, 1, 80000, 0);
     p["metadata"]["annotations"] = json!({"scheduling.k8s.io/group-name": group});
     p["spec"]["schedulerName"] = json!(SCHEDULER);
-    p["spec"]["schedulingGates"] = json!([{"name": GATE}]);
+    p["spec"]["schedulingGates"] = json!([{"name": GANG_GATE}]);
     p
-}
-
-fn gated(api: &FakeApiServer, name: &str) -> bool {
-    api_pod(api, NS, name)["spec"]["schedulingGates"]
-        .as_array()
-        .is_some_and(|g| g.iter().any(|g| g["name"] == GATE))
 }
 
 async fn wait_for(server: &LiveServer, what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
@@ -63,7 +56,7 @@ async fn a_gated_gang_is_planned_released_together_and_bound_even_across_a_resta
     }
     let mut server = LiveServer::start(&api, &["--schedule-period", "200ms"]).await;
     wait_for(&server, "all gates lifted", Duration::from_secs(10), || {
-        (0..3).all(|i| !gated(&api, &format!("w{i}")))
+        (0..3).all(|i| !gang_gated(&api, NS, &format!("w{i}")))
     })
     .await;
     for i in 0..3 {
@@ -125,7 +118,7 @@ async fn a_gang_that_does_not_fit_stays_gated_and_its_podgroup_says_why() {
         .unwrap_or("");
     assert!(message.contains("tasks in gang unschedulable"), "{message}");
     for i in 0..3 {
-        assert!(gated(&api, &format!("b{i}")));
+        assert!(gang_gated(&api, NS, &format!("b{i}")));
     }
     let (code, body) = server.get("/debug/queues").await;
     assert_eq!(code, 200);
@@ -143,7 +136,7 @@ async fn a_gang_that_does_not_fit_stays_gated_and_its_podgroup_says_why() {
     // A third GPU arrives: the gang is placed.
     add_node(&api, "n2", 1, 1);
     wait_for(&server, "gates lifted", Duration::from_secs(10), || {
-        (0..3).all(|i| !gated(&api, &format!("b{i}")))
+        (0..3).all(|i| !gang_gated(&api, NS, &format!("b{i}")))
     })
     .await;
 }
@@ -206,7 +199,7 @@ async fn the_planner_runs_only_where_kube_scheduler_leads() {
         "another pod's kube-scheduler leads: no planning cycle here"
     );
     assert!(
-        (0..2).all(|i| gated(&api, &format!("w{i}"))),
+        (0..2).all(|i| gang_gated(&api, NS, &format!("w{i}"))),
         "another pod's kube-scheduler leads: no planning here"
     );
     // This pod's kube-scheduler takes the lease over.
@@ -220,7 +213,7 @@ async fn the_planner_runs_only_where_kube_scheduler_leads() {
     lease["spec"] = kube_scheduler_lease("this-pod-0_c9f0f895")["spec"].clone();
     api.update(lease);
     wait_for(&server, "gates lifted", Duration::from_secs(10), || {
-        (0..2).all(|i| !gated(&api, &format!("w{i}")))
+        (0..2).all(|i| !gang_gated(&api, NS, &format!("w{i}")))
     })
     .await;
 }
@@ -291,10 +284,10 @@ async fn webhook_gate_plan_and_strict_bind_end_to_end() {
         },
     )
     .await;
-    assert!(gated(&api, "s0") && gated(&api, "s1"));
+    assert!(gang_gated(&api, NS, "s0") && gang_gated(&api, NS, "s1"));
     admit_and_create(&server, &api, created_worker("s2", "sync")).await;
     wait_for(&server, "gates lifted", Duration::from_secs(10), || {
-        (0..3).all(|i| !gated(&api, &format!("s{i}")))
+        (0..3).all(|i| !gang_gated(&api, NS, &format!("s{i}")))
     })
     .await;
     // kube-scheduler schedules them concurrently; the strict barrier holds the

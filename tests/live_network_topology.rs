@@ -12,10 +12,8 @@ use fake_apiserver::FakeApiServer;
 use live_support::*;
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
-use std::time::{Duration, Instant};
 
 const NS: &str = "ml";
-const GATE: &str = "vgpu-scheduler.io/gang";
 
 /// Volcano's configuration with the network-topology-aware plugin.
 const CONF: &str = "actions: \"enqueue, allocate, backfill\"
@@ -84,7 +82,7 @@ fn create_gang(api: &FakeApiServer, group: &str) {
         let mut p = gpu_pod(NS, &format!("{group}-{i}"), 1, 80000, 0);
         p["metadata"]["annotations"] = json!({"scheduling.k8s.io/group-name": group});
         p["spec"]["schedulerName"] = json!(SCHEDULER);
-        p["spec"]["schedulingGates"] = json!([{"name": GATE}]);
+        p["spec"]["schedulingGates"] = json!([{"name": GANG_GATE}]);
         create_pod(api, p);
     }
 }
@@ -95,12 +93,6 @@ fn occupy(api: &FakeApiServer, name: &str, node: &str) {
     create_pod(api, running_pod(NS, name, node, &devices, 1));
 }
 
-fn gated(api: &FakeApiServer, name: &str) -> bool {
-    api_pod(api, NS, name)["spec"]["schedulingGates"]
-        .as_array()
-        .is_some_and(|g| g.iter().any(|g| g["name"] == GATE))
-}
-
 fn condition_message(api: &FakeApiServer, group: &str) -> String {
     api.get("PodGroup", Some(NS), group)
         .and_then(|g| {
@@ -109,18 +101,6 @@ fn condition_message(api: &FakeApiServer, group: &str) -> String {
                 .map(str::to_string)
         })
         .unwrap_or_default()
-}
-
-async fn wait_for(server: &LiveServer, what: &str, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(15);
-    while !f() {
-        assert!(
-            Instant::now() < deadline,
-            "timed out waiting for {what}; server log:\n{}",
-            server.log_tail(40)
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -146,7 +126,7 @@ async fn a_hard_gang_of_eight_waits_for_one_leaf_and_lands_inside_it() {
     for part in ["leaf-a: 7 of minMember 8", "leaf-b: 7 of minMember 8"] {
         assert!(message.contains(part), "{message}");
     }
-    assert!((0..8).all(|i| gated(&api, &format!("train-{i}"))));
+    assert!((0..8).all(|i| gang_gated(&api, NS, &format!("train-{i}"))));
 
     // /debug/state shows the topology the planner reads.
     let (status, body) = server.get("/debug/state").await;
@@ -165,7 +145,7 @@ async fn a_hard_gang_of_eight_waits_for_one_leaf_and_lands_inside_it() {
     // The pod on leaf-b finishes: leaf-b has all eight GPUs free again.
     api.delete("Pod", Some(NS), "web-b");
     wait_for(&server, "the gang released", || {
-        (0..8).all(|i| !gated(&api, &format!("train-{i}")))
+        (0..8).all(|i| !gang_gated(&api, NS, &format!("train-{i}")))
     })
     .await;
     let leaf_b: BTreeSet<&str> = BTreeSet::from(["n4", "n5", "n6", "n7"]);
@@ -200,7 +180,7 @@ async fn a_hard_gang_waits_until_a_hyper_node_appears() {
         let mut p = gpu_pod(NS, &format!("pair-{i}"), 2, 80000, 0);
         p["metadata"]["annotations"] = json!({"scheduling.k8s.io/group-name": "pair"});
         p["spec"]["schedulerName"] = json!(SCHEDULER);
-        p["spec"]["schedulingGates"] = json!([{"name": GATE}]);
+        p["spec"]["schedulingGates"] = json!([{"name": GANG_GATE}]);
         create_pod(&api, p);
     }
     let conf = SchedulerConfFile::new(CONF);
@@ -216,7 +196,7 @@ async fn a_hard_gang_waits_until_a_hyper_node_appears() {
         json!([{"type": "Node", "selector": {"regexMatch": {"pattern": "^n[01]$"}}}]),
     ));
     wait_for(&server, "the gang released", || {
-        !gated(&api, "pair-0") && !gated(&api, "pair-1")
+        !gang_gated(&api, NS, "pair-0") && !gang_gated(&api, NS, "pair-1")
     })
     .await;
 }

@@ -12,10 +12,8 @@ use fake_apiserver::FakeApiServer;
 use live_support::*;
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
-use std::time::{Duration, Instant};
 
 const NS: &str = "ml";
-const GATE: &str = "vgpu-scheduler.io/gang";
 const GROUP_LABEL: &str = "volcano.sh/nodegroup-name";
 
 /// Volcano's configuration with nodegroup next to the queue plugins.
@@ -76,26 +74,8 @@ fn gang(api: &FakeApiServer, group: &str, n: u32) {
         let mut p = gpu_pod(NS, &format!("{group}{i}"), 1, 80000, 0);
         p["metadata"]["annotations"] = json!({"scheduling.k8s.io/group-name": group});
         p["spec"]["schedulerName"] = json!(SCHEDULER);
-        p["spec"]["schedulingGates"] = json!([{"name": GATE}]);
+        p["spec"]["schedulingGates"] = json!([{"name": GANG_GATE}]);
         create_pod(api, p);
-    }
-}
-
-fn gated(api: &FakeApiServer, name: &str) -> bool {
-    api_pod(api, NS, name)["spec"]["schedulingGates"]
-        .as_array()
-        .is_some_and(|g| g.iter().any(|g| g["name"] == GATE))
-}
-
-async fn wait_for(server: &LiveServer, what: &str, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(15);
-    while !f() {
-        assert!(
-            Instant::now() < deadline,
-            "timed out waiting for {what}; server log:\n{}",
-            server.log_tail(40)
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
 
@@ -115,7 +95,7 @@ async fn a_queues_node_group_affinity_sends_its_gang_and_its_pods_to_the_groups_
     let conf = conf();
     let server = LiveServer::start_planning(&api, &conf).await;
     wait_for(&server, "the gang released", || {
-        (0..3).all(|i| !gated(&api, &format!("train{i}")))
+        (0..3).all(|i| !gang_gated(&api, NS, &format!("train{i}")))
     })
     .await;
     let group: BTreeSet<&str> = BTreeSet::from(["n3", "n4"]);
@@ -207,7 +187,7 @@ async fn a_required_group_no_node_has_leaves_the_gang_waiting_with_the_reason() 
     ] {
         assert!(message.contains(rule), "{message}");
     }
-    assert!(gated(&api, "train0") && gated(&api, "train1"));
+    assert!(gang_gated(&api, NS, "train0") && gang_gated(&api, NS, "train1"));
     wait_for(&server, "a GangWaiting event with the reason", || {
         api.events_for(NS, "train0").iter().any(|e| {
             e["reason"] == "GangWaiting"
@@ -221,7 +201,7 @@ async fn a_required_group_no_node_has_leaves_the_gang_waiting_with_the_reason() 
     // gang is placed there.
     api.update(group_node("n3", Some("h100-pool")));
     wait_for(&server, "the gang released", || {
-        !gated(&api, "train0") && !gated(&api, "train1")
+        !gang_gated(&api, NS, "train0") && !gang_gated(&api, NS, "train1")
     })
     .await;
     for name in ["train0", "train1"] {

@@ -14,7 +14,6 @@ use serde_json::{Value, json};
 use std::time::{Duration, Instant};
 
 const NS: &str = "ml";
-const GATE: &str = "vgpu-scheduler.io/gang";
 const PIPELINED_PLAN: &str = "vgpu-scheduler.io/pipelined-plan";
 
 /// Reclaim by service type and queue (capacity-card), preemption by priority
@@ -69,7 +68,7 @@ fn gated_pod(name: &str, annotations: Value, class: &str) -> Value {
     p["metadata"]["annotations"] = annotations;
     p["metadata"]["labels"] = json!({"app": name.trim_end_matches(char::is_numeric)});
     p["spec"]["schedulerName"] = json!(SCHEDULER);
-    p["spec"]["schedulingGates"] = json!([{"name": GATE}]);
+    p["spec"]["schedulingGates"] = json!([{"name": GANG_GATE}]);
     p["spec"]["priorityClassName"] = json!(class);
     p
 }
@@ -136,35 +135,15 @@ fn inference_pod(api: &FakeApiServer, name: &str) {
     );
 }
 
-fn gated(api: &FakeApiServer, name: &str) -> bool {
-    api.get("Pod", Some(NS), name).is_some_and(|p| {
-        p["spec"]["schedulingGates"]
-            .as_array()
-            .is_some_and(|g| g.iter().any(|g| g["name"] == GATE))
-    })
-}
-
 fn terminating(api: &FakeApiServer, name: &str) -> bool {
     api.get("Pod", Some(NS), name)
         .is_some_and(|p| p["metadata"]["deletionTimestamp"].is_string())
 }
 
-async fn wait_for(server: &LiveServer, what: &str, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(15);
-    while !f() {
-        assert!(
-            Instant::now() < deadline,
-            "timed out waiting for {what}; server log:\n{}",
-            server.log_tail(40)
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
 /// Waits for the planner to release `names`, then filters, binds and starts each.
 async fn run_gang(api: &FakeApiServer, server: &LiveServer, names: &[String]) {
     wait_for(server, "the gang released", || {
-        names.iter().all(|n| !gated(api, n))
+        names.iter().all(|n| !gang_gated(api, NS, n))
     })
     .await;
     for name in names {
@@ -195,7 +174,7 @@ async fn wait_for_reclaim(api: &FakeApiServer, server: &LiveServer, victims: &[S
     })
     .await;
     assert!(
-        gated(api, "svc"),
+        gang_gated(api, NS, "svc"),
         "waits while its victims still hold the GPUs"
     );
 }
@@ -300,7 +279,7 @@ async fn inference_reclaims_a_training_gang_and_starts_once_the_kubelet_lets_go(
     for v in &train {
         api.finish_deletion(NS, v);
     }
-    wait_for(&server, "svc released", || !gated(&api, "svc")).await;
+    wait_for(&server, "svc released", || !gang_gated(&api, NS, "svc")).await;
     let svc = api_pod(&api, NS, "svc");
     assert!(annotation(&svc, PIPELINED_PLAN).is_none(), "{svc}");
     assert_eq!(annotation(&svc, "hami.io/vgpu-node"), Some("n1"));
@@ -336,7 +315,7 @@ async fn training_never_evicts_inference() {
     // A few more cycles: still nobody evicted.
     three_more_cycles(&server).await;
     assert!(api.evictions().is_empty(), "{:?}", api.evictions());
-    assert!(gated(&api, "train0"));
+    assert!(gang_gated(&api, NS, "train0"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -355,7 +334,7 @@ async fn a_budget_that_allows_nothing_protects_the_gang_and_a_refused_eviction_e
     inference_pod(&api, "svc");
     three_more_cycles(&server).await;
     assert!(api.evictions().is_empty(), "{:?}", api.evictions());
-    assert!(gated(&api, "svc"));
+    assert!(gang_gated(&api, NS, "svc"));
 
     // The budget now allows both, but the API server refuses the first eviction
     // (the budget changed again in between): nobody is evicted for that plan,
@@ -417,9 +396,12 @@ async fn a_restart_while_victims_leave_keeps_the_plan_and_evicts_nobody_twice() 
         answer["NodeNames"].as_array().is_none_or(|n| n.is_empty()),
         "{answer}"
     );
-    assert!(gated(&api, "svc"), "released while a victim still runs");
+    assert!(
+        gang_gated(&api, NS, "svc"),
+        "released while a victim still runs"
+    );
     api.finish_deletion(NS, "train1");
-    wait_for(&server, "svc released", || !gated(&api, "svc")).await;
+    wait_for(&server, "svc released", || !gang_gated(&api, NS, "svc")).await;
     let node = annotation(&api_pod(&api, NS, "svc"), "hami.io/vgpu-node")
         .expect("allocation")
         .to_string();
@@ -445,7 +427,10 @@ async fn a_higher_priority_job_preempts_a_lower_one_in_its_own_queue() {
     for v in &low {
         api.finish_deletion(NS, v);
     }
-    wait_for(&server, "the high job released", || !gated(&api, "high0")).await;
+    wait_for(&server, "the high job released", || {
+        !gang_gated(&api, NS, "high0")
+    })
+    .await;
     server.schedule(&api, NS, "high0", &["n1"]).await;
     let preempted = server
         .metric(r#"vgpu_scheduler_evictions_total{action="preempt",queue="training",service_type="training",outcome="evicted"}"#)

@@ -20,7 +20,6 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 const NS: &str = "ml";
-const GATE: &str = "vgpu-scheduler.io/gang";
 const NODES: [&str; 2] = ["n1", "n2"];
 
 /// Volcano's default tiers plus resource-strategy-fit scoring only the vGPU count.
@@ -89,12 +88,6 @@ async fn prioritize(server: &LiveServer, pod: &Value) -> BTreeMap<String, i64> {
         .collect()
 }
 
-fn gated(api: &FakeApiServer, name: &str) -> bool {
-    api_pod(api, NS, name)["spec"]["schedulingGates"]
-        .as_array()
-        .is_some_and(|g| g.iter().any(|g| g["name"] == GATE))
-}
-
 /// Creates a one-member gang, gated as the webhook leaves it, and returns the
 /// node the planner gives it.
 async fn planned_member(api: &FakeApiServer, server: &LiveServer) -> String {
@@ -106,10 +99,10 @@ async fn planned_member(api: &FakeApiServer, server: &LiveServer) -> String {
     let mut p = gpu_pod(NS, "worker", 1, 20000, 0);
     p["metadata"]["annotations"] = json!({"scheduling.k8s.io/group-name": "train"});
     p["spec"]["schedulerName"] = json!(SCHEDULER);
-    p["spec"]["schedulingGates"] = json!([{"name": GATE}]);
+    p["spec"]["schedulingGates"] = json!([{"name": GANG_GATE}]);
     create_pod(api, p);
     let deadline = Instant::now() + Duration::from_secs(15);
-    while gated(api, "worker") {
+    while gang_gated(api, NS, "worker") {
         assert!(
             Instant::now() < deadline,
             "the gang was never planned; log:\n{}",

@@ -555,6 +555,32 @@ pub fn running_pod(ns: &str, name: &str, node_name: &str, devices: &str, n: u32)
     p
 }
 
+/// The scheduling gate the webhook puts on gang members until the planner
+/// places their gang.
+pub const GANG_GATE: &str = "vgpu-scheduler.io/gang";
+
+/// Whether the pod exists and still carries the gang gate.
+pub fn gang_gated(api: &FakeApiServer, ns: &str, name: &str) -> bool {
+    api.get("Pod", Some(ns), name).is_some_and(|p| {
+        p["spec"]["schedulingGates"]
+            .as_array()
+            .is_some_and(|g| g.iter().any(|g| g["name"] == GANG_GATE))
+    })
+}
+
+/// Waits until `f` holds (15 s at most), failing with the server's log tail.
+pub async fn wait_for(server: &LiveServer, what: &str, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while !f() {
+        assert!(
+            Instant::now() < deadline,
+            "timed out waiting for {what}; server log:\n{}",
+            server.log_tail(40)
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// Creates a pod in the fake; returns the stored pod.
 pub fn create_pod(api: &FakeApiServer, p: Value) -> Value {
     api.create(p)
