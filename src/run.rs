@@ -59,6 +59,49 @@ pub fn init_logging_at(format: LogFormat, default_filter: &str) -> LogGuard {
     guard
 }
 
+/// The scheduler's settings from `serve`'s flags (the simulator reads the same
+/// flags for its variants).
+pub fn scheduler_config(args: &ServeArgs, devices: &DeviceConfig) -> SchedulerConfig {
+    SchedulerConfig {
+        scheduler_name: args.scheduler_name.clone(),
+        node_policy: args.node_scheduler_policy,
+        gpu_policy: args.gpu_scheduler_policy.clone(),
+        nvidia: devices.nvidia.clone(),
+        filter_mode: args.filter_mode.into(),
+        reservation_ttl: args.reservation_ttl,
+        node_lock_timeout: args.node_lock_timeout,
+        node_lock_retry_timeout: args.node_lock_retry_timeout,
+        check_device_plugin_health: args.cluster_file.is_none(),
+        gang: GangConfig {
+            enabled: args.gang_scheduling,
+            timeout: args.gang_timeout,
+            strict: args.gang_strict,
+            strict_wait: args.gang_strict_wait,
+        },
+        previous_schedulers: args
+            .previous_scheduler_names
+            .iter()
+            .filter(|n| !n.is_empty())
+            .cloned()
+            .collect(),
+    }
+}
+
+/// The webhook's settings from `serve`'s flags.
+pub fn webhook_config(args: &ServeArgs, devices: &DeviceConfig) -> WebhookConfig {
+    WebhookConfig {
+        scheduler_name: args.scheduler_name.clone(),
+        force_overwrite_default_scheduler: args.force_overwrite_default_scheduler,
+        nvidia: devices.nvidia.clone(),
+        gang_gates: args.gang_scheduling,
+        allow_privileged_vgpu: args.allow_privileged_vgpu,
+        annotation_writers: AnnotationWriters {
+            scheduler: args.scheduler_users.clone(),
+            device_plugin: args.device_plugin_users.clone(),
+        },
+    }
+}
+
 /// Runs the server until SIGTERM or Ctrl-C.
 pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     install_crypto_provider();
@@ -82,29 +125,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         Some(path) => DeviceConfig::load(path)?,
         None => DeviceConfig::default(),
     };
-    let config = SchedulerConfig {
-        scheduler_name: args.scheduler_name.clone(),
-        node_policy: args.node_scheduler_policy,
-        gpu_policy: args.gpu_scheduler_policy.clone(),
-        nvidia: devices.nvidia.clone(),
-        filter_mode: args.filter_mode.into(),
-        reservation_ttl: args.reservation_ttl,
-        node_lock_timeout: args.node_lock_timeout,
-        node_lock_retry_timeout: args.node_lock_retry_timeout,
-        check_device_plugin_health: args.cluster_file.is_none(),
-        gang: GangConfig {
-            enabled: args.gang_scheduling,
-            timeout: args.gang_timeout,
-            strict: args.gang_strict,
-            strict_wait: args.gang_strict_wait,
-        },
-        previous_schedulers: args
-            .previous_scheduler_names
-            .iter()
-            .filter(|n| !n.is_empty())
-            .cloned()
-            .collect(),
-    };
+    let config = scheduler_config(&args, &devices);
     let metrics = Arc::new(Metrics::with_options(MetricsOptions {
         quota_memory_resource: devices.nvidia.resource_memory_name.clone(),
         quota_cores_resource: devices.nvidia.resource_core_name.clone(),
@@ -185,17 +206,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     }
     let state = Arc::new(AppState {
         scheduler: scheduler.clone(),
-        webhook: WebhookConfig {
-            scheduler_name: args.scheduler_name.clone(),
-            force_overwrite_default_scheduler: args.force_overwrite_default_scheduler,
-            nvidia: devices.nvidia.clone(),
-            gang_gates: args.gang_scheduling,
-            allow_privileged_vgpu: args.allow_privileged_vgpu,
-            annotation_writers: AnnotationWriters {
-                scheduler: args.scheduler_users.clone(),
-                device_plugin: args.device_plugin_users.clone(),
-            },
-        },
+        webhook: webhook_config(&args, &devices),
         memory_cluster: source.memory.clone(),
         ready: Default::default(),
     });
