@@ -84,6 +84,16 @@ impl ManualClock {
         })
     }
 
+    /// A clock whose wall reading starts at `wall` (a replay that must give the
+    /// same answers whenever it runs).
+    pub fn starting_at(wall: DateTime<Utc>) -> Arc<Self> {
+        Arc::new(Self {
+            start: Instant::now(),
+            start_wall: wall,
+            offset: Mutex::new(Duration::ZERO),
+        })
+    }
+
     /// Moves time forward.
     pub fn advance(&self, by: Duration) {
         *self.offset.lock() += by;

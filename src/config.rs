@@ -30,6 +30,41 @@ pub enum Command {
     /// Print queues (deserved, allocated, share) and why each gang waits: from a
     /// running server, or by planning a cluster file once (a dry run).
     Queues(QueuesArgs),
+    /// Replay a workload against a cluster file, once per variant of the flags,
+    /// and write a report (index.html with plots, summary.json, CSVs).
+    Simulate(Box<SimulateArgs>),
+}
+
+/// Flags of `simulate`.
+#[derive(Debug, Args)]
+pub struct SimulateArgs {
+    /// The cluster (the format `serve --cluster-file` reads).
+    #[arg(long = "cluster-file")]
+    pub cluster_file: PathBuf,
+    /// The workload: a YAML or JSON list of arrivals.
+    #[arg(long)]
+    pub workload: PathBuf,
+    /// Volcano-format scheduler configuration for every variant (a variant's own
+    /// --scheduler-config wins).
+    #[arg(long = "scheduler-config")]
+    pub scheduler_config: Option<PathBuf>,
+    /// A variant as NAME:FLAGS, FLAGS being serve's flags, space-separated, e.g.
+    /// "spread:--node-scheduler-policy=spread --gpu-scheduler-policy=spread".
+    /// Repeat to compare; none: one variant with the defaults.
+    #[arg(long = "variant")]
+    pub variants: Vec<String>,
+    /// Where the report goes (created if missing).
+    #[arg(long)]
+    pub report: PathBuf,
+    /// Seed of the workload's randomness: the same seed gives the same report.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Virtual time between samples of the cluster.
+    #[arg(long = "sample-every", default_value = "1m", value_parser = parse_duration)]
+    pub sample_every: Duration,
+    /// No progress bar.
+    #[arg(long)]
+    pub quiet: bool,
 }
 
 /// Flags of `queues`.

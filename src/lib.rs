@@ -31,6 +31,7 @@ pub mod resources;
 pub mod run;
 pub mod scheduler;
 pub mod server;
+pub mod simulate;
 pub mod usage;
 pub mod volcano;
 pub mod webhook;

@@ -7,7 +7,7 @@ use clap::Parser;
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use vgpu_scheduler::config::{Cli, Command};
-use vgpu_scheduler::{queues_cli, run};
+use vgpu_scheduler::{queues_cli, run, simulate};
 
 /// Keeps transparent huge pages out of the heap. With them, every 2 MiB range the
 /// allocator has touched stays resident as a whole while it holds a single live
@@ -32,6 +32,8 @@ fn main() -> std::process::ExitCode {
         Command::Serve(args) => args.runtime_threads(),
         // Short-lived clients.
         Command::Certs(_) | Command::Queues(_) => 1,
+        // A replay runs one decision at a time.
+        Command::Simulate(_) => 1,
     };
     match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(workers)
@@ -75,6 +77,16 @@ async fn run_cli(cli: Cli) -> std::process::ExitCode {
             }
             Err(e) => {
                 eprintln!("vgpu-scheduler queues: {e:#}");
+                std::process::ExitCode::FAILURE
+            }
+        },
+        Command::Simulate(args) => match simulate::run(*args).await {
+            Ok(text) => {
+                print!("{text}");
+                std::process::ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("vgpu-scheduler simulate: {e:#}");
                 std::process::ExitCode::FAILURE
             }
         },

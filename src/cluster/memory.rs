@@ -217,6 +217,9 @@ pub struct MemoryCluster {
     /// Pods the store learned from `/filter` requests rather than from the cluster
     /// file: those are let go of again once they hold nothing.
     learned: Mutex<HashSet<Box<str>>>,
+    /// Pods evicted (`namespace/name`), oldest first, until taken (the last
+    /// [`EVENT_HISTORY`] of them).
+    evicted: Mutex<VecDeque<Box<str>>>,
     /// The last resourceVersion handed out.
     version: AtomicU64,
     simulate_device_plugin: bool,
@@ -285,6 +288,7 @@ impl MemoryCluster {
             events: Mutex::new(VecDeque::new()),
             volcano_status: Mutex::new(BTreeMap::new()),
             learned: Mutex::new(HashSet::new()),
+            evicted: Mutex::new(VecDeque::new()),
             version: AtomicU64::new(0),
             simulate_device_plugin,
         };
@@ -326,6 +330,19 @@ impl MemoryCluster {
             let stored = StoredPod::new(pod);
             self.pods.lock(&k).insert(k, stored);
         }
+    }
+
+    /// Deletes a pod (it finished and its controller removed it); false when it
+    /// was not there.
+    pub fn delete_pod(&self, namespace: &str, name: &str) -> bool {
+        let key = key(namespace, name);
+        self.learned.lock().remove(&key);
+        self.pods.lock(&key).remove(&key).is_some()
+    }
+
+    /// The pods evicted since the last call (`namespace/name`), oldest first.
+    pub fn take_evicted(&self) -> Vec<Box<str>> {
+        std::mem::take(&mut *self.evicted.lock()).into()
     }
 
     /// Events recorded so far, oldest first.
@@ -532,6 +549,13 @@ impl ClusterApi for MemoryCluster {
     async fn evict_pod(&self, namespace: &str, name: &str) -> Result<(), ApiError> {
         let key = key(namespace, name);
         let removed = self.pods.lock(&key).remove(&key);
+        if removed.is_some() {
+            let mut evicted = self.evicted.lock();
+            if evicted.len() >= EVENT_HISTORY {
+                evicted.pop_front();
+            }
+            evicted.push_back(key.clone());
+        }
         removed.map(|_| ()).ok_or_else(|| pod_not_found(&key))
     }
 

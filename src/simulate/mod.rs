@@ -1,0 +1,183 @@
+//! `vgpu-scheduler simulate`: what-if replays. A workload of arrivals is replayed
+//! against a cluster file through the server's own decision code on a virtual
+//! clock, once per variant (a name and the `serve` flags it runs with), and the
+//! outcome is written as a report: `index.html` with plots, `summary.json` and
+//! CSVs. The same seed gives the same report.
+
+pub mod kube_scheduler;
+pub mod objects;
+pub mod observe;
+pub mod plots;
+pub mod replay;
+pub mod report;
+pub mod summary;
+pub mod workload;
+
+use crate::cluster::file::{ClusterObject, visit_file};
+use crate::config::{Cli, Command, SimulateArgs};
+use crate::device::device_config::DeviceConfig;
+use anyhow::Context;
+use clap::Parser;
+use replay::{ReplayInput, ReplayResult, VariantSetup};
+use std::fmt::Write as _;
+use std::path::Path;
+use std::time::Duration;
+use workload::Workload;
+
+/// Runs the subcommand; returns the one-screen summary to print.
+pub async fn run(args: SimulateArgs) -> anyhow::Result<String> {
+    let mut cluster = Vec::new();
+    visit_file(&args.cluster_file, |object| cluster.push(object))?;
+    let text = std::fs::read_to_string(&args.workload)
+        .with_context(|| format!("read workload {}", args.workload.display()))?;
+    let workload = Workload::parse(&text).map_err(anyhow::Error::msg)?;
+    let variants = if args.variants.is_empty() {
+        vec!["default:".to_string()]
+    } else {
+        args.variants.clone()
+    };
+    let setups = variants
+        .iter()
+        .map(|v| variant(v, &args))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let outcome = simulate(
+        &cluster,
+        &workload,
+        &setups,
+        args.seed,
+        args.sample_every,
+        !args.quiet,
+    )
+    .await?;
+    let summary = summary::compare(
+        args.seed,
+        setups
+            .iter()
+            .zip(&outcome)
+            .map(|(s, r)| summary::summarise(&s.name, &s.flags, r))
+            .collect(),
+    );
+    let named: Vec<(String, &ReplayResult)> = setups
+        .iter()
+        .map(|s| s.name.clone())
+        .zip(&outcome)
+        .collect();
+    let plots = plots::draw(&named).map_err(anyhow::Error::msg)?;
+    report::write(&args.report, &summary, &named, &plots).map_err(anyhow::Error::msg)?;
+    Ok(text_summary(&summary, &args.report))
+}
+
+/// Replays the workload through every variant, in order.
+pub async fn simulate(
+    cluster: &[ClusterObject],
+    workload: &Workload,
+    setups: &[VariantSetup],
+    seed: u64,
+    sample_every: Duration,
+    progress: bool,
+) -> anyhow::Result<Vec<ReplayResult>> {
+    let jobs = workload.expand(seed);
+    let mut results = Vec::new();
+    for setup in setups {
+        let bar = if progress {
+            indicatif::ProgressBar::new(jobs.len() as u64)
+        } else {
+            indicatif::ProgressBar::hidden()
+        };
+        bar.set_style(
+            indicatif::ProgressStyle::with_template(
+                "{prefix:>12} [{bar:40}] {pos}/{len} jobs {elapsed}",
+            )
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        bar.set_prefix(setup.name.clone());
+        let tick = || bar.inc(1);
+        let input = ReplayInput {
+            cluster,
+            workload,
+            jobs: &jobs,
+            sample_every,
+            on_arrival: &tick,
+        };
+        let result = replay::replay(setup, &input)
+            .await
+            .map_err(anyhow::Error::msg)
+            .with_context(|| format!("variant {}", setup.name))?;
+        bar.finish();
+        results.push(result);
+    }
+    Ok(results)
+}
+
+/// Reads `NAME:FLAGS` (flags as `serve` takes them, space-separated) into a
+/// variant's settings.
+pub fn variant(spec: &str, args: &SimulateArgs) -> anyhow::Result<VariantSetup> {
+    let (name, flags) = spec
+        .split_once(':')
+        .with_context(|| format!("--variant {spec:?}: expected NAME:FLAGS"))?;
+    anyhow::ensure!(!name.is_empty(), "--variant {spec:?}: the name is empty");
+    let mut argv: Vec<String> = vec!["vgpu-scheduler".into(), "serve".into()];
+    argv.push("--cluster-file".into());
+    argv.push(args.cluster_file.display().to_string());
+    let flags: Vec<String> = flags.split_whitespace().map(str::to_string).collect();
+    let names_config = flags.iter().any(|f| f.starts_with("--scheduler-config"));
+    if let (Some(conf), false) = (&args.scheduler_config, names_config) {
+        argv.push("--scheduler-config".into());
+        argv.push(conf.display().to_string());
+    }
+    argv.extend(flags.iter().cloned());
+    let cli = Cli::try_parse_from(&argv).map_err(|e| anyhow::anyhow!("--variant {name}: {e}"))?;
+    let Command::Serve(serve) = cli.command else {
+        anyhow::bail!("--variant {name}: not serve flags");
+    };
+    let devices = match &serve.device_config_file {
+        Some(path) => DeviceConfig::load(path)?,
+        None => DeviceConfig::default(),
+    };
+    let gang_conf = match (&serve.scheduler_config, serve.gang_scheduling) {
+        (_, false) => None,
+        (Some(path), true) => Some(crate::scheduler::gang::driver::load_conf(path)?),
+        (None, true) => Some(crate::volcano::SchedulerConf::default()),
+    };
+    Ok(VariantSetup {
+        name: name.to_string(),
+        flags: flags.join(" "),
+        config: crate::run::scheduler_config(&serve, &devices),
+        webhook: crate::run::webhook_config(&serve, &devices),
+        gang_conf,
+        schedule_period: serve.schedule_period,
+    })
+}
+
+/// The one-screen text summary.
+fn text_summary(summary: &summary::Summary, report: &Path) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{:<14} {:>7} {:>7} {:>22} {:>10} {:>12} {:>9}",
+        "variant", "jobs", "placed", "pending p50/p95/p99 s", "mem used", "partly used", "evicted"
+    );
+    for v in &summary.variants {
+        let p = &v.pending_seconds;
+        let _ = writeln!(
+            out,
+            "{:<14} {:>7} {:>7} {:>22} {:>9.1}% {:>12.1} {:>9}",
+            v.name,
+            v.jobs,
+            v.placed,
+            format!("{:.0}/{:.0}/{:.0}", p.p50, p.p95, p.p99),
+            v.memory_percent.mean,
+            v.partly_used_cards.mean,
+            v.pod_evictions
+        );
+    }
+    out.push('\n');
+    for (measure, variant) in &summary.winners {
+        let _ = writeln!(out, "{measure}: {variant}");
+    }
+    let _ = writeln!(out, "\nreport: {}", report.join("index.html").display());
+    out
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,68 @@
+//! What a replay measures of the cluster at one moment: how much of the GPUs is
+//! handed out, and how fragmented what is left is.
+
+use crate::ledger::Ledger;
+use serde::Serialize;
+
+/// The cluster at one moment of a replay.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Sample {
+    /// Seconds since the replay started.
+    pub seconds: f64,
+    /// GPU memory handed out, percent of all.
+    pub memory_percent: f64,
+    /// GPU compute handed out, percent of all.
+    pub compute_percent: f64,
+    /// Cards with something on them and memory left: neither idle nor full.
+    pub partly_used_cards: u64,
+    /// Cards with nothing on them.
+    pub idle_cards: u64,
+    /// The most whole cards one pod could still get (idle cards on one node).
+    pub largest_whole_card_request: u64,
+    /// The most memory one vGPU could still get on a single card, MiB.
+    pub largest_slice_mib: u64,
+    /// Pods waiting for a node (gated gang members included).
+    pub pending_pods: u64,
+}
+
+/// Measures the GPUs in the ledger; `pending_pods` is the caller's.
+pub fn measure(ledger: &Ledger, seconds: f64, pending_pods: u64) -> Sample {
+    let (mut mem, mut mem_total, mut cores, mut cores_total) = (0u64, 0u64, 0u64, 0u64);
+    let mut sample = Sample {
+        seconds,
+        pending_pods,
+        ..Sample::default()
+    };
+    for (_, entry) in ledger.nodes() {
+        let mut idle_here = 0u64;
+        for (device, usage) in entry.devices.iter().zip(&entry.usage) {
+            let used_mem = usage.usedmem.min(device.devmem);
+            mem += used_mem;
+            mem_total += device.devmem;
+            cores += u64::from(usage.usedcores.min(device.devcore));
+            cores_total += u64::from(device.devcore);
+            let idle = usage.used == 0;
+            if idle {
+                sample.idle_cards += 1;
+                idle_here += 1;
+            } else if used_mem < device.devmem && usage.used < device.count {
+                sample.partly_used_cards += 1;
+            }
+            if usage.used < device.count && usage.usedcores < device.devcore {
+                sample.largest_slice_mib = sample.largest_slice_mib.max(device.devmem - used_mem);
+            }
+        }
+        sample.largest_whole_card_request = sample.largest_whole_card_request.max(idle_here);
+    }
+    let percent = |a: u64, b: u64| {
+        if b == 0 {
+            0.0
+        } else {
+            100.0 * a as f64 / b as f64
+        }
+    };
+    sample.memory_percent = percent(mem, mem_total);
+    sample.compute_percent = percent(cores, cores_total);
+    sample
+}
