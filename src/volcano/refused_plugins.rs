@@ -26,7 +26,6 @@ pub const REFUSED_PLUGINS: &[(&str, &str)] = &[
         "time-sharing nodes with another system is not offered; lend GPUs between workloads with queues and the reclaim action instead (docs/tidal.md)",
     ),
     ("network-topology-aware", "not implemented yet"),
-    ("task-topology", "not implemented yet"),
     ("usage", "not implemented yet"),
 ];
 
