@@ -230,3 +230,29 @@ fn a_topology_naming_a_missing_role_is_ignored_and_the_job_still_placed() {
         assert_eq!(placements(&o), placements(&without), "{garbage}");
     }
 }
+
+/// The seed's PodGroup (workers attract the ps and repel each other, ps first):
+/// the ps and the two workers its first bucket takes share a node, their pull to
+/// the ps outweighing their repulsion; the other two workers each go to a node
+/// of their own, though binpack prefers the fuller ones.
+#[test]
+fn the_seed_example_keeps_two_workers_with_the_ps_and_spreads_the_rest() {
+    let tasks = std::iter::once(member("ps", 0, NodePolicy::Binpack))
+        .chain((0..4).map(|i| member("worker", i, NodePolicy::Binpack)))
+        .collect();
+    let mut tf = gang(tasks, Some("worker,ps"), Some("worker"));
+    if let Some(t) = tf.task_topology.as_mut() {
+        t.task_order = Some("ps,worker".into());
+    }
+    let o = run(WITH_TOPOLOGY, gpu_nodes(4, 4, 1), vec![tf]);
+    assert_eq!(
+        placements(&o),
+        on(&[
+            ("ps-0", "node-0"),
+            ("worker-0", "node-0"),
+            ("worker-1", "node-0"),
+            ("worker-2", "node-1"),
+            ("worker-3", "node-2")
+        ])
+    );
+}
