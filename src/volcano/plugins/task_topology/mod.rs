@@ -59,9 +59,9 @@ pub struct TaskTopologyPlugin {
     weight: i64,
     /// The buckets of each job with a topology and waiting tasks.
     jobs: BTreeMap<GangKey, JobBuckets>,
-    /// Each bucketed task's job and UID by namespace and name: a node is scored
-    /// for a pod, which names neither.
-    bucketed: HashMap<(String, String), (GangKey, String)>,
+    /// Each bucketed task's job and UID, by namespace then pod name: a node is
+    /// scored for a pod, which names neither.
+    bucketed: HashMap<String, HashMap<String, (GangKey, String)>>,
 }
 
 /// Builds the plugin from its arguments (`task-topology.weight`).
@@ -106,8 +106,9 @@ impl TaskTopologyPlugin {
         }
     }
 
-    fn task_buckets(&self, task: &TaskInfo) -> Option<&JobBuckets> {
-        self.jobs.get(&task.job)
+    /// The job and UID of a bucketed pod.
+    fn job_and_uid(&self, task: &TaskFacts<'_>) -> Option<&(GangKey, String)> {
+        self.bucketed.get(task.namespace)?.get(task.name)
     }
 }
 
@@ -125,10 +126,10 @@ impl Plugin for TaskTopologyPlugin {
             };
             for t in &job.tasks {
                 if buckets.contains(&t.uid) {
-                    self.bucketed.insert(
-                        (t.namespace.clone(), t.name.clone()),
-                        (job.key.clone(), t.uid.clone()),
-                    );
+                    self.bucketed
+                        .entry(t.namespace.clone())
+                        .or_default()
+                        .insert(t.name.clone(), (job.key.clone(), t.uid.clone()));
                 }
             }
             self.jobs.insert(job.key.clone(), buckets);
@@ -140,7 +141,7 @@ impl Plugin for TaskTopologyPlugin {
         if a.job != b.job {
             return Ordering::Equal;
         }
-        match self.task_buckets(a) {
+        match self.jobs.get(&a.job) {
             Some(buckets) => buckets.task_order(&a.uid, &b.uid),
             None => Ordering::Equal,
         }
@@ -155,15 +156,11 @@ impl Plugin for TaskTopologyPlugin {
     }
 
     fn scores_task(&self, task: &TaskFacts<'_>) -> bool {
-        self.weight != 0
-            && self
-                .bucketed
-                .contains_key(&(task.namespace.to_owned(), task.name.to_owned()))
+        self.weight != 0 && self.job_and_uid(task).is_some()
     }
 
     fn node_order(&self, task: &TaskFacts<'_>, node: &NodeFacts<'_>) -> f64 {
-        let key = (task.namespace.to_owned(), task.name.to_owned());
-        let Some((job, uid)) = self.bucketed.get(&key) else {
+        let Some((job, uid)) = self.job_and_uid(task) else {
             return 0.0;
         };
         match self.jobs.get(job) {

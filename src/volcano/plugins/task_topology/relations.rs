@@ -11,24 +11,25 @@ use std::collections::{BTreeMap, BTreeSet};
 /// own kind is placed before one that merely attracts another.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Relation {
-    /// Keeps apart from another role (`worker,chief` in anti-affinity).
-    InterAntiAffinity,
-    /// Attracts its own kind (`ps` alone in affinity).
-    SelfAffinity,
-    /// Attracts another role (`ps,worker` in affinity).
-    InterAffinity,
-    /// Keeps apart from its own kind (`ps` alone in anti-affinity).
-    SelfAntiAffinity,
+    /// Kept from another role (`worker,chief` in anti-affinity; Volcano's
+    /// inter-anti-affinity).
+    KeptFromOthers,
+    /// Drawn to its own role (`ps` alone in affinity; self-affinity).
+    DrawnToOwnKind,
+    /// Drawn to another role (`ps,worker` in affinity; inter-affinity).
+    DrawnToOthers,
+    /// Kept from its own role (`ps` alone in anti-affinity; self-anti-affinity).
+    KeptFromOwnKind,
 }
 
 /// The relations among one job's roles.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct RoleRelations {
-    /// Ordered pairs of roles that attract (both directions are stored; a role
-    /// with itself for self-affinity).
-    attract: BTreeSet<(String, String)>,
-    /// Ordered pairs that repel, likewise.
-    repel: BTreeSet<(String, String)>,
+    /// The roles each role attracts (both directions are stored; a role attracts
+    /// itself when drawn to its own kind).
+    attract: BTreeMap<String, BTreeSet<String>>,
+    /// The roles each role repels, likewise.
+    repel: BTreeMap<String, BTreeSet<String>>,
     /// The strongest relation of each role that has one.
     strongest: BTreeMap<String, Relation>,
     /// Each role named in the task order with its rank: larger goes first.
@@ -56,24 +57,27 @@ impl RoleRelations {
         let (pairs, within, between) = if attract {
             (
                 &mut self.attract,
-                Relation::SelfAffinity,
-                Relation::InterAffinity,
+                Relation::DrawnToOwnKind,
+                Relation::DrawnToOthers,
             )
         } else {
             (
                 &mut self.repel,
-                Relation::SelfAntiAffinity,
-                Relation::InterAntiAffinity,
+                Relation::KeptFromOwnKind,
+                Relation::KeptFromOthers,
             )
         };
         let relation = if group.within_role { within } else { between };
+        let mut pair = |a: &str, b: &str| {
+            pairs.entry(a.to_owned()).or_default().insert(b.to_owned());
+        };
         for (i, role) in group.roles.iter().enumerate() {
             if group.within_role {
-                pairs.insert((role.clone(), role.clone()));
+                pair(role, role);
             }
             for other in &group.roles[..i] {
-                pairs.insert((role.clone(), other.clone()));
-                pairs.insert((other.clone(), role.clone()));
+                pair(role, other);
+                pair(other, role);
             }
             let strongest = self.strongest.entry(role.clone()).or_insert(relation);
             *strongest = (*strongest).max(relation);
@@ -89,14 +93,14 @@ impl RoleRelations {
     /// each role): one for each task it attracts, minus one for each it repels;
     /// with `repulsion_only`, only the minus.
     pub fn pull(&self, role: &str, tasks: &BTreeMap<String, usize>, repulsion_only: bool) -> i64 {
+        let (attracted, repelled) = (self.attract.get(role), self.repel.get(role));
         let mut pull = 0i64;
         for (other, &n) in tasks {
-            let pair = (role.to_owned(), other.clone());
             let n = i64::try_from(n).unwrap_or(i64::MAX);
-            if !repulsion_only && self.attract.contains(&pair) {
+            if !repulsion_only && attracted.is_some_and(|roles| roles.contains(other)) {
                 pull = pull.saturating_add(n);
             }
-            if self.repel.contains(&pair) {
+            if repelled.is_some_and(|roles| roles.contains(other)) {
                 pull = pull.saturating_sub(n);
             }
         }
@@ -151,10 +155,10 @@ mod tests {
     #[test]
     fn roles_bind_by_their_strongest_relation() {
         let r = relations("ps,worker;chief", "ps;worker,evaluator", "");
-        assert_eq!(r.strongest["ps"], Relation::SelfAntiAffinity);
-        assert_eq!(r.strongest["worker"], Relation::InterAffinity);
-        assert_eq!(r.strongest["chief"], Relation::SelfAffinity);
-        assert_eq!(r.strongest["evaluator"], Relation::InterAntiAffinity);
+        assert_eq!(r.strongest["ps"], Relation::KeptFromOwnKind);
+        assert_eq!(r.strongest["worker"], Relation::DrawnToOthers);
+        assert_eq!(r.strongest["chief"], Relation::DrawnToOwnKind);
+        assert_eq!(r.strongest["evaluator"], Relation::KeptFromOthers);
         // Strongest relation first when the task order does not say.
         let mut roles = vec!["evaluator", "chief", "worker", "ps"];
         roles.sort_by(|a, b| r.placement_order(a, b));
