@@ -47,10 +47,11 @@ impl Membership {
         if group.is_none() && queue.is_none() {
             return None;
         }
-        let role = annotations
-            .get(TASK_SPEC)
-            .or_else(|| labels.get(TASK_SPEC))
-            .filter(|v| !v.is_empty())
+        // As Volcano reads a task's role: the annotation when it has a value, else
+        // the label (Volcano's job controller writes both).
+        let role = [annotations, labels]
+            .into_iter()
+            .find_map(|m| m.get(TASK_SPEC).filter(|v| !v.is_empty()))
             .cloned();
         Some(Self { group, queue, role })
     }
@@ -90,6 +91,22 @@ mod tests {
         assert_eq!(m.queue.as_deref(), Some("team-a"));
         assert_eq!(m.group, None);
         assert_eq!(m.role.as_deref(), Some("worker"));
+    }
+
+    #[test]
+    fn an_empty_role_annotation_falls_back_to_the_label() {
+        let m = Membership::from_annotations(
+            &map(&[(GROUP_NAME, "pg-a"), (TASK_SPEC, "")]),
+            &map(&[(TASK_SPEC, "ps")]),
+        )
+        .unwrap();
+        assert_eq!(m.role.as_deref(), Some("ps"));
+        let m = Membership::from_annotations(
+            &map(&[(GROUP_NAME, "pg-a"), (TASK_SPEC, "worker")]),
+            &map(&[(TASK_SPEC, "ps")]),
+        )
+        .unwrap();
+        assert_eq!(m.role.as_deref(), Some("worker"), "the annotation wins");
     }
 
     #[test]

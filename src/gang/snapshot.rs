@@ -21,6 +21,7 @@ use crate::volcano::framework::queue::{QueueInfo, add_cards};
 use crate::volcano::framework::{GangKey, JobInfo, SessionState, TaskInfo, TaskStatus};
 use crate::volcano::objects::{PodGroupSpec, QueueSpec};
 use crate::volcano::resource_quota::NamespaceQuota;
+use crate::volcano::task_topology::TopologyAnnotations;
 use crate::volcano::topology::NetworkTopology;
 use crate::volcano::waiting_time::waiting_time;
 use chrono::{DateTime, Utc};
@@ -214,6 +215,7 @@ fn assemble_jobs(
                     Some(g) => crate::gang::victim_facts::service_type(Some(&g.annotations)),
                     None => members.iter().find_map(|m| m.service_type.clone()),
                 },
+                task_topology: group.and_then(|g| TopologyAnnotations::of(&g.annotations)),
                 created,
                 waiting_time: match group {
                     Some(g) => waiting_time(&g.annotations, &key.to_string()),

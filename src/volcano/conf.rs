@@ -54,6 +54,7 @@ pub const SUPPORTED_PLUGINS: &[&str] = &[
     "sla",
     "resource-strategy-fit",
     "network-topology-aware",
+    "task-topology",
 ];
 
 /// An extension point a plugin entry can switch off with `enableXxx: false`.

@@ -21,6 +21,7 @@ pub mod proportion;
 pub mod quota_usage;
 pub mod refused_plugins;
 pub mod resource_quota;
+pub mod task_topology;
 pub mod topology;
 pub mod waiting_time;
 /// Resource amounts (moved to the crate root; the old path stays).

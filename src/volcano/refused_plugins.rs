@@ -25,7 +25,6 @@ pub const REFUSED_PLUGINS: &[(&str, &str)] = &[
         "tdm",
         "time-sharing nodes with another system is not offered; lend GPUs between workloads with queues and the reclaim action instead (docs/tidal.md)",
     ),
-    ("task-topology", "not implemented yet"),
     ("usage", "not implemented yet"),
 ];
 

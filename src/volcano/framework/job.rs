@@ -5,6 +5,7 @@
 use crate::device::model::PodDevices;
 use crate::fit::PodContext;
 use crate::volcano::resources::Resources;
+use crate::volcano::task_topology::TopologyAnnotations;
 use crate::volcano::topology::TopologyConstraint;
 use chrono::{DateTime, Utc};
 use k8s_openapi::api::core::v1::Pod;
@@ -223,6 +224,9 @@ pub struct JobInfo {
     pub group_missing: bool,
     /// `volcano.sh/service.type` of its PodGroup (or, for a gang of one, its pod).
     pub service_type: Option<String>,
+    /// Its PodGroup's task-topology annotations, when it has any (the
+    /// `task-topology` plugin reads them).
+    pub task_topology: Option<TopologyAnnotations>,
     /// Admitted by enqueue (in this session or an earlier one).
     pub inqueue: bool,
     /// How far apart on the network its members may be (`spec.networkTopology`).

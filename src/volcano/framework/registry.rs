@@ -48,6 +48,7 @@ pub const REGISTRY: &[(&str, Constructor)] = &[
         "network-topology-aware",
         plugins::network_topology_aware::build,
     ),
+    ("task-topology", plugins::task_topology::build),
 ];
 
 /// Builds the configured plugins, tier by tier. Arguments are checked here, so a

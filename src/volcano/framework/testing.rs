@@ -89,6 +89,7 @@ pub fn job(name: &str, queue: &str, min_member: usize, tasks: Vec<TaskInfo>) -> 
         waiting_time: None,
         group_missing: false,
         service_type: None,
+        task_topology: None,
         inqueue: true,
         network_topology: None,
         tasks,

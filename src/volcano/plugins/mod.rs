@@ -25,3 +25,4 @@ mod queue_tree;
 pub mod resource_strategy_fit;
 pub mod resourcequota;
 pub mod sla;
+pub mod task_topology;
