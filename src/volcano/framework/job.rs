@@ -285,8 +285,14 @@ impl JobInfo {
                     .all(|(role, min)| ready_roles.get(role).copied().unwrap_or(0) >= *min))
     }
 
-    /// Whether the job holds its minimum now.
+    /// Whether the job holds its minimum now. Job order asks this of both jobs
+    /// at every comparison, so a job without role minimums is answered by a count
+    /// alone (the same answer [`Self::counts`] gives, without its maps).
     pub fn is_ready(&self) -> bool {
+        if self.min_roles.is_empty() {
+            let ready = self.tasks.iter().filter(|t| t.status.is_ready()).count();
+            return ready >= self.min_member;
+        }
         let c = self.counts();
         self.reaches_minimum(c.ready, &c.ready_roles)
     }

@@ -21,8 +21,9 @@ use std::collections::BTreeMap;
 pub struct Drf {
     hierarchy: bool,
     total: Resources,
-    /// What each job holds.
-    jobs: BTreeMap<GangKey, Resources>,
+    /// What each job holds, and its dominant share of the total (kept with it:
+    /// job order reads the share at every comparison).
+    jobs: BTreeMap<GangKey, (Resources, f64)>,
     total_allocated: Resources,
     tree: HdrfTree,
 }
@@ -39,9 +40,7 @@ pub fn build(ctx: &BuildContext<'_>) -> Result<Option<Box<dyn Plugin>>, ConfErro
 impl Drf {
     /// A job's dominant share.
     pub fn share(&self, job: &GangKey) -> f64 {
-        self.jobs
-            .get(job)
-            .map_or(0.0, |a| dominant_share(&amounts(a), &self.total))
+        self.jobs.get(job).map_or(0.0, |(_, share)| *share)
     }
 
     fn path(queue: &QueueInfo) -> Vec<(String, f64)> {
@@ -56,7 +55,11 @@ impl Drf {
             return;
         };
         let request = total_request(job);
-        let allocated = self.jobs.get(&job.key).cloned().unwrap_or_default();
+        let allocated = self
+            .jobs
+            .get(&job.key)
+            .map(|(held, _)| held.clone())
+            .unwrap_or_default();
         self.tree.set_job(
             &Self::path(queue),
             &job.key.to_string(),
@@ -68,7 +71,7 @@ impl Drf {
 
     fn change(&mut self, state: &SessionState, event: &TaskEvent<'_>, add: bool) {
         let job = &event.task.job;
-        let held = self.jobs.entry(job.clone()).or_default();
+        let (held, share) = self.jobs.entry(job.clone()).or_default();
         if add {
             held.add(&event.task.resreq);
             self.total_allocated.add(&event.task.resreq);
@@ -77,6 +80,7 @@ impl Drf {
             self.total_allocated.saturating_sub(&event.task.resreq);
         }
         held.prune_zeros();
+        *share = dominant_share(&amounts(held), &self.total);
         self.total_allocated.prune_zeros();
         if self.hierarchy
             && let Some(j) = state.job(job)
@@ -117,7 +121,8 @@ impl Plugin for Drf {
             }
             held.prune_zeros();
             self.total_allocated.add(&held);
-            self.jobs.insert(key.clone(), held);
+            let share = dominant_share(&amounts(&held), &self.total);
+            self.jobs.insert(key.clone(), (held, share));
         }
         self.total_allocated.prune_zeros();
         if self.hierarchy {
