@@ -301,6 +301,7 @@ fn file_source(
     ));
     let api: Arc<dyn ClusterApi> = memory.clone();
     let scheduler = Arc::new(Scheduler::new(config, api, metrics));
+    scheduler.node_metrics_from_cluster_file();
     let (mut nodes, mut pods, mut quotas) = (0usize, 0usize, 0usize);
     visit_file(path, |object| {
         scheduler.apply_cluster_object(&object);
@@ -513,6 +514,11 @@ fn live_source(
             Arc::new(move || leader.is_leader() && sync.synced()),
         ));
     }
+    background.push(crate::cluster::kube::node_metrics_poll::start(
+        client.clone(),
+        scheduler.clone(),
+        args.node_metrics_interval,
+    ));
     background.extend(housekeeping::start(
         client,
         api_dyn,

@@ -25,6 +25,7 @@ mod mig_claims;
 mod mig_invariant_tests;
 #[cfg(test)]
 mod mig_tests;
+pub mod node_metrics;
 #[cfg(test)]
 mod nodegroup_tests;
 #[cfg(test)]
@@ -224,6 +225,9 @@ impl Scheduler {
         for budget in &objects.budgets {
             self.apply_disruption_budget(budget);
         }
+        for metrics in &objects.node_metrics {
+            self.apply_node_metrics(metrics);
+        }
         for pod in &objects.pods {
             self.apply_pod(pod);
         }
@@ -241,6 +245,7 @@ impl Scheduler {
             ClusterObject::Queue(queue) => self.apply_queue(queue),
             ClusterObject::PriorityClass(class) => self.apply_priority_class(class),
             ClusterObject::DisruptionBudget(budget) => self.apply_disruption_budget(budget),
+            ClusterObject::NodeMetrics(metrics) => self.apply_node_metrics(metrics),
         }
     }
 

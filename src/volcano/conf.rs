@@ -53,6 +53,7 @@ pub const SUPPORTED_PLUGINS: &[&str] = &[
     "resourcequota",
     "sla",
     "resource-strategy-fit",
+    "usage",
 ];
 
 /// An extension point a plugin entry can switch off with `enableXxx: false`.

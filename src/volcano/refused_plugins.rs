@@ -27,7 +27,6 @@ pub const REFUSED_PLUGINS: &[(&str, &str)] = &[
     ),
     ("network-topology-aware", "not implemented yet"),
     ("task-topology", "not implemented yet"),
-    ("usage", "not implemented yet"),
 ];
 
 /// Why `name` is refused, if it is.

@@ -44,6 +44,7 @@ pub const REGISTRY: &[(&str, Constructor)] = &[
         "resource-strategy-fit",
         plugins::resource_strategy_fit::build,
     ),
+    ("usage", plugins::usage::build),
 ];
 
 /// Builds the configured plugins, tier by tier. Arguments are checked here, so a

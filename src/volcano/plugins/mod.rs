@@ -24,3 +24,4 @@ mod queue_tree;
 pub mod resource_strategy_fit;
 pub mod resourcequota;
 pub mod sla;
+pub mod usage;
