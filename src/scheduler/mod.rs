@@ -38,6 +38,8 @@ mod reclaim_invariant_tests;
 mod reclaim_tests;
 pub mod registration;
 pub mod tracking;
+#[cfg(test)]
+mod usage_tests;
 
 pub use crate::fit::PodContext;
 pub use crate::gang::GangView;

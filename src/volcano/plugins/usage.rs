@@ -267,6 +267,37 @@ mod tests {
         assert_eq!(p.refusal(&at(90.0, 81.0)).as_deref(), Some(cpu));
     }
 
+    /// The configuration example of the usage plugin's guide, as written there.
+    #[test]
+    fn the_guides_configuration_loads_unchanged() {
+        let text = r#"actions: "enqueue, allocate, backfill"
+tiers:
+- plugins:
+  - name: usage
+    enablePredicate: true # 是否开启负载过滤
+    arguments:
+      usage.weight: 5 # 插件在 NodeOrder 中的权重
+      cpu.weight: 1 # CPU 评分权重
+      memory.weight: 1 # 内存评分权重
+      thresholds:
+        cpu: 80 # CPU 使用率阈值 (%)
+        mem: 80 # 内存使用率阈值 (%)
+"#;
+        let conf = crate::volcano::load_conf(text).unwrap();
+        let tiers = crate::volcano::framework::registry::build(&conf).unwrap();
+        assert_eq!(tiers.names(), ["usage"]);
+        let option = &conf.tiers[0].plugins[0];
+        let args = Arguments::new("tiers[0].plugins[0]", "usage", &option.arguments);
+        assert_eq!(Usage::from_args(&args).unwrap(), Usage::default());
+        // Volcano's own example turns the predicate off: only the score is left.
+        let off = text.replace("enablePredicate: true", "enablePredicate: false");
+        let tiers =
+            crate::volcano::framework::registry::build(&crate::volcano::load_conf(&off).unwrap())
+                .unwrap();
+        use crate::placement::NodeJudge;
+        assert!(!tiers.filters() && tiers.scores());
+    }
+
     #[test]
     fn arguments_as_volcano_writes_them() {
         assert_eq!(built("      {}\n").unwrap(), Usage::default());
