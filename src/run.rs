@@ -148,6 +148,9 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
                 kube::Client::try_from(crate::cluster::kube::client::no_retry(kube_config.clone()))
                     .context("build Kubernetes client")?;
             let _background = background_runtime.handle().enter();
+            let node_metrics =
+                kube::Client::try_from(crate::cluster::kube::client::no_retry(kube_config.clone()))
+                    .context("build Kubernetes client")?;
             let background =
                 kube::Client::try_from(kube_config).context("build Kubernetes client")?;
             live_source(
@@ -155,6 +158,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
                     requests,
                     evictions,
                     background,
+                    node_metrics,
                 },
                 &args,
                 config,
@@ -417,6 +421,10 @@ struct LiveClients {
     evictions: kube::Client,
     /// For the watches, leader election and housekeeping.
     background: kube::Client,
+    /// For listing node usage, which must not retry a 503 by itself: without
+    /// metrics-server every list would wait out the retries, and the next period
+    /// asks again anyway.
+    node_metrics: kube::Client,
 }
 
 fn live_source(
@@ -515,7 +523,7 @@ fn live_source(
         ));
     }
     background.push(crate::cluster::kube::node_metrics_poll::start(
-        client.clone(),
+        clients.node_metrics,
         scheduler.clone(),
         args.node_metrics_interval,
     ));

@@ -87,7 +87,7 @@ fn measured_usage_view(ledger: &Ledger, node: &str, now: DateTime<Utc>) -> Value
         view["timestamp"] = json!(sample.timestamp.to_rfc3339());
         view["ageSeconds"] = json!((now - sample.timestamp).num_seconds().max(0));
         if let Some(window) = sample.window {
-            view["windowSeconds"] = json!(window.as_secs_f64());
+            view["windowSeconds"] = json!(window.as_millis() as f64 / 1000.0);
         }
     }
     if let UsageReading::Unused(reason) = reading {

@@ -71,14 +71,15 @@ async fn list(api: &Api<DynamicObject>) -> NodeMetricsList {
         Ok(Err(kube::Error::Api(status))) if matches!(status.code, 404 | 503) => failed(
             format!(
                 "metrics.k8s.io is not served (HTTP {}: {}): is metrics-server installed and running?",
-                status.code, status.message
+                status.code,
+                status.message.trim()
             ),
             true,
         ),
         Ok(Err(kube::Error::Api(status))) if status.code == 403 => failed(
             format!(
                 "not allowed to list metrics.k8s.io nodes (HTTP 403): grant the scheduler's ClusterRole list on them; {}",
-                status.message
+                status.message.trim()
             ),
             true,
         ),
