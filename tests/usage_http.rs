@@ -1,0 +1,107 @@
+//! The usage plugin through the real binary in cluster-file mode: the file's
+//! `NodeMetrics` (alone or as metrics-server's `NodeMetricsList`) are the nodes'
+//! measured usage, so `/filter` refuses the busy node, sends the pod to the cooler
+//! one, and `/debug/state` shows each node's usage or why it has none.
+
+mod support;
+
+use serde_json::{Value, json};
+use support::*;
+
+const NS: &str = "ml";
+
+const CONF: &str = "actions: \"enqueue, allocate, backfill\"
+tiers:
+- plugins:
+  - name: priority
+  - name: gang
+- plugins:
+  - name: usage
+    arguments:
+      thresholds: {cpu: 80, mem: 80}
+";
+
+/// Node names, in order; each has one H100 and 63 CPUs, 500 GiB allocatable.
+const NODES: [&str; 4] = ["busy", "cool", "garbled", "unmeasured"];
+
+fn cluster() -> Vec<Value> {
+    let mut docs: Vec<Value> = NODES
+        .iter()
+        .enumerate()
+        .map(|(i, n)| node(n, &[h100(&gpu_uuid(n, 0), i as u32)], &[]))
+        .collect();
+    // One object on its own, the others as `kubectl get --raw
+    // /apis/metrics.k8s.io/v1beta1/nodes` prints them (items without kind).
+    docs.push(json!({
+        "apiVersion": "metrics.k8s.io/v1beta1", "kind": "NodeMetrics",
+        "metadata": {"name": "busy"},
+        "timestamp": "2025-06-01T10:00:03Z", "window": "20.05s",
+        "usage": {"cpu": "58500m", "memory": "120Gi"}
+    }));
+    docs.push(json!({
+        "apiVersion": "metrics.k8s.io/v1beta1", "kind": "NodeMetricsList", "metadata": {},
+        "items": [
+            {"metadata": {"name": "cool"}, "timestamp": "2025-06-01T10:00:03Z",
+             "window": "20.05s", "usage": {"cpu": "6300m", "memory": "50Gi"}},
+            {"metadata": {"name": "garbled"}, "timestamp": "2025-06-01T10:00:03Z",
+             "window": "20.05s", "usage": {"cpu": "lots", "memory": "50Gi"}}
+        ]
+    }));
+    docs
+}
+
+fn gpu_pod(name: &str) -> Value {
+    pod(NS, name).gpus(1, 0, 0).build()
+}
+
+#[tokio::test]
+async fn the_cluster_files_node_metrics_refuse_the_busy_node() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let conf = dir.path().join("volcano-scheduler.conf");
+    std::fs::write(&conf, CONF).expect("write scheduler config");
+    let server = Server::start(
+        cluster(),
+        &["--scheduler-config", conf.to_str().expect("utf-8 path")],
+    )
+    .await;
+
+    let answer = server.filter(&gpu_pod("alone"), &["busy"]).await;
+    assert_eq!(
+        answer["FailedNodes"],
+        json!({"busy": "node CPU usage is above the 80% threshold (usage)"}),
+        "{answer}"
+    );
+    let answer = server.filter(&gpu_pod("both"), &["busy", "cool"]).await;
+    assert_eq!(answer["NodeNames"], json!(["cool"]), "{answer}");
+    // A node whose usage is unreadable or missing is not refused.
+    for n in ["garbled", "unmeasured"] {
+        let answer = server.filter(&gpu_pod(&format!("on-{n}")), &[n]).await;
+        assert_eq!(answer["NodeNames"], json!([n]), "{answer}");
+    }
+
+    let state = server.state().await;
+    let usage = |n: &str| state.node(n)["measuredUsage"].clone();
+    let busy = usage("busy");
+    assert_eq!(
+        (&busy["used"], &busy["cpuPercent"], &busy["memoryPercent"]),
+        (&json!(true), &json!(92.86), &json!(24.0)),
+        "{busy}"
+    );
+    assert_eq!(usage("cool")["cpuPercent"], 10.0);
+    let garbled = usage("garbled");
+    assert_eq!(garbled["used"], false);
+    assert!(
+        garbled["reason"]
+            .as_str()
+            .is_some_and(|r| r.starts_with("usage.cpu: ")),
+        "{garbled}"
+    );
+    assert_eq!(
+        usage("unmeasured"),
+        json!({"used": false, "reason": "the cluster file has no NodeMetrics for this node"})
+    );
+    assert_eq!(
+        state.0["nodeMetrics"],
+        json!({"source": "cluster file", "staleAfterSeconds": 300})
+    );
+}
