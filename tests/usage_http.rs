@@ -105,3 +105,34 @@ async fn the_cluster_files_node_metrics_refuse_the_busy_node() {
         json!({"source": "cluster file", "staleAfterSeconds": 300})
     );
 }
+
+/// The run `docs/plugins/usage.md` opens with: the example cluster and the
+/// example configuration.
+#[tokio::test]
+async fn the_example_cluster_keeps_pods_off_its_busy_node() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let cluster = std::fs::read_to_string(format!("{root}/examples/cluster.yaml"))
+        .expect("examples/cluster.yaml");
+    let conf = format!("{root}/examples/usage/volcano-scheduler.conf");
+    let server = Server::start_with(ServerOptions {
+        cluster_text: Some(cluster),
+        args: vec!["--scheduler-config".into(), conf],
+        ..Default::default()
+    })
+    .await;
+    let pod = |name: &str| pod("default", name).gpus(1, 30000, 0).build();
+    let answer = server.filter(&pod("one"), &["gpu-h100-a"]).await;
+    assert_eq!(
+        answer["FailedNodes"]["gpu-h100-a"], "node CPU usage is above the 80% threshold (usage)",
+        "{answer}"
+    );
+    let answer = server
+        .filter(&pod("two"), &["gpu-h100-a", "gpu-a100-b"])
+        .await;
+    assert_eq!(answer["NodeNames"], json!(["gpu-a100-b"]), "{answer}");
+    let state = server.state().await;
+    assert_eq!(
+        state.node("gpu-h100-a")["measuredUsage"]["cpuPercent"],
+        93.75
+    );
+}

@@ -68,13 +68,16 @@ pub fn decode_node_metrics(object: &Value, time: SampleTime) -> Result<DecodedNo
 }
 
 fn sample_of(object: &Value, time: SampleTime) -> Result<NodeMetricsSample, String> {
+    // A quantity is a string, or a bare number as Kubernetes also reads it (what
+    // a hand-written `cpu: 90` becomes).
     let quantity = |dim: &str| -> Result<i64, String> {
-        let text = object
-            .pointer(&format!("/usage/{dim}"))
-            .ok_or_else(|| format!("no usage.{dim}"))?
-            .as_str()
-            .ok_or_else(|| format!("usage.{dim} is not a quantity string"))?;
-        parse_milli(dim, text).map_err(|e| format!("usage.{dim}: {e}"))
+        let text = match object.pointer(&format!("/usage/{dim}")) {
+            None => return Err(format!("no usage.{dim}")),
+            Some(Value::String(text)) => text.clone(),
+            Some(Value::Number(n)) => n.to_string(),
+            Some(other) => return Err(format!("usage.{dim}: {other} is not a quantity")),
+        };
+        parse_milli(dim, &text).map_err(|e| format!("usage.{dim}: {e}"))
     };
     let cpu_milli = quantity("cpu")?;
     let memory_milli = quantity("memory")?;
@@ -153,9 +156,9 @@ mod tests {
         let cases = [
             (json!({"cpu": "lots", "memory": "1Gi"}), None, "usage.cpu"),
             (
-                json!({"cpu": "1", "memory": 12}),
+                json!({"cpu": "1", "memory": [12]}),
                 None,
-                "usage.memory is not",
+                "usage.memory: [12] is not",
             ),
             (json!({"cpu": "-1", "memory": "1Gi"}), None, "usage.cpu"),
             (json!({"cpu": "1"}), None, "no usage.memory"),
@@ -176,6 +179,11 @@ mod tests {
             let e = d.sample.unwrap_err();
             assert!(e.contains(want), "{e}");
         }
+        let mut object = served();
+        object["usage"] = json!({"cpu": 90, "memory": 1.5e9});
+        let s = decode_node_metrics(&object, SampleTime::Reported).unwrap();
+        let s = s.sample.unwrap();
+        assert_eq!((s.cpu_milli, s.memory_milli), (90_000, 1_500_000_000_000));
         let mut object = served();
         object["window"] = json!("a while");
         let s = decode_node_metrics(&object, SampleTime::Reported).unwrap();
