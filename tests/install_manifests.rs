@@ -1290,6 +1290,9 @@ fn server_grants() -> BTreeSet<Grant> {
             "",
         ),
         ("scheduling.volcano.sh", "queues/status", &["patch"], ""),
+        // The usage plugin lists nodes' measured usage from metrics-server
+        // (src/cluster/kube/node_metrics_poll.rs).
+        ("metrics.k8s.io", "nodes", &["list"], ""),
     ])
 }
 
