@@ -84,7 +84,7 @@ fn measured_usage_view(ledger: &Ledger, node: &str, now: DateTime<Utc>) -> Value
         };
         view["cpuPercent"] = json!(percent(sample.cpu_milli, "cpu"));
         view["memoryPercent"] = json!(percent(sample.memory_milli, "memory"));
-        view["timestamp"] = json!(sample.timestamp.to_rfc3339());
+        view["timestamp"] = json!(rfc3339(sample.timestamp));
         view["ageSeconds"] = json!((now - sample.timestamp).num_seconds().max(0));
         if let Some(window) = sample.window {
             view["windowSeconds"] = json!(window.as_millis() as f64 / 1000.0);
@@ -96,6 +96,11 @@ fn measured_usage_view(ledger: &Ledger, node: &str, now: DateTime<Utc>) -> Value
     view
 }
 
+/// A time as the API writes it, to the second.
+fn rfc3339(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}
+
 /// Where measured usage comes from and how the last list went.
 fn node_metrics_source(ledger: &Ledger) -> Value {
     let mut view = json!({"staleAfterSeconds": STALE_AFTER.as_secs()});
@@ -104,7 +109,7 @@ fn node_metrics_source(ledger: &Ledger) -> Value {
         MetricsSource::ClusterFile => view["source"] = json!("cluster file"),
         MetricsSource::Api { listed_at, problem } => {
             view["source"] = json!("metrics.k8s.io");
-            view["listedAt"] = json!(listed_at.map(|t| t.to_rfc3339()));
+            view["listedAt"] = json!(listed_at.map(rfc3339));
             view["problem"] = json!(problem);
         }
     }

@@ -23,7 +23,9 @@
 //! Priority admission of pods); `policy/v1` `poddisruptionbudgets` (their
 //! status kept by a built-in disruption controller, honoured by `eviction`);
 //! Volcano's
-//! `scheduling.volcano.sh/v1beta1` `podgroups` and `queues` (as CRDs); discovery
+//! `scheduling.volcano.sh/v1beta1` `podgroups` and `queues` (as CRDs);
+//! `metrics.k8s.io/v1beta1` `nodes` (metrics-server: list and get, no watch;
+//! absent until a test installs it); discovery
 //! (`/api`, `/apis`, `/version`) and `/healthz`. Known differences from the real
 //! server are listed in `README.md` next to this file.
 
