@@ -134,6 +134,11 @@ impl NodeLoad {
         Arc::make_mut(&mut self.measured)
     }
 
+    /// Replaces every node's measured usage (a new list).
+    pub fn set_measured(&mut self, book: Arc<NodeMetricsBook>) {
+        self.measured = book;
+    }
+
     /// A node's CPU and memory.
     pub fn get(&self, node: &str) -> Option<&NodeResources> {
         self.nodes.get(node)

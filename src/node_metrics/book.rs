@@ -3,15 +3,15 @@
 //! reason travels with the node to every plugin and to `/debug/state`, so a node
 //! that is not judged by its usage says so.
 //!
-//! Each successful list from metrics.k8s.io replaces the samples whole (the list is
-//! the truth about which nodes have metrics). A failed list keeps the previous
+//! Each successful list from metrics.k8s.io makes a new book (the list is the
+//! truth about which nodes have metrics), swapped in whole. A failed list keeps the previous
 //! samples, which then age until they are too old to use, except when the API is
 //! not there at all (metrics-server uninstalled, or this scheduler not allowed to
 //! read it): then nothing is left.
 
 use super::sample::NodeMetricsSample;
 use chrono::{DateTime, Utc};
-use std::collections::BTreeMap;
+use rustc_hash::FxHashMap;
 
 /// Where the samples come from.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -42,8 +42,9 @@ pub enum MetricsEntry<'a> {
 /// The samples of every node.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct NodeMetricsBook {
-    /// By node name: the sample, or what was wrong with the node's object.
-    entries: BTreeMap<String, Result<NodeMetricsSample, String>>,
+    /// By node name: the sample, or what was wrong with the node's object. Looked
+    /// up for every candidate node of every `/filter`.
+    entries: FxHashMap<String, Result<NodeMetricsSample, String>>,
     source: MetricsSource,
 }
 
@@ -51,8 +52,22 @@ impl NodeMetricsBook {
     /// An empty book whose samples will come from `source`.
     pub fn new(source: MetricsSource) -> Self {
         Self {
-            entries: BTreeMap::new(),
+            entries: FxHashMap::default(),
             source,
+        }
+    }
+
+    /// The book of a successful list at `at`: its samples are all there are.
+    pub fn listed(
+        entries: impl IntoIterator<Item = (String, Result<NodeMetricsSample, String>)>,
+        at: DateTime<Utc>,
+    ) -> Self {
+        Self {
+            entries: entries.into_iter().collect(),
+            source: MetricsSource::Api {
+                listed_at: Some(at),
+                problem: None,
+            },
         }
     }
 
@@ -64,19 +79,6 @@ impl NodeMetricsBook {
     /// Sets a node's entry (a cluster file's objects, one by one).
     pub fn insert(&mut self, node: String, sample: Result<NodeMetricsSample, String>) {
         self.entries.insert(node, sample);
-    }
-
-    /// A successful list at `at`: these are now all the samples there are.
-    pub fn listed(
-        &mut self,
-        entries: BTreeMap<String, Result<NodeMetricsSample, String>>,
-        at: DateTime<Utc>,
-    ) {
-        self.entries = entries;
-        self.source = MetricsSource::Api {
-            listed_at: Some(at),
-            problem: None,
-        };
     }
 
     /// A failed list. `gone`: the API is not there for us (not served, or not
@@ -151,7 +153,7 @@ mod tests {
 
     #[test]
     fn a_list_replaces_the_samples_and_a_node_left_out_says_so() {
-        let mut book = NodeMetricsBook::new(MetricsSource::Api {
+        let book = NodeMetricsBook::new(MetricsSource::Api {
             listed_at: None,
             problem: None,
         });
@@ -159,19 +161,16 @@ mod tests {
             book.lookup("a"),
             MetricsEntry::Missing("no metrics listed yet")
         );
-        book.listed(
-            BTreeMap::from([
+        let book = NodeMetricsBook::listed(
+            [
                 ("a".into(), Ok(sample(1))),
                 ("b".into(), Err("usage.cpu: bad".into())),
-            ]),
+            ],
             DateTime::UNIX_EPOCH,
         );
         assert_eq!(book.lookup("a"), MetricsEntry::Sample(&sample(1)));
         assert_eq!(book.lookup("b"), MetricsEntry::Missing("usage.cpu: bad"));
-        book.listed(
-            BTreeMap::from([("b".into(), Ok(sample(2)))]),
-            DateTime::UNIX_EPOCH,
-        );
+        let book = NodeMetricsBook::listed([("b".into(), Ok(sample(2)))], DateTime::UNIX_EPOCH);
         assert_eq!(
             book.lookup("a"),
             MetricsEntry::Missing("no metrics for this node in the last metrics.k8s.io list")
@@ -180,11 +179,7 @@ mod tests {
 
     #[test]
     fn a_failed_list_keeps_the_samples_unless_the_api_is_gone() {
-        let mut book = NodeMetricsBook::default();
-        book.listed(
-            BTreeMap::from([("a".into(), Ok(sample(1)))]),
-            DateTime::UNIX_EPOCH,
-        );
+        let mut book = NodeMetricsBook::listed([("a".into(), Ok(sample(1)))], DateTime::UNIX_EPOCH);
         book.list_failed("timed out".into(), false);
         assert_eq!(book.lookup("a"), MetricsEntry::Sample(&sample(1)));
         book.list_failed("metrics.k8s.io is not served".into(), true);

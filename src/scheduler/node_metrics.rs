@@ -6,7 +6,7 @@ use crate::node_metrics::{
     MetricsSource, NodeMetricsBook, NodeMetricsSample, SampleTime, decode_node_metrics,
 };
 use serde_json::Value;
-use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// The plugin that reads measured usage.
 const USAGE_PLUGIN: &str = "usage";
@@ -60,13 +60,9 @@ impl Scheduler {
     pub fn apply_node_metrics_list(&self, list: NodeMetricsList) {
         match list {
             NodeMetricsList::Listed(items) => {
-                let entries = listed_samples(&items);
-                let at = self.clock.wall();
-                self.ledger
-                    .write()
-                    .load_mut()
-                    .measured_mut()
-                    .listed(entries, at);
+                // Built before the ledger is locked: `/filter` waits for a swap only.
+                let book = NodeMetricsBook::listed(listed_samples(&items), self.clock.wall());
+                self.ledger.write().load_mut().set_measured(Arc::new(book));
             }
             NodeMetricsList::Failed { problem, gone } => self
                 .ledger
@@ -88,15 +84,17 @@ impl Scheduler {
 
 /// The samples of a list, by node; unreadable items keep their node's reason
 /// (an item naming no node is left out, and logged).
-fn listed_samples(items: &[Value]) -> BTreeMap<String, Result<NodeMetricsSample, String>> {
-    let mut entries = BTreeMap::new();
-    for item in items {
-        match decode_node_metrics(item, SampleTime::Reported) {
-            Ok(decoded) => {
-                entries.insert(decoded.node, decoded.sample);
-            }
-            Err(problem) => tracing::debug!(%problem, "metrics.k8s.io item left out"),
-        }
-    }
-    entries
+fn listed_samples(items: &[Value]) -> Vec<(String, Result<NodeMetricsSample, String>)> {
+    items
+        .iter()
+        .filter_map(
+            |item| match decode_node_metrics(item, SampleTime::Reported) {
+                Ok(decoded) => Some((decoded.node, decoded.sample)),
+                Err(problem) => {
+                    tracing::debug!(%problem, "metrics.k8s.io item left out");
+                    None
+                }
+            },
+        )
+        .collect()
 }
