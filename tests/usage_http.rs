@@ -120,7 +120,9 @@ async fn the_example_cluster_keeps_pods_off_its_busy_node() {
         ..Default::default()
     })
     .await;
-    let pod = |name: &str| pod("default", name).gpus(1, 30000, 0).build();
+    // Small enough to fit gpu-a100-b also once the planner has placed the
+    // example's gang there (it runs in the background meanwhile).
+    let pod = |name: &str| pod("default", name).gpus(1, 500, 0).build();
     let answer = server.filter(&pod("one"), &["gpu-h100-a"]).await;
     assert_eq!(
         answer["FailedNodes"]["gpu-h100-a"], "node CPU usage is above the 80% threshold (usage)",
