@@ -153,6 +153,13 @@ fn parse_duration(v: &str) -> Result<Duration, String> {
 
 /// A boolean as Go's flag package reads it: `1`, `t`, `T`, `TRUE`, `true`, `True`,
 /// `0`, `f`, `F`, `FALSE`, `false`, `False`.
+fn parse_positive_duration(v: &str) -> Result<Duration, String> {
+    match parse_duration(v)? {
+        d if d.is_zero() => Err(format!("{v:?}: must be longer than zero")),
+        d => Ok(d),
+    }
+}
+
 fn parse_go_bool(v: &str) -> Result<bool, String> {
     match v {
         "1" | "t" | "T" | "TRUE" | "true" | "True" => Ok(true),
@@ -353,6 +360,11 @@ pub struct ServeArgs {
     /// How often the gang planner runs (it also runs when gang pods change).
     #[arg(long = "schedule-period", default_value = "1s", value_parser = parse_duration)]
     pub schedule_period: Duration,
+    /// How often nodes' measured usage is listed from metrics.k8s.io
+    /// (metrics-server, which cannot be watched), while a configured plugin
+    /// (usage) reads it.
+    #[arg(long = "node-metrics-interval", default_value = "30s", value_parser = parse_positive_duration)]
+    pub node_metrics_interval: Duration,
     /// How long a planned gang member's GPUs wait for its bind; a gang that has not
     /// started by then is released and its started members evicted.
     #[arg(long = "gang-timeout", default_value = "5m", value_parser = parse_duration)]

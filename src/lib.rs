@@ -22,6 +22,7 @@ pub mod metrics;
 pub mod node_labels;
 pub mod node_load;
 pub mod node_lock;
+pub mod node_metrics;
 pub mod placement;
 pub mod policy;
 pub mod quantity;

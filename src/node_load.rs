@@ -1,10 +1,13 @@
 //! Resources per node: what each node offers (allocatable) and what the pods
-//! bound to it request, kept from Node and Pod events. Plugins that score or
-//! filter nodes by CPU and memory (binpack, and the queue totals) read it.
+//! bound to it request, kept from Node and Pod events, and what it measurably uses
+//! (`node_metrics`). Plugins that score or filter nodes by CPU and memory
+//! (binpack, usage, and the queue totals) read it.
 
+use crate::node_metrics::NodeMetricsBook;
 use crate::resources::{Resources, parse_milli, pod_requests_of};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use rustc_hash::FxHashMap;
+use std::sync::Arc;
 
 /// One node's CPU and memory.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -24,6 +27,9 @@ pub struct NodeLoad {
     nodes: FxHashMap<String, NodeResources>,
     /// Each counted pod's node and request, to take it back exactly.
     pods: FxHashMap<Box<str>, (String, Resources)>,
+    /// Measured usage of every node; shared, so a planning session takes it
+    /// without copying.
+    measured: Arc<NodeMetricsBook>,
 }
 
 /// A node's allocatable resources (unparsable quantities are left out).
@@ -115,6 +121,22 @@ impl NodeLoad {
         for uid in gone {
             self.set_pod(&uid, None);
         }
+    }
+
+    /// Every node's measured usage.
+    pub fn measured(&self) -> &Arc<NodeMetricsBook> {
+        &self.measured
+    }
+
+    /// Every node's measured usage, to change (copied first if a session still
+    /// holds the current book).
+    pub fn measured_mut(&mut self) -> &mut NodeMetricsBook {
+        Arc::make_mut(&mut self.measured)
+    }
+
+    /// Replaces every node's measured usage (a new list).
+    pub fn set_measured(&mut self, book: Arc<NodeMetricsBook>) {
+        self.measured = book;
     }
 
     /// A node's CPU and memory.

@@ -70,6 +70,7 @@ async fn dry_run(path: &std::path::Path, conf: Option<&std::path::Path>) -> anyh
     if let Some(conf) = conf {
         scheduler.set_gang_conf(crate::scheduler::gang::driver::load_conf(conf)?);
     }
+    scheduler.node_metrics_from_cluster_file();
     visit_file(path, |object| {
         scheduler.apply_cluster_object(&object);
         match object {

@@ -169,6 +169,9 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
                 kube::Client::try_from(crate::cluster::kube::client::no_retry(kube_config.clone()))
                     .context("build Kubernetes client")?;
             let _background = background_runtime.handle().enter();
+            let node_metrics =
+                kube::Client::try_from(crate::cluster::kube::client::no_retry(kube_config.clone()))
+                    .context("build Kubernetes client")?;
             let background =
                 kube::Client::try_from(kube_config).context("build Kubernetes client")?;
             live_source(
@@ -176,6 +179,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
                     requests,
                     evictions,
                     background,
+                    node_metrics,
                 },
                 &args,
                 config,
@@ -312,6 +316,7 @@ fn file_source(
     ));
     let api: Arc<dyn ClusterApi> = memory.clone();
     let scheduler = Arc::new(Scheduler::new(config, api, metrics));
+    scheduler.node_metrics_from_cluster_file();
     let (mut nodes, mut pods, mut quotas) = (0usize, 0usize, 0usize);
     visit_file(path, |object| {
         scheduler.apply_cluster_object(&object);
@@ -427,6 +432,10 @@ struct LiveClients {
     evictions: kube::Client,
     /// For the watches, leader election and housekeeping.
     background: kube::Client,
+    /// For listing node usage, which must not retry a 503 by itself: without
+    /// metrics-server every list would wait out the retries, and the next period
+    /// asks again anyway.
+    node_metrics: kube::Client,
 }
 
 fn live_source(
@@ -524,6 +533,11 @@ fn live_source(
             Arc::new(move || leader.is_leader() && sync.synced()),
         ));
     }
+    background.push(crate::cluster::kube::node_metrics_poll::start(
+        clients.node_metrics,
+        scheduler.clone(),
+        args.node_metrics_interval,
+    ));
     background.extend(housekeeping::start(
         client,
         api_dyn,

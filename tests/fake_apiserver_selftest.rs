@@ -2515,3 +2515,103 @@ async fn eviction_dry_runs_and_request_errors() {
     api.server.clear_request_log();
     assert!(api.server.evictions().is_empty());
 }
+
+#[tokio::test]
+async fn node_metrics_are_listed_and_got_like_metrics_server_serves_them() {
+    use fake_apiserver::MetricsApi;
+    let api = Api::start().await;
+    let groups = |body: &Value| -> Vec<String> {
+        body["groups"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|g| g["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    // No metrics-server: no group, and 404 as for any unknown path.
+    let (_, body) = api.get("/apis").await;
+    assert!(!groups(&body).contains(&"metrics.k8s.io".to_string()));
+    let (code, body) = api.get("/apis/metrics.k8s.io/v1beta1/nodes").await;
+    assert_eq!(code, 404);
+    assert_eq!(
+        body["message"],
+        "the server could not find the requested resource"
+    );
+
+    api.server.set_metrics_api(MetricsApi::Served);
+    api.server.create(json!({"apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": "n1", "labels": {"pool": "a"}}}));
+    api.server.create(json!({"apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": "n2", "labels": {"pool": "b"}}}));
+    let at = chrono::DateTime::parse_from_rfc3339("2025-06-01T10:00:03Z")
+        .unwrap()
+        .with_timezone(&chrono::Utc);
+    api.server
+        .set_node_usage("n1", "3250000000n", "83886080Ki", at);
+    api.server.set_node_usage("n2", "500m", "1Gi", at);
+    // Usage for a node that does not exist is not listed.
+    api.server.set_node_usage("gone", "1", "1Gi", at);
+
+    let (_, body) = api.get("/apis").await;
+    assert!(groups(&body).contains(&"metrics.k8s.io".to_string()));
+    let (code, body) = api.get("/apis/metrics.k8s.io/v1beta1").await;
+    assert_eq!(code, 200);
+    assert_eq!(body["resources"][0]["name"], "nodes");
+    assert_eq!(body["resources"][0]["verbs"], json!(["get", "list"]));
+
+    let (code, list) = api.get("/apis/metrics.k8s.io/v1beta1/nodes").await;
+    assert_eq!(code, 200);
+    assert_eq!(list["kind"], "NodeMetricsList");
+    assert_eq!(list["apiVersion"], "metrics.k8s.io/v1beta1");
+    let items = list["items"].as_array().unwrap();
+    assert_eq!(items.len(), 2, "{list}");
+    assert_eq!(items[0]["metadata"]["name"], "n1");
+    assert_eq!(items[0]["metadata"]["labels"]["pool"], "a");
+    assert_eq!(items[0]["timestamp"], "2025-06-01T10:00:03Z");
+    assert_eq!(items[0]["window"], "20.05s");
+    assert_eq!(
+        items[0]["usage"],
+        json!({"cpu": "3250000000n", "memory": "83886080Ki"})
+    );
+    assert!(items[0].get("kind").is_none(), "list items carry no kind");
+    let (_, list) = api
+        .get("/apis/metrics.k8s.io/v1beta1/nodes?labelSelector=pool%3Db")
+        .await;
+    assert_eq!(list["items"].as_array().unwrap().len(), 1);
+    assert_eq!(list["items"][0]["metadata"]["name"], "n2");
+
+    let (code, one) = api.get("/apis/metrics.k8s.io/v1beta1/nodes/n2").await;
+    assert_eq!(code, 200);
+    assert_eq!(
+        (one["kind"].as_str(), one["usage"]["cpu"].as_str()),
+        (Some("NodeMetrics"), Some("500m"))
+    );
+    let (code, body) = api.get("/apis/metrics.k8s.io/v1beta1/nodes/gone").await;
+    assert_eq!(code, 404);
+    assert_eq!(
+        body["message"],
+        "nodemetrics.metrics.k8s.io \"gone\" not found"
+    );
+    assert_eq!(body["reason"], "NotFound");
+
+    // metrics-server cannot be watched, nor written.
+    let (code, body) = api
+        .get("/apis/metrics.k8s.io/v1beta1/nodes?watch=true")
+        .await;
+    assert_eq!(code, 405);
+    assert_eq!(
+        body["message"],
+        "watch is not supported on resources of kind \"nodes.metrics.k8s.io\""
+    );
+    let (code, _) = api
+        .post("/apis/metrics.k8s.io/v1beta1/nodes", &json!({}))
+        .await;
+    assert_eq!(code, 405);
+
+    // Registered but down: the aggregator's plain-text 503.
+    api.server.set_metrics_api(MetricsApi::Unavailable);
+    let (code, body) = api.get("/apis/metrics.k8s.io/v1beta1/nodes").await;
+    assert_eq!((code, body), (503, json!("service unavailable\n")));
+    let (_, body) = api.get("/apis").await;
+    assert!(groups(&body).contains(&"metrics.k8s.io".to_string()));
+}

@@ -26,6 +26,8 @@ pub struct ClusterObjects {
     pub budgets: Vec<PodDisruptionBudget>,
     /// Volcano HyperNodes (`topology.volcano.sh`), as JSON.
     pub hyper_nodes: Vec<serde_json::Value>,
+    /// NodeMetrics (`metrics.k8s.io`): nodes' measured usage, as JSON.
+    pub node_metrics: Vec<serde_json::Value>,
 }
 
 /// Why a cluster file could not be loaded.
@@ -59,6 +61,8 @@ pub enum ClusterObject {
     DisruptionBudget(Box<PodDisruptionBudget>),
     /// A Volcano HyperNode.
     HyperNode(Box<serde_json::Value>),
+    /// A node's measured usage (what metrics-server serves).
+    NodeMetrics(Box<serde_json::Value>),
 }
 
 /// Reads a cluster file and hands each object to `sink` as soon as it is decoded,
@@ -146,21 +150,32 @@ fn decode(
         "HyperNode" if in_group(&value, "topology.volcano.sh/") => {
             sink(ClusterObject::HyperNode(Box::new(value)));
         }
+        "NodeMetrics" if in_group(&value, "metrics.k8s.io/") => {
+            sink(ClusterObject::NodeMetrics(Box::new(value)));
+        }
         k if k == "List" || k.ends_with("List") => {
             let items = match value.get_mut("items").map(serde_json::Value::take) {
                 Some(serde_json::Value::Array(items)) => items,
                 _ => Vec::new(),
             };
+            let list_version = value.get("apiVersion").cloned();
             for mut item in items {
-                // Items of a typed list (NodeList) may omit their own kind.
-                if item.get("kind").is_none()
-                    && k != "List"
+                // Items of a typed list (NodeList, NodeMetricsList) may omit their
+                // own kind and apiVersion: they are the list's.
+                if k != "List"
                     && let Some(obj) = item.as_object_mut()
                 {
-                    obj.insert(
-                        "kind".into(),
-                        serde_json::Value::String(k.trim_end_matches("List").into()),
-                    );
+                    if !obj.contains_key("kind") {
+                        obj.insert(
+                            "kind".into(),
+                            serde_json::Value::String(k.trim_end_matches("List").into()),
+                        );
+                    }
+                    if let Some(version) = &list_version
+                        && !obj.contains_key("apiVersion")
+                    {
+                        obj.insert("apiVersion".into(), version.clone());
+                    }
                 }
                 decode(item, sink)?;
             }
@@ -205,6 +220,7 @@ impl ClusterObjects {
             ClusterObject::PriorityClass(c) => self.priority_classes.push(*c),
             ClusterObject::DisruptionBudget(b) => self.budgets.push(*b),
             ClusterObject::HyperNode(h) => self.hyper_nodes.push(*h),
+            ClusterObject::NodeMetrics(m) => self.node_metrics.push(*m),
         }
     }
 }
@@ -265,6 +281,36 @@ metadata: {name: someone-elses}
         let objects = ClusterObjects::parse(text).unwrap();
         assert_eq!(objects.hyper_nodes.len(), 1);
         assert_eq!(objects.hyper_nodes[0]["metadata"]["name"], "leaf-a");
+    }
+
+    #[test]
+    fn node_metrics_load_alone_or_as_metrics_servers_list() {
+        let text = r#"
+apiVersion: metrics.k8s.io/v1beta1
+kind: NodeMetrics
+metadata: {name: n1}
+usage: {cpu: "60", memory: 100Gi}
+---
+apiVersion: metrics.k8s.io/v1beta1
+kind: NodeMetricsList
+metadata: {}
+items:
+- metadata: {name: n2}
+  timestamp: "2025-06-01T10:00:03Z"
+  window: 20.05s
+  usage: {cpu: 3250123456n, memory: 83886080Ki}
+---
+apiVersion: example.com/v1
+kind: NodeMetrics
+metadata: {name: someone-elses}
+"#;
+        let objects = ClusterObjects::parse(text).unwrap();
+        let names: Vec<&str> = objects
+            .node_metrics
+            .iter()
+            .filter_map(|m| m.pointer("/metadata/name")?.as_str())
+            .collect();
+        assert_eq!(names, ["n1", "n2"]);
     }
 
     #[test]

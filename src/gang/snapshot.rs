@@ -9,6 +9,7 @@ use super::book::{GangBook, Member, MemberPhase};
 use super::membership::DEFAULT_QUEUE;
 use crate::fit::{PodContext, QuotaHeadroom};
 use crate::ledger::Ledger;
+use crate::node_metrics::NodeMetricsBook;
 use crate::resources::{Resources, VgpuDims};
 use crate::volcano::card_quota::{card_request, card_request_resources};
 use crate::volcano::conf::{Action, SchedulerConf};
@@ -61,6 +62,8 @@ pub struct LedgerPicture {
     /// Members whose holding is a pipelined plan still waiting for its victims.
     pipelined: HashSet<String>,
     allocatable: Resources,
+    /// Every node's measured usage (shared with the ledger, not copied).
+    measured: Arc<NodeMetricsBook>,
 }
 
 impl LedgerPicture {
@@ -112,6 +115,7 @@ impl LedgerPicture {
             holdings,
             pipelined,
             allocatable: ledger.load().total_allocatable(),
+            measured: ledger.load().measured().clone(),
         }
     }
 }
@@ -128,7 +132,8 @@ pub fn build_state(input: &SnapshotInput<'_>, picture: LedgerPicture) -> Session
         input.dims,
         picture.nodes.iter().map(|n| &*n.gpus),
     ));
-    let node_set = NodeSet::new(picture.nodes, picture.quotas);
+    let node_set =
+        NodeSet::new(picture.nodes, picture.quotas).with_measured(picture.measured, input.now);
     let topology = Arc::new(resolve_topology(input.book, &node_set));
 
     let mut jobs = assemble_jobs(input, (&picture.holdings, &picture.pipelined), &node_set);

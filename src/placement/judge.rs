@@ -3,6 +3,7 @@
 
 use crate::fit::{NodeView, PodContext};
 use crate::node_labels::NodeLabels;
+use crate::node_metrics::MeasuredUsage;
 use crate::resources::{Resources, VgpuDims};
 use k8s_openapi::api::core::v1::Pod;
 
@@ -41,6 +42,8 @@ pub struct NodeFacts<'a> {
     pub traits: Option<&'a super::node_predicates::NodeTraits>,
     /// Its labels that plugins read.
     pub labels: &'a NodeLabels,
+    /// What it measurably uses (metrics-server), judged now.
+    pub measured: MeasuredUsage<'a>,
 }
 
 /// Predicates and scores over nodes.

@@ -1,11 +1,14 @@
-//! `/debug/state`: the ledger as JSON, so an operator can see who holds which GPU,
-//! and the network topology the planner reads.
+//! `/debug/state`: the ledger as JSON, so an operator can see who holds which GPU
+//! (and, with the usage plugin, how busy each node measurably is and whether that
+//! counts), and the network topology the planner reads.
 
 use super::Scheduler;
 use crate::device::mig::{MIG_SLICES, MigHold};
 use crate::device::model::GpuDevice;
 use crate::ledger::{Ledger, PodPhase};
+use crate::node_metrics::{MeasuredUsage, MetricsEntry, MetricsSource, STALE_AFTER, UsageReading};
 use crate::usage::GpuUsage;
+use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 
@@ -63,9 +66,62 @@ fn mig_view(d: &GpuDevice, u: &GpuUsage, instances: Option<&Vec<Value>>) -> Valu
     })
 }
 
+/// A node's measured usage as the usage plugin judges it now: the figures of its
+/// sample (also when too old to use), and, when it is not used, why.
+fn measured_usage_view(ledger: &Ledger, node: &str, now: DateTime<Utc>) -> Value {
+    let entry = ledger.load().measured().lookup(node);
+    let allocatable = ledger
+        .load()
+        .get(node)
+        .map(|n| n.allocatable.clone())
+        .unwrap_or_default();
+    let reading = MeasuredUsage { entry, now }.reading(&allocatable);
+    let mut view = json!({"used": matches!(reading, UsageReading::Current(_))});
+    if let MetricsEntry::Sample(sample) = entry {
+        let percent = |used: i64, dim: &str| {
+            let offered = allocatable.get(dim);
+            (offered > 0).then(|| (used as f64 * 10_000.0 / offered as f64).round() / 100.0)
+        };
+        view["cpuPercent"] = json!(percent(sample.cpu_milli, "cpu"));
+        view["memoryPercent"] = json!(percent(sample.memory_milli, "memory"));
+        view["timestamp"] = json!(rfc3339(sample.timestamp));
+        view["ageSeconds"] = json!((now - sample.timestamp).num_seconds().max(0));
+        if let Some(window) = sample.window {
+            view["windowSeconds"] = json!(window.as_millis() as f64 / 1000.0);
+        }
+    }
+    if let UsageReading::Unused(reason) = reading {
+        view["reason"] = json!(reason);
+    }
+    view
+}
+
+/// A time as the API writes it, to the second.
+fn rfc3339(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}
+
+/// Where measured usage comes from and how the last list went.
+fn node_metrics_source(ledger: &Ledger) -> Value {
+    let mut view = json!({"staleAfterSeconds": STALE_AFTER.as_secs()});
+    match ledger.load().measured().source() {
+        MetricsSource::NotCollected => view["source"] = json!("not collected"),
+        MetricsSource::ClusterFile => view["source"] = json!("cluster file"),
+        MetricsSource::Api { listed_at, problem } => {
+            view["source"] = json!("metrics.k8s.io");
+            view["listedAt"] = json!(listed_at.map(rfc3339));
+            view["problem"] = json!(problem);
+        }
+    }
+    view
+}
+
 impl Scheduler {
-    /// Nodes with their GPUs (capacity and usage), every tracked pod, quotas.
+    /// Nodes with their GPUs (capacity and usage), every tracked pod, quotas; with
+    /// the usage plugin configured, each node's measured usage too.
     pub fn debug_state(&self) -> Value {
+        let measured = self.needs_node_metrics();
+        let wall = self.clock.wall();
         let ledger = self.ledger.read();
         let now = self.clock.now();
         let instances = mig_instances(&ledger);
@@ -93,11 +149,15 @@ impl Scheduler {
                         gpu
                     })
                     .collect();
-                json!({
+                let mut node = json!({
                     "name": name,
                     "registrationError": entry.registration_error,
                     "gpus": gpus,
-                })
+                });
+                if measured {
+                    node["measuredUsage"] = measured_usage_view(&ledger, name, wall);
+                }
+                node
             })
             .collect();
         let mut pods: Vec<Value> = ledger
@@ -132,10 +192,13 @@ impl Scheduler {
             .collect();
         // Claims on GPUs the ledger refused to book (see `claims`).
         let conflicts = self.claims.list();
-        let topology = self.topology_view(&ledger);
-        json!({
+        let mut state = json!({
             "nodes": nodes, "pods": pods, "quotas": quotas, "conflicts": conflicts,
-            "networkTopology": topology,
-        })
+            "networkTopology": self.topology_view(&ledger),
+        });
+        if measured {
+            state["nodeMetrics"] = node_metrics_source(&ledger);
+        }
+        state
     }
 }

@@ -9,6 +9,7 @@ use crate::extender::node_names::NodeNames;
 use crate::extender::wire::{ExtenderArgs, ExtenderFilterResult, HostPriority, NodeItems};
 use crate::fit::{FitRequest, Placement, QuotaHeadroom, fit_pod};
 use crate::ledger::{Ledger, NODE_UNREGISTERED, PodEntry, PodPhase};
+use crate::node_metrics::MeasuredUsage;
 use crate::placement::{
     NodeFacts, NodeJudge, NodeRejection, NodeSource, RankFacts, TaskFacts, choose_node,
     evaluate_all, in_words,
@@ -16,6 +17,7 @@ use crate::placement::{
 use crate::rank_index::may_fit;
 use crate::resources::{Resources, VgpuDims, pod_requests};
 use crate::volcano::framework::charge::{asks_share_of_card, largest_card_mib, request_charge};
+use chrono::{DateTime, Utc};
 use k8s_openapi::api::core::v1::Pod;
 use std::collections::BTreeMap;
 
@@ -36,6 +38,18 @@ pub(crate) struct Evaluation {
 struct LedgerCandidates<'a> {
     ledger: &'a Ledger,
     names: &'a NodeNames,
+    /// When the request is judged (how old each node's measured usage is).
+    now: DateTime<Utc>,
+}
+
+impl<'a> LedgerCandidates<'a> {
+    fn new(scheduler: &Scheduler, ledger: &'a Ledger, names: &'a NodeNames) -> Self {
+        Self {
+            ledger,
+            names,
+            now: scheduler.clock.wall(),
+        }
+    }
 }
 
 impl NodeSource for LedgerCandidates<'_> {
@@ -75,6 +89,10 @@ impl NodeSource for LedgerCandidates<'_> {
             requested: load.map_or(&NO_RESOURCES, |l| &l.requested),
             traits: load.and_then(|l| l.traits.as_deref()),
             labels: &entry.labels,
+            measured: MeasuredUsage {
+                entry: self.ledger.load().measured().lookup(name),
+                now: self.now,
+            },
         })
     }
 }
@@ -176,10 +194,7 @@ impl Scheduler {
         let judge = conf.judge();
         let facts = PodFacts::of(self, judge, pod, ctx);
         let ledger = self.ledger.read();
-        let source = LedgerCandidates {
-            ledger: &ledger,
-            names,
-        };
+        let source = LedgerCandidates::new(self, &ledger, names);
         let (fits, failed) = evaluate_all(&source, ctx, &facts.task(ctx, pod), judge);
         Evaluation {
             fits,
@@ -200,10 +215,7 @@ impl Scheduler {
         let judge = conf.judge();
         let facts = PodFacts::of(self, judge, pod, ctx);
         let ledger = self.ledger.read();
-        let source = LedgerCandidates {
-            ledger: &ledger,
-            names,
-        };
+        let source = LedgerCandidates::new(self, &ledger, names);
         choose_node(&source, ctx, &facts.task(ctx, pod), judge)
             .map(|c| (c.node, c.placement))
             .map_err(in_words)
@@ -476,10 +488,7 @@ impl Scheduler {
         let facts = PodFacts::of(self, judge, Some(pod), &ctx);
         let task = facts.task(&ctx, Some(pod));
         let ledger = self.ledger.read();
-        let source = LedgerCandidates {
-            ledger: &ledger,
-            names: &names,
-        };
+        let source = LedgerCandidates::new(self, &ledger, &names);
         let policy = ctx.policies.node;
         let scored: Vec<(String, Option<f64>)> = (0..source.len())
             .map(|i| {

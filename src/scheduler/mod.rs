@@ -25,6 +25,7 @@ mod mig_claims;
 mod mig_invariant_tests;
 #[cfg(test)]
 mod mig_tests;
+pub mod node_metrics;
 #[cfg(test)]
 mod nodegroup_tests;
 #[cfg(test)]
@@ -37,6 +38,8 @@ mod reclaim_invariant_tests;
 mod reclaim_tests;
 pub mod registration;
 pub mod tracking;
+#[cfg(test)]
+mod usage_tests;
 
 pub use crate::fit::PodContext;
 pub use crate::gang::GangView;
@@ -224,6 +227,9 @@ impl Scheduler {
         for budget in &objects.budgets {
             self.apply_disruption_budget(budget);
         }
+        for metrics in &objects.node_metrics {
+            self.apply_node_metrics(metrics);
+        }
         for pod in &objects.pods {
             self.apply_pod(pod);
         }
@@ -242,6 +248,7 @@ impl Scheduler {
             ClusterObject::PriorityClass(class) => self.apply_priority_class(class),
             ClusterObject::DisruptionBudget(budget) => self.apply_disruption_budget(budget),
             ClusterObject::HyperNode(hyper_node) => self.apply_hyper_node(hyper_node),
+            ClusterObject::NodeMetrics(metrics) => self.apply_node_metrics(metrics),
         }
     }
 

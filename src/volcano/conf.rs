@@ -55,6 +55,7 @@ pub const SUPPORTED_PLUGINS: &[&str] = &[
     "resource-strategy-fit",
     "network-topology-aware",
     "task-topology",
+    "usage",
 ];
 
 /// An extension point a plugin entry can switch off with `enableXxx: false`.

@@ -25,7 +25,6 @@ pub const REFUSED_PLUGINS: &[(&str, &str)] = &[
         "tdm",
         "time-sharing nodes with another system is not offered; lend GPUs between workloads with queues and the reclaim action instead (docs/tidal.md)",
     ),
-    ("usage", "not implemented yet"),
 ];
 
 /// Why `name` is refused, if it is.

@@ -4,6 +4,7 @@ use super::crud::{self, DeleteOptions, Origin};
 use super::discovery;
 use super::eviction::{self, Eviction, EvictionRecord};
 use super::lists;
+use super::node_metrics;
 use super::objects;
 use super::patch::{self, PatchType};
 use super::pods;
@@ -135,6 +136,9 @@ async fn dispatch(
     if let Some(code) = state.faults.lock().take_error(&fault_line) {
         return Err(ApiError::generic(code, method));
     }
+    if node_metrics::claims(path) {
+        return node_metrics::handle(state, method, path, query);
+    }
     let content_type = header_str(req.headers(), header::CONTENT_TYPE).to_string();
     let metadata_only =
         header_str(req.headers(), header::ACCEPT).contains("as=PartialObjectMetadata");
@@ -189,7 +193,16 @@ fn discovery(state: &Shared, d: Discovery, r: &Req) -> Result<Response, ApiError
         Discovery::Version => json_response(200, &discovery::version()),
         Discovery::Health => text_response("ok"),
         Discovery::Api => json_response(200, &discovery::api_versions(&state.address)),
-        Discovery::Apis => json_response(200, &discovery::group_list()),
+        Discovery::Apis => {
+            let mut groups = discovery::group_list();
+            if let (Some(entry), Some(list)) = (
+                node_metrics::group_entry(state),
+                groups["groups"].as_array_mut(),
+            ) {
+                list.push(entry);
+            }
+            json_response(200, &groups)
+        }
         Discovery::Group(g) => json_response(200, &discovery::group(&g)),
         Discovery::Resources(g, v) => json_response(200, &discovery::resource_list(&g, &v)),
     })

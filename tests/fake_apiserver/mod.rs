@@ -24,7 +24,9 @@
 //! status kept by a built-in disruption controller, honoured by `eviction`);
 //! Volcano's
 //! `scheduling.volcano.sh/v1beta1` `podgroups` and `queues` and
-//! `topology.volcano.sh/v1alpha1` `hypernodes` (as CRDs); discovery
+//! `topology.volcano.sh/v1alpha1` `hypernodes` (as CRDs);
+//! `metrics.k8s.io/v1beta1` `nodes` (metrics-server: list and get, no watch;
+//! absent until a test installs it); discovery
 //! (`/api`, `/apis`, `/version`) and `/healthz`. Known differences from the real
 //! server are listed in `README.md` next to this file.
 
@@ -40,6 +42,7 @@ mod faults;
 mod handlers;
 mod kubeconfig;
 mod lists;
+mod node_metrics;
 mod objects;
 mod patch;
 mod pods;
@@ -59,6 +62,7 @@ mod watch;
 use crud::Origin;
 pub use eviction::EvictionRecord;
 use faults::Faults;
+pub use node_metrics::{MetricsApi, NodeUsage};
 use parking_lot::Mutex;
 use resources::{Resource, Storage};
 use serde_json::{Value, json};
@@ -106,6 +110,7 @@ impl FakeApiServer {
         let address = listener.local_addr().expect("local address").to_string();
         let state = Arc::new(Shared {
             store: Mutex::new(Store::new()),
+            metrics: Mutex::default(),
             faults: Mutex::new(Faults::default()),
             config: Mutex::new(Config::default()),
             token: format!("fake-token-{:016x}", objects::random_u64()),
@@ -148,6 +153,38 @@ impl FakeApiServer {
     /// The bearer token API requests must carry (it is in the kubeconfig).
     pub fn token(&self) -> String {
         self.state.token.clone()
+    }
+
+    /// Installs, uninstalls or breaks metrics-server (`metrics.k8s.io`; absent
+    /// until set).
+    pub fn set_metrics_api(&self, api: MetricsApi) {
+        self.state.metrics.lock().api = api;
+    }
+
+    /// What metrics-server reports for `node` from now on (listed only while the
+    /// Node exists): `cpu` and `memory` as quantities, measured in a 20 s window
+    /// ending at `timestamp`.
+    pub fn set_node_usage(
+        &self,
+        node: &str,
+        cpu: &str,
+        memory: &str,
+        timestamp: chrono::DateTime<chrono::Utc>,
+    ) {
+        self.state.metrics.lock().usage.insert(
+            node.to_string(),
+            NodeUsage {
+                cpu: cpu.to_string(),
+                memory: memory.to_string(),
+                timestamp,
+                window: "20.05s".into(),
+            },
+        );
+    }
+
+    /// metrics-server stops reporting `node`.
+    pub fn clear_node_usage(&self, node: &str) {
+        self.state.metrics.lock().usage.remove(node);
     }
 
     /// Writes `dir/kubeconfig` (cluster `server` = [`FakeApiServer::url`], a

@@ -28,6 +28,8 @@ impl Default for Config {
 
 pub struct Shared {
     pub store: Mutex<Store>,
+    /// `metrics.k8s.io`: whether it is there, and the nodes' usage.
+    pub metrics: Mutex<super::node_metrics::MetricsState>,
     pub faults: Mutex<Faults>,
     pub config: Mutex<Config>,
     pub token: String,

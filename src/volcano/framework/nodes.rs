@@ -8,9 +8,11 @@ use crate::device::request::PodRequest;
 use crate::fit::{FitRequest, NodeView, Placement, QuotaHeadroom, fit_pod, node_score};
 use crate::ledger::NodeEntry;
 use crate::node_load::NodeResources;
+use crate::node_metrics::{MeasuredUsage, NodeMetricsBook};
 use crate::placement::{NodeFacts, NodeRejection, NodeSource, RankFacts};
 use crate::resources::Resources;
 use crate::usage::{GpuUsage, collapse_pod_usage, usage_totals};
+use chrono::{DateTime, Utc};
 use rustc_hash::FxHashMap;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -56,6 +58,10 @@ pub struct NodeSet {
     changed: Vec<Option<NodeChange>>,
     quotas: BTreeMap<String, QuotaHeadroom>,
     namespace_usage: BTreeMap<String, (u64, u64)>,
+    /// Every node's measured usage when the session opened, and the session's
+    /// "now" it is judged at.
+    measured: Arc<NodeMetricsBook>,
+    now: DateTime<Utc>,
 }
 
 impl NodeChange {
@@ -99,7 +105,16 @@ impl NodeSet {
             changed,
             quotas,
             namespace_usage: BTreeMap::new(),
+            measured: Arc::default(),
+            now: DateTime::UNIX_EPOCH,
         }
+    }
+
+    /// The nodes' measured usage, judged at `now` (the session's time).
+    pub fn with_measured(mut self, measured: Arc<NodeMetricsBook>, now: DateTime<Utc>) -> Self {
+        self.measured = measured;
+        self.now = now;
+        self
     }
 
     /// The nodes, sorted by name.
@@ -395,6 +410,10 @@ impl NodeSource for NodeSet {
             requested: self.requested_of(i),
             traits: node.resources.traits.as_deref(),
             labels: &node.gpus.labels,
+            measured: MeasuredUsage {
+                entry: self.measured.lookup(&node.name),
+                now: self.now,
+            },
         })
     }
 }

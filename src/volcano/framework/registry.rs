@@ -49,6 +49,7 @@ pub const REGISTRY: &[(&str, Constructor)] = &[
         plugins::network_topology_aware::build,
     ),
     ("task-topology", plugins::task_topology::build),
+    ("usage", plugins::usage::build),
 ];
 
 /// Builds the configured plugins, tier by tier. Arguments are checked here, so a

@@ -435,6 +435,7 @@ fn predicates_rule_out_and_node_scores_add_up() {
         requested: &none,
         traits: None,
         labels: &Default::default(),
+        measured: crate::node_metrics::MeasuredUsage::NOT_COLLECTED,
     };
     let judge = s.tiers();
     assert!(judge.filters() && judge.scores());

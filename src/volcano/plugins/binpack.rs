@@ -263,6 +263,7 @@ mod tests {
                         requested: used,
                         traits: None,
                         labels: &Default::default(),
+                        measured: crate::node_metrics::MeasuredUsage::NOT_COLLECTED,
                     };
                     let task = TaskFacts {
                         namespace: "c1",

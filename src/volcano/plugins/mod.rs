@@ -26,3 +26,4 @@ pub mod resource_strategy_fit;
 pub mod resourcequota;
 pub mod sla;
 pub mod task_topology;
+pub mod usage;

@@ -416,6 +416,7 @@ mod tests {
                     requested: &none,
                     traits: None,
                     labels: &labels,
+                    measured: crate::node_metrics::MeasuredUsage::NOT_COLLECTED,
                 };
                 (
                     p.predicate(&task, &node).is_ok(),

@@ -103,6 +103,7 @@ impl Node {
             requested: &self.requested,
             traits: None,
             labels: &crate::node_labels::NO_LABELS,
+            measured: crate::node_metrics::MeasuredUsage::NOT_COLLECTED,
         }
     }
 }

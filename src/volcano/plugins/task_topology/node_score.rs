@@ -172,6 +172,7 @@ mod tests {
                 requested: &self.none,
                 traits: None,
                 labels: &self.labels,
+                measured: crate::node_metrics::MeasuredUsage::NOT_COLLECTED,
             }
         }
     }
