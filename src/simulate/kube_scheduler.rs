@@ -6,7 +6,7 @@
 //! that kube-scheduler makes over HTTPS.
 
 use crate::extender::node_names::NodeNames;
-use crate::extender::wire::{ExtenderArgs, ExtenderBindingArgs};
+use crate::extender::wire::{ExtenderArgs, ExtenderBindingArgs, HostPriority};
 use crate::scheduler::Scheduler;
 use k8s_openapi::api::core::v1::Pod;
 
@@ -46,18 +46,7 @@ pub async fn schedule_one(
                 ..args()
             })
             .unwrap_or_default();
-        let best = kept
-            .iter()
-            .enumerate()
-            .max_by_key(|(i, name)| {
-                let score = scores
-                    .iter()
-                    .find(|s| &s.host == *name)
-                    .map_or(0, |s| s.score);
-                (score, std::cmp::Reverse(*i))
-            })
-            .map(|(_, name)| name.clone());
-        best.unwrap_or_else(|| kept[0].clone())
+        pick(&kept, &scores)
     };
     let bound = scheduler
         .bind(ExtenderBindingArgs {
@@ -72,6 +61,23 @@ pub async fn schedule_one(
     } else {
         Err(Unplaced(bound.error))
     }
+}
+
+/// The node kube-scheduler binds: the highest `/prioritize` score among the
+/// nodes the filter kept (its own scores being equal for these pods), ties to
+/// the first kept.
+pub fn pick(kept: &[String], scores: &[HostPriority]) -> String {
+    kept.iter()
+        .enumerate()
+        .max_by_key(|(i, name)| {
+            let score = scores
+                .iter()
+                .find(|s| &s.host == *name)
+                .map_or(0, |s| s.score);
+            (score, std::cmp::Reverse(*i))
+        })
+        .map(|(_, name)| name.clone())
+        .unwrap_or_default()
 }
 
 /// The most common reason among the refused nodes, as kube-scheduler summarises

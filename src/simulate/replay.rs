@@ -113,6 +113,8 @@ pub struct Binding {
     pub pod: String,
     /// Its node.
     pub node: String,
+    /// Its GPUs (`hami.io/vgpu-devices-allocated`, as written at `/filter`).
+    pub devices: String,
 }
 
 /// What a replay produced.
@@ -453,12 +455,16 @@ impl Engine<'_> {
     /// A pod was bound: its kubelet starts it; a job whose minimum is bound runs.
     async fn bound(&mut self, job: usize, pod: &Pod, node: String) {
         let key = pod_key(pod);
-        self.bindings.push(Binding {
-            pod: key.clone(),
-            node,
-        });
         let (namespace, name) = key.split_once('/').unwrap_or(("default", &key));
+        let mut devices = String::new();
         if let Ok(Some(mut started)) = self.memory.get_pod(namespace, name).await {
+            devices = started
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(crate::annotations::DEVICES_ALLOCATED))
+                .cloned()
+                .unwrap_or_default();
             started.status = Some(PodStatus {
                 phase: Some("Running".into()),
                 ..PodStatus::default()
@@ -466,6 +472,11 @@ impl Engine<'_> {
             self.memory.insert_pod(&started);
             self.scheduler.apply_pod(&started);
         }
+        self.bindings.push(Binding {
+            pod: key.clone(),
+            node,
+            devices,
+        });
         let now = self.now;
         let Some(live) = self.live.get_mut(&job) else {
             return;

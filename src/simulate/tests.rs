@@ -1,1 +1,109 @@
+//! Replays on a small cluster: time moves from event to event, gangs wait for
+//! room and start when it frees, and a job that never fits says why.
 
+use super::replay::VariantSetup;
+use super::workload::Workload;
+use super::{simulate, variant};
+use crate::cluster::file::{ClusterObject, visit};
+use crate::config::SimulateArgs;
+use std::time::Duration;
+
+/// Two nodes of four whole-card slots (one slot per card), one queue.
+fn cluster() -> Vec<ClusterObject> {
+    let node = |name: &str| {
+        let devs: Vec<String> = (0..4)
+            .map(|i| {
+                format!(
+                    r#"{{"id":"GPU-{name}-{i}","count":1,"devmem":81559,"devcore":100,"type":"NVIDIA H100 80GB HBM3","health":true,"index":{i},"mode":"hami-core"}}"#
+                )
+            })
+            .collect();
+        format!(
+            "apiVersion: v1\nkind: Node\nmetadata:\n  name: {name}\n  annotations:\n    hami.io/node-nvidia-register: '[{}]'\nstatus:\n  allocatable: {{cpu: \"64\", memory: 512Gi, nvidia.com/gpu: \"4\"}}\n",
+            devs.join(",")
+        )
+    };
+    let text = format!("{}---\n{}", node("n1"), node("n2"));
+    let mut objects = Vec::new();
+    visit(&text, |o| objects.push(o)).expect("cluster");
+    objects
+}
+
+fn setup() -> VariantSetup {
+    let args = SimulateArgs {
+        cluster_file: "cluster.yaml".into(),
+        workload: "workload.yaml".into(),
+        scheduler_config: None,
+        variants: Vec::new(),
+        report: "report".into(),
+        seed: 1,
+        sample_every: Duration::from_secs(60),
+        quiet: true,
+    };
+    variant("default:", &args).expect("variant")
+}
+
+async fn run(workload: &str) -> super::replay::ReplayResult {
+    let workload = Workload::parse(workload).expect("workload");
+    let cluster = cluster();
+    simulate(
+        &cluster,
+        &workload,
+        &[setup()],
+        1,
+        Duration::from_secs(60),
+        false,
+    )
+    .await
+    .expect("replay")
+    .remove(0)
+}
+
+#[tokio::test]
+async fn a_gang_waits_for_room_and_starts_when_it_frees() {
+    // Six of the eight cards are busy for an hour; a gang of four whole cards
+    // arrives at 10 minutes and can start only when they are free.
+    let r = run("
+arrivals:
+- name: busy
+  duration: 1h
+  gang: {members: 6}
+  pod: {gpus: 1}
+- name: train
+  at: 10m
+  duration: 2h
+  gang: {members: 4}
+  pod: {gpus: 1}
+")
+    .await;
+    let job = |name: &str| r.jobs.iter().find(|j| j.name == name).expect("job");
+    assert_eq!(job("busy-0").started, Some(0.0));
+    let train = job("train-0");
+    assert_eq!(train.arrived, 600.0);
+    let started = train.started.expect("the gang started");
+    assert!(
+        (3600.0..3600.0 + 2.0).contains(&started),
+        "the gang started at {started}s, not when the busy job ended"
+    );
+    // Nothing ran past the last job: the replay ends when the gang finishes.
+    assert!(
+        (r.seconds - (started + 7200.0)).abs() < 1.0,
+        "{}",
+        r.seconds
+    );
+}
+
+#[tokio::test]
+async fn a_job_that_never_fits_says_why() {
+    let r = run("
+arrivals:
+- name: huge
+  duration: 1h
+  pod: {gpus: 5}
+")
+    .await;
+    let huge = &r.jobs[0];
+    assert_eq!(huge.started, None);
+    let reason = huge.reason.clone().unwrap_or_default();
+    assert!(reason.contains("nodes are available"), "{reason}");
+}

@@ -1,0 +1,253 @@
+//! `vgpu-scheduler simulate` from the outside: the report it writes (files,
+//! the same bytes for the same seed), the page rendered by a real headless
+//! browser with every plot drawn, and errors that name what is wrong.
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const CLUSTER: &str = "examples/simulate/cluster.yaml";
+
+/// A small day: notebooks, inference and a few training gangs.
+const WORKLOAD: &str = "
+horizon: 6h
+arrivals:
+- name: notebook
+  every: 10m
+  count: 30
+  jitter: 5m
+  duration: 1h
+  queue: notebooks
+  pod: {gpus: 1, gpumem: 20000, gpucores: 25}
+- name: infer
+  every: 15m
+  count: 20
+  jitter: 10m
+  duration: 2h
+  queue: inference
+  serviceType: inference
+  pod: {gpus: 1, gpumem: 40000, gpucores: 50}
+- name: train
+  at: 20m
+  every: 1h
+  count: 5
+  duration: 3h
+  queue: training
+  gang: {members: 4}
+  pod: {gpus: 2}
+";
+
+const VARIANTS: [&str; 2] = [
+    "binpack:--node-scheduler-policy=binpack",
+    "spread:--node-scheduler-policy=spread --gpu-scheduler-policy=spread",
+];
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Runs `simulate`; returns (success, stdout, stderr).
+fn simulate(dir: &Path, workload: &str, seed: u64, report: &str) -> (bool, String, String) {
+    let workload_file = dir.join("workload.yaml");
+    std::fs::write(&workload_file, workload).expect("write workload");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_vgpu-scheduler"));
+    cmd.current_dir(repo())
+        .arg("simulate")
+        .arg("--quiet")
+        .args(["--cluster-file", CLUSTER])
+        .arg("--workload")
+        .arg(&workload_file)
+        .args(["--seed", &seed.to_string()])
+        .arg("--report")
+        .arg(dir.join(report));
+    for v in VARIANTS {
+        cmd.args(["--variant", v]);
+    }
+    let out = cmd.output().expect("run vgpu-scheduler simulate");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn the_report_has_every_file_and_the_same_seed_gives_the_same_bytes() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (ok, out, err) = simulate(dir.path(), WORKLOAD, 7, "a");
+    assert!(ok, "{err}");
+    // The one-screen summary names each variant and the winners.
+    for text in ["binpack", "spread", "most jobs placed:", "index.html"] {
+        assert!(out.contains(text), "{out}");
+    }
+    for file in ["index.html", "summary.json", "samples.csv", "jobs.csv"] {
+        assert!(dir.path().join("a").join(file).is_file(), "{file}");
+    }
+    let summary: Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("a/summary.json")).expect("summary"),
+    )
+    .expect("summary.json is JSON");
+    assert_eq!(summary["seed"], 7);
+    let variants = summary["variants"].as_array().expect("variants");
+    assert_eq!(variants.len(), 2);
+    for v in variants {
+        assert_eq!(v["jobs"], 55, "{v}");
+        assert!(v["placed"].as_u64().unwrap_or(0) > 40, "{v}");
+        assert!(
+            v["pendingSecondsByQueue"]["training"]["count"]
+                .as_u64()
+                .is_some(),
+            "{v}"
+        );
+        assert!(
+            v["memoryPercent"]["peak"].as_f64().unwrap_or(0.0) > 0.0,
+            "{v}"
+        );
+    }
+    // Spread leaves more cards partly used than binpack: the report tells the
+    // policies apart.
+    let partly = |i: usize| {
+        variants[i]["partlyUsedCards"]["mean"]
+            .as_f64()
+            .unwrap_or(0.0)
+    };
+    assert!(
+        partly(1) > partly(0),
+        "binpack {} spread {}",
+        partly(0),
+        partly(1)
+    );
+    let jobs_csv = std::fs::read_to_string(dir.path().join("a/jobs.csv")).expect("jobs.csv");
+    assert_eq!(jobs_csv.lines().count(), 1 + 2 * 55);
+
+    let (ok, _, err) = simulate(dir.path(), WORKLOAD, 7, "b");
+    assert!(ok, "{err}");
+    for file in ["summary.json", "samples.csv", "jobs.csv", "index.html"] {
+        let a = std::fs::read(dir.path().join("a").join(file)).expect("a");
+        let b = std::fs::read(dir.path().join("b").join(file)).expect("b");
+        assert!(a == b, "{file} differs between two runs with the same seed");
+    }
+    let (ok, _, err) = simulate(dir.path(), WORKLOAD, 8, "c");
+    assert!(ok, "{err}");
+    let a = std::fs::read(dir.path().join("a/jobs.csv")).expect("a");
+    let c = std::fs::read(dir.path().join("c/jobs.csv")).expect("c");
+    assert!(a != c, "another seed moves the arrivals");
+}
+
+#[test]
+fn a_bad_workload_or_variant_is_refused_naming_it() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (ok, _, err) = simulate(
+        dir.path(),
+        "arrivals: [{name: a, count: 3, duration: 1h, pod: {gpus: 1}}]",
+        1,
+        "r",
+    );
+    assert!(!ok);
+    assert!(
+        err.contains("arrivals[0] (a): count above 1 needs every"),
+        "{err}"
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_vgpu-scheduler"))
+        .current_dir(repo())
+        .args(["simulate", "--quiet", "--cluster-file", CLUSTER])
+        .args(["--workload", "examples/simulate/workload.yaml"])
+        .args(["--variant", "odd:--node-scheduler-policy=sideways"])
+        .arg("--report")
+        .arg(dir.path().join("r"))
+        .output()
+        .expect("run");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--variant odd") && err.contains("sideways"),
+        "{err}"
+    );
+    assert!(
+        !dir.path().join("r").exists(),
+        "nothing written for a refused run"
+    );
+}
+
+/// The browser to render the report with: `$VGPU_SCHEDULER_BROWSER`, else
+/// Debian's `chromium`.
+fn browser() -> Option<PathBuf> {
+    let candidates = std::env::var_os("VGPU_SCHEDULER_BROWSER")
+        .map(PathBuf::from)
+        .into_iter()
+        .chain(["/usr/bin/chromium", "/usr/bin/chromium-browser"].map(PathBuf::from));
+    candidates.into_iter().find(|p| p.is_file())
+}
+
+#[test]
+fn the_report_renders_in_a_headless_browser_with_every_plot() {
+    let Some(browser) = browser() else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "no browser: CI installs chromium (.ci/run)"
+        );
+        eprintln!("skipped: no headless browser (install Debian's chromium to run this test)");
+        return;
+    };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (ok, _, err) = simulate(dir.path(), WORKLOAD, 1, "r");
+    assert!(ok, "{err}");
+    let page = dir.path().join("r/index.html");
+    let url = format!("file://{}", page.display());
+    let profile = dir.path().join("profile");
+    let run = |extra: &[&str]| {
+        Command::new(&browser)
+            .args(["--headless", "--no-sandbox", "--disable-gpu"])
+            .arg(format!("--user-data-dir={}", profile.display()))
+            .args(extra)
+            .arg(&url)
+            .output()
+            .expect("run the browser")
+    };
+    // The DOM after the browser parsed and laid out the page.
+    let dom = String::from_utf8_lossy(&run(&["--dump-dom"]).stdout).into_owned();
+    for id in [
+        "memory",
+        "compute",
+        "partly-used",
+        "largest-request",
+        "pending",
+        "pending-time",
+    ] {
+        let at = dom
+            .find(&format!("id=\"plot-{id}\""))
+            .unwrap_or_else(|| panic!("plot {id} missing from the rendered page"));
+        let figure = &dom[at..dom[at..].find("</figure>").map_or(dom.len(), |e| at + e)];
+        assert!(figure.contains("<svg"), "plot {id} has no drawing");
+        // One line per variant, plus the legend's samples.
+        assert!(
+            figure.matches("<polyline").count() >= 2,
+            "plot {id} has fewer lines than variants"
+        );
+        for variant in ["binpack", "spread"] {
+            assert!(
+                figure.contains(variant),
+                "plot {id} has no legend for {variant}"
+            );
+        }
+    }
+    for table in ["winners", "summary", "pending"] {
+        assert!(
+            dom.contains(&format!("id=\"{table}\"")),
+            "table {table} missing"
+        );
+    }
+    // And it paints: a screenshot of the page is an image of some size.
+    let shot = dir.path().join("page.png");
+    let out = run(&[
+        "--window-size=1600,2400",
+        &format!("--screenshot={}", shot.display()),
+    ]);
+    let png = std::fs::read(&shot)
+        .unwrap_or_else(|_| panic!("no screenshot: {}", String::from_utf8_lossy(&out.stderr)));
+    assert_eq!(&png[1..4], b"PNG");
+    assert!(
+        png.len() > 50_000,
+        "a blank page would compress to almost nothing"
+    );
+}
