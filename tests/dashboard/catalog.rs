@@ -135,7 +135,10 @@ impl Catalog {
                     (sample.clone(), &[][..])
                 }
             };
-            let family = catalog.families.get_mut(&family).expect("family just found");
+            let family = catalog
+                .families
+                .get_mut(&family)
+                .expect("family just found");
             family.samples += 1;
             for (key, value) in labels {
                 if !extra.contains(&key.as_str()) {

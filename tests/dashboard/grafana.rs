@@ -70,7 +70,11 @@ pub fn panel_queries(dashboard: &Value) -> Result<Vec<PanelQuery>, Vec<String>> 
 /// `{query: ...}`, and repeats it in `definition`: both are returned).
 pub fn variable_queries(dashboard: &Value) -> Vec<VariableQuery> {
     let mut out = Vec::new();
-    for var in dashboard["templating"]["list"].as_array().into_iter().flatten() {
+    for var in dashboard["templating"]["list"]
+        .as_array()
+        .into_iter()
+        .flatten()
+    {
         if var["type"] != "query" {
             continue;
         }

@@ -50,9 +50,12 @@ pub fn check_dashboard(dashboard: &Value, catalog: &Catalog) -> Findings {
         unknown_variables(&q.place, &q.expr, &mut found.problems);
         let (report, shape) = promql::check(&grafana::to_promql(&q.expr), catalog);
         found.families.extend(report.families);
-        found
-            .problems
-            .extend(report.problems.into_iter().map(|p| format!("{}: {p}", q.place)));
+        found.problems.extend(
+            report
+                .problems
+                .into_iter()
+                .map(|p| format!("{}: {p}", q.place)),
+        );
         if let Some(labels) = shape.labels() {
             for label in grafana::legend_labels(&q.legend) {
                 if !labels.contains(&label) {
@@ -89,7 +92,11 @@ pub fn check_dashboard(dashboard: &Value, catalog: &Catalog) -> Findings {
                 selector: None,
                 label,
             } => {
-                if !catalog.families.values().any(|f| f.labels.contains_key(&label)) {
+                if !catalog
+                    .families
+                    .values()
+                    .any(|f| f.labels.contains_key(&label))
+                {
                     found.problems.push(format!(
                         "{}: no metric the server exports has a label `{label}`",
                         v.place
@@ -101,9 +108,12 @@ pub fn check_dashboard(dashboard: &Value, catalog: &Catalog) -> Findings {
         };
         let (report, shape) = promql::check(&grafana::to_promql(&expr), catalog);
         found.families.extend(report.families);
-        found
-            .problems
-            .extend(report.problems.into_iter().map(|p| format!("{}: {p}", v.place)));
+        found.problems.extend(
+            report
+                .problems
+                .into_iter()
+                .map(|p| format!("{}: {p}", v.place)),
+        );
         if let (Some(label), Some(labels)) = (label, shape.labels())
             && !labels.contains(&label)
         {

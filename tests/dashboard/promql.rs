@@ -301,7 +301,9 @@ impl Checker<'_> {
         match &card {
             VectorMatchCardinality::ManyToMany => Shape::Vector(l),
             VectorMatchCardinality::OneToOne => Shape::Vector(match &matching {
-                Some(LabelModifier::Include(on)) => l.intersection(&set(&on.labels)).cloned().collect(),
+                Some(LabelModifier::Include(on)) => {
+                    l.intersection(&set(&on.labels)).cloned().collect()
+                }
                 Some(LabelModifier::Exclude(i)) => l.difference(&set(&i.labels)).cloned().collect(),
                 None => l,
             }),
@@ -332,10 +334,14 @@ impl Checker<'_> {
             .iter()
             .find(|a| matches!(a, Shape::Vector(_) | Shape::Matrix(_) | Shape::Unknown))
             .cloned();
-        if args.iter().any(|a| *a == Shape::Unknown) {
+        if args.contains(&Shape::Unknown) {
             return Shape::Unknown;
         }
-        let have = first.as_ref().and_then(Shape::labels).cloned().unwrap_or_default();
+        let have = first
+            .as_ref()
+            .and_then(Shape::labels)
+            .cloned()
+            .unwrap_or_default();
         let at = |i: usize| strings.get(i).cloned().flatten().unwrap_or_default();
         match name {
             "histogram_quantile" => {
