@@ -382,6 +382,16 @@ const GPU_SHARED_COUNT: GaugeSpec = GaugeSpec {
     legacy_name: "GPUDeviceSharedNum",
     legacy_labels: LEGACY_DEVICE,
 };
+/// Not one of HAMi's: HAMi exports the tasks on a GPU (`hami_gpu_shared_count`)
+/// but not how many it may hold, so a dashboard could not tell a full card from a
+/// partly used one by slots.
+const GPU_SLOTS: GaugeSpec = GaugeSpec {
+    name: "vgpu_scheduler_gpu_slots",
+    help: "vGPU slots the GPU registered: how many tasks may share it (hami_gpu_shared_count holds the ones in use)",
+    labels: DEVICE,
+    legacy_name: "",
+    legacy_labels: &[],
+};
 const GPU_CORE_ALLOCATED: GaugeSpec = GaugeSpec {
     name: "hami_gpu_core_allocated_ratio",
     help: "GPU compute allocated, percent",
@@ -459,6 +469,7 @@ fn collect_ledger_gauges(ledger: &Ledger, options: &MetricsOptions) -> Vec<Sampl
     let mut core_limit = Samples::new(&GPU_CORE_LIMIT);
     let mut mem_alloc = Samples::new(&GPU_MEMORY_ALLOCATED);
     let mut shared = Samples::new(&GPU_SHARED_COUNT);
+    let mut slots = Samples::new(&GPU_SLOTS);
     let mut core_alloc = Samples::new(&GPU_CORE_ALLOCATED);
     let mut mem_ratio = Samples::new(&NODE_GPU_MEMORY_RATIO);
     for (name, entry) in ledger.nodes() {
@@ -475,6 +486,7 @@ fn collect_ledger_gauges(ledger: &Ledger, options: &MetricsOptions) -> Vec<Sampl
             mem_limit.push(device(), d.devmem as f64 * MIB);
             core_limit.push(device(), f64::from(d.devcore));
             shared.push(device(), f64::from(u.used));
+            slots.push(device(), f64::from(d.count));
             core_alloc.push(device(), f64::from(u.usedcores));
             if d.devmem > 0 {
                 mem_ratio.push(device(), u.usedmem as f64 / d.devmem as f64);
@@ -547,6 +559,7 @@ fn collect_ledger_gauges(ledger: &Ledger, options: &MetricsOptions) -> Vec<Sampl
         core_limit,
         mem_alloc,
         shared,
+        slots,
         core_alloc,
         mem_ratio,
         pod_mem,
@@ -748,6 +761,91 @@ mod tests {
         assert!(legacy.contains("# TYPE QuotaUsed gauge"), "{legacy}");
         assert_eq!(lines(&legacy, "hami_resource_quota_used").len(), 2);
         assert_eq!(legacy.matches("# EOF").count(), 1, "{legacy}");
+    }
+
+    /// Next to the tasks on each GPU (`hami_gpu_shared_count`), the slots it
+    /// registered: a card holding 1 of 10 is partly used, one holding 4 of 4 is full.
+    #[test]
+    fn slots_are_rendered_next_to_the_tasks_sharing_each_gpu() {
+        use crate::device::model::{ContainerDevice, NVIDIA_VENDOR, vendor_word};
+        use crate::device::register_codec::decode_register_annotation;
+        use crate::ledger::{NodeEntry, PodEntry, PodPhase};
+        const H100: &str = "GPU-aa6e500d-328b-a510-73d1-5877a2e60bdc";
+        const RTX: &str = "GPU-5e6f7081-92a3-b4c5-d6e7-f8091a2b3c4d";
+        let mut ledger = Ledger::default();
+        for (node, register) in [
+            (
+                "gpu-h100-a",
+                format!(
+                    r#"[{{"id":"{H100}","count":10,"devmem":81559,"devcore":100,"type":"NVIDIA H100 80GB HBM3","health":true,"index":0,"mode":"hami-core"}}]"#
+                ),
+            ),
+            (
+                "gpu-4090-c",
+                format!(
+                    r#"[{{"id":"{RTX}","count":4,"devmem":24564,"devcore":100,"type":"NVIDIA GeForce RTX 4090","health":true,"index":0,"mode":"hami-core"}}]"#
+                ),
+            ),
+        ] {
+            ledger.upsert_node(
+                node,
+                NodeEntry {
+                    devices: decode_register_annotation(&register).unwrap(),
+                    ..NodeEntry::default()
+                },
+            );
+        }
+        let holding = |uuid: &str| {
+            vec![vec![ContainerDevice {
+                uuid: uuid.into(),
+                vendor: vendor_word(NVIDIA_VENDOR),
+                usedmem: 4000,
+                usedcores: 10,
+                mig: None,
+            }]]
+        };
+        let mut pods = vec![("h100-pod", "gpu-h100-a", H100)];
+        pods.extend(["rtx-0", "rtx-1", "rtx-2", "rtx-3"].map(|name| (name, "gpu-4090-c", RTX)));
+        for (name, node, uuid) in pods {
+            ledger.add_pod(PodEntry::new(
+                format!("uid-{name}"),
+                "team-a".into(),
+                name.into(),
+                node.into(),
+                holding(uuid),
+                0,
+                PodPhase::Bound,
+            ));
+        }
+        let text = render(MetricsOptions::default(), &ledger);
+        assert_eq!(
+            lines(&text, "vgpu_scheduler_gpu_slots"),
+            [
+                format!(
+                    r#"vgpu_scheduler_gpu_slots{{zone="vGPU",node="gpu-4090-c",device_uuid="{RTX}",device_index="0",device_type="NVIDIA GeForce RTX 4090"}} 4.0"#
+                ),
+                format!(
+                    r#"vgpu_scheduler_gpu_slots{{zone="vGPU",node="gpu-h100-a",device_uuid="{H100}",device_index="0",device_type="NVIDIA H100 80GB HBM3"}} 10.0"#
+                ),
+            ],
+            "{text}"
+        );
+        assert_eq!(
+            lines(&text, "hami_gpu_shared_count"),
+            [
+                format!(
+                    r#"hami_gpu_shared_count{{zone="vGPU",node="gpu-4090-c",device_uuid="{RTX}",device_index="0",device_type="NVIDIA GeForce RTX 4090"}} 4.0"#
+                ),
+                format!(
+                    r#"hami_gpu_shared_count{{zone="vGPU",node="gpu-h100-a",device_uuid="{H100}",device_index="0",device_type="NVIDIA H100 80GB HBM3"}} 1.0"#
+                ),
+            ],
+            "{text}"
+        );
+        assert!(
+            text.contains("# TYPE vgpu_scheduler_gpu_slots gauge"),
+            "{text}"
+        );
     }
 
     #[test]

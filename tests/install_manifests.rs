@@ -306,7 +306,9 @@ fn non_default_values() -> Value {
         },
         "devices": {"nvidia": {"defaultMemory": 1024, "memoryFactor": 2}},
         "certManager": {"enabled": true},
-        "serviceMonitor": {"enabled": true, "labels": {"release": "prom"}}
+        "serviceMonitor": {"enabled": true, "labels": {"release": "prom"}},
+        "dashboard": {"enabled": true, "labelValue": "true", "labels": {"release": "prom"},
+                      "annotations": {"grafana_folder": "GPU"}}
     })
 }
 
