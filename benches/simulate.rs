@@ -89,8 +89,8 @@ fn main() {
         sample_every: Duration::from_secs(300),
         quiet: true,
     };
-    let setup = simulate::variant("binpack:--node-scheduler-policy=binpack", &sim_args)
-        .expect("variant");
+    let setup =
+        simulate::variant("binpack:--node-scheduler-policy=binpack", &sim_args).expect("variant");
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

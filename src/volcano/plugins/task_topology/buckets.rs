@@ -348,33 +348,11 @@ fn decrement(counts: &mut BTreeMap<String, usize>, key: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::volcano::framework::GangKey;
-    use crate::volcano::framework::testing::{gpu_task, job, running_task};
-    use crate::volcano::task_topology::{TaskTopology, TopologyAnnotations};
-    use std::collections::BTreeSet;
-
-    fn key() -> GangKey {
-        GangKey {
-            namespace: "ns".into(),
-            name: "tf".into(),
-            single: false,
-        }
-    }
-
-    fn waiting(role: &str, i: usize) -> TaskInfo {
-        let mut t = gpu_task(&key(), &format!("{role}-{i}"), 1);
-        t.role = Some(role.into());
-        t
-    }
+    use crate::volcano::framework::testing::{job, running_task};
+    use crate::volcano::plugins::task_topology::fixtures::{key, relations_among, waiting};
 
     fn relations(affinity: &str, anti: &str, order: &str) -> RoleRelations {
-        let annotations = TopologyAnnotations {
-            affinity: Some(affinity.into()),
-            anti_affinity: Some(anti.into()),
-            task_order: Some(order.into()),
-        };
-        let roles = BTreeSet::from(["ps", "worker", "chief"]);
-        RoleRelations::of(&TaskTopology::read(&annotations, &roles).expect("valid"))
+        relations_among(&["ps", "worker", "chief"], affinity, anti, Some(order))
     }
 
     /// Each bucket's tasks by name: waiting, then placed per node.

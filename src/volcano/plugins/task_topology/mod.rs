@@ -35,6 +35,8 @@ mod node_score;
 mod relations;
 
 #[cfg(test)]
+mod fixtures;
+#[cfg(test)]
 mod session_tests;
 
 use buckets::JobBuckets;

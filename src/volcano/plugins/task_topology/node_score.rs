@@ -100,35 +100,13 @@ fn fits(request: &Resources, node: &NodeFacts<'_>, dims: &VgpuDims) -> bool {
 mod tests {
     use super::*;
     use crate::node_labels::NodeLabels;
-    use crate::volcano::framework::testing::{gpu, gpu_task, job};
-    use crate::volcano::framework::{GangKey, JobInfo, TaskInfo};
-    use crate::volcano::plugins::task_topology::relations::RoleRelations;
-    use crate::volcano::task_topology::{TaskTopology, TopologyAnnotations};
+    use crate::volcano::framework::JobInfo;
+    use crate::volcano::framework::testing::{gpu, job};
+    use crate::volcano::plugins::task_topology::fixtures::{relations_among, waiting};
     use std::collections::BTreeSet;
 
-    fn key() -> GangKey {
-        GangKey {
-            namespace: "ns".into(),
-            name: "tf".into(),
-            single: false,
-        }
-    }
-
-    fn waiting(role: &str, i: usize) -> TaskInfo {
-        let mut t = gpu_task(&key(), &format!("{role}-{i}"), 1);
-        t.role = Some(role.into());
-        t
-    }
-
     fn buckets(j: &JobInfo, affinity: &str, anti: &str) -> JobBuckets {
-        let annotations = TopologyAnnotations {
-            affinity: Some(affinity.into()),
-            anti_affinity: Some(anti.into()),
-            task_order: None,
-        };
-        let roles = BTreeSet::from(["ps", "worker"]);
-        let topology = TaskTopology::read(&annotations, &roles).expect("valid");
-        JobBuckets::build(j, RoleRelations::of(&topology))
+        JobBuckets::build(j, relations_among(&["ps", "worker"], affinity, anti, None))
     }
 
     /// A node of `free` unused whole GPUs, nothing else reported.
