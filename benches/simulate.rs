@@ -80,7 +80,9 @@ fn main() {
     let gpus = (nodes * cluster::GPUS_PER_NODE) as u64;
     let workload = Workload::parse(&workload(arrivals, gpus)).expect("workload");
     let sim_args = SimulateArgs {
-        cluster_file: path.clone(),
+        cluster_file: Some(path.clone()),
+        from_cluster: false,
+        kubeconfig: None,
         workload: "generated".into(),
         scheduler_config: None,
         variants: Vec::new(),

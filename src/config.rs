@@ -39,8 +39,15 @@ pub enum Command {
 #[derive(Debug, Args)]
 pub struct SimulateArgs {
     /// The cluster (the format `serve --cluster-file` reads).
-    #[arg(long = "cluster-file")]
-    pub cluster_file: PathBuf,
+    #[arg(long = "cluster-file", conflicts_with = "from_cluster")]
+    pub cluster_file: Option<PathBuf>,
+    /// Take a read-only snapshot of the live cluster instead (list calls only).
+    #[arg(long = "from-cluster")]
+    pub from_cluster: bool,
+    /// Kubeconfig for --from-cluster (default: $KUBECONFIG, ~/.kube/config, or
+    /// the pod's service account).
+    #[arg(long, requires = "from_cluster")]
+    pub kubeconfig: Option<PathBuf>,
     /// The workload: a YAML or JSON list of arrivals.
     #[arg(long)]
     pub workload: PathBuf,

@@ -104,7 +104,9 @@ async fn replayed_placements_equal_the_servers_over_https() {
     visit_file(&cluster_path, |o| cluster.push(o)).expect("cluster file");
     let workload = Workload::parse(WORKLOAD).expect("workload");
     let args = SimulateArgs {
-        cluster_file: cluster_path.clone(),
+        cluster_file: Some(cluster_path.clone()),
+        from_cluster: false,
+        kubeconfig: None,
         workload: "unused".into(),
         scheduler_config: None,
         variants: Vec::new(),

@@ -10,6 +10,7 @@ pub mod observe;
 pub mod plots;
 pub mod replay;
 pub mod report;
+pub mod snapshot;
 pub mod summary;
 pub mod workload;
 
@@ -26,8 +27,22 @@ use workload::Workload;
 
 /// Runs the subcommand; returns the one-screen summary to print.
 pub async fn run(args: SimulateArgs) -> anyhow::Result<String> {
-    let mut cluster = Vec::new();
-    visit_file(&args.cluster_file, |object| cluster.push(object))?;
+    let cluster = match (&args.cluster_file, args.from_cluster) {
+        (Some(path), false) => {
+            let mut cluster = Vec::new();
+            visit_file(path, |object| cluster.push(object))?;
+            cluster
+        }
+        (None, true) => {
+            let client = crate::run::kube_client(
+                args.kubeconfig.as_deref(),
+                "--from-cluster: no cluster configuration (pass --kubeconfig, or set $KUBECONFIG)",
+            )
+            .await?;
+            snapshot::snapshot(client).await?
+        }
+        _ => anyhow::bail!("give --cluster-file FILE or --from-cluster"),
+    };
     let text = std::fs::read_to_string(&args.workload)
         .with_context(|| format!("read workload {}", args.workload.display()))?;
     let workload = Workload::parse(&text).map_err(anyhow::Error::msg)?;
@@ -116,9 +131,15 @@ pub fn variant(spec: &str, args: &SimulateArgs) -> anyhow::Result<VariantSetup> 
         .split_once(':')
         .with_context(|| format!("--variant {spec:?}: expected NAME:FLAGS"))?;
     anyhow::ensure!(!name.is_empty(), "--variant {spec:?}: the name is empty");
+    // Replays run in cluster-file mode (no device-plugin health to judge),
+    // whichever way the cluster was read.
     let mut argv: Vec<String> = vec!["vgpu-scheduler".into(), "serve".into()];
     argv.push("--cluster-file".into());
-    argv.push(args.cluster_file.display().to_string());
+    argv.push(
+        args.cluster_file
+            .as_deref()
+            .map_or_else(|| "snapshot".into(), |p| p.display().to_string()),
+    );
     let flags: Vec<String> = flags.split_whitespace().map(str::to_string).collect();
     let names_config = flags.iter().any(|f| f.starts_with("--scheduler-config"));
     if let (Some(conf), false) = (&args.scheduler_config, names_config) {

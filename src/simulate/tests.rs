@@ -31,7 +31,9 @@ fn cluster() -> Vec<ClusterObject> {
 
 fn setup() -> VariantSetup {
     let args = SimulateArgs {
-        cluster_file: "cluster.yaml".into(),
+        cluster_file: Some("cluster.yaml".into()),
+        from_cluster: false,
+        kubeconfig: None,
         workload: "workload.yaml".into(),
         scheduler_config: None,
         variants: Vec::new(),
