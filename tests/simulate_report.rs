@@ -80,7 +80,13 @@ fn the_report_has_every_file_and_the_same_seed_gives_the_same_bytes() {
     for text in ["binpack", "spread", "most jobs placed:", "index.html"] {
         assert!(out.contains(text), "{out}");
     }
-    for file in ["index.html", "summary.json", "samples.csv", "jobs.csv"] {
+    for file in [
+        "index.html",
+        "summary.json",
+        "samples.csv",
+        "jobs.csv",
+        "queues.csv",
+    ] {
         assert!(dir.path().join("a").join(file).is_file(), "{file}");
     }
     let summary: Value = serde_json::from_str(
@@ -122,7 +128,13 @@ fn the_report_has_every_file_and_the_same_seed_gives_the_same_bytes() {
 
     let (ok, _, err) = simulate(dir.path(), WORKLOAD, 7, "b");
     assert!(ok, "{err}");
-    for file in ["summary.json", "samples.csv", "jobs.csv", "index.html"] {
+    for file in [
+        "summary.json",
+        "samples.csv",
+        "jobs.csv",
+        "queues.csv",
+        "index.html",
+    ] {
         let a = std::fs::read(dir.path().join("a").join(file)).expect("a");
         let b = std::fs::read(dir.path().join("b").join(file)).expect("b");
         assert!(a == b, "{file} differs between two runs with the same seed");
@@ -212,6 +224,7 @@ fn the_report_renders_in_a_headless_browser_with_every_plot() {
         "partly-used",
         "largest-request",
         "pending",
+        "queue-share",
         "pending-time",
     ] {
         let at = dom
@@ -231,7 +244,7 @@ fn the_report_renders_in_a_headless_browser_with_every_plot() {
             );
         }
     }
-    for table in ["winners", "summary", "pending"] {
+    for table in ["winners", "summary", "pending", "queues"] {
         assert!(
             dom.contains(&format!("id=\"{table}\"")),
             "table {table} missing"

@@ -66,3 +66,35 @@ pub fn measure(ledger: &Ledger, seconds: f64, pending_pods: u64) -> Sample {
     sample.compute_percent = percent(cores, cores_total);
     sample
 }
+
+/// One queue at one moment, as the last planning cycle saw it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct QueueSample {
+    /// Seconds since the replay started.
+    pub seconds: f64,
+    /// The queue.
+    pub queue: String,
+    /// vGPUs (`nvidia.com/gpu`) its jobs hold.
+    pub allocated_gpus: f64,
+    /// vGPUs it deserves (`None` without a plugin that computes it).
+    pub deserved_gpus: Option<f64>,
+    /// Its dominant share of what it deserves.
+    pub share: f64,
+}
+
+/// The queues of the last planning cycle's report.
+pub fn measure_queues(view: &crate::gang::view::GangView, seconds: f64) -> Vec<QueueSample> {
+    let gpus = |r: &crate::resources::Resources| r.get("nvidia.com/gpu") as f64 / 1000.0;
+    view.queues
+        .iter()
+        .filter(|q| q.leaf)
+        .map(|q| QueueSample {
+            seconds,
+            queue: q.name.clone(),
+            allocated_gpus: gpus(&q.allocated),
+            deserved_gpus: q.deserved.as_ref().map(gpus),
+            share: q.share,
+        })
+        .collect()
+}

@@ -68,6 +68,26 @@ pub fn draw(variants: &[(String, &ReplayResult)]) -> Result<Vec<Plot>, String> {
             svg: lines(title, "hours", unit, &series)?,
         });
     }
+    let mut shares: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
+    for (name, r) in variants {
+        let mut by_queue: std::collections::BTreeMap<&str, Vec<(f64, f64)>> = Default::default();
+        for q in &r.queue_samples {
+            by_queue
+                .entry(q.queue.as_str())
+                .or_default()
+                .push((q.seconds / 3600.0, q.share));
+        }
+        shares.extend(
+            by_queue
+                .into_iter()
+                .map(|(queue, points)| (format!("{name} / {queue}"), points)),
+        );
+    }
+    plots.push(Plot {
+        id: "queue-share",
+        title: "Queue share of what it deserves (1 = its deserved share)",
+        svg: lines("Queue share of deserved", "hours", "share", &shares)?,
+    });
     let waits: Vec<(String, Vec<(f64, f64)>)> = variants
         .iter()
         .map(|(name, r)| (name.clone(), wait_distribution(r)))

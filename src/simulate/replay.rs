@@ -17,7 +17,7 @@
 
 use super::kube_scheduler::schedule_one;
 use super::objects;
-use super::observe::{Sample, measure};
+use super::observe::{QueueSample, Sample, measure, measure_queues};
 use super::workload::{Job, Workload};
 use crate::clock::ManualClock;
 use crate::cluster::api::ClusterApi;
@@ -128,6 +128,9 @@ pub struct ReplayResult {
     pub bindings: Vec<Binding>,
     /// Pods evicted (preempt, reclaim).
     pub evicted_pods: u64,
+    /// The queues over time (taken with the samples, from the last planning
+    /// cycle).
+    pub queue_samples: Vec<QueueSample>,
     /// Seconds replayed.
     pub seconds: f64,
 }
@@ -168,6 +171,7 @@ struct Engine<'a> {
     finishing: BinaryHeap<Reverse<(Duration, usize, u32)>>,
     bindings: Vec<Binding>,
     evicted_pods: u64,
+    queue_samples: Vec<QueueSample>,
 }
 
 /// Replays the workload through one variant.
@@ -237,6 +241,7 @@ pub async fn replay(setup: &VariantSetup, input: &ReplayInput<'_>) -> Result<Rep
         finishing: BinaryHeap::new(),
         bindings: Vec::new(),
         evicted_pods: 0,
+        queue_samples: Vec::new(),
     };
     let samples = engine.run().await?;
     Ok(ReplayResult {
@@ -244,6 +249,7 @@ pub async fn replay(setup: &VariantSetup, input: &ReplayInput<'_>) -> Result<Rep
         jobs: engine.records,
         bindings: engine.bindings,
         evicted_pods: engine.evicted_pods,
+        queue_samples: engine.queue_samples,
         seconds: engine.now.as_secs_f64(),
     })
 }
@@ -333,9 +339,11 @@ impl Engine<'_> {
         }
     }
 
-    fn sample(&self) -> Sample {
+    fn sample(&mut self) -> Sample {
         let waiting = (self.pending.len() + self.gated.len()) as u64;
         let seconds = self.now.as_secs_f64();
+        let view = self.scheduler.gang_view();
+        self.queue_samples.extend(measure_queues(&view, seconds));
         self.scheduler.with_ledger(|l| measure(l, seconds, waiting))
     }
 

@@ -1,6 +1,7 @@
 //! The report directory: `index.html` (one self-contained page: the plots as
 //! inline SVG, side by side variants, a summary table saying which variant wins
-//! on what), `summary.json`, and CSVs for notebooks (`samples.csv`, `jobs.csv`).
+//! on what), `summary.json`, and CSVs for notebooks (`samples.csv`, `jobs.csv`,
+//! `queues.csv`).
 
 use super::plots::Plot;
 use super::replay::ReplayResult;
@@ -24,6 +25,7 @@ pub fn write(
     put("summary.json", json + "\n")?;
     put("samples.csv", samples_csv(replays))?;
     put("jobs.csv", jobs_csv(replays))?;
+    put("queues.csv", queues_csv(replays))?;
     put("index.html", page(summary, plots))
 }
 
@@ -45,6 +47,25 @@ fn samples_csv(replays: &[(String, &ReplayResult)]) -> String {
                 s.largest_whole_card_request,
                 s.largest_slice_mib,
                 s.pending_pods
+            );
+        }
+    }
+    out
+}
+
+fn queues_csv(replays: &[(String, &ReplayResult)]) -> String {
+    let mut out = String::from("variant,seconds,queue,allocated_gpus,deserved_gpus,share\n");
+    for (name, r) in replays {
+        for q in &r.queue_samples {
+            let deserved = q.deserved_gpus.map(|d| d.to_string()).unwrap_or_default();
+            let _ = writeln!(
+                out,
+                "{},{},{},{},{deserved},{:.6}",
+                csv(name),
+                q.seconds,
+                csv(&q.queue),
+                q.allocated_gpus,
+                q.share
             );
         }
     }
@@ -182,6 +203,23 @@ th:first-child,td:first-child{text-align:left}\
             );
         }
     }
+    html.push_str("</table>\n<h2>Queues: held against deserved (vGPUs, means over the replay)</h2>\n<table id=\"queues\"><tr><th>variant</th><th>queue</th><th>held</th><th>deserved</th><th>share (mean / peak)</th></tr>\n");
+    for v in &summary.variants {
+        for (queue, q) in &v.queues {
+            let deserved = q
+                .deserved_gpus
+                .map_or_else(|| "–".to_string(), |d| format!("{d:.1}"));
+            let _ = writeln!(
+                html,
+                "<tr><td>{}</td><td>{}</td><td>{:.1}</td><td>{deserved}</td><td>{:.2} / {:.2}</td></tr>",
+                esc(&v.name),
+                esc(queue),
+                q.allocated_gpus,
+                q.share.mean,
+                q.share.peak
+            );
+        }
+    }
     html.push_str("</table>\n");
     let never: Vec<_> = summary
         .variants
@@ -210,6 +248,6 @@ th:first-child,td:first-child{text-align:left}\
             plot.svg
         );
     }
-    html.push_str("</div>\n<p>Data: <a href=\"summary.json\">summary.json</a>, <a href=\"samples.csv\">samples.csv</a>, <a href=\"jobs.csv\">jobs.csv</a>.</p>\n</body></html>\n");
+    html.push_str("</div>\n<p>Data: <a href=\"summary.json\">summary.json</a>, <a href=\"samples.csv\">samples.csv</a>, <a href=\"jobs.csv\">jobs.csv</a>, <a href=\"queues.csv\">queues.csv</a>.</p>\n</body></html>\n");
     html
 }

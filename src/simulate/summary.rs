@@ -64,6 +64,18 @@ impl OverTime {
     }
 }
 
+/// A queue over the replay: what it held against what it deserved.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct QueueFigures {
+    /// vGPUs held, mean over the samples.
+    pub allocated_gpus: f64,
+    /// vGPUs deserved, mean over the samples where a plugin computed it.
+    pub deserved_gpus: Option<f64>,
+    /// Dominant share of what it deserves, mean and peak.
+    pub share: OverTime,
+}
+
 /// One variant's summary.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -98,6 +110,8 @@ pub struct VariantSummary {
     pub partly_used_cards: OverTime,
     /// Most whole cards one pod could still get.
     pub largest_whole_card_request: OverTime,
+    /// Each queue's holdings against what it deserves.
+    pub queues: BTreeMap<String, QueueFigures>,
     /// Seconds replayed.
     pub seconds: f64,
 }
@@ -183,8 +197,34 @@ pub fn summarise(name: &str, flags: &str, replay: &ReplayResult) -> VariantSumma
         largest_whole_card_request: OverTime::of(&replay.samples, |s| {
             s.largest_whole_card_request as f64
         }),
+        queues: queue_figures(replay),
         seconds: round(replay.seconds),
     }
+}
+
+fn queue_figures(replay: &ReplayResult) -> BTreeMap<String, QueueFigures> {
+    let mut by_queue: BTreeMap<&str, Vec<&super::observe::QueueSample>> = BTreeMap::new();
+    for q in &replay.queue_samples {
+        by_queue.entry(q.queue.as_str()).or_default().push(q);
+    }
+    by_queue
+        .into_iter()
+        .map(|(name, samples)| {
+            let n = samples.len().max(1) as f64;
+            let deserved: Vec<f64> = samples.iter().filter_map(|q| q.deserved_gpus).collect();
+            let shares: Vec<f64> = samples.iter().map(|q| q.share).collect();
+            let figures = QueueFigures {
+                allocated_gpus: round(samples.iter().map(|q| q.allocated_gpus).sum::<f64>() / n),
+                deserved_gpus: (!deserved.is_empty())
+                    .then(|| round(deserved.iter().sum::<f64>() / deserved.len() as f64)),
+                share: OverTime {
+                    mean: round(shares.iter().sum::<f64>() / n),
+                    peak: round(shares.iter().copied().fold(0.0, f64::max)),
+                },
+            };
+            (name.to_string(), figures)
+        })
+        .collect()
 }
 
 /// The measures variants are compared on: name, value, whether higher is better.
