@@ -23,6 +23,11 @@ pub fn pod_name(job: &Job, line: &ArrivalLine, i: u32) -> String {
     }
 }
 
+/// The UID of a replayed pod: its name and how often it was created again.
+pub fn pod_uid(line: &ArrivalLine, name: &str, attempt: u32) -> String {
+    format!("sim-{}-{name}-{attempt}", line.namespace)
+}
+
 /// Pod `i` of the job as its controller creates it; `attempt` counts re-creations
 /// after an eviction (the UID changes, as a new pod's would).
 pub fn pod(
@@ -70,7 +75,7 @@ pub fn pod(
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {
             "name": name, "namespace": line.namespace,
-            "uid": format!("sim-{}-{name}-{attempt}", line.namespace),
+            "uid": pod_uid(line, &name, attempt),
             "creationTimestamp": now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
             "annotations": annotations,
         },

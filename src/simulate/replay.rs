@@ -507,25 +507,26 @@ impl Engine<'_> {
     async fn remove_job(&mut self, index: usize, succeeded: bool) {
         let job = &self.input.jobs[index];
         let line = &self.input.workload.arrivals[job.line];
+        let attempt = self.live.get(&index).map_or(0, |l| l.attempt);
         for i in 0..objects::pod_count(line) {
             let name = objects::pod_name(job, line, i);
             self.pending.retain(|p| *p != (index, i));
             self.gated.remove(&(index, i));
             self.pods.remove(&format!("{}/{name}", line.namespace));
-            let Ok(Some(mut pod)) = self.memory.get_pod(&line.namespace, &name).await else {
-                continue;
-            };
-            if succeeded {
+            if succeeded
+                && let Ok(Some(mut pod)) = self.memory.get_pod(&line.namespace, &name).await
+            {
                 pod.status = Some(PodStatus {
                     phase: Some("Succeeded".into()),
                     ..PodStatus::default()
                 });
                 self.scheduler.apply_pod(&pod);
             }
+            // An evicted pod is already gone from the store; the scheduler hears
+            // of its deletion all the same, as a watch would tell it.
             self.memory.delete_pod(&line.namespace, &name);
-            if let Some(uid) = pod.metadata.uid.as_deref() {
-                self.scheduler.forget_pod(uid);
-            }
+            self.scheduler
+                .forget_pod(&objects::pod_uid(line, &name, attempt));
         }
         if line.gang.is_some() {
             self.scheduler.forget_podgroup(&line.namespace, &job.name);

@@ -109,3 +109,68 @@ arrivals:
     let reason = huge.reason.clone().unwrap_or_default();
     assert!(reason.contains("nodes are available"), "{reason}");
 }
+
+/// Volcano's reclaim under proportion: a queue above its share gives back.
+const RECLAIM: &str = "actions: \"enqueue, allocate, backfill, reclaim\"
+tiers:
+- plugins:
+  - name: priority
+  - name: gang
+  - name: conformance
+- plugins:
+  - name: drf
+  - name: proportion
+";
+
+#[tokio::test]
+async fn a_reclaimed_gang_is_evicted_whole_and_created_again() {
+    let mut cluster = cluster();
+    let queues = "apiVersion: scheduling.volcano.sh/v1beta1
+kind: Queue
+metadata: {name: training}
+spec: {weight: 1, reclaimable: true}
+---
+apiVersion: scheduling.volcano.sh/v1beta1
+kind: Queue
+metadata: {name: inference}
+spec: {weight: 1, reclaimable: false}
+";
+    visit(queues, |o| cluster.push(o)).expect("queues");
+    let mut setup = setup();
+    setup.gang_conf = Some(crate::volcano::load_conf(RECLAIM).expect("conf"));
+    // Training takes all eight cards; inference then asks for four, its share.
+    let workload = Workload::parse(
+        "
+horizon: 3h
+arrivals:
+- name: train
+  duration: 10h
+  queue: training
+  gang: {members: 8}
+  pod: {gpus: 1}
+- name: serve
+  at: 30m
+  duration: 1h
+  queue: inference
+  gang: {members: 4}
+  pod: {gpus: 1}
+",
+    )
+    .expect("workload");
+    let r = simulate(
+        &cluster,
+        &workload,
+        &[setup],
+        1,
+        Duration::from_secs(60),
+        false,
+    )
+    .await
+    .expect("replay")
+    .remove(0);
+    let job = |name: &str| r.jobs.iter().find(|j| j.name == name).expect("job");
+    assert_eq!(r.evicted_pods, 8, "the whole gang was evicted");
+    assert_eq!(job("train-0").evictions, 1);
+    let served = job("serve-0").started.expect("inference was placed");
+    assert!(served >= 1800.0 && served < 1800.0 + 300.0, "{served}");
+}
