@@ -268,7 +268,11 @@ impl Engine<'_> {
         loop {
             let arrival = self.input.jobs.get(next_arrival).map(|j| j.at);
             let finish = self.finishing.peek().map(|Reverse((t, _, _))| *t);
-            let plan_at = match (self.gated.is_empty(), last_plan) {
+            // Nothing will arrive or finish: once planning has seen the last
+            // change, nothing can move any more (a gang that cannot fit would
+            // otherwise be re-planned forever).
+            let settled = arrival.is_none() && finish.is_none() && !replan && last_plan.is_some();
+            let plan_at = match (self.gated.is_empty() || settled, last_plan) {
                 (true, _) => None,
                 (false, None) => Some(self.now),
                 (false, Some(last)) if replan => Some((last + period).max(self.now)),
@@ -418,6 +422,22 @@ impl Engine<'_> {
             self.records[job].evictions += 1;
             self.remove_job(job, false).await;
             self.arrive(job, attempt).await?;
+        }
+        // Why the gangs still waiting wait, as their PodGroups would say.
+        let view = self.scheduler.gang_view();
+        let waiting: BTreeSet<usize> = self.gated.iter().map(|(job, _)| *job).collect();
+        for job in waiting {
+            let j = &self.input.jobs[job];
+            let line = &self.input.workload.arrivals[j.line];
+            let gang = format!("{}/{}", line.namespace, j.name);
+            if let Some(message) = view
+                .gangs
+                .iter()
+                .find(|g| g.gang == gang)
+                .and_then(|g| g.message.clone())
+            {
+                self.records[job].reason = Some(message);
+            }
         }
         let gated: Vec<(usize, u32)> = self.gated.iter().copied().collect();
         for (job, member) in gated {

@@ -174,3 +174,20 @@ arrivals:
     let served = job("serve-0").started.expect("inference was placed");
     assert!((1800.0..2100.0).contains(&served), "{served}");
 }
+
+#[tokio::test]
+async fn a_gang_that_can_never_fit_ends_the_replay_when_nothing_else_moves() {
+    let r = run("
+arrivals:
+- name: giant
+  duration: 1h
+  gang: {members: 9}
+  pod: {gpus: 1}
+")
+    .await;
+    assert_eq!(r.jobs[0].started, None);
+    assert!(r.seconds < 120.0, "replayed {}s of nothing", r.seconds);
+    // The reason is the PodGroup's.
+    let reason = r.jobs[0].reason.clone().unwrap_or_default();
+    assert!(reason.contains("tasks in gang unschedulable"), "{reason}");
+}
