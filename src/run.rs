@@ -91,6 +91,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         reservation_ttl: args.reservation_ttl,
         node_lock_timeout: args.node_lock_timeout,
         node_lock_retry_timeout: args.node_lock_retry_timeout,
+        busy_node_tolerance: args.busy_node_tolerance.0,
         check_device_plugin_health: args.cluster_file.is_none(),
         gang: GangConfig {
             enabled: args.gang_scheduling,
