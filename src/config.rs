@@ -210,7 +210,8 @@ pub struct ServeArgs {
     /// Kubeconfig for live mode (default: in-cluster config, then $KUBECONFIG / ~/.kube/config).
     #[arg(long = "kubeconfig")]
     pub kubeconfig: Option<PathBuf>,
-    /// Kubernetes API calls per second (0: unlimited).
+    /// Kubernetes API calls per second (0: unlimited); events have a budget of
+    /// their own of the same size.
     #[arg(long = "kube-qps", default_value_t = 500)]
     pub kube_qps: u32,
     /// Burst of Kubernetes API calls above the QPS.

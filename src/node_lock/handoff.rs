@@ -9,22 +9,29 @@
 //! A slow re-check remains for what no watch announces (a cluster file, a holder
 //! this process never heard of).
 //!
-//! The same book says which nodes are busy: a bind waits for or holds the turn,
-//! or the node's lock is held (as the watch last showed it). `/filter` reads that
-//! to send the next pod to a node nearly as good instead of queueing it behind
-//! the device plugin (see `scheduler::busy_nodes`).
+//! The same book says how long a pod sent to a node now would wait for its lock:
+//! the binds ahead of it (waiting for or holding the turn, or a lock the watch
+//! shows held) times how long the device plugin has lately taken to release a
+//! lock, and at least as long as the current lock has been held. `/filter` reads
+//! that to send the next pod to a node nearly as good instead of queueing it
+//! behind the device plugin (see `scheduler::busy_nodes`).
 
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::sync::watch;
+
+/// Weight of the newest lock hold in the running mean of hold times.
+const HOLD_TIME_WEIGHT: f64 = 0.2;
 
 /// Turns and lock sightings of every node that had a bind or a lock.
 #[derive(Debug, Default)]
 pub struct LockHandoff {
     nodes: Mutex<HashMap<String, Arc<NodeHandoff>>>,
+    /// Running mean of how long a lock stays held (taken to seen released).
+    hold_time: Mutex<Option<Duration>>,
 }
 
 #[derive(Debug)]
@@ -37,6 +44,8 @@ struct NodeHandoff {
     binds: AtomicUsize,
     /// The lock annotation as the watch last showed it.
     lock_seen: Mutex<Option<String>>,
+    /// Since when the lock is held (taken by a bind here, or first seen held).
+    held_since: Mutex<Option<Instant>>,
 }
 
 impl Default for NodeHandoff {
@@ -46,6 +55,7 @@ impl Default for NodeHandoff {
             changes: watch::Sender::new(0),
             binds: AtomicUsize::new(0),
             lock_seen: Mutex::new(None),
+            held_since: Mutex::new(None),
         }
     }
 }
@@ -114,9 +124,14 @@ impl LockHandoff {
         }
     }
 
-    /// Records the node's lock annotation as the watch shows it now; a change
-    /// wakes the bind waiting for that node.
-    pub fn observe_lock(&self, node: &str, lock: Option<&str>) {
+    /// A bind here took `node`'s lock at `now`.
+    pub fn taken(&self, node: &str, now: Instant) {
+        *self.node(node).held_since.lock() = Some(now);
+    }
+
+    /// Records the node's lock annotation as the watch shows it `now`; a change
+    /// wakes the bind waiting for that node, and a release is timed.
+    pub fn observe_lock(&self, node: &str, lock: Option<&str>, now: Instant) {
         let handoff = {
             let mut nodes = self.nodes.lock();
             match nodes.get(node) {
@@ -136,8 +151,64 @@ impl LockHandoff {
             }
         };
         if changed {
+            let mut since = handoff.held_since.lock();
+            match (lock, *since) {
+                (None, Some(taken)) => {
+                    *since = None;
+                    self.record_hold(now.saturating_duration_since(taken));
+                }
+                (Some(_), None) => *since = Some(now),
+                _ => {}
+            }
+            drop(since);
             handoff.bump();
         }
+    }
+
+    fn record_hold(&self, held: Duration) {
+        let mut mean = self.hold_time.lock();
+        *mean = Some(match *mean {
+            None => held,
+            Some(m) => m.mul_f64(1.0 - HOLD_TIME_WEIGHT) + held.mul_f64(HOLD_TIME_WEIGHT),
+        });
+    }
+
+    /// How long a pod sent to `node` at `now` would wait for its lock: one lock
+    /// hold for each bind ahead of it, and no less than the current lock has
+    /// been held already.
+    pub fn expected_wait(&self, node: &str, now: Instant) -> Duration {
+        let Some(handoff) = self.nodes.lock().get(node).cloned() else {
+            return Duration::ZERO;
+        };
+        let ahead = self.binds_ahead(&handoff);
+        if ahead == 0 {
+            return Duration::ZERO;
+        }
+        let hold = self.hold_time.lock().unwrap_or_default();
+        let age = handoff
+            .held_since
+            .lock()
+            .map_or(Duration::ZERO, |t| now.saturating_duration_since(t));
+        (hold * ahead as u32).max(age)
+    }
+
+    fn binds_ahead(&self, handoff: &NodeHandoff) -> usize {
+        let binds = handoff.binds.load(Ordering::Acquire);
+        // A lock held with no bind here: another process's bind, or ours that
+        // returned before the device plugin answered.
+        if binds == 0 && handoff.lock_seen.lock().is_some() {
+            1
+        } else {
+            binds
+        }
+    }
+
+    /// Binds a pod sent to `node` now would queue behind.
+    pub fn binds_ahead_at(&self, node: &str) -> usize {
+        self.nodes
+            .lock()
+            .get(node)
+            .map_or(0, |h| self.binds_ahead(h))
     }
 
     /// Wakes the bind waiting for `node`: the lock's holder may have finished,
@@ -147,14 +218,6 @@ impl LockHandoff {
         if let Some(handoff) = handoff {
             handoff.bump();
         }
-    }
-
-    /// Whether a pod sent to `node` now would wait: a bind waits for or holds the
-    /// node's turn, or its lock is held as far as the watch has shown.
-    pub fn is_busy(&self, node: &str) -> bool {
-        self.nodes.lock().get(node).is_some_and(|h| {
-            h.binds.load(Ordering::Acquire) > 0 || h.lock_seen.lock().is_some()
-        })
     }
 
     /// Binds waiting for or holding `node`'s turn.
@@ -192,9 +255,9 @@ mod tests {
         let order = Arc::new(Mutex::new(Vec::new()));
         let mut waiting = Vec::new();
         for n in 0..4 {
-            let (handoff, order) = (handoff.clone(), order.clone());
+            let (book, order) = (handoff.clone(), order.clone());
             waiting.push(tokio::spawn(async move {
-                let _turn = handoff.turn("gpu-node-1").await;
+                let _turn = book.turn("gpu-node-1").await;
                 order.lock().push(n);
             }));
             // Each asks before the next one does.
@@ -202,19 +265,23 @@ mod tests {
                 tokio::task::yield_now().await;
             }
         }
-        assert!(handoff.is_busy("gpu-node-1"));
+        assert_eq!(handoff.binds_ahead_at("gpu-node-1"), 5);
         drop(first);
         for task in waiting {
             task.await.expect("bind task");
         }
         assert_eq!(*order.lock(), vec![0, 1, 2, 3]);
-        assert!(!handoff.is_busy("gpu-node-1"));
+        assert_eq!(handoff.binds_ahead_at("gpu-node-1"), 0);
     }
 
     #[tokio::test(start_paused = true)]
     async fn a_release_seen_by_the_watch_wakes_the_waiting_bind_before_the_recheck() {
         let handoff = LockHandoff::default();
-        handoff.observe_lock("gpu-node-1", Some("2026-08-01T06:00:00Z,ns,holder"));
+        handoff.observe_lock(
+            "gpu-node-1",
+            Some("2026-08-01T06:00:00Z,ns,holder"),
+            Instant::now(),
+        );
         let mut turn = handoff.turn("gpu-node-1").await;
         turn.mark_seen();
         let started = tokio::time::Instant::now();
@@ -225,7 +292,7 @@ mod tests {
         };
         let release = async {
             tokio::task::yield_now().await;
-            handoff.observe_lock("gpu-node-1", None);
+            handoff.observe_lock("gpu-node-1", None, Instant::now());
         };
         let (waited, ()) = tokio::join!(waiter, release);
         // Paused time only moves when every task waits on a timer: a wake-up by
@@ -236,7 +303,11 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_change_seen_before_the_wait_began_is_not_missed() {
         let handoff = LockHandoff::default();
-        handoff.observe_lock("gpu-node-1", Some("2026-08-01T06:00:00Z,ns,holder"));
+        handoff.observe_lock(
+            "gpu-node-1",
+            Some("2026-08-01T06:00:00Z,ns,holder"),
+            Instant::now(),
+        );
         let mut turn = handoff.turn("gpu-node-1").await;
         turn.mark_seen();
         // Released between reading the lock and starting to wait.
@@ -247,13 +318,30 @@ mod tests {
     }
 
     #[test]
-    fn a_node_is_busy_while_its_lock_is_seen_held() {
+    fn the_expected_wait_counts_the_binds_ahead_and_the_current_hold() {
         let handoff = LockHandoff::default();
-        assert!(!handoff.is_busy("gpu-node-1"));
-        handoff.observe_lock("gpu-node-1", Some("2026-08-01T06:00:00Z,ns,other"));
-        assert!(handoff.is_busy("gpu-node-1"));
-        handoff.observe_lock("gpu-node-1", None);
-        assert!(!handoff.is_busy("gpu-node-1"));
+        let t0 = Instant::now();
+        let second = Duration::from_secs(1);
+        assert_eq!(handoff.expected_wait("gpu-node-1", t0), Duration::ZERO);
+        // A lock held half a second: released, it sets the mean hold time.
+        handoff.taken("gpu-node-1", t0);
+        handoff.observe_lock("gpu-node-1", Some("t,ns,a"), t0);
+        handoff.observe_lock("gpu-node-1", None, t0 + second / 2);
+        assert_eq!(handoff.expected_wait("gpu-node-1", t0 + second), Duration::ZERO);
+        // Held again by a pod this process did not bind: one hold ahead, and
+        // at least as long as it has been held.
+        handoff.observe_lock("gpu-node-1", Some("t,ns,b"), t0 + second);
+        assert_eq!(handoff.binds_ahead_at("gpu-node-1"), 1);
+        assert_eq!(
+            handoff.expected_wait("gpu-node-1", t0 + second),
+            second / 2
+        );
+        assert_eq!(
+            handoff.expected_wait("gpu-node-1", t0 + 3 * second),
+            2 * second
+        );
+        handoff.observe_lock("gpu-node-1", None, t0 + 3 * second);
+        assert_eq!(handoff.binds_ahead_at("gpu-node-1"), 0);
     }
 
     #[tokio::test(start_paused = true)]

@@ -2,12 +2,20 @@
 //!
 //! Only one pod per node may be between its bind and the device plugin's answer
 //! (HAMi's node lock), so a pod sent to a node whose lock is held waits for that
-//! answer, and under binpack consecutive pods go to the same node. When the
-//! policy's best node is busy (a bind waits for or holds its lock, or its lock is
-//! held), the pod goes instead to the best node that is not busy and that the
-//! policy likes at most `--busy-node-tolerance` points less (of its 0–100
-//! preference: a node's utilisation in percent under binpack, its free share
-//! under spread). Without such a node it waits for the busy one, as before.
+//! answer, and under binpack consecutive pods go to the same node. A node is
+//! busy when a pod sent there now would wait more than [`BUSY_AFTER`] for its
+//! lock (the binds ahead of it times how long the device plugin has lately held
+//! a lock, and no less than the current lock has been held): when the device
+//! plugin answers at once the binds of one node follow each other quickly and
+//! binpack keeps filling it; when it takes long, the node is busy as soon as one
+//! bind holds it.
+//!
+//! When the policy's best node is busy, the pod goes instead to the best node
+//! that is not busy and that the policy likes at most `--busy-node-tolerance`
+//! points less (of its 0–100 preference: a node's utilisation in percent under
+//! binpack, its free share under spread); if every such node is busy too, to the
+//! one among them with the fewest binds ahead, when that is fewer than at the
+//! best node. Otherwise it waits for the best node, as before.
 //!
 //! The tolerance bounds what the policy gives up: under binpack a pod is never
 //! placed on a node more than that many points emptier than the node binpack
@@ -24,24 +32,29 @@ use crate::fit::{FitRequest, Placement, QuotaHeadroom};
 use crate::placement::{NodeFacts, NodeRejection, NodeSource, RankFacts, choose_node};
 use crate::policy::NodePolicy;
 use k8s_openapi::api::core::v1::Pod;
+use std::time::Duration;
+
+/// A node is busy when a pod sent there would wait longer than this for its
+/// lock: a few lock handoffs when the device plugin answers at once, less than
+/// one when it takes as long as a kubelet admitting a pod.
+pub const BUSY_AFTER: Duration = Duration::from_millis(100);
 
 /// Why a candidate is left out of the search for a spare node.
 const BUSY_OR_WORSE: &str = "busy or not nearly as good as the best node";
 
-/// The candidates of `inner` that are not busy and that the policy likes at
-/// least `floor`.
-struct IdleNearlyAsGood<'s, S: ?Sized> {
+/// The candidates of `inner` that the policy likes at least `floor` and that
+/// `admit` lets through.
+struct NearlyAsGood<'s, S: ?Sized> {
     inner: &'s S,
-    scheduler: &'s Scheduler,
+    admit: &'s dyn Fn(&str) -> bool,
     request: &'s PodRequest,
     policy: NodePolicy,
     floor: f64,
 }
 
-impl<S: NodeSource + ?Sized> IdleNearlyAsGood<'_, S> {
+impl<S: NodeSource + ?Sized> NearlyAsGood<'_, S> {
     fn admits(&self, i: usize, score: f64) -> bool {
-        self.policy.preference(score) >= self.floor
-            && !self.scheduler.node_is_busy(self.inner.name(i))
+        self.policy.preference(score) >= self.floor && (self.admit)(self.inner.name(i))
     }
 
     fn admitted(&self, i: usize) -> bool {
@@ -51,7 +64,7 @@ impl<S: NodeSource + ?Sized> IdleNearlyAsGood<'_, S> {
     }
 }
 
-impl<S: NodeSource + ?Sized> NodeSource for IdleNearlyAsGood<'_, S> {
+impl<S: NodeSource + ?Sized> NodeSource for NearlyAsGood<'_, S> {
     fn len(&self) -> usize {
         self.inner.len()
     }
@@ -98,9 +111,8 @@ impl<S: NodeSource + ?Sized> NodeSource for IdleNearlyAsGood<'_, S> {
 
 impl Scheduler {
     /// A node to use instead of `best` (whose policy score before placing was
-    /// `best_score`) because `best` is busy: the best node that is not busy and
-    /// is within the tolerance (see the module documentation). `None` when `best`
-    /// is not busy or no such node fits.
+    /// `best_score`) because `best` is busy (see the module documentation).
+    /// `None` when `best` is not busy or no other node qualifies.
     pub(super) fn spare_node(
         &self,
         pod: Option<&Pod>,
@@ -110,27 +122,50 @@ impl Scheduler {
         best_score: f64,
     ) -> Option<String> {
         let tolerance = self.config.busy_node_tolerance?;
-        if !self.node_is_busy(best) {
+        let now = self.clock.now();
+        let handoff = &self.lock_handoff;
+        if handoff.expected_wait(best, now) <= BUSY_AFTER {
             return None;
         }
         let policy = ctx.policies.node;
+        let floor = policy.preference(best_score) - tolerance;
         let conf = self.node_judge();
         let judge = conf.judge();
         let facts = PodFacts::of(self, judge, pod, ctx);
+        let task = facts.task(ctx, pod);
         let ledger = self.ledger.read();
         let candidates = LedgerCandidates {
             ledger: &ledger,
             names,
         };
-        let spare = IdleNearlyAsGood {
-            inner: &candidates,
-            scheduler: self,
-            request: &ctx.request,
-            policy,
-            floor: policy.preference(best_score) - tolerance,
+        let choose = |admit: &dyn Fn(&str) -> bool| {
+            let source = NearlyAsGood {
+                inner: &candidates,
+                admit,
+                request: &ctx.request,
+                policy,
+                floor,
+            };
+            choose_node(&source, ctx, &task, judge).ok().map(|c| c.node)
         };
-        let choice = choose_node(&spare, ctx, &facts.task(ctx, pod), judge).ok()?;
-        tracing::debug!(pod = %ctx.name, busy = best, instead = %choice.node, "best node busy with a bind; a nearly as good one takes the pod");
-        Some(choice.node)
+        let idle = |node: &str| handoff.expected_wait(node, now) <= BUSY_AFTER;
+        let spare = choose(&idle).or_else(|| {
+            // Every node nearly as good is busy: the one with the fewest binds
+            // ahead, if that is fewer than at the best node.
+            let fewest = (0..candidates.len())
+                .filter(|&i| {
+                    candidates.rank(i, &ctx.request).is_some_and(|r| {
+                        r.usable && r.may_fit && policy.preference(r.score) >= floor
+                    })
+                })
+                .map(|i| handoff.binds_ahead_at(candidates.name(i)))
+                .min()?;
+            if fewest >= handoff.binds_ahead_at(best) {
+                return None;
+            }
+            choose(&|node: &str| handoff.binds_ahead_at(node) <= fewest)
+        })?;
+        tracing::debug!(pod = %ctx.name, busy = best, instead = %spare, "best node busy with binds; a nearly as good one takes the pod");
+        Some(spare)
     }
 }

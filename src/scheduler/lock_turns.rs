@@ -58,6 +58,14 @@ impl Scheduler {
                 Err(LockError::Contention { .. }) if self.clock.now() < give_up => {
                     turn.wait_for_release(recheck).await;
                 }
+                Ok(()) => {
+                    // Timed until the watch shows it released; without a watch
+                    // nobody would see the release.
+                    if self.api.reports_changes() {
+                        self.lock_handoff.taken(node, self.clock.now());
+                    }
+                    return Ok(());
+                }
                 other => return other,
             }
         }
@@ -78,10 +86,5 @@ impl Scheduler {
         {
             self.lock_handoff.nudge(node);
         }
-    }
-
-    /// Whether a pod sent to `node` now would wait for its lock.
-    pub(crate) fn node_is_busy(&self, node: &str) -> bool {
-        self.lock_handoff.is_busy(node)
     }
 }

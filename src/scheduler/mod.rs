@@ -264,6 +264,7 @@ impl Scheduler {
                 .as_ref()
                 .and_then(|a| a.get(crate::annotations::NODE_LOCK))
                 .map(String::as_str),
+            self.clock.now(),
         );
         let mut ledger = self.ledger.write();
         let mut entry = registration::node_entry(node, ledger.node(name));
