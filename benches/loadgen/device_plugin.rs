@@ -167,9 +167,10 @@ async fn answer_pods(
             tokio::time::sleep(delay).await;
         }
         let (namespace, name) = key.split_once('/').unwrap_or(("default", &key));
-        let answered = mark_handed_over(&client, namespace, name).await;
-        // No longer allocating once answered, before the lock lets the next pod in.
+        // Answered from the moment the answer is written: once it is, the
+        // scheduler may hand the lock on (the holder was handed its GPUs).
         allocating.lock().done(&key);
+        let answered = mark_handed_over(&client, namespace, name).await;
         match answered.and(release_lock(&client, &node, namespace, name).await) {
             Ok(()) => {
                 counts.answered.fetch_add(1, Ordering::Relaxed);

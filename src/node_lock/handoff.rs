@@ -9,10 +9,10 @@
 //! A slow re-check remains for what no watch announces (a cluster file, a holder
 //! this process never heard of).
 //!
-//! The same book says how long a pod sent to a node now would wait for its lock:
-//! the binds ahead of it (waiting for or holding the turn, or a lock the watch
-//! shows held) times how long the device plugin has lately taken to release a
-//! lock, and at least as long as the current lock has been held. `/filter` reads
+//! The same book says what a pod sent to a node now would wait for: the binds
+//! ahead of it (waiting for or holding the turn, or a lock the watch shows
+//! held), how long the device plugin has lately taken to release a lock, and how
+//! long the current lock has been held. `/filter` reads
 //! that to send the next pod to a node nearly as good instead of queueing it
 //! behind the device plugin (see `scheduler::busy_nodes`).
 
@@ -173,23 +173,19 @@ impl LockHandoff {
         });
     }
 
-    /// How long a pod sent to `node` at `now` would wait for its lock: one lock
-    /// hold for each bind ahead of it, and no less than the current lock has
-    /// been held already.
-    pub fn expected_wait(&self, node: &str, now: Instant) -> Duration {
-        let Some(handoff) = self.nodes.lock().get(node).cloned() else {
-            return Duration::ZERO;
-        };
-        let ahead = self.binds_ahead(&handoff);
-        if ahead == 0 {
-            return Duration::ZERO;
-        }
-        let hold = self.hold_time.lock().unwrap_or_default();
-        let age = handoff
-            .held_since
+    /// How long a lock has lately stayed held, from taken to seen released
+    /// (a running mean; zero before any release was seen).
+    pub fn hold_time(&self) -> Duration {
+        self.hold_time.lock().unwrap_or_default()
+    }
+
+    /// How long `node`'s lock has been held at `now` (zero when it is free).
+    pub fn held_for(&self, node: &str, now: Instant) -> Duration {
+        self.nodes
             .lock()
-            .map_or(Duration::ZERO, |t| now.saturating_duration_since(t));
-        (hold * ahead as u32).max(age)
+            .get(node)
+            .and_then(|h| *h.held_since.lock())
+            .map_or(Duration::ZERO, |t| now.saturating_duration_since(t))
     }
 
     fn binds_ahead(&self, handoff: &NodeHandoff) -> usize {
@@ -318,30 +314,26 @@ mod tests {
     }
 
     #[test]
-    fn the_expected_wait_counts_the_binds_ahead_and_the_current_hold() {
+    fn holds_are_timed_from_taken_to_seen_released() {
         let handoff = LockHandoff::default();
         let t0 = Instant::now();
         let second = Duration::from_secs(1);
-        assert_eq!(handoff.expected_wait("gpu-node-1", t0), Duration::ZERO);
-        // A lock held half a second: released, it sets the mean hold time.
+        assert_eq!(handoff.hold_time(), Duration::ZERO);
         handoff.taken("gpu-node-1", t0);
         handoff.observe_lock("gpu-node-1", Some("t,ns,a"), t0);
+        assert_eq!(handoff.held_for("gpu-node-1", t0 + second), second);
         handoff.observe_lock("gpu-node-1", None, t0 + second / 2);
-        assert_eq!(handoff.expected_wait("gpu-node-1", t0 + second), Duration::ZERO);
-        // Held again by a pod this process did not bind: one hold ahead, and
-        // at least as long as it has been held.
+        assert_eq!(handoff.hold_time(), second / 2);
+        assert_eq!(handoff.held_for("gpu-node-1", t0 + second), Duration::ZERO);
+        assert_eq!(handoff.binds_ahead_at("gpu-node-1"), 0);
+        // Held by a pod this process did not bind: one hold ahead, timed from
+        // when the watch showed it.
         handoff.observe_lock("gpu-node-1", Some("t,ns,b"), t0 + second);
         assert_eq!(handoff.binds_ahead_at("gpu-node-1"), 1);
-        assert_eq!(
-            handoff.expected_wait("gpu-node-1", t0 + second),
-            second / 2
-        );
-        assert_eq!(
-            handoff.expected_wait("gpu-node-1", t0 + 3 * second),
-            2 * second
-        );
+        assert_eq!(handoff.held_for("gpu-node-1", t0 + 3 * second), 2 * second);
         handoff.observe_lock("gpu-node-1", None, t0 + 3 * second);
-        assert_eq!(handoff.binds_ahead_at("gpu-node-1"), 0);
+        // The running mean moves toward the newest hold.
+        assert!(handoff.hold_time() > second / 2 && handoff.hold_time() < 2 * second);
     }
 
     #[tokio::test(start_paused = true)]

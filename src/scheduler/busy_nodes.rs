@@ -3,12 +3,14 @@
 //! Only one pod per node may be between its bind and the device plugin's answer
 //! (HAMi's node lock), so a pod sent to a node whose lock is held waits for that
 //! answer, and under binpack consecutive pods go to the same node. A node is
-//! busy when a pod sent there now would wait more than [`BUSY_AFTER`] for its
-//! lock (the binds ahead of it times how long the device plugin has lately held
-//! a lock, and no less than the current lock has been held): when the device
-//! plugin answers at once the binds of one node follow each other quickly and
-//! binpack keeps filling it; when it takes long, the node is busy as soon as one
-//! bind holds it.
+//! busy when a bind is ahead of the pod there (waiting for or holding the lock,
+//! or a lock is held) and either the device plugin is slow to answer (a lock
+//! has lately stayed held, or the current one has been held, longer than
+//! [`SLOW_ANSWER`]) or the binds ahead would keep the pod waiting longer than
+//! [`LONGEST_QUEUE`]. When the device plugin answers at once, the binds of one
+//! node follow each other quickly and binpack keeps filling it, exactly as
+//! without this; when it takes as long as a kubelet admitting a pod, a node is
+//! busy as soon as one bind holds it.
 //!
 //! When the policy's best node is busy, the pod goes instead to the best node
 //! that is not busy and that the policy likes at most `--busy-node-tolerance`
@@ -34,10 +36,14 @@ use crate::policy::NodePolicy;
 use k8s_openapi::api::core::v1::Pod;
 use std::time::Duration;
 
-/// A node is busy when a pod sent there would wait longer than this for its
-/// lock: a few lock handoffs when the device plugin answers at once, less than
-/// one when it takes as long as a kubelet admitting a pod.
-pub const BUSY_AFTER: Duration = Duration::from_millis(100);
+/// A device plugin holding a lock longer than this is slow to answer: a lock
+/// handed on at once takes a few API round trips, a kubelet admitting a pod
+/// hundreds of milliseconds.
+pub const SLOW_ANSWER: Duration = Duration::from_millis(100);
+
+/// Longest a pod is queued behind the binds of one node when a nearly as good
+/// node is free, however quickly the device plugin answers.
+pub const LONGEST_QUEUE: Duration = Duration::from_secs(1);
 
 /// Why a candidate is left out of the search for a spare node.
 const BUSY_OR_WORSE: &str = "busy or not nearly as good as the best node";
@@ -124,7 +130,15 @@ impl Scheduler {
         let tolerance = self.config.busy_node_tolerance?;
         let now = self.clock.now();
         let handoff = &self.lock_handoff;
-        if handoff.expected_wait(best, now) <= BUSY_AFTER {
+        let hold = handoff.hold_time();
+        let busy = |node: &str| {
+            let ahead = handoff.binds_ahead_at(node);
+            ahead > 0
+                && (hold > SLOW_ANSWER
+                    || handoff.held_for(node, now) > SLOW_ANSWER
+                    || hold * ahead as u32 > LONGEST_QUEUE)
+        };
+        if !busy(best) {
             return None;
         }
         let policy = ctx.policies.node;
@@ -148,7 +162,7 @@ impl Scheduler {
             };
             choose_node(&source, ctx, &task, judge).ok().map(|c| c.node)
         };
-        let idle = |node: &str| handoff.expected_wait(node, now) <= BUSY_AFTER;
+        let idle = |node: &str| !busy(node);
         let spare = choose(&idle).or_else(|| {
             // Every node nearly as good is busy: the one with the fewest binds
             // ahead, if that is fewer than at the best node.
