@@ -26,6 +26,11 @@ use tokio::sync::watch;
 /// Weight of the newest lock hold in the running mean of hold times.
 const HOLD_TIME_WEIGHT: f64 = 0.2;
 
+/// How long a placement `/filter` answered counts as a bind on its way: kube-
+/// scheduler sends the bind right after the filter, so one that has not come by
+/// then is not coming soon.
+const BIND_ON_ITS_WAY: Duration = Duration::from_secs(2);
+
 /// Turns and lock sightings of every node that had a bind or a lock.
 #[derive(Debug, Default)]
 pub struct LockHandoff {
@@ -46,6 +51,8 @@ struct NodeHandoff {
     lock_seen: Mutex<Option<String>>,
     /// Since when the lock is held (taken by a bind here, or first seen held).
     held_since: Mutex<Option<Instant>>,
+    /// When `/filter` placed pods here whose binds have not asked for a turn.
+    placed: Mutex<std::collections::VecDeque<Instant>>,
 }
 
 impl Default for NodeHandoff {
@@ -56,6 +63,7 @@ impl Default for NodeHandoff {
             binds: AtomicUsize::new(0),
             lock_seen: Mutex::new(None),
             held_since: Mutex::new(None),
+            placed: Mutex::default(),
         }
     }
 }
@@ -110,6 +118,7 @@ impl LockHandoff {
     /// they were asked for.
     pub async fn turn(&self, node: &str) -> Turn {
         let handoff = self.node(node);
+        handoff.placed.lock().pop_front();
         handoff.binds.fetch_add(1, Ordering::AcqRel);
         let changes = handoff.changes.subscribe();
         // If this future is dropped while waiting, the count must still go down:
@@ -122,6 +131,20 @@ impl LockHandoff {
             _guard: guard,
             changes,
         }
+    }
+
+    /// `/filter` placed a pod on `node` at `now`: its bind is on its way, and the
+    /// next pod would queue behind it.
+    pub fn placed(&self, node: &str, now: Instant) {
+        let handoff = self.node(node);
+        let mut placed = handoff.placed.lock();
+        while placed
+            .front()
+            .is_some_and(|t| now.saturating_duration_since(*t) > BIND_ON_ITS_WAY)
+        {
+            placed.pop_front();
+        }
+        placed.push_back(now);
     }
 
     /// A bind here took `node`'s lock at `now`.
@@ -150,7 +173,10 @@ impl LockHandoff {
                 true
             }
         };
-        if changed {
+        // A free lock with binds waiting wakes them even when the watch never
+        // showed it held (our own write's event may come after its release).
+        let free_for_waiters = lock.is_none() && handoff.binds.load(Ordering::Acquire) > 0;
+        if changed || free_for_waiters {
             let mut since = handoff.held_since.lock();
             match (lock, *since) {
                 (None, Some(taken)) => {
@@ -188,8 +214,14 @@ impl LockHandoff {
             .map_or(Duration::ZERO, |t| now.saturating_duration_since(t))
     }
 
-    fn binds_ahead(&self, handoff: &NodeHandoff) -> usize {
-        let binds = handoff.binds.load(Ordering::Acquire);
+    fn binds_ahead(&self, handoff: &NodeHandoff, now: Instant) -> usize {
+        let on_their_way = handoff
+            .placed
+            .lock()
+            .iter()
+            .filter(|t| now.saturating_duration_since(**t) <= BIND_ON_ITS_WAY)
+            .count();
+        let binds = handoff.binds.load(Ordering::Acquire) + on_their_way;
         // A lock held with no bind here: another process's bind, or ours that
         // returned before the device plugin answered.
         if binds == 0 && handoff.lock_seen.lock().is_some() {
@@ -199,12 +231,13 @@ impl LockHandoff {
         }
     }
 
-    /// Binds a pod sent to `node` now would queue behind.
-    pub fn binds_ahead_at(&self, node: &str) -> usize {
+    /// Binds a pod sent to `node` at `now` would queue behind: those waiting for
+    /// or holding the turn, those `/filter` just sent there, or a held lock.
+    pub fn binds_ahead_at(&self, node: &str, now: Instant) -> usize {
         self.nodes
             .lock()
             .get(node)
-            .map_or(0, |h| self.binds_ahead(h))
+            .map_or(0, |h| self.binds_ahead(h, now))
     }
 
     /// Wakes the bind waiting for `node`: the lock's holder may have finished,
@@ -261,13 +294,13 @@ mod tests {
                 tokio::task::yield_now().await;
             }
         }
-        assert_eq!(handoff.binds_ahead_at("gpu-node-1"), 5);
+        assert_eq!(handoff.binds_ahead_at("gpu-node-1", Instant::now()), 5);
         drop(first);
         for task in waiting {
             task.await.expect("bind task");
         }
         assert_eq!(*order.lock(), vec![0, 1, 2, 3]);
-        assert_eq!(handoff.binds_ahead_at("gpu-node-1"), 0);
+        assert_eq!(handoff.binds_ahead_at("gpu-node-1", Instant::now()), 0);
     }
 
     #[tokio::test(start_paused = true)]
@@ -325,15 +358,33 @@ mod tests {
         handoff.observe_lock("gpu-node-1", None, t0 + second / 2);
         assert_eq!(handoff.hold_time(), second / 2);
         assert_eq!(handoff.held_for("gpu-node-1", t0 + second), Duration::ZERO);
-        assert_eq!(handoff.binds_ahead_at("gpu-node-1"), 0);
+        assert_eq!(handoff.binds_ahead_at("gpu-node-1", Instant::now()), 0);
         // Held by a pod this process did not bind: one hold ahead, timed from
         // when the watch showed it.
         handoff.observe_lock("gpu-node-1", Some("t,ns,b"), t0 + second);
-        assert_eq!(handoff.binds_ahead_at("gpu-node-1"), 1);
+        assert_eq!(handoff.binds_ahead_at("gpu-node-1", t0 + second), 1);
         assert_eq!(handoff.held_for("gpu-node-1", t0 + 3 * second), 2 * second);
         handoff.observe_lock("gpu-node-1", None, t0 + 3 * second);
         // The running mean moves toward the newest hold.
         assert!(handoff.hold_time() > second / 2 && handoff.hold_time() < 2 * second);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_placement_counts_as_a_bind_ahead_until_its_bind_asks_or_it_is_stale() {
+        let handoff = LockHandoff::default();
+        let t0 = Instant::now();
+        handoff.placed("gpu-node-1", t0);
+        assert_eq!(handoff.binds_ahead_at("gpu-node-1", t0), 1);
+        let turn = handoff.turn("gpu-node-1").await;
+        assert_eq!(handoff.binds_ahead_at("gpu-node-1", t0), 1);
+        drop(turn);
+        assert_eq!(handoff.binds_ahead_at("gpu-node-1", t0), 0);
+        // A placement whose bind never came stops counting.
+        handoff.placed("gpu-node-1", t0);
+        assert_eq!(
+            handoff.binds_ahead_at("gpu-node-1", t0 + 2 * BIND_ON_ITS_WAY),
+            0
+        );
     }
 
     #[tokio::test(start_paused = true)]

@@ -132,7 +132,7 @@ impl Scheduler {
         let handoff = &self.lock_handoff;
         let hold = handoff.hold_time();
         let busy = |node: &str| {
-            let ahead = handoff.binds_ahead_at(node);
+            let ahead = handoff.binds_ahead_at(node, now);
             ahead > 0
                 && (hold > SLOW_ANSWER
                     || handoff.held_for(node, now) > SLOW_ANSWER
@@ -172,12 +172,12 @@ impl Scheduler {
                         r.usable && r.may_fit && policy.preference(r.score) >= floor
                     })
                 })
-                .map(|i| handoff.binds_ahead_at(candidates.name(i)))
+                .map(|i| handoff.binds_ahead_at(candidates.name(i), now))
                 .min()?;
-            if fewest >= handoff.binds_ahead_at(best) {
+            if fewest >= handoff.binds_ahead_at(best, now) {
                 return None;
             }
-            choose(&|node: &str| handoff.binds_ahead_at(node) <= fewest)
+            choose(&|node: &str| handoff.binds_ahead_at(node, now) <= fewest)
         })?;
         tracing::debug!(pod = %ctx.name, busy = best, instead = %spare, "best node busy with binds; a nearly as good one takes the pod");
         Some(spare)

@@ -396,6 +396,8 @@ impl Scheduler {
                 // Someone took the capacity since the decision: decide again.
                 Err(_) => continue,
             };
+            // Its bind follows: the next pod would queue behind it.
+            self.lock_handoff.placed(&node, self.clock.now());
             if let Err(e) = self
                 .publish_allocation(&ctx, &node, &placement.devices)
                 .await

@@ -21,6 +21,8 @@ mod gang_invariant_tests;
 mod gang_tests;
 #[cfg(test)]
 mod invariant_tests;
+#[cfg(test)]
+mod lock_handoff_tests;
 mod lock_turns;
 mod mig_claims;
 #[cfg(test)]
