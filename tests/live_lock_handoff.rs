@@ -26,7 +26,9 @@ fn allocating_per_node(api: &FakeApiServer) -> BTreeMap<String, Vec<String>> {
         }
         if let Some(node) = annotation(&p, "hami.io/vgpu-node") {
             let name = p["metadata"]["name"].as_str().unwrap_or_default();
-            out.entry(node.to_string()).or_default().push(name.to_string());
+            out.entry(node.to_string())
+                .or_default()
+                .push(name.to_string());
         }
     }
     out
@@ -65,7 +67,10 @@ async fn concurrent_binds_never_put_two_pods_allocating_on_one_node_nor_overcomm
     let deadline = Instant::now() + Duration::from_secs(60);
     let mut answered = 0;
     while answered < PODS {
-        assert!(Instant::now() < deadline, "only {answered} pods bound in time");
+        assert!(
+            Instant::now() < deadline,
+            "only {answered} pods bound in time"
+        );
         for (node, pods) in allocating_per_node(&api) {
             assert!(pods.len() <= 1, "two pods allocating on {node}: {pods:?}");
         }

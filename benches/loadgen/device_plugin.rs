@@ -184,7 +184,11 @@ async fn answer_pods(
 }
 
 /// HAMi's `Allocate` epilogue, first half: the pod's bind phase to `success`.
-async fn mark_handed_over(client: &kube::Client, namespace: &str, name: &str) -> Result<(), String> {
+async fn mark_handed_over(
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+) -> Result<(), String> {
     let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
     let phase = json!({"metadata": {"annotations": {BIND_PHASE: "success"}}});
     pods.patch(name, &PatchParams::default(), &Patch::Merge(&phase))

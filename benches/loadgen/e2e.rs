@@ -191,9 +191,9 @@ async fn burst(o: &BurstOptions, delay: Option<Duration>) -> Result<BurstResult,
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
-    let elapsed = outcome
-        .last_bound
-        .map_or(Duration::ZERO, |t| t.saturating_duration_since(first_created));
+    let elapsed = outcome.last_bound.map_or(Duration::ZERO, |t| {
+        t.saturating_duration_since(first_created)
+    });
     let mut notes = outcome.notes.clone();
     if bound < o.pods {
         notes.push(format!(
@@ -338,7 +338,12 @@ pub async fn run(o: BurstOptions) -> Result<bool, String> {
             "filter_errors": r.filter_errors, "device_plugin_errors": r.device_plugin_errors,
         }));
     }
-    println!("(part.: GPUs partly used; over: GPUs over capacity; 2x: a second pod allocating on a node before the first was answered)");
-    println!("{}", json!({"nodes": o.nodes, "pods": o.pods, "runs": report}));
+    println!(
+        "(part.: GPUs partly used; over: GPUs over capacity; 2x: a second pod allocating on a node before the first was answered)"
+    );
+    println!(
+        "{}",
+        json!({"nodes": o.nodes, "pods": o.pods, "runs": report})
+    );
     Ok(ok)
 }

@@ -125,11 +125,7 @@ impl Scheduler {
         // Only pods with GPUs take the node lock: HAMi's device plugin releases it
         // in Allocate, which never runs for a pod without GPUs.
         let locked = ctx.is_some();
-        if locked
-            && let Err(e) = self
-                .lock_node(&mut turn, node, ns, name, started)
-                .await
-        {
+        if locked && let Err(e) = self.lock_node(&mut turn, node, ns, name, started).await {
             self.roll_back(ctx.as_ref(), ns, name, node, false).await;
             return Err(e.to_string());
         }

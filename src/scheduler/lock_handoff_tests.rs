@@ -164,7 +164,10 @@ async fn device_plugin_releases(s: &Scheduler, memory: &MemoryCluster) {
 async fn until_held_by(memory: &MemoryCluster, owner: &str) -> Duration {
     let started = tokio::time::Instant::now();
     while lock_owner(memory).await.as_deref() != Some(owner) {
-        assert!(started.elapsed() < 10 * RECHECK, "{owner} never got the lock");
+        assert!(
+            started.elapsed() < 10 * RECHECK,
+            "{owner} never got the lock"
+        );
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
     started.elapsed()
@@ -181,9 +184,9 @@ async fn binds_waiting_for_a_node_get_its_lock_in_arrival_order_as_soon_as_it_is
     let mut binds = Vec::new();
     for (n, name) in ["p1", "p2", "p3"].into_iter().enumerate() {
         let scheduler = s.clone();
-        binds.push(tokio::spawn(
-            async move { scheduler.bind(bind_args(name)).await },
-        ));
+        binds.push(tokio::spawn(async move {
+            scheduler.bind(bind_args(name)).await
+        }));
         // Each bind is queued before the next one arrives.
         while s.lock_handoff.binds_at("n1") < n + 1 {
             tokio::task::yield_now().await;
@@ -215,7 +218,10 @@ async fn a_lock_whose_holder_vanished_is_taken_over_once_the_watch_shows_it_gone
     }
     // The holder is deleted before its device plugin answered; the pod watch
     // reports the delete.
-    memory.evict_pod("ns", "holder").await.expect("delete holder");
+    memory
+        .evict_pod("ns", "holder")
+        .await
+        .expect("delete holder");
     s.forget_pod("uid-holder");
     let took = until_held_by(&memory, "next").await;
     assert!(took < RECHECK, "taken over after {took:?}: by a re-check");
