@@ -84,7 +84,7 @@ impl ClusterApi for Watched {
 
 /// A waiting bind re-reads the lock by itself after this long at the latest; a
 /// handoff that takes less was woken by the release.
-const RECHECK: Duration = Duration::from_secs(1);
+const RECHECK: Duration = Duration::from_secs(5);
 
 fn node() -> Node {
     serde_json::from_value(serde_json::json!({"metadata": {"name": "n1", "annotations": {

@@ -17,8 +17,10 @@ const UNWATCHED_RECHECK: Duration = Duration::from_millis(100);
 
 /// How often a waiting bind looks at the lock again although the watch reports
 /// releases: for a holder nothing announces (a pod this process never heard of
-/// that is gone, a lock that expires).
-const WATCHED_RECHECK: Duration = Duration::from_secs(1);
+/// that is gone, a lock that expires). Each look costs two API reads (the node,
+/// the holder), and with slow device plugins a bind waits on every busy node:
+/// at one look a second, 200 waiting nodes spent most of the client's QPS.
+const WATCHED_RECHECK: Duration = Duration::from_secs(5);
 
 impl Scheduler {
     /// Takes the node lock during the bind's `turn`, waiting for another pod's lock
