@@ -127,8 +127,12 @@ async fn burst(o: &BurstOptions, delay: Option<Duration>) -> Result<BurstResult,
                 binary: o.server_binary.as_deref(),
                 extra_args: &args,
                 log_level: &o.server_log,
-                http: HttpVersion::Http2,
-                pool: 64,
+                // Go's HTTP/2 client opens another connection when one is at
+                // its stream limit; reqwest's would queue the next /filter behind
+                // binds waiting for node locks. Connections of their own, as
+                // HTTP/1.1 gives, keep kube-scheduler's shape.
+                http: HttpVersion::Http1,
+                pool: 1024,
                 ready_timeout: Duration::from_secs(60),
                 cpu: None,
             })
