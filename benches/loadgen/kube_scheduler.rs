@@ -115,11 +115,7 @@ pub async fn schedule_burst(
     };
     while unbound > 0 && Instant::now() < deadline {
         // Bind answers and pods back from their backoff.
-        loop {
-            let (i, result) = match done_rx.try_recv() {
-                Ok(done) => done,
-                Err(_) => break,
-            };
+        while let Ok((i, result)) = done_rx.try_recv() {
             match result {
                 Ok(at) => {
                     outcome.bound_after[i] = Some(at.saturating_duration_since(pods[i].created));
