@@ -270,7 +270,8 @@ pub async fn run(o: BurstOptions) -> Result<bool, String> {
                 o.pods,
                 o.nodes,
                 delay.map_or("no extender".into(), |d| format!(
-                    "device plugin delay {d:?}"
+                    "device plugin delay {} ms",
+                    d.as_millis()
                 ))
             );
             results.push((round, delay, burst(&o, delay).await?));
