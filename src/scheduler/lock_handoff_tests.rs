@@ -1,6 +1,7 @@
 //! Binds queued on one node's lock, end to end through the scheduler: turns in
 //! arrival order, a release seen by the watch handing the lock on at once, a
-//! lock whose holder vanished taken over as soon as the watch says so.
+//! lock whose holder vanished taken over as soon as the watch says so; and where
+//! `/filter` sends the next pod while a node's lock is held.
 
 use super::{Scheduler, SchedulerConfig};
 use crate::annotations::NODE_LOCK;
@@ -87,8 +88,17 @@ impl ClusterApi for Watched {
 const RECHECK: Duration = Duration::from_secs(5);
 
 fn node() -> Node {
-    serde_json::from_value(serde_json::json!({"metadata": {"name": "n1", "annotations": {
-        "hami.io/node-nvidia-register": r#"[{"id":"GPU-aa6e500d-328b-a510-73d1-5877a2e60bdc","count":10,"devmem":81559,"devcore":100,"type":"NVIDIA H100 80GB HBM3","health":true,"index":0,"mode":"hami-core"}]"#}}}))
+    named_node("n1", "GPU-aa6e500d-328b-a510-73d1-5877a2e60bdc")
+}
+
+fn named_node(name: &str, gpu: &str) -> Node {
+    let register = format!(
+        r#"[{{"id":"{gpu}","count":10,"devmem":81559,"devcore":100,"type":"NVIDIA H100 80GB HBM3","health":true,"index":0,"mode":"hami-core"}}]"#
+    );
+    serde_json::from_value(
+        serde_json::json!({"metadata": {"name": name, "annotations": {
+        "hami.io/node-nvidia-register": register}}}),
+    )
     .expect("node")
 }
 
@@ -226,4 +236,94 @@ async fn a_lock_whose_holder_vanished_is_taken_over_once_the_watch_shows_it_gone
     let took = until_held_by(&memory, "next").await;
     assert!(took < RECHECK, "taken over after {took:?}: by a re-check");
     assert_eq!(next.await.expect("bind task").error, "");
+}
+
+/// Two nodes, n1 and n2, on a clock the test moves.
+fn two_nodes(
+    tolerance: Option<f64>,
+) -> (
+    Arc<Scheduler>,
+    Arc<MemoryCluster>,
+    Arc<crate::clock::ManualClock>,
+) {
+    let nodes = vec![
+        node(),
+        named_node("n2", "GPU-bb6e500d-328b-a510-73d1-5877a2e60bdc"),
+    ];
+    let memory = Arc::new(MemoryCluster::new(nodes.clone(), Vec::new(), false));
+    let api: Arc<dyn ClusterApi> = Arc::new(Watched(memory.clone()));
+    let clock = crate::clock::ManualClock::new();
+    let config = SchedulerConfig {
+        busy_node_tolerance: tolerance,
+        ..SchedulerConfig::default()
+    };
+    let s = Arc::new(Scheduler::with_clock(
+        config,
+        api,
+        Arc::new(Metrics::new()),
+        clock.clone(),
+    ));
+    s.load(&ClusterObjects {
+        nodes,
+        ..Default::default()
+    });
+    (s, memory, clock)
+}
+
+/// `/filter` of a new pod over n1 and n2; the chosen node.
+async fn placed_on(s: &Scheduler, memory: &MemoryCluster, name: &str) -> String {
+    let p = pod(name);
+    memory.insert_pod(&p);
+    let answer = s
+        .filter(ExtenderArgs {
+            pod: Some(p),
+            nodes: None,
+            node_names: Some(["n1", "n2"].into_iter().collect()),
+        })
+        .await;
+    answer
+        .node_names
+        .and_then(|n| n.first().cloned())
+        .unwrap_or_else(|| panic!("{name} placed nowhere"))
+}
+
+/// Binds `name` to n1 and lets the node watch show the lock it took.
+async fn bound_and_locked(s: &Scheduler, memory: &MemoryCluster, name: &str) {
+    assert_eq!(s.bind(bind_args(name)).await.error, "");
+    let node = memory.get_node("n1").await.ok().flatten().expect("node");
+    s.apply_node(&node);
+}
+
+#[tokio::test]
+async fn binpack_keeps_filling_a_node_whose_device_plugin_answers_at_once() {
+    let (s, memory, clock) = two_nodes(Some(100.0));
+    assert_eq!(placed_on(&s, &memory, "p0").await, "n1");
+    bound_and_locked(&s, &memory, "p0").await;
+    // The lock has been held 20 ms: a device plugin about to answer.
+    clock.advance(Duration::from_millis(20));
+    assert_eq!(placed_on(&s, &memory, "p1").await, "n1");
+}
+
+#[tokio::test]
+async fn a_node_whose_device_plugin_is_slow_to_answer_passes_the_pod_to_one_nearly_as_good() {
+    let (s, memory, clock) = two_nodes(Some(100.0));
+    assert_eq!(placed_on(&s, &memory, "p0").await, "n1");
+    bound_and_locked(&s, &memory, "p0").await;
+    // Held half a second without an answer: a pod sent there would wait.
+    clock.advance(Duration::from_millis(500));
+    assert_eq!(placed_on(&s, &memory, "p1").await, "n2");
+    // Once the device plugin answered, binpack goes back to the fuller node.
+    device_plugin_releases(&s, &memory).await;
+    assert_eq!(placed_on(&s, &memory, "p2").await, "n1");
+}
+
+#[tokio::test]
+async fn without_a_tolerance_or_a_nearly_as_good_node_the_pod_waits_for_the_busy_one() {
+    for tolerance in [None, Some(0.0)] {
+        let (s, memory, clock) = two_nodes(tolerance);
+        assert_eq!(placed_on(&s, &memory, "p0").await, "n1");
+        bound_and_locked(&s, &memory, "p0").await;
+        clock.advance(Duration::from_millis(500));
+        assert_eq!(placed_on(&s, &memory, "p1").await, "n1", "{tolerance:?}");
+    }
 }
