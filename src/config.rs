@@ -488,6 +488,22 @@ mod tests {
     }
 
     #[test]
+    fn busy_node_tolerance_is_points_or_off() {
+        assert_eq!(
+            serve(&[]).busy_node_tolerance,
+            BusyNodeTolerance(Some(10.0))
+        );
+        let s = serve(&["--busy-node-tolerance=25"]);
+        assert_eq!(s.busy_node_tolerance, BusyNodeTolerance(Some(25.0)));
+        let s = serve(&["--busy-node-tolerance", "off"]);
+        assert_eq!(s.busy_node_tolerance, BusyNodeTolerance(None));
+        for bad in ["101", "-1", "some"] {
+            let flag = format!("--busy-node-tolerance={bad}");
+            assert!(Cli::try_parse_from(["vgpu-scheduler", "serve", &flag]).is_err());
+        }
+    }
+
+    #[test]
     fn policies_and_durations_parse() {
         let s = serve(&[
             "--node-scheduler-policy=spread",
