@@ -14,6 +14,16 @@
 
 #[path = "loadgen/cluster.rs"]
 mod cluster;
+#[path = "loadgen/device_plugin.rs"]
+mod device_plugin;
+#[path = "loadgen/e2e.rs"]
+mod e2e;
+#[path = "../tests/fake_apiserver/mod.rs"]
+mod fake_apiserver;
+#[path = "loadgen/kube_scheduler.rs"]
+mod kube_scheduler;
+#[path = "loadgen/packing.rs"]
+mod packing;
 #[path = "loadgen/server.rs"]
 mod server;
 #[path = "loadgen/stats.rs"]
@@ -43,9 +53,22 @@ cargo bench --bench loadgen -- [flags]
   --http 1|2            HTTP/1.1 connection pool or HTTP/2 via ALPN (default 2)
   --server-log LEVEL    RUST_LOG of the server (default info)
   --server-arg ARG      extra `serve` flag, repeatable (e.g. --server-arg=--node-scheduler-policy=spread)
+  --server-binary PATH  run this build of vgpu-scheduler instead (to compare two builds)
   --pin                 run the server on CPU 1 and the load generator on CPU 0 (Linux,
                         2+ CPUs), so that neither waits for the other's CPU; each then
                         runs one async worker thread
+
+End to end (--burst M): a fake kube-apiserver on loopback, --nodes empty GPU nodes,
+the server in live mode, a kube-scheduler stand-in and a device-plugin stand-in; M
+pods created at once. Reports pods/s, create-to-bound p50/p99 and packing, against
+the same burst bound by the kube-scheduler stand-in alone.
+  --burst M                  pods in the burst (switches to this mode)
+  --device-plugin-delay LIST milliseconds the device plugin takes to answer a bind,
+                             comma-separated, one run each (default 0,50,500)
+  --scheduler-qps Q          the kube-scheduler stand-in's client QPS (default 50)
+  --scheduler-burst B        and burst (default 100), as kube-scheduler's defaults
+  --repeat R                 runs of each (default 1)
+  (--nodes, --server-arg, --server-log and --server-binary apply as above)
 ";
 
 /// Errors after which a phase stops.
@@ -81,6 +104,17 @@ struct Options {
     cpus: usize,
     /// Not run by `cargo bench` (no `--bench`): small defaults.
     smoke: bool,
+    /// Another build of the server.
+    server_binary: Option<std::path::PathBuf>,
+    /// End-to-end burst of this many pods instead of the cycles.
+    burst: Option<usize>,
+    /// Device plugin answer delays of the burst.
+    delays: Vec<Duration>,
+    /// The kube-scheduler stand-in's client QPS and burst.
+    scheduler_qps: u32,
+    scheduler_burst: u32,
+    /// Runs of each burst.
+    repeat: usize,
 }
 
 fn parse_options(args: Vec<String>) -> Result<Options, String> {
@@ -101,6 +135,12 @@ fn parse_options(args: Vec<String>) -> Result<Options, String> {
             pin: false,
             cpus: 0,
             smoke,
+            server_binary: None,
+            burst: None,
+            delays: [0, 50, 500].map(Duration::from_millis).to_vec(),
+            scheduler_qps: 50,
+            scheduler_burst: 100,
+            repeat: 1,
         }
     } else {
         Options {
@@ -118,6 +158,12 @@ fn parse_options(args: Vec<String>) -> Result<Options, String> {
             pin: false,
             cpus: 0,
             smoke,
+            server_binary: None,
+            burst: None,
+            delays: [0, 50, 500].map(Duration::from_millis).to_vec(),
+            scheduler_qps: 50,
+            scheduler_burst: 100,
+            repeat: 1,
         }
     };
     let mut duration_given = false;
@@ -140,6 +186,12 @@ fn parse_options(args: Vec<String>) -> Result<Options, String> {
                 | "--http"
                 | "--server-log"
                 | "--server-arg"
+                | "--server-binary"
+                | "--burst"
+                | "--device-plugin-delay"
+                | "--scheduler-qps"
+                | "--scheduler-burst"
+                | "--repeat"
         );
         if !takes_value {
             match flag.as_str() {
@@ -193,8 +245,22 @@ fn parse_options(args: Vec<String>) -> Result<Options, String> {
             }
             "--server-log" => o.server_log = value,
             "--server-arg" => o.server_args.push(value),
+            "--server-binary" => o.server_binary = Some(value.into()),
+            "--burst" => o.burst = Some(number(&value)? as usize),
+            "--device-plugin-delay" => {
+                o.delays = value
+                    .split(',')
+                    .map(|ms| number(ms.trim()).map(Duration::from_millis))
+                    .collect::<Result<_, _>>()?
+            }
+            "--scheduler-qps" => o.scheduler_qps = number(&value)? as u32,
+            "--scheduler-burst" => o.scheduler_burst = number(&value)? as u32,
+            "--repeat" => o.repeat = (number(&value)? as usize).max(1),
             _ => unreachable!("every flag taking a value is handled"),
         }
+    }
+    if o.burst.is_some_and(|m| m == 0 || m > 100_000) {
+        return Err("--burst must be 1..=100000".into());
     }
     if o.cycles.is_some() && !duration_given && !o.smoke {
         o.duration = CYCLES_TIME_LIMIT;
@@ -479,7 +545,8 @@ async fn run(options: Options) -> Result<bool, String> {
     let ready_timeout = Duration::from_secs(30 + (cluster.pods / 1000) as u64 * 2);
     let server = ServerProcess::start(&Launch {
         dir: dir.path(),
-        cluster_file: &cluster_file,
+        source: server::ServerSource::ClusterFile(&cluster_file),
+        binary: options.server_binary.as_deref(),
         extra_args: &options.server_args,
         log_level: &options.server_log,
         http: options.http,
@@ -788,7 +855,43 @@ fn main() {
         .enable_all()
         .build()
         .expect("tokio runtime");
-    match runtime.block_on(run(options)) {
+    let burst_smoke = options.smoke.then(|| e2e::BurstOptions {
+        nodes: 4,
+        pods: 24,
+        delays: vec![Duration::ZERO, Duration::from_millis(50)],
+        scheduler_qps: options.scheduler_qps,
+        scheduler_burst: options.scheduler_burst,
+        server_args: options.server_args.clone(),
+        server_binary: options.server_binary.clone(),
+        repeat: 1,
+        time_limit: Duration::from_secs(60),
+        server_log: options.server_log.clone(),
+        smoke: true,
+    });
+    let outcome = match options.burst {
+        Some(pods) => runtime.block_on(e2e::run(e2e::BurstOptions {
+            nodes: options.nodes,
+            pods,
+            delays: options.delays.clone(),
+            scheduler_qps: options.scheduler_qps,
+            scheduler_burst: options.scheduler_burst,
+            server_args: options.server_args.clone(),
+            server_binary: options.server_binary.clone(),
+            repeat: options.repeat,
+            time_limit: Duration::from_secs(600),
+            server_log: options.server_log.clone(),
+            smoke: options.smoke,
+        })),
+        None => runtime.block_on(async {
+            // The smoke run covers the end-to-end burst too, so it cannot rot.
+            let cycles = run(options).await?;
+            match burst_smoke {
+                Some(burst) => Ok(cycles & e2e::run(burst).await?),
+                None => Ok(cycles),
+            }
+        }),
+    };
+    match outcome {
         Ok(true) => {}
         Ok(false) => {
             eprintln!("loadgen: the run had errors or completed no cycle (see notes)");

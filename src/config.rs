@@ -131,6 +131,22 @@ impl From<FilterModeArg> for FilterMode {
     }
 }
 
+/// `--busy-node-tolerance`: points of the policy's preference, or off.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct BusyNodeTolerance(pub Option<f64>);
+
+fn parse_busy_node_tolerance(value: &str) -> Result<BusyNodeTolerance, String> {
+    if value.trim() == "off" {
+        return Ok(BusyNodeTolerance(None));
+    }
+    match value.trim().parse::<f64>() {
+        Ok(points) if (0.0..=100.0).contains(&points) => Ok(BusyNodeTolerance(Some(points))),
+        _ => Err(format!(
+            "{value:?} is not a number of points from 0 to 100, nor off"
+        )),
+    }
+}
+
 fn parse_duration(v: &str) -> Result<Duration, String> {
     let v = v.trim();
     let (number, unit) = v
@@ -243,7 +259,8 @@ pub struct ServeArgs {
     /// Kubeconfig for live mode (default: in-cluster config, then $KUBECONFIG / ~/.kube/config).
     #[arg(long = "kubeconfig")]
     pub kubeconfig: Option<PathBuf>,
-    /// Kubernetes API calls per second (0: unlimited).
+    /// Kubernetes API calls per second (0: unlimited); events have a budget of
+    /// their own of the same size.
     #[arg(long = "kube-qps", default_value_t = 500)]
     pub kube_qps: u32,
     /// Burst of Kubernetes API calls above the QPS.
@@ -287,6 +304,12 @@ pub struct ServeArgs {
     /// it), but at least 3 s once the lock is asked for.
     #[arg(long = "node-lock-retry-timeout", default_value = "20s", value_parser = parse_duration)]
     pub node_lock_retry_timeout: Duration,
+    /// When the node the policy prefers is busy with a bind (its lock held until
+    /// the device plugin answers), place the pod on the best idle node the policy
+    /// likes at most this many points less (0-100: utilisation in percent under
+    /// binpack, free share under spread); `off` always waits for the busy node.
+    #[arg(long = "busy-node-tolerance", default_value = "10", value_parser = parse_busy_node_tolerance)]
+    pub busy_node_tolerance: BusyNodeTolerance,
     /// Rewrite spec.schedulerName of vGPU pods that name default-scheduler.
     #[arg(long = "force-overwrite-default-scheduler", default_value_t = true, num_args = 0..=1, default_missing_value = "true", value_parser = parse_go_bool, action = clap::ArgAction::Set)]
     pub force_overwrite_default_scheduler: bool,
@@ -516,6 +539,22 @@ mod tests {
         assert_eq!(s.http_bind, "0.0.0.0:443");
         assert_eq!(s.cert_file.unwrap(), PathBuf::from("a"));
         assert_eq!(s.key_file.unwrap(), PathBuf::from("b"));
+    }
+
+    #[test]
+    fn busy_node_tolerance_is_points_or_off() {
+        assert_eq!(
+            serve(&[]).busy_node_tolerance,
+            BusyNodeTolerance(Some(10.0))
+        );
+        let s = serve(&["--busy-node-tolerance=25"]);
+        assert_eq!(s.busy_node_tolerance, BusyNodeTolerance(Some(25.0)));
+        let s = serve(&["--busy-node-tolerance", "off"]);
+        assert_eq!(s.busy_node_tolerance, BusyNodeTolerance(None));
+        for bad in ["101", "-1", "some"] {
+            let flag = format!("--busy-node-tolerance={bad}");
+            assert!(Cli::try_parse_from(["vgpu-scheduler", "serve", &flag]).is_err());
+        }
     }
 
     #[test]

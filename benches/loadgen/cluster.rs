@@ -10,11 +10,11 @@ use std::path::Path;
 /// GPUs per node.
 pub const GPUS_PER_NODE: usize = 8;
 /// Registered memory of one H100 80GB HBM3, MiB.
-const GPU_MEM: u64 = 81559;
+pub const GPU_MEM: u64 = 81559;
 /// vGPU slots per GPU (HAMi's `deviceSplitCount`).
-const GPU_SLOTS: u64 = 10;
+pub const GPU_SLOTS: u64 = 10;
 /// Compute per GPU, percent.
-const GPU_CORES: u64 = 100;
+pub const GPU_CORES: u64 = 100;
 /// What one load pod asks for: 1 GPU with this much memory (MiB) …
 pub const POD_MEM: u64 = 2000;
 /// … and this share of compute (percent).
@@ -61,7 +61,8 @@ fn register_annotation(n: usize) -> String {
     Value::Array(gpus).to_string()
 }
 
-fn node(n: usize) -> Value {
+/// Node `n` as its kubelet and HAMi's device plugin registered it.
+pub fn node(n: usize) -> Value {
     let name = node_name(n);
     json!({
         "apiVersion": "v1",
@@ -229,7 +230,8 @@ fn load_container() -> Value {
     })
 }
 
-fn pod_spec(scheduler_name: &str) -> Value {
+/// The spec of a load pod.
+pub fn pod_spec(scheduler_name: &str) -> Value {
     json!({
         "containers": [load_container()],
         "restartPolicy": "Never",

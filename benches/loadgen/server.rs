@@ -37,12 +37,23 @@ impl Drop for ServerProcess {
     }
 }
 
+/// Where the server reads the cluster from.
+#[derive(Debug, Clone, Copy)]
+pub enum ServerSource<'a> {
+    /// A cluster file (the server simulates the API server).
+    ClusterFile(&'a Path),
+    /// An API server, through this kubeconfig (live mode).
+    Kubeconfig(&'a Path),
+}
+
 /// How to start the server.
 pub struct Launch<'a> {
     /// Directory for the certificate and the log.
     pub dir: &'a Path,
-    /// The cluster file.
-    pub cluster_file: &'a Path,
+    /// The cluster it schedules.
+    pub source: ServerSource<'a>,
+    /// Another build of the server to run (default: this one's).
+    pub binary: Option<&'a Path>,
     /// Extra `serve` flags.
     pub extra_args: &'a [String],
     /// `RUST_LOG` of the server.
@@ -131,7 +142,11 @@ impl ServerProcess {
         let log = File::create(&log_path).map_err(|e| e.to_string())?;
         let log_err = log.try_clone().map_err(|e| e.to_string())?;
         let spawned = Instant::now();
-        let mut command = Command::new(env!("CARGO_BIN_EXE_vgpu-scheduler"));
+        let mut command = Command::new(
+            launch
+                .binary
+                .unwrap_or(Path::new(env!("CARGO_BIN_EXE_vgpu-scheduler"))),
+        );
         #[cfg(target_os = "linux")]
         if let Some(cpu) = launch.cpu {
             use std::os::unix::process::CommandExt;
@@ -149,10 +164,17 @@ impl ServerProcess {
                 });
             }
         }
+        command.arg("serve");
+        match launch.source {
+            ServerSource::ClusterFile(path) => command.arg("--cluster-file").arg(path),
+            ServerSource::Kubeconfig(path) => command
+                .arg("--kubeconfig")
+                .arg(path)
+                .env_remove("KUBECONFIG")
+                .env_remove("POD_NAME")
+                .env_remove("POD_NAMESPACE"),
+        };
         let child = command
-            .arg("serve")
-            .arg("--cluster-file")
-            .arg(launch.cluster_file)
             .arg("--http-bind")
             .arg(format!("127.0.0.1:{port}"))
             .arg("--self-signed-dir")

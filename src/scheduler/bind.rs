@@ -5,26 +5,9 @@ use crate::annotations::{BIND_PHASE, BIND_TIME};
 use crate::cluster::api::{EventType, MetadataPatch};
 use crate::extender::wire::{ExtenderBindingArgs, ExtenderBindingResult};
 use crate::ledger::PodPhase;
-use crate::node_lock::{self, LockError};
-use std::sync::Arc;
-use std::time::{Duration, Instant};
-
-/// Pause between attempts at a node lock held by another pod (HAMi's): each
-/// attempt reads the node and the lock owner.
-const LOCK_RETRY_PAUSE: Duration = Duration::from_millis(100);
-
-/// Shortest wait for a node lock, however long the bind waited before asking.
-const LOCK_MIN_WAIT: Duration = Duration::from_secs(3);
+use crate::node_lock;
 
 impl Scheduler {
-    fn bind_serialiser(&self, node: &str) -> Arc<tokio::sync::Mutex<()>> {
-        self.bind_serialisers
-            .lock()
-            .entry(node.to_string())
-            .or_default()
-            .clone()
-    }
-
     /// `/bind`.
     pub async fn bind(&self, args: ExtenderBindingArgs) -> ExtenderBindingResult {
         let (Some(name), Some(namespace), Some(uid), Some(node)) = (
@@ -116,8 +99,9 @@ impl Scheduler {
             }
         };
 
-        let serialiser = self.bind_serialiser(node);
-        let _turn = serialiser.lock().await;
+        // Binds for one node take turns in arrival order: only one pod per node
+        // may be between its bind and the device plugin's answer.
+        let mut turn = self.lock_handoff.turn(node).await;
 
         // The pod read above may be older than a bind of the same pod that ran
         // meanwhile (a request repeated while this one waited at the barrier or
@@ -141,7 +125,7 @@ impl Scheduler {
         // Only pods with GPUs take the node lock: HAMi's device plugin releases it
         // in Allocate, which never runs for a pod without GPUs.
         let locked = ctx.is_some();
-        if locked && let Err(e) = self.lock_node(node, ns, name, started).await {
+        if locked && let Err(e) = self.lock_node(&mut turn, node, ns, name, started).await {
             self.roll_back(ctx.as_ref(), ns, name, node, false).await;
             return Err(e.to_string());
         }
@@ -218,40 +202,6 @@ impl Scheduler {
             .map_err(|reason| format!("node {node} cannot take the pod: {reason}"))?;
         self.ledger.write().set_phase(&ctx.uid, PodPhase::Binding);
         self.publish_allocation(ctx, node, &placement.devices).await
-    }
-
-    /// Takes the node lock, waiting for another pod's lock until
-    /// `--node-lock-retry-timeout` after the bind `started`, so that time a strict
-    /// gang member spent at its barrier counts against the same budget and the
-    /// whole bind stays near kube-scheduler's `httpTimeout`; but always for at
-    /// least `LOCK_MIN_WAIT` (members of one gang on one node queue for the lock
-    /// right after their barrier opens).
-    async fn lock_node(
-        &self,
-        node: &str,
-        ns: &str,
-        name: &str,
-        started: Instant,
-    ) -> Result<(), LockError> {
-        let budget = self.config.node_lock_retry_timeout;
-        let give_up = (started + budget).max(self.clock.now() + LOCK_MIN_WAIT.min(budget));
-        loop {
-            match node_lock::acquire(
-                self.api.as_ref(),
-                self.clock.wall(),
-                node,
-                ns,
-                name,
-                self.config.node_lock_timeout,
-            )
-            .await
-            {
-                Err(LockError::Contention { .. }) if self.clock.now() < give_up => {
-                    tokio::time::sleep(LOCK_RETRY_PAUSE).await;
-                }
-                other => return other,
-            }
-        }
     }
 
     /// Whether a Binding that answered an error took effect anyway: the error may

@@ -35,15 +35,15 @@ pub(crate) struct Evaluation {
 }
 
 /// The candidates of an extender call, as the ledger has them.
-struct LedgerCandidates<'a> {
-    ledger: &'a Ledger,
-    names: &'a NodeNames,
+pub(super) struct LedgerCandidates<'a> {
+    pub(super) ledger: &'a Ledger,
+    pub(super) names: &'a NodeNames,
     /// When the request is judged (how old each node's measured usage is).
     now: DateTime<Utc>,
 }
 
 impl<'a> LedgerCandidates<'a> {
-    fn new(scheduler: &Scheduler, ledger: &'a Ledger, names: &'a NodeNames) -> Self {
+    pub(super) fn new(scheduler: &Scheduler, ledger: &'a Ledger, names: &'a NodeNames) -> Self {
         Self {
             ledger,
             names,
@@ -114,14 +114,14 @@ fn fit_entry(
 
 /// What plugins see of the pod: its requests plus its vGPU estimate, and its queue
 /// (computed only when some plugin filters or scores nodes).
-struct PodFacts {
+pub(super) struct PodFacts {
     resreq: Resources,
     dims: VgpuDims,
     queue: Option<String>,
 }
 
 impl PodFacts {
-    fn of(
+    pub(super) fn of(
         scheduler: &Scheduler,
         judge: &dyn NodeJudge,
         pod: Option<&Pod>,
@@ -150,7 +150,7 @@ impl PodFacts {
         }
     }
 
-    fn task<'a>(&'a self, ctx: &'a PodContext, pod: Option<&'a Pod>) -> TaskFacts<'a> {
+    pub(super) fn task<'a>(&'a self, ctx: &'a PodContext, pod: Option<&'a Pod>) -> TaskFacts<'a> {
         TaskFacts {
             namespace: &ctx.namespace,
             name: &ctx.name,
@@ -389,7 +389,9 @@ impl Scheduler {
 
         for _ in 0..RESERVE_ATTEMPTS {
             let node = match self.choose_node(Some(pod), &ctx, &names) {
-                Ok((node, _)) => node,
+                Ok((node, placement)) => self
+                    .spare_node(Some(pod), &ctx, &names, &node, placement.node_score)
+                    .unwrap_or(node),
                 Err(mut failed) => {
                     if had_reservation {
                         self.clear_allocation(&ctx).await;
@@ -406,6 +408,8 @@ impl Scheduler {
                 // Someone took the capacity since the decision: decide again.
                 Err(_) => continue,
             };
+            // Its bind follows: the next pod would queue behind it.
+            self.lock_handoff.placed(&node, self.clock.now());
             if let Err(e) = self
                 .publish_allocation(&ctx, &node, &placement.devices)
                 .await

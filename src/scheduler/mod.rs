@@ -5,6 +5,7 @@
 #[cfg(test)]
 mod admission_tests;
 mod bind;
+mod busy_nodes;
 mod candidate_nodes;
 #[cfg(test)]
 mod card_quota_mig_tests;
@@ -20,6 +21,9 @@ mod gang_invariant_tests;
 mod gang_tests;
 #[cfg(test)]
 mod invariant_tests;
+#[cfg(test)]
+mod lock_handoff_tests;
+mod lock_turns;
 mod mig_claims;
 #[cfg(test)]
 mod mig_invariant_tests;
@@ -55,7 +59,6 @@ use crate::policy::{GpuPolicy, NodePolicy};
 use crate::quantity::{quantity_to_count, quantity_to_mib};
 use k8s_openapi::api::core::v1::{Node, Pod, ResourceQuota};
 use parking_lot::{Mutex, RwLock};
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -88,6 +91,9 @@ pub struct SchedulerConfig {
     pub node_lock_timeout: Duration,
     /// How long `/bind` waits for a node lock held by another pod.
     pub node_lock_retry_timeout: Duration,
+    /// Points of the node policy's preference a pod may give up to avoid a node
+    /// busy with a bind (`None`: never; see `busy_nodes`).
+    pub busy_node_tolerance: Option<f64>,
     /// Judge device plugin liveness from the handshake and allocatable GPUs (live
     /// clusters; a cluster file is a static picture).
     pub check_device_plugin_health: bool,
@@ -97,6 +103,9 @@ pub struct SchedulerConfig {
     /// annotations the ledger books like those of our own pods (see `claims`).
     pub previous_schedulers: Vec<String>,
 }
+
+/// Default of `--busy-node-tolerance`.
+pub const DEFAULT_BUSY_NODE_TOLERANCE: f64 = 10.0;
 
 /// Gang and queue scheduling settings.
 #[derive(Debug, Clone)]
@@ -136,6 +145,7 @@ impl Default for SchedulerConfig {
             reservation_ttl: Duration::from_secs(120),
             node_lock_timeout: Duration::from_secs(300),
             node_lock_retry_timeout: Duration::from_secs(20),
+            busy_node_tolerance: Some(DEFAULT_BUSY_NODE_TOLERANCE),
             check_device_plugin_health: false,
             gang: GangConfig::default(),
             previous_schedulers: vec!["hami-scheduler".into()],
@@ -149,7 +159,7 @@ pub struct Scheduler {
     ledger: RwLock<Ledger>,
     api: Arc<dyn ClusterApi>,
     metrics: Arc<Metrics>,
-    bind_serialisers: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    lock_handoff: crate::node_lock::handoff::LockHandoff,
     last_prune: Mutex<Instant>,
     gang: gang::GangState,
     claims: claims::Conflicts,
@@ -174,7 +184,7 @@ impl Scheduler {
             ledger: RwLock::new(Ledger::with_clock(clock.clone())),
             api,
             metrics,
-            bind_serialisers: Mutex::new(HashMap::new()),
+            lock_handoff: Default::default(),
             last_prune: Mutex::new(clock.now()),
             gang: gang::GangState::default(),
             claims: claims::Conflicts::default(),
@@ -257,6 +267,15 @@ impl Scheduler {
         let Some(name) = node.metadata.name.as_deref() else {
             return;
         };
+        self.lock_handoff.observe_lock(
+            name,
+            node.metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(crate::annotations::NODE_LOCK))
+                .map(String::as_str),
+            self.clock.now(),
+        );
         let mut ledger = self.ledger.write();
         let mut entry = registration::node_entry(node, ledger.node(name));
         entry.source_version = node.metadata.resource_version.as_deref().map(Box::from);
@@ -291,6 +310,7 @@ impl Scheduler {
             .load_mut()
             .set_pod(&uid, crate::node_load::occupancy_of(pod));
         self.gang_apply_pod(pod);
+        self.nudge_lock_of_answered_pod(pod);
         let finished = matches!(
             pod.status.as_ref().and_then(|s| s.phase.as_deref()),
             Some("Succeeded") | Some("Failed")
@@ -391,6 +411,10 @@ impl Scheduler {
     pub fn forget_pod(&self, uid: &str) {
         {
             let mut ledger = self.ledger.write();
+            if let Some(pod) = ledger.pod(uid) {
+                // It may hold its node's lock, which may now be taken over.
+                self.lock_handoff.nudge(&pod.node);
+            }
             ledger.mark_finished(uid);
             ledger.load_mut().set_pod(uid, None);
             self.wake_for_booked_plans(&ledger);
@@ -401,6 +425,7 @@ impl Scheduler {
 
     /// Forgets a deleted node.
     pub fn forget_node(&self, name: &str) {
+        self.lock_handoff.forget_node(name);
         self.ledger.write().remove_node(name);
     }
 

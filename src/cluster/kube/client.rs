@@ -33,6 +33,10 @@ pub struct KubeCluster {
     event_counter: AtomicU64,
     event_slots: Arc<tokio::sync::Semaphore>,
     limiter: Option<Arc<Limiter>>,
+    /// Events draw on a budget of their own, as kube-scheduler's event client
+    /// does: two events per pod would otherwise take a quarter of the calls a
+    /// burst of binds needs.
+    event_limiter: Option<Arc<Limiter>>,
     /// For evictions: a client that does not retry 429 (see [`no_retry`]).
     evictions: Option<Client>,
 }
@@ -142,18 +146,22 @@ impl KubeCluster {
     /// A cluster client making at most `qps` calls per second with bursts of `burst`
     /// (`qps == 0`: no limit).
     pub fn new(client: Client, scheduler_name: String, qps: u32, burst: u32) -> Self {
-        let limiter = std::num::NonZeroU32::new(qps).map(|qps| {
-            let burst = std::num::NonZeroU32::new(burst.max(qps.get())).unwrap_or(qps);
-            Arc::new(governor::RateLimiter::direct(
-                governor::Quota::per_second(qps).allow_burst(burst),
-            ))
-        });
+        let new_limiter = || {
+            std::num::NonZeroU32::new(qps).map(|qps| {
+                let burst = std::num::NonZeroU32::new(burst.max(qps.get())).unwrap_or(qps);
+                Arc::new(governor::RateLimiter::direct(
+                    governor::Quota::per_second(qps).allow_burst(burst),
+                ))
+            })
+        };
+        let (limiter, event_limiter) = (new_limiter(), new_limiter());
         Self {
             client,
             scheduler_name,
             event_counter: AtomicU64::new(0),
             event_slots: Arc::new(tokio::sync::Semaphore::new(EVENTS_IN_FLIGHT)),
             limiter,
+            event_limiter,
             evictions: None,
         }
     }
@@ -273,7 +281,7 @@ impl ClusterApi for KubeCluster {
         let n = self.event_counter.fetch_add(1, Ordering::Relaxed);
         let object = event_object(&event, &self.scheduler_name, n);
         let api: Api<Event> = Api::namespaced(self.client.clone(), &event.namespace);
-        let limiter = self.limiter.clone();
+        let limiter = self.event_limiter.clone();
         tokio::spawn(async move {
             if let Some(limiter) = &limiter {
                 limiter.until_ready().await;

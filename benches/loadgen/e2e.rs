@@ -1,0 +1,354 @@
+//! The end-to-end burst (`--burst M`): an API server (the project's fake
+//! kube-apiserver, on loopback), N empty GPU nodes, the scheduler in live mode
+//! against it, a kube-scheduler stand-in (one cycle at a time, binds
+//! asynchronous) and a stand-in for HAMi's device plugin answering each bind
+//! after a configurable delay. M pods are created at once; the run reports how
+//! fast they are bound (pods/s from the first create to the last bind, and each
+//! pod's create to bound), how they are packed, and whether any GPU was given
+//! more than it has or two pods were `allocating` on one node at once. The same
+//! burst bound by the kube-scheduler stand-in alone (no extender) is the
+//! reference.
+
+use super::cluster::{self, GPU_SLOTS, GPUS_PER_NODE, LOAD_NAMESPACE};
+use super::device_plugin::DevicePlugin;
+use super::fake_apiserver::FakeApiServer;
+use super::kube_scheduler::{self, Binder, BurstPod};
+use super::packing::{Packing, packing};
+use super::server::{HttpVersion, Launch, ServerProcess, ServerSource};
+use super::stats::{Samples, ms};
+use serde_json::{Value, json};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+/// Settings of the end-to-end burst.
+#[derive(Debug, Clone)]
+pub struct BurstOptions {
+    /// GPU nodes (8 H100s each, nothing running).
+    pub nodes: usize,
+    /// Pods created at once.
+    pub pods: usize,
+    /// Device plugin answer delays to run the extender with, one run each.
+    pub delays: Vec<Duration>,
+    /// The kube-scheduler stand-in's client QPS and burst (its defaults: 50, 100).
+    pub scheduler_qps: u32,
+    pub scheduler_burst: u32,
+    /// Extra `serve` flags.
+    pub server_args: Vec<String>,
+    /// Another build of the server to run instead (to compare).
+    pub server_binary: Option<PathBuf>,
+    /// Runs of each scenario.
+    pub repeat: usize,
+    /// Longest a burst may take.
+    pub time_limit: Duration,
+    /// `RUST_LOG` of the server.
+    pub server_log: String,
+    /// A smoke run (small, checks only that it works).
+    pub smoke: bool,
+}
+
+/// One burst's result.
+struct BurstResult {
+    label: String,
+    bound: usize,
+    pods_per_s: f64,
+    create_to_bound: Samples,
+    packing: Packing,
+    two_allocating: u64,
+    device_plugin_errors: u64,
+    bind_errors: u64,
+    filter_errors: u64,
+    notes: Vec<String>,
+}
+
+fn load_pod(i: usize) -> Value {
+    let mut spec = cluster::pod_spec("vgpu-scheduler");
+    // Pods not yet scheduled: the API server defaults the rest.
+    if let Some(spec) = spec.as_object_mut() {
+        spec.remove("priority");
+    }
+    json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": format!("burst-{i:05}"),
+            "namespace": LOAD_NAMESPACE,
+            "labels": {"app": "loadgen"},
+        },
+        "spec": spec,
+    })
+}
+
+fn empty_node(n: usize) -> Value {
+    let mut node = cluster::node(n);
+    if let Some(meta) = node["metadata"].as_object_mut() {
+        meta.remove("uid");
+        meta.remove("resourceVersion");
+    }
+    node
+}
+
+async fn kube_client(kubeconfig: &std::path::Path) -> Result<kube::Client, String> {
+    let file = kube::config::Kubeconfig::read_from(kubeconfig).map_err(|e| e.to_string())?;
+    let config =
+        kube::Config::from_custom_kubeconfig(file, &kube::config::KubeConfigOptions::default())
+            .await
+            .map_err(|e| e.to_string())?;
+    kube::Client::try_from(config).map_err(|e| e.to_string())
+}
+
+/// One burst: with the extender (and the device plugin answering after `delay`)
+/// or without it.
+async fn burst(o: &BurstOptions, delay: Option<Duration>) -> Result<BurstResult, String> {
+    let api = FakeApiServer::start().await;
+    // Every pod changes several times; watchers must not fall off the history.
+    api.set_history_limit(50 * o.pods + 10_000);
+    api.create(json!({"apiVersion": "v1", "kind": "Namespace",
+                      "metadata": {"name": LOAD_NAMESPACE}}));
+    let node_names: Vec<String> = (0..o.nodes).map(cluster::node_name).collect();
+    for n in 0..o.nodes {
+        api.create(empty_node(n));
+    }
+    let dir = tempfile::Builder::new()
+        .prefix("vgpu-loadgen-e2e-")
+        .tempdir()
+        .map_err(|e| format!("temp dir: {e}"))?;
+    let kubeconfig = api.write_kubeconfig(dir.path());
+    let mut server = None;
+    let mut device_plugin = None;
+    let binder = match delay {
+        Some(delay) => {
+            let mut args = vec!["--scheduler-name".to_string(), "vgpu-scheduler".into()];
+            args.extend(o.server_args.iter().cloned());
+            let started = ServerProcess::start(&Launch {
+                dir: dir.path(),
+                source: ServerSource::Kubeconfig(&kubeconfig),
+                binary: o.server_binary.as_deref(),
+                extra_args: &args,
+                log_level: &o.server_log,
+                // Go's HTTP/2 client opens another connection when one is at
+                // its stream limit; reqwest's would queue the next /filter behind
+                // binds waiting for node locks. Connections of their own, as
+                // HTTP/1.1 gives, keep kube-scheduler's shape.
+                http: HttpVersion::Http1,
+                pool: 1024,
+                ready_timeout: Duration::from_secs(60),
+                cpu: None,
+            })
+            .await?;
+            device_plugin = Some(DevicePlugin::start(kube_client(&kubeconfig).await?, delay));
+            let binder = Binder::Extender {
+                client: started.client.clone(),
+                filter_url: started.url("/filter"),
+                bind_url: started.url("/bind"),
+            };
+            server = Some(started);
+            binder
+        }
+        None => Binder::ApiServer {
+            client: reqwest::Client::builder()
+                .no_proxy()
+                .build()
+                .map_err(|e| e.to_string())?,
+            base: api.url(),
+            token: api.token(),
+            limiter: kube_scheduler::client_limiter(o.scheduler_qps, o.scheduler_burst),
+        },
+    };
+
+    // The burst: every pod created at once, then scheduled in creation order.
+    let mut pods = Vec::with_capacity(o.pods);
+    for i in 0..o.pods {
+        let object = api.create(load_pod(i));
+        let uid = object
+            .pointer("/metadata/uid")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
+        pods.push(BurstPod {
+            name: format!("burst-{i:05}"),
+            uid,
+            object,
+            created: Instant::now(),
+        });
+    }
+    let first_created = pods.first().map_or_else(Instant::now, |p| p.created);
+    let outcome = kube_scheduler::schedule_burst(
+        pods,
+        LOAD_NAMESPACE,
+        &node_names,
+        GPUS_PER_NODE as u64 * GPU_SLOTS,
+        Arc::new(binder),
+        o.time_limit,
+    )
+    .await;
+    let bound = outcome.bound_after.iter().flatten().count();
+    // Let the device plugin answer the last binds, so the pods are as it left them.
+    if let Some(plugin) = &device_plugin {
+        let settle = Instant::now() + Duration::from_secs(30);
+        while (plugin.counts.answered.load(Ordering::Relaxed)
+            + plugin.counts.errors.load(Ordering::Relaxed))
+            < bound as u64
+            && Instant::now() < settle
+        {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    let elapsed = outcome.last_bound.map_or(Duration::ZERO, |t| {
+        t.saturating_duration_since(first_created)
+    });
+    let mut notes = outcome.notes.clone();
+    if bound < o.pods {
+        notes.push(format!(
+            "{} of {} pods unbound after {:?}",
+            o.pods - bound,
+            o.pods,
+            o.time_limit
+        ));
+    }
+    if let Some(server) = &server
+        && (outcome.bind_errors > 0 || bound < o.pods)
+    {
+        eprintln!("loadgen: server log tail:\n{}", server.log_tail());
+    }
+    let result = BurstResult {
+        label: match delay {
+            None => "kube-scheduler alone (no extender)".into(),
+            Some(d) => format!(
+                "with vgpu-scheduler, device plugin answers after {} ms",
+                d.as_millis()
+            ),
+        },
+        bound,
+        pods_per_s: bound as f64 / elapsed.as_secs_f64().max(1e-9),
+        create_to_bound: Samples::new(
+            outcome
+                .bound_after
+                .iter()
+                .flatten()
+                .map(Duration::as_secs_f64)
+                .collect(),
+        ),
+        packing: packing(&api.list("Pod"), LOAD_NAMESPACE),
+        two_allocating: device_plugin
+            .as_ref()
+            .map_or(0, |p| p.counts.two_allocating.load(Ordering::Relaxed)),
+        device_plugin_errors: device_plugin
+            .as_ref()
+            .map_or(0, |p| p.counts.errors.load(Ordering::Relaxed)),
+        bind_errors: outcome.bind_errors,
+        filter_errors: outcome.filter_errors,
+        notes,
+    };
+    drop(device_plugin);
+    drop(server);
+    // Not `shutdown`: that waits for every client's connection to close, and
+    // the watches of the stopped processes may linger; dropping stops serving.
+    drop(api);
+    Ok(result)
+}
+
+fn secs(v: Option<f64>) -> String {
+    v.map_or_else(|| "-".into(), |s| format!("{s:.2}"))
+}
+
+/// Runs the reference burst and one burst per delay, `repeat` times each, and
+/// prints the table. `Ok(false)` when a burst left pods unbound or broke an
+/// invariant.
+pub async fn run(o: BurstOptions) -> Result<bool, String> {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let mut scenarios: Vec<Option<Duration>> = vec![None];
+    scenarios.extend(o.delays.iter().copied().map(Some));
+    let mut results = Vec::new();
+    for round in 0..o.repeat {
+        for &delay in &scenarios {
+            eprintln!(
+                "loadgen: burst {} of {}: {} pods on {} nodes, {}",
+                round + 1,
+                o.repeat,
+                o.pods,
+                o.nodes,
+                delay.map_or("no extender".into(), |d| format!(
+                    "device plugin delay {} ms",
+                    d.as_millis()
+                ))
+            );
+            results.push((round, delay, burst(&o, delay).await?));
+        }
+    }
+    println!();
+    println!(
+        "vgpu-scheduler end-to-end burst{}",
+        if o.smoke { " (smoke run)" } else { "" }
+    );
+    println!(
+        "cluster     {} nodes x {GPUS_PER_NODE} H100 ({GPU_SLOTS} slots each), {} pods of 1 GPU {} MiB {}% cores created at once",
+        o.nodes,
+        o.pods,
+        cluster::POD_MEM,
+        cluster::POD_CORES
+    );
+    println!(
+        "stand-ins   kube-scheduler: one cycle at a time, binds async, client {} QPS / burst {}; device plugin: answers each bind after the delay, one pod per node at a time",
+        o.scheduler_qps, o.scheduler_burst
+    );
+    if !o.server_args.is_empty() {
+        println!("server args {}", o.server_args.join(" "));
+    }
+    println!(
+        "{:<58} {:>6} {:>8} {:>8} {:>8} {:>6} {:>6} {:>5} {:>5} {:>6}",
+        "run", "bound", "pods/s", "p50 s", "p99 s", "nodes", "part.", "over", "2x", "errors"
+    );
+    let mut ok = true;
+    let mut report = Vec::new();
+    for (round, delay, r) in &results {
+        let reference = results
+            .iter()
+            .find(|(rr, d, _)| rr == round && d.is_none())
+            .map(|(_, _, r)| r.pods_per_s);
+        let ratio = match (delay, reference) {
+            (Some(_), Some(reference)) if reference > 0.0 => {
+                format!(" = {:.0}% of alone", 100.0 * r.pods_per_s / reference)
+            }
+            _ => String::new(),
+        };
+        println!(
+            "{:<58} {:>6} {:>8.1} {:>8} {:>8} {:>6} {:>6} {:>5} {:>5} {:>6}{ratio}",
+            r.label,
+            r.bound,
+            r.pods_per_s,
+            secs(r.create_to_bound.quantile(0.5)),
+            secs(r.create_to_bound.quantile(0.99)),
+            r.packing.nodes_used,
+            r.packing
+                .gpus_partly_used
+                .map_or_else(|| "-".into(), |n| n.to_string()),
+            r.packing.gpus_over_capacity,
+            r.two_allocating,
+            r.bind_errors + r.filter_errors + r.device_plugin_errors,
+        );
+        for n in &r.notes {
+            println!("note        {n}");
+        }
+        ok &= r.bound == o.pods && r.packing.gpus_over_capacity == 0 && r.two_allocating == 0;
+        report.push(json!({
+            "round": round, "device_plugin_delay_ms": delay.map(|d| d.as_millis() as u64),
+            "bound": r.bound, "pods_per_s": (r.pods_per_s * 10.0).round() / 10.0,
+            "create_to_bound_ms": r.create_to_bound.summary(),
+            "p50_ms": ms(r.create_to_bound.quantile(0.5)),
+            "nodes_used": r.packing.nodes_used, "gpus_partly_used": r.packing.gpus_partly_used,
+            "gpus_over_capacity": r.packing.gpus_over_capacity,
+            "two_allocating": r.two_allocating, "bind_errors": r.bind_errors,
+            "filter_errors": r.filter_errors, "device_plugin_errors": r.device_plugin_errors,
+        }));
+    }
+    println!(
+        "(part.: GPUs partly used; over: GPUs over capacity; 2x: a second pod allocating on a node before the first was answered)"
+    );
+    println!(
+        "{}",
+        json!({"nodes": o.nodes, "pods": o.pods, "runs": report})
+    );
+    Ok(ok)
+}

@@ -1,0 +1,400 @@
+//! Handing a node's lock from one bind to the next.
+//!
+//! HAMi's device plugin finds the pod it allocates for by the node lock, so only
+//! one pod per node may be between its `/bind` and the device plugin's answer.
+//! Binds for the same node therefore take turns here, in the order they arrived,
+//! and the one whose turn it is waits for the lock to be released: it is woken by
+//! the watch that sees the release (or sees the holder finish, vanish or be handed
+//! its GPUs), not by a timer, so the next bind starts as soon as the node is free.
+//! A slow re-check remains for what no watch announces (a cluster file, a holder
+//! this process never heard of).
+//!
+//! The same book says what a pod sent to a node now would wait for: the binds
+//! ahead of it (waiting for or holding the turn, or a lock the watch shows
+//! held), how long the device plugin has lately taken to release a lock, and how
+//! long the current lock has been held. `/filter` reads
+//! that to send the next pod to a node nearly as good instead of queueing it
+//! behind the device plugin (see `scheduler::busy_nodes`).
+
+use parking_lot::Mutex;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+use tokio::sync::watch;
+
+/// Weight of the newest lock hold in the running mean of hold times.
+const HOLD_TIME_WEIGHT: f64 = 0.2;
+
+/// How long a placement `/filter` answered counts as a bind on its way: kube-
+/// scheduler sends the bind right after the filter, so one that has not come by
+/// then is not coming soon.
+const BIND_ON_ITS_WAY: Duration = Duration::from_secs(2);
+
+/// Turns and lock sightings of every node that had a bind or a lock.
+#[derive(Debug, Default)]
+pub struct LockHandoff {
+    nodes: Mutex<HashMap<String, Arc<NodeHandoff>>>,
+    /// Running mean of how long a lock stays held (taken to seen released).
+    hold_time: Mutex<Option<Duration>>,
+}
+
+#[derive(Debug)]
+struct NodeHandoff {
+    /// One bind at a time; tokio's mutex is fair, so turns go in arrival order.
+    turn: Arc<tokio::sync::Mutex<()>>,
+    /// Bumped whenever something is seen that may have freed the lock.
+    changes: watch::Sender<u64>,
+    /// Binds waiting for their turn or holding it.
+    binds: AtomicUsize,
+    /// The lock annotation as the watch last showed it.
+    lock_seen: Mutex<Option<String>>,
+    /// Since when the lock is held (taken by a bind here, or first seen held).
+    held_since: Mutex<Option<Instant>>,
+    /// When `/filter` placed pods here whose binds have not asked for a turn.
+    placed: Mutex<std::collections::VecDeque<Instant>>,
+}
+
+impl Default for NodeHandoff {
+    fn default() -> Self {
+        Self {
+            turn: Arc::default(),
+            changes: watch::Sender::new(0),
+            binds: AtomicUsize::new(0),
+            lock_seen: Mutex::new(None),
+            held_since: Mutex::new(None),
+            placed: Mutex::default(),
+        }
+    }
+}
+
+impl NodeHandoff {
+    fn bump(&self) {
+        self.changes.send_modify(|n| *n = n.wrapping_add(1));
+    }
+}
+
+/// A bind's turn at a node's lock; the next bind's turn starts when it is dropped.
+#[derive(Debug)]
+pub struct Turn {
+    node: Arc<NodeHandoff>,
+    _guard: tokio::sync::OwnedMutexGuard<()>,
+    changes: watch::Receiver<u64>,
+}
+
+impl Turn {
+    /// Marks what has been seen so far, before looking at the lock: a change
+    /// announced after this wakes [`Turn::wait_for_release`] even if it came
+    /// before the wait began.
+    pub fn mark_seen(&mut self) {
+        self.changes.borrow_and_update();
+    }
+
+    /// Waits until something that may have freed the lock is seen after the last
+    /// [`Turn::mark_seen`], or `recheck` passes, whichever is first.
+    pub async fn wait_for_release(&mut self, recheck: Duration) {
+        // An error means the sender is gone, which cannot happen while `self.node`
+        // holds it; the timeout covers it anyway.
+        let _ = tokio::time::timeout(recheck, self.changes.changed()).await;
+    }
+}
+
+impl Drop for Turn {
+    fn drop(&mut self) {
+        self.node.binds.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+impl LockHandoff {
+    fn node(&self, name: &str) -> Arc<NodeHandoff> {
+        self.nodes
+            .lock()
+            .entry(name.to_string())
+            .or_default()
+            .clone()
+    }
+
+    /// Waits for the bind's turn at `node`'s lock; turns are given in the order
+    /// they were asked for.
+    pub async fn turn(&self, node: &str) -> Turn {
+        let handoff = self.node(node);
+        handoff.placed.lock().pop_front();
+        handoff.binds.fetch_add(1, Ordering::AcqRel);
+        let changes = handoff.changes.subscribe();
+        // If this future is dropped while waiting, the count must still go down:
+        // the guard below does it once the turn exists, this one until then.
+        let pending = PendingBind(&handoff);
+        let guard = handoff.turn.clone().lock_owned().await;
+        std::mem::forget(pending);
+        Turn {
+            node: handoff,
+            _guard: guard,
+            changes,
+        }
+    }
+
+    /// `/filter` placed a pod on `node` at `now`: its bind is on its way, and the
+    /// next pod would queue behind it.
+    pub fn placed(&self, node: &str, now: Instant) {
+        let handoff = self.node(node);
+        let mut placed = handoff.placed.lock();
+        while placed
+            .front()
+            .is_some_and(|t| now.saturating_duration_since(*t) > BIND_ON_ITS_WAY)
+        {
+            placed.pop_front();
+        }
+        placed.push_back(now);
+    }
+
+    /// A bind here took `node`'s lock at `now`.
+    pub fn taken(&self, node: &str, now: Instant) {
+        *self.node(node).held_since.lock() = Some(now);
+    }
+
+    /// Records the node's lock annotation as the watch shows it `now`; a change
+    /// wakes the bind waiting for that node, and a release is timed.
+    pub fn observe_lock(&self, node: &str, lock: Option<&str>, now: Instant) {
+        let handoff = {
+            let mut nodes = self.nodes.lock();
+            match nodes.get(node) {
+                Some(h) => h.clone(),
+                // Nodes never locked and never bound to need no entry.
+                None if lock.is_none() => return,
+                None => nodes.entry(node.to_string()).or_default().clone(),
+            }
+        };
+        let changed = {
+            let mut seen = handoff.lock_seen.lock();
+            if seen.as_deref() == lock {
+                false
+            } else {
+                *seen = lock.map(str::to_string);
+                true
+            }
+        };
+        // A free lock with binds waiting wakes them even when the watch never
+        // showed it held (our own write's event may come after its release).
+        let free_for_waiters = lock.is_none() && handoff.binds.load(Ordering::Acquire) > 0;
+        if changed || free_for_waiters {
+            let mut since = handoff.held_since.lock();
+            match (lock, *since) {
+                (None, Some(taken)) => {
+                    *since = None;
+                    self.record_hold(now.saturating_duration_since(taken));
+                }
+                (Some(_), None) => *since = Some(now),
+                _ => {}
+            }
+            drop(since);
+            handoff.bump();
+        }
+    }
+
+    fn record_hold(&self, held: Duration) {
+        let mut mean = self.hold_time.lock();
+        *mean = Some(match *mean {
+            None => held,
+            Some(m) => m.mul_f64(1.0 - HOLD_TIME_WEIGHT) + held.mul_f64(HOLD_TIME_WEIGHT),
+        });
+    }
+
+    /// How long a lock has lately stayed held, from taken to seen released
+    /// (a running mean; zero before any release was seen).
+    pub fn hold_time(&self) -> Duration {
+        self.hold_time.lock().unwrap_or_default()
+    }
+
+    /// How long `node`'s lock has been held at `now` (zero when it is free).
+    pub fn held_for(&self, node: &str, now: Instant) -> Duration {
+        self.nodes
+            .lock()
+            .get(node)
+            .and_then(|h| *h.held_since.lock())
+            .map_or(Duration::ZERO, |t| now.saturating_duration_since(t))
+    }
+
+    fn binds_ahead(&self, handoff: &NodeHandoff, now: Instant) -> usize {
+        let on_their_way = handoff
+            .placed
+            .lock()
+            .iter()
+            .filter(|t| now.saturating_duration_since(**t) <= BIND_ON_ITS_WAY)
+            .count();
+        let binds = handoff.binds.load(Ordering::Acquire) + on_their_way;
+        // A lock held with no bind here: another process's bind, or ours that
+        // returned before the device plugin answered.
+        if binds == 0 && handoff.lock_seen.lock().is_some() {
+            1
+        } else {
+            binds
+        }
+    }
+
+    /// Binds a pod sent to `node` at `now` would queue behind: those waiting for
+    /// or holding the turn, those `/filter` just sent there, or a held lock.
+    pub fn binds_ahead_at(&self, node: &str, now: Instant) -> usize {
+        self.nodes
+            .lock()
+            .get(node)
+            .map_or(0, |h| self.binds_ahead(h, now))
+    }
+
+    /// Wakes the bind waiting for `node`: the lock's holder may have finished,
+    /// vanished or been handed its GPUs, any of which lets the lock be taken over.
+    pub fn nudge(&self, node: &str) {
+        let handoff = self.nodes.lock().get(node).cloned();
+        if let Some(handoff) = handoff {
+            handoff.bump();
+        }
+    }
+
+    /// Binds waiting for or holding `node`'s turn.
+    pub fn binds_at(&self, node: &str) -> usize {
+        self.nodes
+            .lock()
+            .get(node)
+            .map_or(0, |h| h.binds.load(Ordering::Acquire))
+    }
+
+    /// Forgets a node that no longer exists (binds still holding its turn keep
+    /// their own reference).
+    pub fn forget_node(&self, node: &str) {
+        self.nodes.lock().remove(node);
+    }
+}
+
+/// Counts a bind that asked for a turn and does not have it yet.
+struct PendingBind<'a>(&'a NodeHandoff);
+
+impl Drop for PendingBind<'_> {
+    fn drop(&mut self) {
+        self.0.binds.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn turns_are_given_in_arrival_order() {
+        let handoff = Arc::new(LockHandoff::default());
+        let first = handoff.turn("gpu-node-1").await;
+        let order = Arc::new(Mutex::new(Vec::new()));
+        let mut waiting = Vec::new();
+        for n in 0..4 {
+            let (book, order) = (handoff.clone(), order.clone());
+            waiting.push(tokio::spawn(async move {
+                let _turn = book.turn("gpu-node-1").await;
+                order.lock().push(n);
+            }));
+            // Each asks before the next one does.
+            while handoff.binds_at("gpu-node-1") < n + 2 {
+                tokio::task::yield_now().await;
+            }
+        }
+        assert_eq!(handoff.binds_ahead_at("gpu-node-1", Instant::now()), 5);
+        drop(first);
+        for task in waiting {
+            task.await.expect("bind task");
+        }
+        assert_eq!(*order.lock(), vec![0, 1, 2, 3]);
+        assert_eq!(handoff.binds_ahead_at("gpu-node-1", Instant::now()), 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_release_seen_by_the_watch_wakes_the_waiting_bind_before_the_recheck() {
+        let handoff = LockHandoff::default();
+        handoff.observe_lock(
+            "gpu-node-1",
+            Some("2026-08-01T06:00:00Z,ns,holder"),
+            Instant::now(),
+        );
+        let mut turn = handoff.turn("gpu-node-1").await;
+        turn.mark_seen();
+        let started = tokio::time::Instant::now();
+        let recheck = Duration::from_secs(30);
+        let waiter = async {
+            turn.wait_for_release(recheck).await;
+            started.elapsed()
+        };
+        let release = async {
+            tokio::task::yield_now().await;
+            handoff.observe_lock("gpu-node-1", None, Instant::now());
+        };
+        let (waited, ()) = tokio::join!(waiter, release);
+        // Paused time only moves when every task waits on a timer: a wake-up by
+        // the release happens before any of the recheck's time has passed.
+        assert!(waited < recheck, "woken by the recheck, not the release");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_change_seen_before_the_wait_began_is_not_missed() {
+        let handoff = LockHandoff::default();
+        handoff.observe_lock(
+            "gpu-node-1",
+            Some("2026-08-01T06:00:00Z,ns,holder"),
+            Instant::now(),
+        );
+        let mut turn = handoff.turn("gpu-node-1").await;
+        turn.mark_seen();
+        // Released between reading the lock and starting to wait.
+        handoff.nudge("gpu-node-1");
+        let started = tokio::time::Instant::now();
+        turn.wait_for_release(Duration::from_secs(30)).await;
+        assert!(started.elapsed() < Duration::from_secs(30));
+    }
+
+    #[test]
+    fn holds_are_timed_from_taken_to_seen_released() {
+        let handoff = LockHandoff::default();
+        let t0 = Instant::now();
+        let second = Duration::from_secs(1);
+        assert_eq!(handoff.hold_time(), Duration::ZERO);
+        handoff.taken("gpu-node-1", t0);
+        handoff.observe_lock("gpu-node-1", Some("t,ns,a"), t0);
+        assert_eq!(handoff.held_for("gpu-node-1", t0 + second), second);
+        handoff.observe_lock("gpu-node-1", None, t0 + second / 2);
+        assert_eq!(handoff.hold_time(), second / 2);
+        assert_eq!(handoff.held_for("gpu-node-1", t0 + second), Duration::ZERO);
+        assert_eq!(handoff.binds_ahead_at("gpu-node-1", Instant::now()), 0);
+        // Held by a pod this process did not bind: one hold ahead, timed from
+        // when the watch showed it.
+        handoff.observe_lock("gpu-node-1", Some("t,ns,b"), t0 + second);
+        assert_eq!(handoff.binds_ahead_at("gpu-node-1", t0 + second), 1);
+        assert_eq!(handoff.held_for("gpu-node-1", t0 + 3 * second), 2 * second);
+        handoff.observe_lock("gpu-node-1", None, t0 + 3 * second);
+        // The running mean moves toward the newest hold.
+        assert!(handoff.hold_time() > second / 2 && handoff.hold_time() < 2 * second);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_placement_counts_as_a_bind_ahead_until_its_bind_asks_or_it_is_stale() {
+        let handoff = LockHandoff::default();
+        let t0 = Instant::now();
+        handoff.placed("gpu-node-1", t0);
+        assert_eq!(handoff.binds_ahead_at("gpu-node-1", t0), 1);
+        let turn = handoff.turn("gpu-node-1").await;
+        assert_eq!(handoff.binds_ahead_at("gpu-node-1", t0), 1);
+        drop(turn);
+        assert_eq!(handoff.binds_ahead_at("gpu-node-1", t0), 0);
+        // A placement whose bind never came stops counting.
+        handoff.placed("gpu-node-1", t0);
+        assert_eq!(
+            handoff.binds_ahead_at("gpu-node-1", t0 + 2 * BIND_ON_ITS_WAY),
+            0
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_bind_given_up_while_waiting_leaves_no_count_behind() {
+        let handoff = LockHandoff::default();
+        let first = handoff.turn("gpu-node-1").await;
+        let second = tokio::time::timeout(Duration::from_millis(1), handoff.turn("gpu-node-1"));
+        assert!(second.await.is_err());
+        assert_eq!(handoff.binds_at("gpu-node-1"), 1);
+        drop(first);
+        assert_eq!(handoff.binds_at("gpu-node-1"), 0);
+    }
+}

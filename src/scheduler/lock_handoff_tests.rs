@@ -1,0 +1,329 @@
+//! Binds queued on one node's lock, end to end through the scheduler: turns in
+//! arrival order, a release seen by the watch handing the lock on at once, a
+//! lock whose holder vanished taken over as soon as the watch says so; and where
+//! `/filter` sends the next pod while a node's lock is held.
+
+use super::{Scheduler, SchedulerConfig};
+use crate::annotations::NODE_LOCK;
+use crate::cluster::api::{ApiError, ClusterApi, MetadataPatch, SchedulerEvent, VolcanoObject};
+use crate::cluster::file::ClusterObjects;
+use crate::cluster::memory::MemoryCluster;
+use crate::extender::wire::{ExtenderArgs, ExtenderBindingArgs};
+use crate::metrics::Metrics;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The in-memory cluster as a live one looks to the scheduler: changes are
+/// reported by watches (which the tests play by applying the node).
+struct Watched(Arc<MemoryCluster>);
+
+#[async_trait::async_trait]
+impl ClusterApi for Watched {
+    async fn remember_pod(&self, pod: &Pod) {
+        self.0.remember_pod(pod).await
+    }
+    async fn get_pod(&self, namespace: &str, name: &str) -> Result<Option<Pod>, ApiError> {
+        self.0.get_pod(namespace, name).await
+    }
+    async fn patch_pod_metadata(
+        &self,
+        namespace: &str,
+        name: &str,
+        patch: &MetadataPatch,
+    ) -> Result<(), ApiError> {
+        self.0.patch_pod_metadata(namespace, name, patch).await
+    }
+    async fn bind_pod(
+        &self,
+        namespace: &str,
+        name: &str,
+        uid: &str,
+        node: &str,
+    ) -> Result<(), ApiError> {
+        self.0.bind_pod(namespace, name, uid, node).await
+    }
+    async fn get_node(&self, name: &str) -> Result<Option<Node>, ApiError> {
+        self.0.get_node(name).await
+    }
+    async fn patch_node_annotations(
+        &self,
+        name: &str,
+        annotations: &BTreeMap<String, Option<String>>,
+        resource_version: Option<&str>,
+    ) -> Result<(), ApiError> {
+        self.0
+            .patch_node_annotations(name, annotations, resource_version)
+            .await
+    }
+    async fn record_event(&self, event: SchedulerEvent) {
+        self.0.record_event(event).await
+    }
+    async fn remove_scheduling_gate(
+        &self,
+        namespace: &str,
+        name: &str,
+        gate: &str,
+    ) -> Result<(), ApiError> {
+        self.0.remove_scheduling_gate(namespace, name, gate).await
+    }
+    fn reports_changes(&self) -> bool {
+        true
+    }
+    async fn evict_pod(&self, namespace: &str, name: &str) -> Result<(), ApiError> {
+        self.0.evict_pod(namespace, name).await
+    }
+    async fn patch_volcano_status(
+        &self,
+        object: &VolcanoObject,
+        status: &serde_json::Value,
+    ) -> Result<(), ApiError> {
+        self.0.patch_volcano_status(object, status).await
+    }
+}
+
+/// A waiting bind re-reads the lock by itself after this long at the latest; a
+/// handoff that takes less was woken by the release.
+const RECHECK: Duration = Duration::from_secs(5);
+
+fn node() -> Node {
+    named_node("n1", "GPU-aa6e500d-328b-a510-73d1-5877a2e60bdc")
+}
+
+fn named_node(name: &str, gpu: &str) -> Node {
+    let register = format!(
+        r#"[{{"id":"{gpu}","count":10,"devmem":81559,"devcore":100,"type":"NVIDIA H100 80GB HBM3","health":true,"index":0,"mode":"hami-core"}}]"#
+    );
+    serde_json::from_value(
+        serde_json::json!({"metadata": {"name": name, "annotations": {
+        "hami.io/node-nvidia-register": register}}}),
+    )
+    .expect("node")
+}
+
+fn pod(name: &str) -> Pod {
+    serde_json::from_value(serde_json::json!({
+        "metadata": {"name": name, "namespace": "ns", "uid": format!("uid-{name}")},
+        "spec": {"schedulerName": "vgpu-scheduler",
+                 "containers": [{"name": "c", "resources": {"limits": {
+            "nvidia.com/gpu": "1", "nvidia.com/gpumem": "1000"}}}]}
+    }))
+    .expect("pod")
+}
+
+fn world() -> (Arc<Scheduler>, Arc<MemoryCluster>) {
+    // No simulated device plugin: locks stay held until the test releases them.
+    let memory = Arc::new(MemoryCluster::new(vec![node()], Vec::new(), false));
+    let api: Arc<dyn ClusterApi> = Arc::new(Watched(memory.clone()));
+    let s = Arc::new(Scheduler::new(
+        SchedulerConfig::default(),
+        api,
+        Arc::new(Metrics::new()),
+    ));
+    s.load(&ClusterObjects {
+        nodes: vec![node()],
+        ..Default::default()
+    });
+    (s, memory)
+}
+
+async fn filtered(s: &Scheduler, memory: &MemoryCluster, name: &str) {
+    let p = pod(name);
+    memory.insert_pod(&p);
+    let answer = s
+        .filter(ExtenderArgs {
+            pod: Some(p),
+            nodes: None,
+            node_names: Some(["n1"].into_iter().collect()),
+        })
+        .await;
+    assert_eq!(answer.node_names, Some(vec!["n1".to_string()]), "{name}");
+}
+
+fn bind_args(name: &str) -> ExtenderBindingArgs {
+    ExtenderBindingArgs {
+        pod_name: Some(name.into()),
+        pod_namespace: Some("ns".into()),
+        pod_uid: Some(format!("uid-{name}")),
+        node: Some("n1".into()),
+    }
+}
+
+async fn lock_owner(memory: &MemoryCluster) -> Option<String> {
+    let node = memory.get_node("n1").await.ok().flatten()?;
+    let lock = node.metadata.annotations?.get(NODE_LOCK)?.clone();
+    lock.rsplit(',').next().map(str::to_string)
+}
+
+/// What HAMi's device plugin does after `Allocate` (removes the lock), and the
+/// node watch delivering the change.
+async fn device_plugin_releases(s: &Scheduler, memory: &MemoryCluster) {
+    let mut release = BTreeMap::new();
+    release.insert(NODE_LOCK.to_string(), None);
+    memory
+        .patch_node_annotations("n1", &release, None)
+        .await
+        .expect("release");
+    let node = memory.get_node("n1").await.ok().flatten().expect("node");
+    s.apply_node(&node);
+}
+
+/// Waits, a virtual millisecond at a time, until `owner` holds the lock;
+/// returns the virtual time that took.
+async fn until_held_by(memory: &MemoryCluster, owner: &str) -> Duration {
+    let started = tokio::time::Instant::now();
+    while lock_owner(memory).await.as_deref() != Some(owner) {
+        assert!(
+            started.elapsed() < 10 * RECHECK,
+            "{owner} never got the lock"
+        );
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    started.elapsed()
+}
+
+#[tokio::test(start_paused = true)]
+async fn binds_waiting_for_a_node_get_its_lock_in_arrival_order_as_soon_as_it_is_released() {
+    let (s, memory) = world();
+    for name in ["p0", "p1", "p2", "p3"] {
+        filtered(&s, &memory, name).await;
+    }
+    assert_eq!(s.bind(bind_args("p0")).await.error, "");
+    assert_eq!(lock_owner(&memory).await.as_deref(), Some("p0"));
+    let mut binds = Vec::new();
+    for (n, name) in ["p1", "p2", "p3"].into_iter().enumerate() {
+        let scheduler = s.clone();
+        binds.push(tokio::spawn(async move {
+            scheduler.bind(bind_args(name)).await
+        }));
+        // Each bind is queued before the next one arrives.
+        while s.lock_handoff.binds_at("n1") < n + 1 {
+            tokio::task::yield_now().await;
+        }
+    }
+    for next in ["p1", "p2", "p3"] {
+        device_plugin_releases(&s, &memory).await;
+        let took = until_held_by(&memory, next).await;
+        assert!(
+            took < RECHECK,
+            "{next} took the lock after {took:?}: by a re-check, not the release"
+        );
+    }
+    for bind in binds {
+        assert_eq!(bind.await.expect("bind task").error, "");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_lock_whose_holder_vanished_is_taken_over_once_the_watch_shows_it_gone() {
+    let (s, memory) = world();
+    filtered(&s, &memory, "holder").await;
+    filtered(&s, &memory, "next").await;
+    assert_eq!(s.bind(bind_args("holder")).await.error, "");
+    let scheduler = s.clone();
+    let next = tokio::spawn(async move { scheduler.bind(bind_args("next")).await });
+    while s.lock_handoff.binds_at("n1") < 1 {
+        tokio::task::yield_now().await;
+    }
+    // The holder is deleted before its device plugin answered; the pod watch
+    // reports the delete.
+    memory
+        .evict_pod("ns", "holder")
+        .await
+        .expect("delete holder");
+    s.forget_pod("uid-holder");
+    let took = until_held_by(&memory, "next").await;
+    assert!(took < RECHECK, "taken over after {took:?}: by a re-check");
+    assert_eq!(next.await.expect("bind task").error, "");
+}
+
+/// Two nodes, n1 and n2, on a clock the test moves.
+fn two_nodes(
+    tolerance: Option<f64>,
+) -> (
+    Arc<Scheduler>,
+    Arc<MemoryCluster>,
+    Arc<crate::clock::ManualClock>,
+) {
+    let nodes = vec![
+        node(),
+        named_node("n2", "GPU-bb6e500d-328b-a510-73d1-5877a2e60bdc"),
+    ];
+    let memory = Arc::new(MemoryCluster::new(nodes.clone(), Vec::new(), false));
+    let api: Arc<dyn ClusterApi> = Arc::new(Watched(memory.clone()));
+    let clock = crate::clock::ManualClock::new();
+    let config = SchedulerConfig {
+        busy_node_tolerance: tolerance,
+        ..SchedulerConfig::default()
+    };
+    let s = Arc::new(Scheduler::with_clock(
+        config,
+        api,
+        Arc::new(Metrics::new()),
+        clock.clone(),
+    ));
+    s.load(&ClusterObjects {
+        nodes,
+        ..Default::default()
+    });
+    (s, memory, clock)
+}
+
+/// `/filter` of a new pod over n1 and n2; the chosen node.
+async fn placed_on(s: &Scheduler, memory: &MemoryCluster, name: &str) -> String {
+    let p = pod(name);
+    memory.insert_pod(&p);
+    let answer = s
+        .filter(ExtenderArgs {
+            pod: Some(p),
+            nodes: None,
+            node_names: Some(["n1", "n2"].into_iter().collect()),
+        })
+        .await;
+    answer
+        .node_names
+        .and_then(|n| n.first().cloned())
+        .unwrap_or_else(|| panic!("{name} placed nowhere"))
+}
+
+/// Binds `name` to n1 and lets the node watch show the lock it took.
+async fn bound_and_locked(s: &Scheduler, memory: &MemoryCluster, name: &str) {
+    assert_eq!(s.bind(bind_args(name)).await.error, "");
+    let node = memory.get_node("n1").await.ok().flatten().expect("node");
+    s.apply_node(&node);
+}
+
+#[tokio::test]
+async fn binpack_keeps_filling_a_node_whose_device_plugin_answers_at_once() {
+    let (s, memory, clock) = two_nodes(Some(100.0));
+    assert_eq!(placed_on(&s, &memory, "p0").await, "n1");
+    bound_and_locked(&s, &memory, "p0").await;
+    // The lock has been held 20 ms: a device plugin about to answer.
+    clock.advance(Duration::from_millis(20));
+    assert_eq!(placed_on(&s, &memory, "p1").await, "n1");
+}
+
+#[tokio::test]
+async fn a_node_whose_device_plugin_is_slow_to_answer_passes_the_pod_to_one_nearly_as_good() {
+    let (s, memory, clock) = two_nodes(Some(100.0));
+    assert_eq!(placed_on(&s, &memory, "p0").await, "n1");
+    bound_and_locked(&s, &memory, "p0").await;
+    // Held half a second without an answer: a pod sent there would wait.
+    clock.advance(Duration::from_millis(500));
+    assert_eq!(placed_on(&s, &memory, "p1").await, "n2");
+    // Once the device plugin answered, binpack goes back to the fuller node.
+    device_plugin_releases(&s, &memory).await;
+    assert_eq!(placed_on(&s, &memory, "p2").await, "n1");
+}
+
+#[tokio::test]
+async fn without_a_tolerance_or_a_nearly_as_good_node_the_pod_waits_for_the_busy_one() {
+    for tolerance in [None, Some(0.0)] {
+        let (s, memory, clock) = two_nodes(tolerance);
+        assert_eq!(placed_on(&s, &memory, "p0").await, "n1");
+        bound_and_locked(&s, &memory, "p0").await;
+        clock.advance(Duration::from_millis(500));
+        assert_eq!(placed_on(&s, &memory, "p1").await, "n1", "{tolerance:?}");
+    }
+}

@@ -1,0 +1,92 @@
+//! Waiting for a node's lock during `/bind`: the turn a bind holds, the wake-ups
+//! that end the wait, and how long it may last.
+
+use super::Scheduler;
+use crate::annotations::BIND_PHASE;
+use crate::node_lock::handoff::Turn;
+use crate::node_lock::{self, LockError};
+use k8s_openapi::api::core::v1::Pod;
+use std::time::{Duration, Instant};
+
+/// Shortest wait for a node lock, however long the bind waited before asking.
+const LOCK_MIN_WAIT: Duration = Duration::from_secs(3);
+
+/// How often a waiting bind looks at the lock again when no watch reports its
+/// release (a cluster file): HAMi's retry interval.
+const UNWATCHED_RECHECK: Duration = Duration::from_millis(100);
+
+/// How often a waiting bind looks at the lock again although the watch reports
+/// releases: for a holder nothing announces (a pod this process never heard of
+/// that is gone, a lock that expires). Each look costs two API reads (the node,
+/// the holder), and with slow device plugins a bind waits on every busy node:
+/// at one look a second, 200 waiting nodes spent most of the client's QPS.
+const WATCHED_RECHECK: Duration = Duration::from_secs(5);
+
+impl Scheduler {
+    /// Takes the node lock during the bind's `turn`, waiting for another pod's lock
+    /// until `--node-lock-retry-timeout` after the bind `started`, so that time a
+    /// strict gang member spent at its barrier counts against the same budget and
+    /// the whole bind stays near kube-scheduler's `httpTimeout`; but always for at
+    /// least `LOCK_MIN_WAIT` (members of one gang on one node queue for the lock
+    /// right after their barrier opens). Each new look at the lock follows a
+    /// release the watch saw, not a timer.
+    pub(super) async fn lock_node(
+        &self,
+        turn: &mut Turn,
+        node: &str,
+        ns: &str,
+        name: &str,
+        started: Instant,
+    ) -> Result<(), LockError> {
+        let budget = self.config.node_lock_retry_timeout;
+        let give_up = (started + budget).max(self.clock.now() + LOCK_MIN_WAIT.min(budget));
+        let recheck = if self.api.reports_changes() {
+            WATCHED_RECHECK
+        } else {
+            UNWATCHED_RECHECK
+        };
+        loop {
+            turn.mark_seen();
+            match node_lock::acquire(
+                self.api.as_ref(),
+                self.clock.wall(),
+                node,
+                ns,
+                name,
+                self.config.node_lock_timeout,
+            )
+            .await
+            {
+                Err(LockError::Contention { .. }) if self.clock.now() < give_up => {
+                    turn.wait_for_release(recheck).await;
+                }
+                Ok(()) => {
+                    // Timed until the watch shows it released; without a watch
+                    // nobody would see the release.
+                    if self.api.reports_changes() {
+                        self.lock_handoff.taken(node, self.clock.now());
+                    }
+                    return Ok(());
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// A pod the device plugin has answered for (bind phase `success` or
+    /// `failed`) no longer needs its node's lock, which the next bind may then
+    /// take over even if the device plugin has not released it.
+    pub(super) fn nudge_lock_of_answered_pod(&self, pod: &Pod) {
+        let answered = pod
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(BIND_PHASE))
+            .is_some_and(|p| p == "success" || p == "failed");
+        if let Some(node) = pod.spec.as_ref().and_then(|s| s.node_name.as_deref())
+            && answered
+        {
+            self.lock_handoff.nudge(node);
+        }
+    }
+}
