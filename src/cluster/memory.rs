@@ -223,6 +223,9 @@ pub struct MemoryCluster {
     /// The last resourceVersion handed out.
     version: AtomicU64,
     simulate_device_plugin: bool,
+    /// Whether the scheduler is told of changes by watches (tests that play a
+    /// live cluster's watches over this store); a cluster file is not.
+    reports_changes: bool,
 }
 
 fn pod_key(pod: &Pod) -> Option<Box<str>> {
@@ -291,9 +294,17 @@ impl MemoryCluster {
             evicted: Mutex::new(VecDeque::new()),
             version: AtomicU64::new(0),
             simulate_device_plugin,
+            reports_changes: false,
         };
         cluster.insert_all(nodes, pods);
         cluster
+    }
+
+    /// The store as a live cluster looks to the scheduler: its changes are
+    /// reported by watches (which the caller plays).
+    pub fn reporting_changes(mut self) -> Self {
+        self.reports_changes = true;
+        self
     }
 
     fn next_version(&self) -> String {
@@ -543,7 +554,7 @@ impl ClusterApi for MemoryCluster {
     }
 
     fn reports_changes(&self) -> bool {
-        false
+        self.reports_changes
     }
 
     async fn evict_pod(&self, namespace: &str, name: &str) -> Result<(), ApiError> {

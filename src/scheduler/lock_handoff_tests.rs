@@ -5,7 +5,7 @@
 
 use super::{Scheduler, SchedulerConfig};
 use crate::annotations::NODE_LOCK;
-use crate::cluster::api::{ApiError, ClusterApi, MetadataPatch, SchedulerEvent, VolcanoObject};
+use crate::cluster::api::ClusterApi;
 use crate::cluster::file::ClusterObjects;
 use crate::cluster::memory::MemoryCluster;
 use crate::extender::wire::{ExtenderArgs, ExtenderBindingArgs};
@@ -14,74 +14,6 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
-
-/// The in-memory cluster as a live one looks to the scheduler: changes are
-/// reported by watches (which the tests play by applying the node).
-struct Watched(Arc<MemoryCluster>);
-
-#[async_trait::async_trait]
-impl ClusterApi for Watched {
-    async fn remember_pod(&self, pod: &Pod) {
-        self.0.remember_pod(pod).await
-    }
-    async fn get_pod(&self, namespace: &str, name: &str) -> Result<Option<Pod>, ApiError> {
-        self.0.get_pod(namespace, name).await
-    }
-    async fn patch_pod_metadata(
-        &self,
-        namespace: &str,
-        name: &str,
-        patch: &MetadataPatch,
-    ) -> Result<(), ApiError> {
-        self.0.patch_pod_metadata(namespace, name, patch).await
-    }
-    async fn bind_pod(
-        &self,
-        namespace: &str,
-        name: &str,
-        uid: &str,
-        node: &str,
-    ) -> Result<(), ApiError> {
-        self.0.bind_pod(namespace, name, uid, node).await
-    }
-    async fn get_node(&self, name: &str) -> Result<Option<Node>, ApiError> {
-        self.0.get_node(name).await
-    }
-    async fn patch_node_annotations(
-        &self,
-        name: &str,
-        annotations: &BTreeMap<String, Option<String>>,
-        resource_version: Option<&str>,
-    ) -> Result<(), ApiError> {
-        self.0
-            .patch_node_annotations(name, annotations, resource_version)
-            .await
-    }
-    async fn record_event(&self, event: SchedulerEvent) {
-        self.0.record_event(event).await
-    }
-    async fn remove_scheduling_gate(
-        &self,
-        namespace: &str,
-        name: &str,
-        gate: &str,
-    ) -> Result<(), ApiError> {
-        self.0.remove_scheduling_gate(namespace, name, gate).await
-    }
-    fn reports_changes(&self) -> bool {
-        true
-    }
-    async fn evict_pod(&self, namespace: &str, name: &str) -> Result<(), ApiError> {
-        self.0.evict_pod(namespace, name).await
-    }
-    async fn patch_volcano_status(
-        &self,
-        object: &VolcanoObject,
-        status: &serde_json::Value,
-    ) -> Result<(), ApiError> {
-        self.0.patch_volcano_status(object, status).await
-    }
-}
 
 /// A waiting bind re-reads the lock by itself after this long at the latest; a
 /// handoff that takes less was woken by the release.
@@ -114,8 +46,9 @@ fn pod(name: &str) -> Pod {
 
 fn world() -> (Arc<Scheduler>, Arc<MemoryCluster>) {
     // No simulated device plugin: locks stay held until the test releases them.
-    let memory = Arc::new(MemoryCluster::new(vec![node()], Vec::new(), false));
-    let api: Arc<dyn ClusterApi> = Arc::new(Watched(memory.clone()));
+    // Changes are reported by watches, which the tests play by applying objects.
+    let memory = Arc::new(MemoryCluster::new(vec![node()], Vec::new(), false).reporting_changes());
+    let api: Arc<dyn ClusterApi> = memory.clone();
     let s = Arc::new(Scheduler::new(
         SchedulerConfig::default(),
         api,
@@ -250,8 +183,8 @@ fn two_nodes(
         node(),
         named_node("n2", "GPU-bb6e500d-328b-a510-73d1-5877a2e60bdc"),
     ];
-    let memory = Arc::new(MemoryCluster::new(nodes.clone(), Vec::new(), false));
-    let api: Arc<dyn ClusterApi> = Arc::new(Watched(memory.clone()));
+    let memory = Arc::new(MemoryCluster::new(nodes.clone(), Vec::new(), false).reporting_changes());
+    let api: Arc<dyn ClusterApi> = memory.clone();
     let clock = crate::clock::ManualClock::new();
     let config = SchedulerConfig {
         busy_node_tolerance: tolerance,
