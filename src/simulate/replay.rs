@@ -24,6 +24,7 @@ use crate::cluster::api::ClusterApi;
 use crate::cluster::file::ClusterObject;
 use crate::cluster::memory::MemoryCluster;
 use crate::extender::node_names::NodeNames;
+use crate::gang::book::GANG_GATE;
 use crate::metrics::Metrics;
 use crate::scheduler::{Scheduler, SchedulerConfig};
 use crate::volcano::SchedulerConf;
@@ -42,9 +43,6 @@ pub const RECHECK: Duration = Duration::from_secs(60);
 
 /// Waiting pods tried in one pass after which the pass stops if none fit.
 pub const RETRIES_PER_PASS: usize = 16;
-
-/// The scheduler's gate on gang members.
-const GANG_GATE: &str = "vgpu-scheduler.io/gang";
 
 /// Where replays start on the wall clock: a fixed moment, so that a replay gives
 /// the same answers whenever it runs.

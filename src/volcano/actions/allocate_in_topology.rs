@@ -184,12 +184,7 @@ fn job_span(session: &Session, key: &GangKey, topology: &NetworkTopology) -> Spa
     let Some(job) = session.state.job(key) else {
         return Span::Nowhere;
     };
-    topology.span(
-        job.tasks
-            .iter()
-            .filter(|t| t.status.holds_resources())
-            .filter_map(|t| t.placement.as_ref().map(|p| p.node.as_str())),
-    )
+    topology.span(job.placed_nodes())
 }
 
 /// The positions of these nodes in the session's node set, ascending (nodes the

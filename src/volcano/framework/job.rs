@@ -319,6 +319,15 @@ impl JobInfo {
         }
     }
 
+    /// The nodes of the tasks holding resources (placed, pipelined, running,
+    /// being evicted), one per task.
+    pub fn placed_nodes(&self) -> impl Iterator<Item = &str> {
+        self.tasks
+            .iter()
+            .filter(|t| t.status.holds_resources())
+            .filter_map(|t| t.placement.as_ref().map(|p| p.node.as_str()))
+    }
+
     /// Position of a task by UID.
     pub fn task_index(&self, uid: &str) -> Option<usize> {
         self.tasks.iter().position(|t| t.uid == uid)

@@ -78,12 +78,7 @@ impl Plugin for NetworkTopologyAware {
         candidates: &[&str],
     ) -> Vec<f64> {
         let topology = &state.topology;
-        let placed_nodes: Vec<&str> = job
-            .tasks
-            .iter()
-            .filter(|t| t.status.holds_resources())
-            .filter_map(|t| t.placement.as_ref().map(|p| p.node.as_str()))
-            .collect();
+        let placed_nodes: Vec<&str> = job.placed_nodes().collect();
         let Span::Within(placed) = topology.span(placed_nodes.iter().copied()) else {
             return Vec::new();
         };
