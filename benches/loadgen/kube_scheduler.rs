@@ -3,6 +3,7 @@
 //! does not wait for it), a pod whose bind or filter failed back in the queue
 //! after kube-scheduler's initial backoff, and its own count of each node's
 //! `nvidia.com/gpu` (extended resource) so that a full node is not a candidate.
+//! Extender calls give up after kube-scheduler's default `httpTimeout` (30 s).
 //!
 //! With an extender, each cycle asks `/filter` with the candidate names and binds
 //! through `/bind`. Without one, it picks the least allocated node itself
@@ -19,6 +20,21 @@ use tokio::sync::mpsc;
 
 /// kube-scheduler's `podInitialBackoffSeconds`.
 const BACKOFF: Duration = Duration::from_secs(1);
+
+/// kube-scheduler's default extender `httpTimeout`: a `/filter` or `/bind` not
+/// answered by then fails (the connection is dropped) and the pod goes back to
+/// the queue.
+const EXTENDER_HTTP_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// `post` cut off at kube-scheduler's extender timeout.
+async fn call_extender(client: &reqwest::Client, url: &str, body: String) -> Result<Value, String> {
+    match tokio::time::timeout(EXTENDER_HTTP_TIMEOUT, post(client, url, body)).await {
+        Ok(answer) => answer.map(|(answer, _, _)| answer),
+        Err(_) => Err(format!(
+            "POST {url}: no answer within {EXTENDER_HTTP_TIMEOUT:?} (httpTimeout)"
+        )),
+    }
+}
 
 /// One pod of the burst.
 pub struct BurstPod {
@@ -159,8 +175,8 @@ pub async fn schedule_burst(
             } => {
                 let names: Vec<&str> = fits.iter().map(|&n| nodes[n].as_str()).collect();
                 let args = json!({"Pod": pods[i].object, "Nodes": null, "NodeNames": names});
-                match post(client, filter_url, args.to_string()).await {
-                    Ok((answer, _, _)) => answer
+                match call_extender(client, filter_url, args.to_string()).await {
+                    Ok(answer) => answer
                         .pointer("/NodeNames/0")
                         .and_then(Value::as_str)
                         .and_then(|name| nodes.iter().position(|n| n == name))
@@ -203,7 +219,7 @@ async fn bind(binder: &Binder, namespace: &str, pod: &BurstPod, node: &str) -> R
         } => {
             let args = json!({"PodName": pod.name, "PodNamespace": namespace,
                               "PodUID": pod.uid, "Node": node});
-            let (answer, _, _) = post(client, bind_url, args.to_string()).await?;
+            let answer = call_extender(client, bind_url, args.to_string()).await?;
             match answer.get("Error").and_then(Value::as_str) {
                 Some(e) if !e.is_empty() => Err(e.to_string()),
                 _ => Ok(()),

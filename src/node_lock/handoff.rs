@@ -199,10 +199,22 @@ impl LockHandoff {
         });
     }
 
-    /// How long a lock has lately stayed held, from taken to seen released
-    /// (a running mean; zero before any release was seen).
-    pub fn hold_time(&self) -> Duration {
-        self.hold_time.lock().unwrap_or_default()
+    /// How long a lock has lately stayed held, from taken to seen released (a
+    /// running mean); `None` until a release has been seen.
+    pub fn mean_hold(&self) -> Option<Duration> {
+        *self.hold_time.lock()
+    }
+
+    /// The longest any lock held at `now` has been held so far (zero when none
+    /// is): before the first release, a lower bound on how long one is held.
+    pub fn longest_current_hold(&self, now: Instant) -> Duration {
+        self.nodes
+            .lock()
+            .values()
+            .filter_map(|h| *h.held_since.lock())
+            .map(|since| now.saturating_duration_since(since))
+            .max()
+            .unwrap_or_default()
     }
 
     /// How long `node`'s lock has been held at `now` (zero when it is free).
@@ -351,12 +363,12 @@ mod tests {
         let handoff = LockHandoff::default();
         let t0 = Instant::now();
         let second = Duration::from_secs(1);
-        assert_eq!(handoff.hold_time(), Duration::ZERO);
+        assert_eq!(handoff.mean_hold().unwrap_or_default(), Duration::ZERO);
         handoff.taken("gpu-node-1", t0);
         handoff.observe_lock("gpu-node-1", Some("t,ns,a"), t0);
         assert_eq!(handoff.held_for("gpu-node-1", t0 + second), second);
         handoff.observe_lock("gpu-node-1", None, t0 + second / 2);
-        assert_eq!(handoff.hold_time(), second / 2);
+        assert_eq!(handoff.mean_hold().unwrap_or_default(), second / 2);
         assert_eq!(handoff.held_for("gpu-node-1", t0 + second), Duration::ZERO);
         assert_eq!(handoff.binds_ahead_at("gpu-node-1", Instant::now()), 0);
         // Held by a pod this process did not bind: one hold ahead, timed from
@@ -366,7 +378,25 @@ mod tests {
         assert_eq!(handoff.held_for("gpu-node-1", t0 + 3 * second), 2 * second);
         handoff.observe_lock("gpu-node-1", None, t0 + 3 * second);
         // The running mean moves toward the newest hold.
-        assert!(handoff.hold_time() > second / 2 && handoff.hold_time() < 2 * second);
+        assert!(
+            handoff.mean_hold().unwrap_or_default() > second / 2
+                && handoff.mean_hold().unwrap_or_default() < 2 * second
+        );
+    }
+
+    #[test]
+    fn the_longest_current_hold_counts_locks_held_now() {
+        let handoff = LockHandoff::default();
+        let t0 = Instant::now();
+        let ms = Duration::from_millis;
+        assert_eq!(handoff.longest_current_hold(t0), Duration::ZERO);
+        handoff.taken("gpu-node-1", t0);
+        handoff.taken("gpu-node-2", t0 + ms(100));
+        assert_eq!(handoff.longest_current_hold(t0 + ms(300)), ms(300));
+        handoff.observe_lock("gpu-node-1", Some("t,ns,a"), t0);
+        handoff.observe_lock("gpu-node-1", None, t0 + ms(350));
+        assert_eq!(handoff.longest_current_hold(t0 + ms(400)), ms(300));
+        assert_eq!(handoff.mean_hold(), Some(ms(350)));
     }
 
     #[tokio::test(start_paused = true)]

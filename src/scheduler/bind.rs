@@ -101,7 +101,13 @@ impl Scheduler {
 
         // Binds for one node take turns in arrival order: only one pod per node
         // may be between its bind and the device plugin's answer.
-        let mut turn = self.lock_handoff.turn(node).await;
+        let mut turn = match self.wait_for_turn(node, started).await {
+            Ok(turn) => turn,
+            Err(e) => {
+                self.roll_back(ctx.as_ref(), ns, name, node, false).await;
+                return Err(e);
+            }
+        };
 
         // The pod read above may be older than a bind of the same pod that ran
         // meanwhile (a request repeated while this one waited at the barrier or

@@ -7,9 +7,14 @@
 //! or a lock is held) and either the device plugin is slow to answer (a lock
 //! has lately stayed held, or the current one has been held, longer than
 //! [`SLOW_ANSWER`]) or the binds ahead would keep the pod waiting longer than
-//! [`LONGEST_QUEUE`]. When the device plugin answers at once, the binds of one
-//! node follow each other quickly and binpack keeps filling it, exactly as
-//! without this; when it takes as long as a kubelet admitting a pod, a node is
+//! [`LONGEST_QUEUE`]. Until the first lock release is seen, the device plugin
+//! is taken to answer in [`SLOW_ANSWER`], or in the longest a lock has been
+//! held so far if that is longer: a burst that arrives right after a start
+//! would otherwise pile onto the first node (hundreds of `/filter`s a second
+//! reach it before its first bind has even taken the lock) and wait there for
+//! a slow device plugin, one pod at a time. When the device plugin answers at
+//! once, the binds of one node follow each other quickly and binpack keeps
+//! filling it, exactly as without this; when it takes as long as a kubelet admitting a pod, a node is
 //! busy as soon as one bind holds it.
 //!
 //! When the policy's best node is busy, the pod goes instead to the best node
@@ -19,9 +24,20 @@
 //! one among them with the fewest binds ahead, when that is fewer than at the
 //! best node. Otherwise it waits for the best node, as before.
 //!
+//! One case overrides the tolerance: when the binds ahead at the best node
+//! would, at the device plugin's pace, keep the pod waiting longer than a bind
+//! may wait (`--node-lock-retry-timeout`), its bind would fail there and the
+//! pod would come back to be placed again; it goes instead to the best node
+//! the policy finds among those where it would be bound in time, as if the
+//! best node were full. Before the first answer is seen, each bind ahead is
+//! taken to last [`SLOWEST_ANSWER`] for this: a node then takes as many binds
+//! of a burst that arrives right after a start as there are seconds in that
+//! timeout (twenty by default), not all it has room for, most of which would
+//! time out behind a slow device plugin.
+//!
 //! The tolerance bounds what the policy gives up: under binpack a pod is never
 //! placed on a node more than that many points emptier than the node binpack
-//! would have chosen, so nodes are still filled fullest first, and only nodes
+//! would have chosen (unless that node could not bind it in time, as above), so nodes are still filled fullest first, and only nodes
 //! within the tolerance of each other are filled side by side. With plugin node
 //! scores (Volcano's `nodeorder`, `binpack`, ...) the tolerance bounds the
 //! policy's share of the score; the plugins still order the nodes it admits.
@@ -40,6 +56,10 @@ use std::time::Duration;
 /// handed on at once takes a few API round trips, a kubelet admitting a pod
 /// hundreds of milliseconds.
 pub const SLOW_ANSWER: Duration = Duration::from_millis(100);
+
+/// How long a device plugin may take to answer, as far as anyone knows before
+/// it first has: a kubelet admitting a pod under load.
+pub const SLOWEST_ANSWER: Duration = Duration::from_secs(1);
 
 /// Longest a pod is queued behind the binds of one node when a nearly as good
 /// node is free, however quickly the device plugin answers.
@@ -130,7 +150,15 @@ impl Scheduler {
         let tolerance = self.config.busy_node_tolerance?;
         let now = self.clock.now();
         let handoff = &self.lock_handoff;
-        let hold = handoff.hold_time();
+        let mean_hold = handoff.mean_hold();
+        let longest_hold = || handoff.longest_current_hold(now);
+        // No device plugin answer seen yet: as slow as a slow one, or as the
+        // longest hold so far, so that at most LONGEST_QUEUE / SLOW_ANSWER binds
+        // pile onto a node before its device plugin's speed is known.
+        let hold = mean_hold.unwrap_or_else(|| longest_hold().max(SLOW_ANSWER));
+        // Whether a bind would be answered in time is judged, until then, as if
+        // each bind ahead took as long as the slowest kubelets take.
+        let hold_for_budget = mean_hold.unwrap_or_else(|| longest_hold().max(SLOWEST_ANSWER));
         let busy = |node: &str| {
             let ahead = handoff.binds_ahead_at(node, now);
             ahead > 0
@@ -149,7 +177,7 @@ impl Scheduler {
         let task = facts.task(ctx, pod);
         let ledger = self.ledger.read();
         let candidates = LedgerCandidates::new(self, &ledger, names);
-        let choose = |admit: &dyn Fn(&str) -> bool| {
+        let choose_above = |floor: f64, admit: &dyn Fn(&str) -> bool| {
             let source = NearlyAsGood {
                 inner: &candidates,
                 admit,
@@ -159,7 +187,11 @@ impl Scheduler {
             };
             choose_node(&source, ctx, &task, judge).ok().map(|c| c.node)
         };
+        let choose = |admit: &dyn Fn(&str) -> bool| choose_above(floor, admit);
         let idle = |node: &str| !busy(node);
+        let budget = self.config.node_lock_retry_timeout;
+        let in_time =
+            |node: &str| hold_for_budget * handoff.binds_ahead_at(node, now) as u32 <= budget;
         let spare = choose(&idle).or_else(|| {
             // Every node nearly as good is busy: the one with the fewest binds
             // ahead, if that is fewer than at the best node.
@@ -175,8 +207,22 @@ impl Scheduler {
                 return None;
             }
             choose(&|node: &str| handoff.binds_ahead_at(node, now) <= fewest)
-        })?;
-        tracing::debug!(pod = %ctx.name, busy = best, instead = %spare, "best node busy with binds; a nearly as good one takes the pod");
+        });
+        let spare = match spare {
+            Some(spare) => {
+                tracing::debug!(pod = %ctx.name, busy = best, instead = %spare, "best node busy with binds; a nearly as good one takes the pod");
+                spare
+            }
+            // The binds ahead at the best node would outlast the bind's wait:
+            // the pod would fail there, so the policy's best node where it
+            // would not takes it, however much less the policy likes it.
+            None if !in_time(best) => {
+                let spare = choose_above(f64::NEG_INFINITY, &in_time)?;
+                tracing::debug!(pod = %ctx.name, busy = best, instead = %spare, "binds ahead at the best node would outlast --node-lock-retry-timeout");
+                spare
+            }
+            None => return None,
+        };
         Some(spare)
     }
 }

@@ -24,9 +24,19 @@ fn node() -> Node {
 }
 
 fn named_node(name: &str, gpu: &str) -> Node {
-    let register = format!(
-        r#"[{{"id":"{gpu}","count":10,"devmem":81559,"devcore":100,"type":"NVIDIA H100 80GB HBM3","health":true,"index":0,"mode":"hami-core"}}]"#
-    );
+    node_with_gpus(name, &[gpu])
+}
+
+/// A node of H100s, ten slots each.
+fn node_with_gpus(name: &str, gpus: &[&str]) -> Node {
+    let register: Vec<String> = gpus
+        .iter()
+        .enumerate()
+        .map(|(index, gpu)| format!(
+            r#"{{"id":"{gpu}","count":10,"devmem":81559,"devcore":100,"type":"NVIDIA H100 80GB HBM3","health":true,"index":{index},"mode":"hami-core"}}"#
+        ))
+        .collect();
+    let register = format!("[{}]", register.join(","));
     serde_json::from_value(
         serde_json::json!({"metadata": {"name": name, "annotations": {
         "hami.io/node-nvidia-register": register}}}),
@@ -171,25 +181,76 @@ async fn a_lock_whose_holder_vanished_is_taken_over_once_the_watch_shows_it_gone
     assert_eq!(next.await.expect("bind task").error, "");
 }
 
-/// Two nodes, n1 and n2, on a clock the test moves.
-fn two_nodes(
-    tolerance: Option<f64>,
-) -> (
+#[tokio::test(start_paused = true)]
+async fn a_bind_whose_turn_does_not_come_within_the_lock_budget_fails_and_frees_its_gpus() {
+    let (s, memory) = world();
+    filtered(&s, &memory, "p0").await;
+    // A bind ahead that never finishes (its device plugin never answers).
+    let ahead = s.lock_handoff.turn("n1").await;
+    let started = tokio::time::Instant::now();
+    let error = s.bind(bind_args("p0")).await.error;
+    let waited = started.elapsed();
+    assert!(
+        error.contains("did not finish within --node-lock-retry-timeout"),
+        "{error}"
+    );
+    assert!(error.contains("1 binds were ahead"), "{error}");
+    let budget = SchedulerConfig::default().node_lock_retry_timeout;
+    // The budget runs on the scheduler's (real) clock and the wait on tokio's
+    // paused one: the real time the test itself took comes off the wait.
+    assert!(
+        waited + Duration::from_secs(1) >= budget && waited < budget + RECHECK,
+        "{waited:?}"
+    );
+    // Its GPUs are free again for kube-scheduler's next attempt, and the lock
+    // was never taken.
+    assert!(s.with_ledger(|l| l.pod("uid-p0").is_none()));
+    assert_eq!(lock_owner(&memory).await, None);
+    drop(ahead);
+    filtered(&s, &memory, "p0").await;
+    assert_eq!(s.bind(bind_args("p0")).await.error, "");
+}
+
+type World = (
     Arc<Scheduler>,
     Arc<MemoryCluster>,
     Arc<crate::clock::ManualClock>,
-) {
+);
+
+/// Two nodes of one GPU, n1 and n2, on a clock the test moves.
+fn two_nodes(tolerance: Option<f64>) -> World {
     let nodes = vec![
         node(),
         named_node("n2", "GPU-bb6e500d-328b-a510-73d1-5877a2e60bdc"),
     ];
+    two_nodes_with(
+        nodes,
+        SchedulerConfig {
+            busy_node_tolerance: tolerance,
+            ..SchedulerConfig::default()
+        },
+    )
+}
+
+/// Two nodes of four GPUs (40 one-slot pods each), n1 and n2.
+fn two_roomy_nodes(config: SchedulerConfig) -> World {
+    let gpus = |node: &str| -> Vec<String> {
+        (0..4)
+            .map(|i| format!("GPU-{node}{i}6e500d-328b-a510-73d1-5877a2e60bdc"))
+            .collect()
+    };
+    let (g1, g2) = (gpus("a"), gpus("b"));
+    let nodes = vec![
+        node_with_gpus("n1", &g1.iter().map(String::as_str).collect::<Vec<_>>()),
+        node_with_gpus("n2", &g2.iter().map(String::as_str).collect::<Vec<_>>()),
+    ];
+    two_nodes_with(nodes, config)
+}
+
+fn two_nodes_with(nodes: Vec<Node>, config: SchedulerConfig) -> World {
     let memory = Arc::new(MemoryCluster::new(nodes.clone(), Vec::new(), false).reporting_changes());
     let api: Arc<dyn ClusterApi> = memory.clone();
     let clock = crate::clock::ManualClock::new();
-    let config = SchedulerConfig {
-        busy_node_tolerance: tolerance,
-        ..SchedulerConfig::default()
-    };
     let s = Arc::new(Scheduler::with_clock(
         config,
         api,
@@ -259,4 +320,41 @@ async fn without_a_tolerance_or_a_nearly_as_good_node_the_pod_waits_for_the_busy
         clock.advance(Duration::from_millis(500));
         assert_eq!(placed_on(&s, &memory, "p1").await, "n1", "{tolerance:?}");
     }
+}
+
+#[tokio::test]
+async fn binds_ahead_that_would_outlast_the_bind_budget_send_the_pod_past_the_tolerance() {
+    let (s, memory, clock) = two_roomy_nodes(SchedulerConfig {
+        busy_node_tolerance: Some(0.0),
+        node_lock_retry_timeout: Duration::from_secs(3),
+        ..SchedulerConfig::default()
+    });
+    // The device plugin took half a second to answer the first bind.
+    assert_eq!(placed_on(&s, &memory, "p0").await, "n1");
+    bound_and_locked(&s, &memory, "p0").await;
+    clock.advance(Duration::from_millis(500));
+    device_plugin_releases(&s, &memory).await;
+    // Binpack queues pods on n1 while six binds ahead end within three seconds
+    // (no other node is within a tolerance of 0)...
+    for name in ["p1", "p2", "p3", "p4", "p5", "p6", "p7"] {
+        assert_eq!(placed_on(&s, &memory, name).await, "n1", "{name}");
+    }
+    // ...but a seventh would keep the next pod past the bind's budget.
+    assert_eq!(placed_on(&s, &memory, "p8").await, "n2");
+}
+
+#[tokio::test]
+async fn before_any_answer_a_burst_fills_a_node_only_as_far_as_a_slow_device_plugin_binds_in_time()
+{
+    let (s, memory, _clock) = two_roomy_nodes(SchedulerConfig {
+        busy_node_tolerance: Some(0.0),
+        node_lock_retry_timeout: Duration::from_secs(15),
+        ..SchedulerConfig::default()
+    });
+    // No lock was ever released: each bind ahead is taken to last a second,
+    // so fifteen binds ahead are the most a pod may wait behind.
+    for n in 0..16 {
+        assert_eq!(placed_on(&s, &memory, &format!("p{n}")).await, "n1", "p{n}");
+    }
+    assert_eq!(placed_on(&s, &memory, "p16").await, "n2");
 }

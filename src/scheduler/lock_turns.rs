@@ -23,6 +23,29 @@ const UNWATCHED_RECHECK: Duration = Duration::from_millis(100);
 const WATCHED_RECHECK: Duration = Duration::from_secs(5);
 
 impl Scheduler {
+    /// Waits for the bind's turn at `node`'s lock, for as long as the bind may
+    /// wait for the lock itself (see [`Scheduler::lock_node`]): a pod queued
+    /// behind more binds than the device plugin answers in that time fails here
+    /// with the reason, instead of outliving kube-scheduler's `httpTimeout` and
+    /// being cut off without one.
+    pub(super) async fn wait_for_turn(&self, node: &str, started: Instant) -> Result<Turn, String> {
+        let budget = self.config.node_lock_retry_timeout;
+        let now = self.clock.now();
+        let give_up = (started + budget).max(now + LOCK_MIN_WAIT.min(budget));
+        let ahead = self.lock_handoff.binds_at(node);
+        match tokio::time::timeout(
+            give_up.saturating_duration_since(now),
+            self.lock_handoff.turn(node),
+        )
+        .await
+        {
+            Ok(turn) => Ok(turn),
+            Err(_) => Err(format!(
+                "node {node}: {ahead} binds were ahead of this pod and did not finish within --node-lock-retry-timeout ({budget:?}): the device plugin there is slow to answer; the pod will be placed again"
+            )),
+        }
+    }
+
     /// Takes the node lock during the bind's `turn`, waiting for another pod's lock
     /// until `--node-lock-retry-timeout` after the bind `started`, so that time a
     /// strict gang member spent at its barrier counts against the same budget and
