@@ -12,6 +12,7 @@ pub mod replay;
 pub mod report;
 pub mod snapshot;
 pub mod summary;
+pub mod trace_workload;
 pub mod workload;
 
 use crate::cluster::file::{ClusterObject, visit_file};
@@ -45,7 +46,10 @@ pub async fn run(args: SimulateArgs) -> anyhow::Result<String> {
     };
     let text = std::fs::read_to_string(&args.workload)
         .with_context(|| format!("read workload {}", args.workload.display()))?;
-    let workload = Workload::parse(&text).map_err(anyhow::Error::msg)?;
+    let (workload, notes) = Workload::read(&text).map_err(anyhow::Error::msg)?;
+    for note in notes {
+        eprintln!("note: {note}");
+    }
     let variants = if args.variants.is_empty() {
         vec!["default:".to_string()]
     } else {
@@ -202,3 +206,5 @@ fn text_summary(summary: &summary::Summary, report: &Path) -> String {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod trace_workload_tests;
