@@ -216,3 +216,31 @@ async fn a_recorded_trace_replays_the_same_pods_onto_the_same_nodes_and_gpus() {
         .collect();
     assert_eq!(replayed, placed, "the replay binds as the server did");
 }
+
+#[test]
+fn a_trace_file_that_cannot_be_written_stops_the_start_naming_it() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let trace = dir.path().join("no-such-dir").join("trace.jsonl");
+    let out = Command::new(env!("CARGO_BIN_EXE_vgpu-scheduler"))
+        .current_dir(repo())
+        .args([
+            "serve",
+            "--cluster-file",
+            CLUSTER,
+            "--http-bind",
+            "127.0.0.1:0",
+        ])
+        .arg("--self-signed-dir")
+        .arg(dir.path().join("tls"))
+        .arg("--record-trace")
+        .arg(&trace)
+        .output()
+        .expect("run vgpu-scheduler serve");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!("--record-trace {}", trace.display()))
+            && err.contains("cannot append to the file"),
+        "{err}"
+    );
+}
