@@ -48,7 +48,8 @@ pub struct SimulateArgs {
     /// the pod's service account).
     #[arg(long, requires = "from_cluster")]
     pub kubeconfig: Option<PathBuf>,
-    /// The workload: a YAML or JSON list of arrivals.
+    /// The workload: a YAML or JSON list of arrivals, or a trace recorded by
+    /// `serve --record-trace`.
     #[arg(long)]
     pub workload: PathBuf,
     /// Volcano-format scheduler configuration for every variant (a variant's own

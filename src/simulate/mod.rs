@@ -1,4 +1,5 @@
-//! `vgpu-scheduler simulate`: what-if replays. A workload of arrivals is replayed
+//! `vgpu-scheduler simulate`: what-if replays. A workload of arrivals (or a
+//! trace recorded by `serve --record-trace`, see `trace_workload`) is replayed
 //! against a cluster file through the server's own decision code on a virtual
 //! clock, once per variant (a name and the `serve` flags it runs with), and the
 //! outcome is written as a report: `index.html` with plots, `summary.json` and

@@ -22,6 +22,7 @@ use crate::volcano::objects::PodGroupSpec;
 use chrono::{DateTime, Utc};
 use k8s_openapi::api::core::v1::Pod;
 use serde_json::Value;
+use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
@@ -68,8 +69,8 @@ pub fn workload_from_trace(trace: &Trace) -> Result<(Workload, Vec<String>), Str
                 let uid = pod.metadata.uid.clone().unwrap_or_default();
                 // A server started again on the same file sees its waiting pods
                 // anew: the first sight counts.
-                if !by_uid.contains_key(&uid) {
-                    by_uid.insert(uid, pods.len());
+                if let Entry::Vacant(entry) = by_uid.entry(uid) {
+                    entry.insert(pods.len());
                     pods.push(RecordedPod {
                         pod: (**pod).clone(),
                         at: line.at,
