@@ -2,7 +2,7 @@
 //! the webhook, then filtered and bound over HTTPS as kube-scheduler does, are
 //! written to the trace as they arrive and bind; `simulate --workload <the trace>` on the same cluster file
 //! replays the same pods and, with the same policy, binds them to the same
-//! nodes and GPUs.
+//! nodes and GPUs, the same way every time.
 
 mod support;
 
@@ -182,22 +182,7 @@ async fn a_recorded_trace_replays_the_same_pods_onto_the_same_nodes_and_gpus() {
         "its own annotation kept, nothing placement wrote"
     );
 
-    let report = dir.path().join("report");
-    let out = Command::new(env!("CARGO_BIN_EXE_vgpu-scheduler"))
-        .current_dir(repo())
-        .args(["simulate", "--quiet", "--cluster-file", CLUSTER])
-        .arg("--workload")
-        .arg(&trace)
-        .args(["--variant", "binpack:--node-scheduler-policy=binpack"])
-        .arg("--report")
-        .arg(&report)
-        .output()
-        .expect("run vgpu-scheduler simulate");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let report = simulate(&trace, &dir.path().join("report"));
     let summary: Value = serde_json::from_str(
         &std::fs::read_to_string(report.join("summary.json")).expect("summary.json"),
     )
@@ -215,6 +200,36 @@ async fn a_recorded_trace_replays_the_same_pods_onto_the_same_nodes_and_gpus() {
         .map(|row| (row[2].clone(), row[3].clone(), row[4].clone()))
         .collect();
     assert_eq!(replayed, placed, "the replay binds as the server did");
+
+    let again = simulate(&trace, &dir.path().join("again"));
+    for file in ["summary.json", "jobs.csv", "bindings.csv"] {
+        let read = |dir: &Path| std::fs::read(dir.join(file)).expect("report file");
+        assert!(
+            read(&report) == read(&again),
+            "{file} differs between two replays of one trace"
+        );
+    }
+}
+
+/// Runs `simulate` of the trace on the example cluster with binpack; the
+/// report's directory.
+fn simulate(trace: &Path, report: &Path) -> PathBuf {
+    let out = Command::new(env!("CARGO_BIN_EXE_vgpu-scheduler"))
+        .current_dir(repo())
+        .args(["simulate", "--quiet", "--cluster-file", CLUSTER])
+        .arg("--workload")
+        .arg(trace)
+        .args(["--variant", "binpack:--node-scheduler-policy=binpack"])
+        .arg("--report")
+        .arg(report)
+        .output()
+        .expect("run vgpu-scheduler simulate");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    report.to_path_buf()
 }
 
 #[test]

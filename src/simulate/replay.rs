@@ -105,10 +105,10 @@ pub struct JobRecord {
 }
 
 /// One pod bound, in decision order.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Binding {
     /// Seconds from the replay's start.
-    pub seconds: u64,
+    pub seconds: f64,
     /// `namespace/name`.
     pub pod: String,
     /// Its node.
@@ -501,7 +501,7 @@ impl Engine<'_> {
             self.scheduler.apply_pod(&started);
         }
         self.bindings.push(Binding {
-            seconds: self.now.as_secs(),
+            seconds: self.now.as_secs_f64(),
             pod: key.clone(),
             node,
             devices,
