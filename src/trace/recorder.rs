@@ -83,11 +83,14 @@ impl TraceRecorder {
         else {
             return;
         };
-        let key = format!(
-            "{}/{name}",
-            pod.metadata.namespace.as_deref().unwrap_or("default")
-        );
-        let sight = self.seen.lock().pod(uid, &key);
+        // Called on every `/filter`: the key is made only for a pod not seen before.
+        let key = || {
+            format!(
+                "{}/{name}",
+                pod.metadata.namespace.as_deref().unwrap_or("default")
+            )
+        };
+        let sight = self.seen.lock().pod(uid, key);
         match sight {
             FirstSight::New => self.send(TraceLine {
                 at,

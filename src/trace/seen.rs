@@ -52,8 +52,9 @@ impl SeenBook {
         }
     }
 
-    /// Notes a pod seen waiting.
-    pub fn pod(&mut self, uid: &str, key: &str) -> FirstSight {
+    /// Notes a pod seen waiting; `key` names it (`namespace/name`), made only
+    /// for a pod not seen before.
+    pub fn pod(&mut self, uid: &str, key: impl FnOnce() -> String) -> FirstSight {
         if self.pods.contains_key(uid) {
             return FirstSight::Known;
         }
@@ -63,7 +64,7 @@ impl SeenBook {
         self.pods.insert(
             uid.to_string(),
             SeenPod {
-                key: key.to_string(),
+                key: key(),
                 stage: Stage::Waiting,
             },
         );
@@ -109,8 +110,8 @@ mod tests {
     fn each_pod_is_noted_once_per_stage_and_only_if_seen_waiting() {
         let mut book = SeenBook::new(10);
         assert_eq!(book.bound("u0"), None, "never seen waiting");
-        assert_eq!(book.pod("u1", "ml/a"), FirstSight::New);
-        assert_eq!(book.pod("u1", "ml/a"), FirstSight::Known);
+        assert_eq!(book.pod("u1", || "ml/a".into()), FirstSight::New);
+        assert_eq!(book.pod("u1", || "ml/a".into()), FirstSight::Known);
         assert_eq!(book.bound("u1").as_deref(), Some("ml/a"));
         assert_eq!(book.bound("u1"), None);
         assert_eq!(book.gone("u1").as_deref(), Some("ml/a"));
@@ -120,10 +121,10 @@ mod tests {
     #[test]
     fn a_full_book_takes_no_new_pod_until_one_goes() {
         let mut book = SeenBook::new(1);
-        assert_eq!(book.pod("u1", "ml/a"), FirstSight::New);
-        assert_eq!(book.pod("u2", "ml/b"), FirstSight::Full);
+        assert_eq!(book.pod("u1", || "ml/a".into()), FirstSight::New);
+        assert_eq!(book.pod("u2", || "ml/b".into()), FirstSight::Full);
         book.gone("u1");
-        assert_eq!(book.pod("u2", "ml/b"), FirstSight::New);
+        assert_eq!(book.pod("u2", || "ml/b".into()), FirstSight::New);
     }
 
     #[test]
