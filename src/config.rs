@@ -48,7 +48,8 @@ pub struct SimulateArgs {
     /// the pod's service account).
     #[arg(long, requires = "from_cluster")]
     pub kubeconfig: Option<PathBuf>,
-    /// The workload: a YAML or JSON list of arrivals.
+    /// The workload: a YAML or JSON list of arrivals, or a trace recorded by
+    /// `serve --record-trace`.
     #[arg(long)]
     pub workload: PathBuf,
     /// Volcano-format scheduler configuration for every variant (a variant's own
@@ -413,6 +414,11 @@ pub struct ServeArgs {
     /// httpTimeout).
     #[arg(long = "gang-strict-wait", default_value = "25s", value_parser = parse_duration)]
     pub gang_strict_wait: Duration,
+    /// Append a trace of what this server sees to FILE, one JSON object a line:
+    /// vGPU pods as they arrive (their specs), binds, ends, and PodGroups.
+    /// `simulate --workload FILE` replays it.
+    #[arg(long = "record-trace", value_name = "FILE")]
+    pub record_trace: Option<PathBuf>,
     /// Threads that serve requests (at most the CPUs this process may use).
     /// kube-scheduler filters one pod at a time, and one thread answers a filter over
     /// 5,000 nodes in under half a millisecond; more threads add throughput for many

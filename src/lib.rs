@@ -33,6 +33,7 @@ pub mod run;
 pub mod scheduler;
 pub mod server;
 pub mod simulate;
+pub mod trace;
 pub mod usage;
 pub mod volcano;
 pub mod webhook;

@@ -90,6 +90,9 @@ pub struct Metrics {
     evictions: Family<EvictionLabels, Counter>,
     /// Pipelined plans that lapsed because their victims did not leave in time.
     pub pipelined_plans_expired: Counter,
+    /// Trace events not written (`serve --record-trace`): the writer was behind,
+    /// or too many pods were followed at once.
+    pub trace_dropped: Counter,
 }
 
 /// Latency objectives (seconds) that get a histogram bound of their own.
@@ -204,6 +207,12 @@ impl Metrics {
             "Plans waiting for evicted pods to leave that lapsed because the pods did not leave within the gang timeout",
             pipelined_plans_expired.clone(),
         );
+        let trace_dropped = Counter::default();
+        registry.register(
+            "vgpu_scheduler_trace_dropped",
+            "Trace events not written (--record-trace) because the writer was behind or too many pods were followed at once",
+            trace_dropped.clone(),
+        );
         Self {
             registry,
             options,
@@ -221,6 +230,7 @@ impl Metrics {
             election_rounds,
             evictions,
             pipelined_plans_expired,
+            trace_dropped,
         }
     }
 

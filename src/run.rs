@@ -15,6 +15,7 @@ use crate::scheduler::{GangConfig, Scheduler, SchedulerConfig};
 use crate::server::{
     ServerLimits, TlsServer, TlsSettings, default_self_signed_names, install_crypto_provider,
 };
+use crate::trace::{TraceRecorder, TraceSettings};
 use crate::webhook::{AnnotationWriters, WebhookConfig};
 use anyhow::Context;
 use std::sync::Arc;
@@ -132,6 +133,24 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         quota_cores_resource: devices.nvidia.resource_core_name.clone(),
         legacy_names: args.legacy_metrics,
     }));
+    let (trace, trace_writer) = match &args.record_trace {
+        Some(path) => {
+            let (recorder, writer) = TraceRecorder::open(
+                path,
+                &TraceSettings::default(),
+                metrics.trace_dropped.clone(),
+            )
+            .with_context(|| {
+                format!(
+                    "--record-trace {}: cannot append to the file",
+                    path.display()
+                )
+            })?;
+            tracing::info!(file = %path.display(), "recording a trace");
+            (Some(recorder), Some(writer))
+        }
+        None => (None, None),
+    };
     let gang = GangDriver {
         enabled: args.gang_scheduling,
         period: args.schedule_period,
@@ -158,7 +177,14 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         (Some(path), _) => {
             // The sweeper and the planner land on the background runtime.
             let _background = background_runtime.handle().enter();
-            file_source(path, config, metrics, args.simulate_device_plugin, &gang)?
+            file_source(
+                path,
+                config,
+                metrics,
+                args.simulate_device_plugin,
+                &gang,
+                trace,
+            )?
         }
         (None, Some(kube_config)) => {
             // Two clients, each driving its connections from its own runtime: the
@@ -186,6 +212,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
                 config,
                 metrics,
                 &gang,
+                trace,
             )?
         }
         (None, None) => anyhow::bail!("no cluster file and no Kubernetes client"),
@@ -284,6 +311,10 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         task.abort();
     }
     drop(background_runtime);
+    if let Some(writer) = trace_writer {
+        // What the last requests and watch events queued goes out before exit.
+        writer.finish();
+    }
     tracing::info!("stopped");
     result
 }
@@ -309,6 +340,7 @@ fn file_source(
     metrics: Arc<Metrics>,
     simulate_device_plugin: bool,
     gang: &GangDriver,
+    trace: Option<Arc<TraceRecorder>>,
 ) -> anyhow::Result<Source> {
     let memory = Arc::new(MemoryCluster::new(
         Vec::new(),
@@ -317,6 +349,11 @@ fn file_source(
     ));
     let api: Arc<dyn ClusterApi> = memory.clone();
     let scheduler = Arc::new(Scheduler::new(config, api, metrics));
+    // Before the file is read: its PodGroups (and pods still waiting) are part
+    // of what a replay needs.
+    if let Some(trace) = trace {
+        scheduler.record_trace(trace);
+    }
     scheduler.node_metrics_from_cluster_file();
     let (mut nodes, mut pods, mut quotas) = (0usize, 0usize, 0usize);
     visit_file(path, |object| {
@@ -445,6 +482,7 @@ fn live_source(
     config: SchedulerConfig,
     metrics: Arc<Metrics>,
     gang: &GangDriver,
+    trace: Option<Arc<TraceRecorder>>,
 ) -> anyhow::Result<Source> {
     let node_lock_timeout = config.node_lock_timeout;
     let scheduler_name = config.scheduler_name.clone();
@@ -459,6 +497,11 @@ fn live_source(
         .with_eviction_client(clients.evictions),
     );
     let scheduler = Arc::new(Scheduler::new(config, api_dyn.clone(), metrics));
+    // Before the watches start, so the first list's waiting pods and PodGroups
+    // are recorded too.
+    if let Some(trace) = trace {
+        scheduler.record_trace(trace);
+    }
     let watches = watch::start(
         client.clone(),
         scheduler.clone(),

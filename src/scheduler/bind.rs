@@ -172,6 +172,7 @@ impl Scheduler {
         }
         self.ledger.write().mark_bound(uid);
         self.gang_bound(&pod, node);
+        self.trace_bound(uid, node);
         self.event(
             (ns, name, uid),
             EventType::Normal,

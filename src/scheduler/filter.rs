@@ -324,6 +324,7 @@ impl Scheduler {
             }
         }
         self.api.remember_pod(pod).await;
+        self.trace_filtered(pod);
         // A pod that is bound (or being bound) keeps its GPUs: answer with its node
         // rather than dropping a booking the device plugin may already have used.
         let held = self

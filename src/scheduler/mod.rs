@@ -41,6 +41,9 @@ mod reclaim_invariant_tests;
 #[cfg(test)]
 mod reclaim_tests;
 pub mod registration;
+mod trace_hooks;
+#[cfg(test)]
+mod trace_tests;
 pub mod tracking;
 #[cfg(test)]
 mod usage_tests;
@@ -164,6 +167,9 @@ pub struct Scheduler {
     gang: gang::GangState,
     claims: claims::Conflicts,
     clock: SharedClock,
+    /// Where what the scheduler sees is recorded (`serve --record-trace`), once
+    /// set.
+    trace: std::sync::OnceLock<Arc<crate::trace::TraceRecorder>>,
 }
 
 impl Scheduler {
@@ -189,6 +195,7 @@ impl Scheduler {
             gang: gang::GangState::default(),
             claims: claims::Conflicts::default(),
             clock,
+            trace: std::sync::OnceLock::new(),
         }
     }
 
@@ -305,6 +312,7 @@ impl Scheduler {
         let Some(uid) = pod.metadata.uid.clone() else {
             return;
         };
+        self.trace_pod_event(pod);
         self.ledger
             .write()
             .load_mut()
@@ -409,6 +417,7 @@ impl Scheduler {
 
     /// Releases a deleted pod's GPUs; the pod is never tracked again.
     pub fn forget_pod(&self, uid: &str) {
+        self.trace_gone(uid);
         {
             let mut ledger = self.ledger.write();
             if let Some(pod) = ledger.pod(uid) {
@@ -476,6 +485,7 @@ impl Scheduler {
             .collect();
         for (uid, _) in &gone {
             ledger.mark_finished(uid);
+            self.trace_gone(uid);
         }
         ledger.load_mut().retain_pods(existing);
         drop(ledger);

@@ -1,4 +1,5 @@
-//! `vgpu-scheduler simulate`: what-if replays. A workload of arrivals is replayed
+//! `vgpu-scheduler simulate`: what-if replays. A workload of arrivals (or a
+//! trace recorded by `serve --record-trace`, see `trace_workload`) is replayed
 //! against a cluster file through the server's own decision code on a virtual
 //! clock, once per variant (a name and the `serve` flags it runs with), and the
 //! outcome is written as a report: `index.html` with plots, `summary.json` and
@@ -12,6 +13,7 @@ pub mod replay;
 pub mod report;
 pub mod snapshot;
 pub mod summary;
+pub mod trace_workload;
 pub mod workload;
 
 use crate::cluster::file::{ClusterObject, visit_file};
@@ -45,7 +47,10 @@ pub async fn run(args: SimulateArgs) -> anyhow::Result<String> {
     };
     let text = std::fs::read_to_string(&args.workload)
         .with_context(|| format!("read workload {}", args.workload.display()))?;
-    let workload = Workload::parse(&text).map_err(anyhow::Error::msg)?;
+    let (workload, notes) = Workload::read(&text).map_err(anyhow::Error::msg)?;
+    for note in notes {
+        eprintln!("note: {note}");
+    }
     let variants = if args.variants.is_empty() {
         vec!["default:".to_string()]
     } else {
@@ -202,3 +207,5 @@ fn text_summary(summary: &summary::Summary, report: &Path) -> String {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod trace_workload_tests;

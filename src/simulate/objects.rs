@@ -3,7 +3,8 @@
 
 use super::workload::{ArrivalLine, Job};
 use chrono::{DateTime, Utc};
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Pod, PodStatus};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde_json::{Value, json};
 
 /// `volcano.sh/service.type`.
@@ -11,11 +12,58 @@ const SERVICE_TYPE: &str = "volcano.sh/service.type";
 
 /// Number of pods of a job.
 pub fn pod_count(line: &ArrivalLine) -> u32 {
+    if let Some(recorded) = &line.recorded {
+        return u32::try_from(recorded.pods.len()).unwrap_or(u32::MAX);
+    }
     line.gang.as_ref().map_or(1, |g| g.members)
+}
+
+/// vGPUs the job asks for, all its pods together.
+pub fn job_gpus(line: &ArrivalLine) -> u64 {
+    match &line.recorded {
+        Some(recorded) => recorded.pods.iter().map(vgpus_of).sum(),
+        None => u64::from(line.pod.gpus) * u64::from(pod_count(line)),
+    }
+}
+
+/// `nvidia.com/gpu` of a pod's containers (limits, else requests), as its
+/// vGPU count; unreadable values count nothing (the report's job sizes are all
+/// they feed).
+fn vgpus_of(pod: &Pod) -> u64 {
+    let resource = crate::device::device_config::NvidiaConfig::default().resource_count_name;
+    pod.spec
+        .iter()
+        .flat_map(|s| &s.containers)
+        .filter_map(|c| c.resources.as_ref())
+        .filter_map(|r| {
+            r.limits
+                .as_ref()
+                .and_then(|l| l.get(&resource))
+                .or_else(|| r.requests.as_ref().and_then(|l| l.get(&resource)))
+        })
+        .filter_map(|q| crate::quantity::quantity_to_count(&q.0).ok())
+        .sum()
+}
+
+/// The PodGroup of a gang job: recorded, or named like the job.
+pub fn group_name<'a>(job: &'a Job, line: &'a ArrivalLine) -> &'a str {
+    line.recorded
+        .as_ref()
+        .and_then(|r| r.pod_group.as_ref())
+        .and_then(|g| g.pointer("/metadata/name"))
+        .and_then(Value::as_str)
+        .unwrap_or(&job.name)
 }
 
 /// The name of pod `i` of the job (a job of one pod is named like the job).
 pub fn pod_name(job: &Job, line: &ArrivalLine, i: u32) -> String {
+    if let Some(recorded) = &line.recorded {
+        return recorded
+            .pods
+            .get(i as usize)
+            .and_then(|p| p.metadata.name.clone())
+            .unwrap_or_default();
+    }
     if line.gang.is_some() {
         format!("{}-{i}", job.name)
     } else {
@@ -38,6 +86,13 @@ pub fn pod(
     now: DateTime<Utc>,
 ) -> Result<Pod, String> {
     let name = pod_name(job, line, i);
+    if let Some(recorded) = &line.recorded {
+        let template = recorded
+            .pods
+            .get(i as usize)
+            .ok_or_else(|| format!("job {}: no recorded pod {i}", job.name))?;
+        return Ok(recorded_pod(template, line, &name, attempt, now));
+    }
     let mut annotations = serde_json::Map::new();
     for (k, v) in &line.pod.annotations {
         annotations.insert(k.clone(), json!(v));
@@ -85,8 +140,44 @@ pub fn pod(
     serde_json::from_value(pod).map_err(|e| format!("job {}: pod {name}: {e}", job.name))
 }
 
+/// A recorded pod created again: as recorded (without anything placement
+/// wrote, should the trace hold it), with a UID of the replay's and created now.
+fn recorded_pod(
+    template: &Pod,
+    line: &ArrivalLine,
+    name: &str,
+    attempt: u32,
+    now: DateTime<Utc>,
+) -> Pod {
+    let mut pod = crate::trace::scrub::as_created(template);
+    pod.metadata.namespace = Some(line.namespace.clone());
+    pod.metadata.uid = Some(pod_uid(line, name, attempt));
+    pod.metadata.creation_timestamp = Some(Time(crate::clock::timestamp(now)));
+    pod.status = Some(PodStatus {
+        phase: Some("Pending".into()),
+        ..PodStatus::default()
+    });
+    pod
+}
+
 /// The PodGroup of a gang job; `None` for a job of one pod.
 pub fn pod_group(job: &Job, line: &ArrivalLine, now: DateTime<Utc>) -> Option<Value> {
+    if let Some(recorded) = &line.recorded {
+        let mut group = crate::trace::scrub::podgroup_as_created(recorded.pod_group.as_ref()?);
+        let name = group_name(job, line).to_string();
+        if let Some(meta) = group.get_mut("metadata").and_then(Value::as_object_mut) {
+            meta.insert("namespace".into(), json!(line.namespace));
+            meta.insert(
+                "uid".into(),
+                json!(format!("sim-pg-{}-{name}", line.namespace)),
+            );
+            meta.insert(
+                "creationTimestamp".into(),
+                json!(now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)),
+            );
+        }
+        return Some(group);
+    }
     let gang = line.gang.as_ref()?;
     let mut annotations = serde_json::Map::new();
     if let Some(service) = &line.service_type {

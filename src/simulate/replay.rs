@@ -105,8 +105,10 @@ pub struct JobRecord {
 }
 
 /// One pod bound, in decision order.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Binding {
+    /// Seconds from the replay's start.
+    pub seconds: f64,
     /// `namespace/name`.
     pub pod: String,
     /// Its node.
@@ -213,7 +215,7 @@ pub async fn replay(setup: &VariantSetup, input: &ReplayInput<'_>) -> Result<Rep
                 name: job.name.clone(),
                 line: job.line,
                 queue: line.queue.clone().unwrap_or_else(|| "default".into()),
-                gpus: u64::from(line.pod.gpus) * u64::from(objects::pod_count(line)),
+                gpus: objects::job_gpus(line),
                 gang: line.gang.is_some(),
                 arrived: job.at.as_secs_f64(),
                 started: None,
@@ -427,7 +429,7 @@ impl Engine<'_> {
         for job in waiting {
             let j = &self.input.jobs[job];
             let line = &self.input.workload.arrivals[j.line];
-            let gang = format!("{}/{}", line.namespace, j.name);
+            let gang = format!("{}/{}", line.namespace, objects::group_name(j, line));
             if let Some(message) = view
                 .gangs
                 .iter()
@@ -499,6 +501,7 @@ impl Engine<'_> {
             self.scheduler.apply_pod(&started);
         }
         self.bindings.push(Binding {
+            seconds: self.now.as_secs_f64(),
             pod: key.clone(),
             node,
             devices,
@@ -547,7 +550,8 @@ impl Engine<'_> {
                 .forget_pod(&objects::pod_uid(line, &name, attempt));
         }
         if line.gang.is_some() {
-            self.scheduler.forget_podgroup(&line.namespace, &job.name);
+            self.scheduler
+                .forget_podgroup(&line.namespace, objects::group_name(job, line));
         }
         self.live.remove(&index);
     }

@@ -1,7 +1,7 @@
 //! The report directory: `index.html` (one self-contained page: the plots as
 //! inline SVG, side by side variants, a summary table saying which variant wins
 //! on what), `summary.json`, and CSVs for notebooks (`samples.csv`, `jobs.csv`,
-//! `queues.csv`).
+//! `bindings.csv`, `queues.csv`).
 
 use super::plots::Plot;
 use super::replay::ReplayResult;
@@ -25,6 +25,7 @@ pub fn write(
     put("summary.json", json + "\n")?;
     put("samples.csv", samples_csv(replays))?;
     put("jobs.csv", jobs_csv(replays))?;
+    put("bindings.csv", bindings_csv(replays))?;
     put("queues.csv", queues_csv(replays))?;
     put("index.html", page(summary, plots))
 }
@@ -94,6 +95,26 @@ fn jobs_csv(replays: &[(String, &ReplayResult)]) -> String {
                 j.arrived,
                 j.evictions,
                 csv(j.reason.as_deref().unwrap_or_default())
+            );
+        }
+    }
+    out
+}
+
+/// Where each pod was bound, in the order of the binds: to set a replay
+/// against a recorded trace, or two variants against each other pod by pod.
+fn bindings_csv(replays: &[(String, &ReplayResult)]) -> String {
+    let mut out = String::from("variant,seconds,pod,node,devices\n");
+    for (name, r) in replays {
+        for b in &r.bindings {
+            let _ = writeln!(
+                out,
+                "{},{},{},{},{}",
+                csv(name),
+                b.seconds,
+                csv(&b.pod),
+                csv(&b.node),
+                csv(&b.devices)
             );
         }
     }
@@ -248,6 +269,6 @@ th:first-child,td:first-child{text-align:left}\
             plot.svg
         );
     }
-    html.push_str("</div>\n<p>Data: <a href=\"summary.json\">summary.json</a>, <a href=\"samples.csv\">samples.csv</a>, <a href=\"jobs.csv\">jobs.csv</a>, <a href=\"queues.csv\">queues.csv</a>.</p>\n</body></html>\n");
+    html.push_str("</div>\n<p>Data: <a href=\"summary.json\">summary.json</a>, <a href=\"samples.csv\">samples.csv</a>, <a href=\"jobs.csv\">jobs.csv</a>, <a href=\"bindings.csv\">bindings.csv</a>, <a href=\"queues.csv\">queues.csv</a>.</p>\n</body></html>\n");
     html
 }

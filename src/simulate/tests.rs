@@ -9,7 +9,7 @@ use crate::config::SimulateArgs;
 use std::time::Duration;
 
 /// Two nodes of four whole-card slots (one slot per card), one queue.
-fn cluster() -> Vec<ClusterObject> {
+pub(super) fn cluster() -> Vec<ClusterObject> {
     let node = |name: &str| {
         let devs: Vec<String> = (0..4)
             .map(|i| {
@@ -29,7 +29,7 @@ fn cluster() -> Vec<ClusterObject> {
     objects
 }
 
-fn setup() -> VariantSetup {
+pub(super) fn setup() -> VariantSetup {
     let args = SimulateArgs {
         cluster_file: Some("cluster.yaml".into()),
         from_cluster: false,

@@ -3,11 +3,14 @@
 //! arrival order. Randomness (jitter) comes from the replay's seed, so the same
 //! seed gives the same jobs.
 
+use k8s_openapi::api::core::v1::Pod;
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use rand_chacha::rand_core::SeedableRng;
 use serde::Deserialize;
+use serde_json::Value;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// A workload file.
@@ -60,6 +63,19 @@ pub struct ArrivalLine {
     pub gang: Option<GangShape>,
     /// What each pod asks.
     pub pod: PodShape,
+    /// The pods (and PodGroup) themselves, for a job read from a recorded trace:
+    /// they are created as recorded instead of from `pod` and `gang`.
+    #[serde(skip)]
+    pub recorded: Option<Arc<RecordedJob>>,
+}
+
+/// A job as a trace recorded it.
+#[derive(Debug, Clone)]
+pub struct RecordedJob {
+    /// Its pods as created (see `crate::trace::scrub`), in arrival order.
+    pub pods: Vec<Pod>,
+    /// Its PodGroup, for a gang.
+    pub pod_group: Option<Value>,
 }
 
 /// A gang's shape.
@@ -74,7 +90,7 @@ pub struct GangShape {
 }
 
 /// What one pod asks.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct PodShape {
     /// vGPUs (`nvidia.com/gpu`).
@@ -146,6 +162,18 @@ impl Workload {
         Ok(workload)
     }
 
+    /// Reads a workload file: a trace recorded by `serve --record-trace`, or
+    /// arrival lines (YAML or JSON). Also returns notes for the user (what a
+    /// trace left out or what was guessed).
+    pub fn read(text: &str) -> Result<(Self, Vec<String>), String> {
+        if !crate::trace::looks_like_trace(text) {
+            return Ok((Self::parse(text)?, Vec::new()));
+        }
+        let trace = crate::trace::parse_trace(text)?;
+        let (workload, notes) = super::trace_workload::workload_from_trace(&trace)?;
+        Ok((workload, trace.warnings.into_iter().chain(notes).collect()))
+    }
+
     /// Every job, in arrival order (ties: line order, then number).
     pub fn expand(&self, seed: u64) -> Vec<Job> {
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
@@ -158,8 +186,13 @@ impl Workload {
                     let nanos = u64::try_from(jitter.as_nanos()).unwrap_or(u64::MAX);
                     at += Duration::from_nanos(rng.random_range(0..nanos));
                 }
+                // A recorded job is one job, named as it was.
+                let name = match &line.recorded {
+                    Some(_) => line.name.clone(),
+                    None => format!("{}-{n}", line.name),
+                };
                 jobs.push(Job {
-                    name: format!("{}-{n}", line.name),
+                    name,
                     line: line_index,
                     at,
                 });

@@ -12,6 +12,7 @@ impl Scheduler {
     pub fn apply_podgroup(&self, object: &serde_json::Value) {
         match PodGroupSpec::from_json(object) {
             Ok(group) => {
+                self.trace_podgroup(&group.namespace, &group.name, object);
                 self.gang.book.write().apply_group(group);
                 self.gang.wake.notify_one();
             }
@@ -21,6 +22,7 @@ impl Scheduler {
 
     /// Forgets a deleted PodGroup.
     pub fn forget_podgroup(&self, namespace: &str, name: &str) {
+        self.trace_forget_podgroup(namespace, name);
         self.gang.book.write().forget_group(namespace, name);
         self.gang.wake.notify_one();
     }

@@ -1,0 +1,86 @@
+//! Where the scheduler tells its trace recorder what it saw (see `crate::trace`).
+//! Each hook is a no-op until a recorder is set, and with one it only queues:
+//! nothing here waits.
+
+use super::Scheduler;
+use crate::trace::TraceRecorder;
+use k8s_openapi::api::core::v1::Pod;
+use std::sync::Arc;
+
+impl Scheduler {
+    /// Records what this scheduler sees from now on into `recorder`; false when
+    /// a recorder was set already (it stays).
+    pub fn record_trace(&self, recorder: Arc<TraceRecorder>) -> bool {
+        self.trace.set(recorder).is_ok()
+    }
+
+    /// A pod as a watch (or a cluster file) shows it: first sight of one of our
+    /// vGPU pods still waiting, its bind, or its end.
+    pub(super) fn trace_pod_event(&self, pod: &Pod) {
+        let Some(trace) = self.trace.get() else {
+            return;
+        };
+        let spec = pod.spec.as_ref();
+        let ours = spec.and_then(|s| s.scheduler_name.as_deref())
+            == Some(self.config.scheduler_name.as_str());
+        let Some(uid) = pod.metadata.uid.as_deref().filter(|_| ours) else {
+            return;
+        };
+        let finished = matches!(
+            pod.status.as_ref().and_then(|s| s.phase.as_deref()),
+            Some("Succeeded") | Some("Failed")
+        );
+        let node = spec
+            .and_then(|s| s.node_name.as_deref())
+            .filter(|n| !n.is_empty());
+        let at = self.clock.wall();
+        match node {
+            _ if finished => trace.gone(at, uid),
+            // Bound by kube-scheduler through `/bind` (recorded there first) or
+            // by anything else that binds pods named for this scheduler.
+            Some(node) => trace.bound(at, uid, node),
+            None if pod.metadata.deletion_timestamp.is_none() => {
+                if matches!(self.pod_context(pod), Ok(Some(_))) {
+                    trace.pod(at, pod);
+                }
+            }
+            None => {}
+        }
+    }
+
+    /// A vGPU pod kube-scheduler asks to place: its first sight when no watch
+    /// showed it before (a cluster file has no watch).
+    pub(super) fn trace_filtered(&self, pod: &Pod) {
+        if let Some(trace) = self.trace.get() {
+            trace.pod(self.clock.wall(), pod);
+        }
+    }
+
+    /// A pod `/bind` bound.
+    pub(super) fn trace_bound(&self, uid: &str, node: &str) {
+        if let Some(trace) = self.trace.get() {
+            trace.bound(self.clock.wall(), uid, node);
+        }
+    }
+
+    /// A pod deleted (or missed being deleted).
+    pub(super) fn trace_gone(&self, uid: &str) {
+        if let Some(trace) = self.trace.get() {
+            trace.gone(self.clock.wall(), uid);
+        }
+    }
+
+    /// A PodGroup as a watch (or a cluster file) shows it.
+    pub(super) fn trace_podgroup(&self, namespace: &str, name: &str, group: &serde_json::Value) {
+        if let Some(trace) = self.trace.get() {
+            trace.podgroup(self.clock.wall(), namespace, name, group);
+        }
+    }
+
+    /// A PodGroup deleted.
+    pub(super) fn trace_forget_podgroup(&self, namespace: &str, name: &str) {
+        if let Some(trace) = self.trace.get() {
+            trace.forget_podgroup(namespace, name);
+        }
+    }
+}

@@ -1,0 +1,339 @@
+//! A recorded trace (`serve --record-trace`) as a workload: every pod recorded
+//! waiting becomes a job of its own, arriving when it was first seen, except
+//! pods of a recorded PodGroup, which together become one gang job. The pods
+//! are created as recorded (their own resources, annotations, selectors,
+//! tolerations, priority class), not re-derived from a shape.
+//!
+//! How long a job runs once started:
+//! - started and gone in the trace: as long as it did (from its minimum bound
+//!   to its last pod gone);
+//! - started and still there when the trace ends: until the end of the trace;
+//! - never started (still waiting at the end, or deleted while waiting): the
+//!   median of the jobs that started and went, or until the end of the trace
+//!   when none did.
+//!
+//! The replay stops where the trace ends.
+
+use super::workload::{ArrivalLine, GangShape, PodShape, RecordedJob, Workload};
+use crate::gang::membership::Membership;
+use crate::gang::victim_facts::SERVICE_TYPE;
+use crate::trace::{Trace, TraceEvent};
+use crate::volcano::objects::PodGroupSpec;
+use chrono::{DateTime, Utc};
+use k8s_openapi::api::core::v1::Pod;
+use serde_json::Value;
+use std::collections::hash_map::Entry;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A pod of the trace and what happened to it.
+struct RecordedPod {
+    pod: Pod,
+    at: DateTime<Utc>,
+    bound: Option<DateTime<Utc>>,
+    gone: Option<DateTime<Utc>>,
+}
+
+/// A job being put together: its pods (indexes into the recorded pods) and,
+/// for a gang, its PodGroup.
+struct Draft {
+    namespace: String,
+    name: String,
+    members: Vec<usize>,
+    group: Option<(Value, PodGroupSpec)>,
+}
+
+/// A PodGroup as recorded, each time it was (a name may be used again by a
+/// later job).
+type GroupVersions = Vec<(DateTime<Utc>, Value, PodGroupSpec)>;
+
+/// The workload a trace replays, and notes for the user about what was left
+/// out or guessed.
+pub fn workload_from_trace(trace: &Trace) -> Result<(Workload, Vec<String>), String> {
+    let start = trace
+        .lines
+        .iter()
+        .map(|l| l.at)
+        .min()
+        .ok_or("empty trace")?;
+    let end = trace.lines.iter().map(|l| l.at).max().unwrap_or(start);
+    let mut notes = Vec::new();
+    let mut pods: Vec<RecordedPod> = Vec::new();
+    let mut by_uid: HashMap<String, usize> = HashMap::new();
+    let mut groups: BTreeMap<(String, String), GroupVersions> = BTreeMap::new();
+    let mut strangers = 0usize;
+    for line in &trace.lines {
+        match &line.event {
+            TraceEvent::Pod(pod) => {
+                let uid = pod.metadata.uid.clone().unwrap_or_default();
+                // A server started again on the same file sees its waiting pods
+                // anew: the first sight counts.
+                if let Entry::Vacant(entry) = by_uid.entry(uid) {
+                    entry.insert(pods.len());
+                    pods.push(RecordedPod {
+                        pod: (**pod).clone(),
+                        at: line.at,
+                        bound: None,
+                        gone: None,
+                    });
+                }
+            }
+            TraceEvent::Bound { uid, .. } => match by_uid.get(uid) {
+                Some(&i) => {
+                    pods[i].bound.get_or_insert(line.at);
+                }
+                None => strangers += 1,
+            },
+            TraceEvent::Gone { uid, .. } => match by_uid.get(uid) {
+                Some(&i) => {
+                    pods[i].gone.get_or_insert(line.at);
+                }
+                None => strangers += 1,
+            },
+            TraceEvent::PodGroup(group) => {
+                let spec = PodGroupSpec::from_json(group)
+                    .map_err(|e| format!("trace: unreadable PodGroup: {e}"))?;
+                groups
+                    .entry((spec.namespace.clone(), spec.name.clone()))
+                    .or_default()
+                    .push((line.at, (**group).clone(), spec));
+            }
+        }
+    }
+    if pods.is_empty() {
+        return Err("the trace records no pod waiting for a node: nothing to replay".into());
+    }
+    if strangers > 0 {
+        notes.push(format!(
+            "{strangers} bind or end events are of pods the trace did not see arrive (there before recording began); they are left out"
+        ));
+    }
+    let drafts = drafts(&pods, &groups, &mut notes);
+    let span = (end - start).to_std().unwrap_or_default();
+    let mut lines = Vec::with_capacity(drafts.len());
+    let mut finished = Vec::new();
+    let mut unstarted = Vec::new();
+    for draft in drafts {
+        if let Some((_, spec)) = &draft.group
+            && usize::try_from(spec.min_member).unwrap_or(0) > draft.members.len()
+        {
+            notes.push(format!(
+                "gang {}/{}: minMember is {} but the trace holds {} of its pods; it cannot start in the replay",
+                draft.namespace,
+                draft.name,
+                spec.min_member,
+                draft.members.len()
+            ));
+        }
+        let started = started_at(&draft, &pods);
+        let ended = ended_at(&draft, &pods);
+        let duration = match (started, ended) {
+            (Some(s), Some(e)) => {
+                let ran = (e - s).to_std().unwrap_or_default();
+                finished.push(ran);
+                Some(ran)
+            }
+            (Some(s), None) => Some((end - s).to_std().unwrap_or_default()),
+            (None, _) => None,
+        };
+        if duration.is_none() {
+            unstarted.push(lines.len());
+        }
+        lines.push(arrival_line(draft, &pods, start, duration.unwrap_or(span)));
+    }
+    if !unstarted.is_empty() {
+        let guess = median(&mut finished).unwrap_or(span);
+        for &i in &unstarted {
+            lines[i].duration = guess;
+        }
+        notes.push(format!(
+            "{} jobs never started in the trace; once started in the replay they run {} (the median of the jobs that ran and went, else until the end of the trace)",
+            unstarted.len(),
+            humantime::format_duration(guess)
+        ));
+    }
+    Ok((
+        Workload {
+            horizon: Some(span),
+            arrivals: lines,
+        },
+        notes,
+    ))
+}
+
+/// The jobs, in the order their first pod arrived: gangs of pods naming a
+/// recorded PodGroup, and single pods.
+fn drafts(
+    pods: &[RecordedPod],
+    groups: &BTreeMap<(String, String), GroupVersions>,
+    notes: &mut Vec<String>,
+) -> Vec<Draft> {
+    let mut drafts: Vec<Draft> = Vec::new();
+    let mut gang_of: HashMap<(String, String, usize), usize> = HashMap::new();
+    let mut without_group = 0usize;
+    for (i, recorded) in pods.iter().enumerate() {
+        let pod = &recorded.pod;
+        let namespace = pod
+            .metadata
+            .namespace
+            .clone()
+            .unwrap_or_else(|| "default".into());
+        let name = pod.metadata.name.clone().unwrap_or_default();
+        let group = Membership::of(pod).and_then(|m| m.group);
+        let versions = group
+            .as_ref()
+            .and_then(|g| groups.get(&(namespace.clone(), g.clone())));
+        let (Some(group), Some(versions)) = (group, versions) else {
+            if Membership::of(pod).is_some_and(|m| m.group.is_some()) {
+                without_group += 1;
+            }
+            drafts.push(Draft {
+                namespace,
+                name,
+                members: vec![i],
+                group: None,
+            });
+            continue;
+        };
+        // The PodGroup as it was when the pod arrived: the last one recorded by
+        // then (the first, if the pod came before it).
+        let version = versions
+            .iter()
+            .rposition(|(at, _, _)| *at <= recorded.at)
+            .unwrap_or(0);
+        let key = (namespace.clone(), group.clone(), version);
+        match gang_of.get(&key) {
+            Some(&d) => drafts[d].members.push(i),
+            None => {
+                gang_of.insert(key, drafts.len());
+                let (_, value, spec) = &versions[version];
+                drafts.push(Draft {
+                    namespace,
+                    name: group,
+                    members: vec![i],
+                    group: Some((value.clone(), spec.clone())),
+                });
+            }
+        }
+    }
+    if without_group > 0 {
+        notes.push(format!(
+            "{without_group} pods name a PodGroup the trace does not hold; each is replayed as a job of its own (its PodGroup must then be in the cluster file)"
+        ));
+    }
+    drafts
+}
+
+/// Pods that must be bound before the job runs.
+fn needed(draft: &Draft) -> usize {
+    match &draft.group {
+        Some((_, spec)) => needed_of(spec, draft.members.len()),
+        None => 1,
+    }
+}
+
+/// A gang's minimum, at most the pods the trace holds of it (a recording that
+/// began after some had gone).
+fn needed_of(spec: &PodGroupSpec, members: usize) -> usize {
+    usize::try_from(spec.min_member)
+        .unwrap_or(0)
+        .clamp(1, members.max(1))
+}
+
+/// When the job's minimum was bound, if it was.
+fn started_at(draft: &Draft, pods: &[RecordedPod]) -> Option<DateTime<Utc>> {
+    let mut bound: Vec<DateTime<Utc>> = draft
+        .members
+        .iter()
+        .filter_map(|&i| pods[i].bound)
+        .collect();
+    bound.sort();
+    bound.get(needed(draft) - 1).copied()
+}
+
+/// When the last of the job's pods went, if all did.
+fn ended_at(draft: &Draft, pods: &[RecordedPod]) -> Option<DateTime<Utc>> {
+    draft
+        .members
+        .iter()
+        .map(|&i| pods[i].gone)
+        .collect::<Option<Vec<_>>>()?
+        .into_iter()
+        .max()
+}
+
+fn arrival_line(
+    draft: Draft,
+    pods: &[RecordedPod],
+    start: DateTime<Utc>,
+    duration: Duration,
+) -> ArrivalLine {
+    let first = &pods[draft.members[0]];
+    let at = (first.at - start).to_std().unwrap_or_default();
+    let template = &first.pod;
+    let pod_annotation = |key: &str| {
+        template
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(key))
+            .cloned()
+    };
+    let pod_class = template
+        .spec
+        .as_ref()
+        .and_then(|s| s.priority_class_name.clone());
+    let (queue, priority_class_name, service_type, gang, pod_group) = match draft.group {
+        Some((value, spec)) => {
+            let members = u32::try_from(draft.members.len()).unwrap_or(u32::MAX);
+            let min = u32::try_from(needed_of(&spec, draft.members.len())).unwrap_or(members);
+            (
+                Some(spec.queue.clone()),
+                spec.priority_class_name.clone().or(pod_class),
+                spec.annotations
+                    .get(SERVICE_TYPE)
+                    .cloned()
+                    .or_else(|| pod_annotation(SERVICE_TYPE)),
+                Some(GangShape {
+                    members,
+                    min_member: Some(min),
+                }),
+                Some(value),
+            )
+        }
+        None => (
+            Membership::of(template).and_then(|m| m.queue),
+            pod_class,
+            pod_annotation(SERVICE_TYPE),
+            None,
+            None,
+        ),
+    };
+    ArrivalLine {
+        name: format!("{}/{}", draft.namespace, draft.name),
+        namespace: draft.namespace,
+        at: Some(at),
+        every: None,
+        count: 1,
+        jitter: None,
+        duration,
+        queue,
+        priority_class_name,
+        service_type,
+        gang,
+        // Unused: the recorded pods are created as they are.
+        pod: PodShape::default(),
+        recorded: Some(Arc::new(RecordedJob {
+            pods: draft.members.iter().map(|&i| pods[i].pod.clone()).collect(),
+            pod_group,
+        })),
+    }
+}
+
+/// The median (the lower of the two middle values for an even count).
+fn median(values: &mut [Duration]) -> Option<Duration> {
+    values.sort();
+    let n = values.len();
+    (n > 0).then(|| values[(n - 1) / 2])
+}

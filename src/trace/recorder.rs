@@ -1,0 +1,298 @@
+//! The recorder the scheduler's hooks call: it decides whether an event is new
+//! (see `seen`) and queues it for the writer thread without ever waiting. When
+//! the queue is full the event is dropped and counted
+//! (`vgpu_scheduler_trace_dropped_total`): a trace with a gap is better than a
+//! `/filter` or `/bind` that waits for a disk.
+
+use super::line::{TraceEvent, TraceLine};
+use super::seen::{FirstSight, SeenBook};
+use super::writer::{TraceWriter, open_for_append};
+use chrono::{DateTime, Utc};
+use k8s_openapi::api::core::v1::Pod;
+use parking_lot::Mutex;
+use prometheus_client::metrics::counter::Counter;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{SyncSender, TrySendError, sync_channel};
+use std::time::Duration;
+
+/// How a recorder queues and writes.
+#[derive(Debug, Clone)]
+pub struct TraceSettings {
+    /// Events that may wait for the writer; more are dropped.
+    pub queue: usize,
+    /// How often the writer writes out and flushes what is queued.
+    pub flush_every: Duration,
+    /// Pods (and PodGroups) followed at once; more are not recorded.
+    pub tracked: usize,
+}
+
+impl Default for TraceSettings {
+    fn default() -> Self {
+        Self {
+            // Five seconds of a thousand pods a second filtered, bound and gone,
+            // at one write-out every 200 ms.
+            queue: 16 * 1024,
+            flush_every: Duration::from_millis(200),
+            tracked: 100_000,
+        }
+    }
+}
+
+/// Queues trace events for the writer thread.
+pub struct TraceRecorder {
+    queue: SyncSender<TraceLine>,
+    seen: Mutex<SeenBook>,
+    dropped: Counter,
+    warned: AtomicBool,
+    path: PathBuf,
+}
+
+impl TraceRecorder {
+    /// Opens (or continues) the trace at `path` and starts its writer; events
+    /// not recorded are counted in `dropped`.
+    pub fn open(
+        path: &Path,
+        settings: &TraceSettings,
+        dropped: Counter,
+    ) -> std::io::Result<(Arc<Self>, TraceWriter)> {
+        let file = open_for_append(path)?;
+        let (queue, receiver) = sync_channel(settings.queue.max(1));
+        let writer = TraceWriter::start(
+            file,
+            path.to_path_buf(),
+            receiver,
+            settings.flush_every,
+            dropped.clone(),
+        )?;
+        let recorder = Arc::new(Self {
+            queue,
+            seen: Mutex::new(SeenBook::new(settings.tracked)),
+            dropped,
+            warned: AtomicBool::new(false),
+            path: path.to_path_buf(),
+        });
+        Ok((recorder, writer))
+    }
+
+    /// A pod seen waiting for a node: recorded the first time.
+    pub fn pod(&self, at: DateTime<Utc>, pod: &Pod) {
+        let (Some(uid), Some(name)) = (pod.metadata.uid.as_deref(), pod.metadata.name.as_deref())
+        else {
+            return;
+        };
+        // Called on every `/filter`: the key is made only for a pod not seen before.
+        let key = || {
+            format!(
+                "{}/{name}",
+                pod.metadata.namespace.as_deref().unwrap_or("default")
+            )
+        };
+        let sight = self.seen.lock().pod(uid, key);
+        match sight {
+            FirstSight::New => self.send(TraceLine {
+                at,
+                event: TraceEvent::Pod(Box::new(pod.clone())),
+            }),
+            FirstSight::Full => self.dropped_one("too many pods followed at once"),
+            FirstSight::Known => {}
+        }
+    }
+
+    /// A pod seen bound to `node`: recorded the first time, for a pod recorded
+    /// waiting.
+    pub fn bound(&self, at: DateTime<Utc>, uid: &str, node: &str) {
+        let key = self.seen.lock().bound(uid);
+        if let Some(pod) = key {
+            self.send(TraceLine {
+                at,
+                event: TraceEvent::Bound {
+                    pod,
+                    uid: uid.to_string(),
+                    node: node.to_string(),
+                },
+            });
+        }
+    }
+
+    /// A pod deleted or finished: recorded once, for a pod recorded waiting.
+    pub fn gone(&self, at: DateTime<Utc>, uid: &str) {
+        let key = self.seen.lock().gone(uid);
+        if let Some(pod) = key {
+            self.send(TraceLine {
+                at,
+                event: TraceEvent::Gone {
+                    pod,
+                    uid: uid.to_string(),
+                },
+            });
+        }
+    }
+
+    /// A PodGroup seen (JSON as the API serves it): recorded the first time.
+    pub fn podgroup(&self, at: DateTime<Utc>, namespace: &str, name: &str, group: &Value) {
+        let first = self.seen.lock().group(&format!("{namespace}/{name}"));
+        if first {
+            self.send(TraceLine {
+                at,
+                event: TraceEvent::PodGroup(Box::new(group.clone())),
+            });
+        }
+    }
+
+    /// A PodGroup deleted: one created again under its name is recorded anew.
+    pub fn forget_podgroup(&self, namespace: &str, name: &str) {
+        self.seen
+            .lock()
+            .forget_group(&format!("{namespace}/{name}"));
+    }
+
+    fn send(&self, line: TraceLine) {
+        match self.queue.try_send(line) {
+            Ok(()) => {}
+            Err(TrySendError::Full(_)) => self.dropped_one("the writer is behind"),
+            Err(TrySendError::Disconnected(_)) => self.dropped_one("the writer stopped"),
+        }
+    }
+
+    fn dropped_one(&self, why: &str) {
+        self.dropped.inc();
+        if !self.warned.swap(true, Ordering::Relaxed) {
+            tracing::warn!(
+                file = %self.path.display(),
+                why,
+                "trace events are being dropped (counted in vgpu_scheduler_trace_dropped_total; logged once)"
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::trace::read::parse_trace;
+    use serde_json::json;
+
+    fn pod(name: &str) -> Pod {
+        serde_json::from_value(json!({
+            "metadata": {"name": name, "namespace": "ml", "uid": format!("uid-{name}"),
+                         "annotations": {"hami.io/vgpu-node": "n1"}},
+            "spec": {"containers": [{"name": "main"}]}
+        }))
+        .unwrap()
+    }
+
+    fn at(seconds: i64) -> DateTime<Utc> {
+        DateTime::from_timestamp(1_750_000_000 + seconds, 0).unwrap()
+    }
+
+    fn settings(queue: usize, flush_every: Duration) -> TraceSettings {
+        TraceSettings {
+            queue,
+            flush_every,
+            tracked: 1000,
+        }
+    }
+
+    #[test]
+    fn a_full_queue_drops_and_counts_instead_of_waiting() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("trace.jsonl");
+        let dropped = Counter::default();
+        // The writer would take the queue out only in an hour: nothing makes room.
+        let (recorder, writer) = TraceRecorder::open(
+            &path,
+            &settings(2, Duration::from_secs(3600)),
+            dropped.clone(),
+        )
+        .unwrap();
+        for i in 0..10 {
+            recorder.pod(at(i), &pod(&format!("p{i}")));
+        }
+        assert_eq!(dropped.get(), 8, "two queued, the rest dropped");
+        writer.finish();
+        let trace = parse_trace(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        assert_eq!(
+            trace.lines.len(),
+            2,
+            "what was queued is written at the stop"
+        );
+    }
+
+    #[test]
+    fn each_event_is_written_once_and_pods_without_their_first_sight_are_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("trace.jsonl");
+        let dropped = Counter::default();
+        let (recorder, writer) = TraceRecorder::open(
+            &path,
+            &settings(100, Duration::from_secs(3600)),
+            dropped.clone(),
+        )
+        .unwrap();
+        let p = pod("a");
+        recorder.pod(at(0), &p);
+        recorder.pod(at(1), &p);
+        recorder.bound(at(2), "uid-a", "n1");
+        recorder.bound(at(3), "uid-a", "n1");
+        recorder.bound(at(3), "uid-elsewhere", "n1");
+        recorder.gone(at(4), "uid-a");
+        recorder.gone(at(5), "uid-a");
+        let group = json!({"metadata": {"name": "g", "namespace": "ml"}, "spec": {"minMember": 1}, "status": {"phase": "Running"}});
+        recorder.podgroup(at(6), "ml", "g", &group);
+        recorder.podgroup(at(7), "ml", "g", &group);
+        writer.finish();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let lines: Vec<serde_json::Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(lines.len(), 4, "{text}");
+        assert_eq!(lines[0]["at"], "2025-06-15T15:06:40.000Z");
+        assert_eq!(lines[0]["pod"]["metadata"]["name"], "a");
+        assert!(
+            lines[0]["pod"]["metadata"].get("annotations").is_none()
+                || lines[0]["pod"]["metadata"]["annotations"]
+                    .get("hami.io/vgpu-node")
+                    .is_none(),
+            "placement left out: {text}"
+        );
+        assert_eq!(lines[1]["bound"], "ml/a");
+        assert_eq!(lines[1]["node"], "n1");
+        assert_eq!(lines[2]["gone"], "ml/a");
+        assert_eq!(lines[3]["podGroup"]["metadata"]["name"], "g");
+        assert!(lines[3]["podGroup"].get("status").is_none(), "{text}");
+        assert_eq!(dropped.get(), 0);
+    }
+
+    #[test]
+    fn a_trace_is_continued_and_an_unfinished_last_line_cut_off() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("trace.jsonl");
+        let whole = r#"{"at":"2025-06-15T15:06:40.000Z","gone":"ml/x","uid":"ux"}"#;
+        std::fs::write(&path, format!("{whole}\n{{\"at\":\"2025-06-")).unwrap();
+        let (recorder, writer) = TraceRecorder::open(
+            &path,
+            &settings(10, Duration::from_secs(3600)),
+            Counter::default(),
+        )
+        .unwrap();
+        recorder.pod(at(1), &pod("b"));
+        writer.finish();
+        let trace = parse_trace(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        assert!(trace.warnings.is_empty(), "{:?}", trace.warnings);
+        assert_eq!(trace.lines.len(), 2);
+    }
+
+    #[test]
+    fn a_file_that_cannot_be_written_is_an_error_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("no-such-dir").join("trace.jsonl");
+        let e = TraceRecorder::open(&missing, &TraceSettings::default(), Counter::default())
+            .err()
+            .expect("refused");
+        assert_eq!(e.kind(), std::io::ErrorKind::NotFound);
+    }
+}

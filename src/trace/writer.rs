@@ -1,0 +1,177 @@
+//! The thread that writes a trace: it takes what the recorder queued, every
+//! `flush_every` and once more when stopped, writes it as lines and flushes.
+//!
+//! It wakes on its own clock rather than on each event: waking a thread per
+//! event would cost the request that queued it a system call, the very cost
+//! the queue is there to keep off requests (see `log_writer` for the same
+//! reasoning about log lines).
+
+use super::line::{TraceEvent, TraceLine};
+use super::scrub::{as_created, podgroup_as_created};
+use prometheus_client::metrics::counter::Counter;
+use std::fs::{File, OpenOptions};
+use std::io::{BufWriter, Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::Receiver;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// Stops the writer (after it wrote out what was queued) when dropped.
+pub struct TraceWriter {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl TraceWriter {
+    /// Starts the thread writing what `queue` receives to `file`.
+    pub(super) fn start(
+        file: File,
+        path: PathBuf,
+        queue: Receiver<TraceLine>,
+        flush_every: Duration,
+        dropped: Counter,
+    ) -> std::io::Result<Self> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopped = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("trace-writer".into())
+            .spawn(move || {
+                let mut sink = Sink {
+                    out: BufWriter::with_capacity(64 * 1024, file),
+                    path,
+                    dropped,
+                    failing: false,
+                };
+                sink.run(&queue, &stopped, flush_every);
+            })?;
+        Ok(Self {
+            stop,
+            thread: Some(thread),
+        })
+    }
+
+    /// Writes out what was queued so far and stops.
+    pub fn finish(mut self) {
+        self.stop_thread();
+    }
+
+    fn stop_thread(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        if let Some(thread) = self.thread.take() {
+            thread.thread().unpark();
+            let _ = thread.join();
+        }
+    }
+}
+
+impl Drop for TraceWriter {
+    fn drop(&mut self) {
+        self.stop_thread();
+    }
+}
+
+struct Sink {
+    out: BufWriter<File>,
+    path: PathBuf,
+    dropped: Counter,
+    /// A write failed and was reported; reported again only once it recovered.
+    failing: bool,
+}
+
+impl Sink {
+    fn run(&mut self, queue: &Receiver<TraceLine>, stop: &AtomicBool, flush_every: Duration) {
+        loop {
+            // Parked until the next flush or a stop; a spurious wakeup parks again.
+            let due = Instant::now() + flush_every;
+            while !stop.load(Ordering::Acquire) {
+                let now = Instant::now();
+                if now >= due {
+                    break;
+                }
+                std::thread::park_timeout(due - now);
+            }
+            let stopping = stop.load(Ordering::Acquire);
+            while let Ok(line) = queue.try_recv() {
+                self.write(line);
+            }
+            let flushed = self.out.flush();
+            self.report(flushed);
+            if stopping {
+                return;
+            }
+        }
+    }
+
+    fn write(&mut self, line: TraceLine) {
+        let line = TraceLine {
+            at: line.at,
+            event: match line.event {
+                TraceEvent::Pod(pod) => TraceEvent::Pod(Box::new(as_created(&pod))),
+                TraceEvent::PodGroup(group) => {
+                    TraceEvent::PodGroup(Box::new(podgroup_as_created(&group)))
+                }
+                other => other,
+            },
+        };
+        let written = match line.to_json() {
+            Ok(mut text) => {
+                text.push('\n');
+                self.out.write_all(text.as_bytes())
+            }
+            Err(e) => Err(std::io::Error::other(e)),
+        };
+        if written.is_err() {
+            self.dropped.inc();
+        }
+        self.report(written);
+    }
+
+    fn report(&mut self, result: std::io::Result<()>) {
+        match result {
+            Ok(()) => self.failing = false,
+            Err(error) if !self.failing => {
+                self.failing = true;
+                tracing::error!(file = %self.path.display(), %error, "could not write the trace");
+            }
+            Err(_) => {}
+        }
+    }
+}
+
+/// Opens the trace for appending (a server started again with the same file
+/// continues it). A last line a stopped server left unfinished is cut off
+/// first, so that the lines appended after it stay readable.
+pub(super) fn open_for_append(path: &Path) -> std::io::Result<File> {
+    let mut file = OpenOptions::new()
+        .read(true)
+        .append(true)
+        .create(true)
+        .open(path)?;
+    let len = file.metadata()?.len();
+    let keep = complete_length(&mut file, len)?;
+    if keep < len {
+        file.set_len(keep)?;
+        tracing::warn!(file = %path.display(), bytes = len - keep, "removed the unfinished last line of the trace");
+    }
+    Ok(file)
+}
+
+/// The length of the file up to and including its last newline.
+fn complete_length(file: &mut File, len: u64) -> std::io::Result<u64> {
+    const BLOCK: u64 = 64 * 1024;
+    let mut end = len;
+    let mut block = vec![0u8; BLOCK as usize];
+    while end > 0 {
+        let start = end.saturating_sub(BLOCK);
+        let size = (end - start) as usize;
+        file.seek(SeekFrom::Start(start))?;
+        file.read_exact(&mut block[..size])?;
+        if let Some(i) = block[..size].iter().rposition(|b| *b == b'\n') {
+            return Ok(start + i as u64 + 1);
+        }
+        end = start;
+    }
+    Ok(0)
+}
