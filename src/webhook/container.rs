@@ -200,12 +200,21 @@ fn set_limit(container: &mut Container, name: &str, value: String) {
         .insert(name.to_owned(), Quantity(value));
 }
 
+/// Sets `name` to `value`. HAMi appends, so with a variable of that name already
+/// there the later one (HAMi's) wins in the container; setting the existing one
+/// gives the same environment without a duplicate, and admitting a pod twice (a
+/// replayed or re-created pod) leaves it as admitting it once.
 fn push_env(container: &mut Container, name: &str, value: &str) {
-    container.env.get_or_insert_with(Vec::new).push(EnvVar {
+    let env = container.env.get_or_insert_with(Vec::new);
+    let var = EnvVar {
         name: name.to_owned(),
         value: Some(value.to_owned()),
         ..Default::default()
-    });
+    };
+    match env.iter_mut().rfind(|e| e.name == name) {
+        Some(existing) => *existing = var,
+        None => env.push(var),
+    }
 }
 
 #[cfg(test)]
@@ -353,6 +362,34 @@ mod tests {
             vec![
                 (ENV_CORE_POLICY.to_owned(), "force".to_owned()),
                 (ENV_VISIBLE_DEVICES.to_owned(), "none".to_owned()),
+            ]
+        );
+    }
+
+    #[test]
+    fn admitting_twice_sets_each_variable_once_and_ours_wins_over_the_users() {
+        let nvidia = NvidiaConfig {
+            gpu_core_policy: "force".into(),
+            ..Default::default()
+        };
+        let mut c = container(
+            &[("nvidia.com/gpu", "1"), ("nvidia.com/priority", "1")],
+            &[],
+        );
+        c.env = Some(vec![EnvVar {
+            name: ENV_CORE_POLICY.into(),
+            value: Some("disable".into()),
+            ..Default::default()
+        }]);
+        mutate_container(&mut c, &nvidia).unwrap();
+        let once = env_of(&c);
+        mutate_container(&mut c, &nvidia).unwrap();
+        assert_eq!(env_of(&c), once);
+        assert_eq!(
+            once,
+            vec![
+                (ENV_CORE_POLICY.to_owned(), "force".to_owned()),
+                (ENV_TASK_PRIORITY.to_owned(), "1".to_owned()),
             ]
         );
     }
