@@ -2079,3 +2079,68 @@ async fn chart_crds_are_volcanos_as_the_fake_api_server_serves_them() {
     assert_eq!(by_plural("hypernodes").spec.scope, "Cluster");
     assert_eq!(by_plural("hypernodes").spec.versions[0].name, "v1alpha1");
 }
+
+#[test]
+fn chart_records_a_trace_on_a_volume_of_its_own_when_asked() {
+    if !helm::available("chart_records_a_trace_on_a_volume_of_its_own_when_asked") {
+        return;
+    }
+    assert!(
+        !flags(&extender_args(one(
+            &render_default().deployments,
+            "Deployment"
+        )))
+        .contains_key("record-trace"),
+        "no trace by default"
+    );
+    let help = serve_help();
+    assert!(help_has_flag(&help, "record-trace"));
+    for (claim, expect_claim) in [(json!(""), None), (json!("traces"), Some("traces"))] {
+        let values = json!({"scheduler": {"recordTrace": {
+            "enabled": true, "existingClaim": claim, "sizeLimit": "2Gi"}}});
+        let o = render("vgpu-scheduler", NAMESPACE, "v1.33.0", &values);
+        let deployment = one(&o.deployments, "Deployment");
+        let args = flags(&extender_args(deployment));
+        // Each replica its own file: the kubelet expands $(POD_NAME) from the
+        // container's environment.
+        assert_eq!(args["record-trace"], "/trace/trace-$(POD_NAME).jsonl");
+        let spec = pod_spec(deployment);
+        let fs_group = spec.security_context.as_ref().and_then(|c| c.fs_group);
+        assert_eq!(
+            fs_group,
+            Some(65532),
+            "a claim writable by the extender's user"
+        );
+        let extender = container(spec, EXTENDER);
+        assert!(
+            extender
+                .env
+                .iter()
+                .flatten()
+                .any(|e| e.name == "POD_NAME" && e.value_from.is_some())
+        );
+        let mount = extender
+            .volume_mounts
+            .iter()
+            .flatten()
+            .find(|m| m.mount_path == "/trace")
+            .expect("a mount at /trace");
+        assert_ne!(mount.read_only, Some(true), "the trace is written there");
+        let volume = spec
+            .volumes
+            .iter()
+            .flatten()
+            .find(|v| v.name == mount.name)
+            .expect("the trace volume");
+        match expect_claim {
+            Some(name) => {
+                let pvc = volume.persistent_volume_claim.as_ref().expect("a claim");
+                assert_eq!(pvc.claim_name, name);
+            }
+            None => {
+                let dir = volume.empty_dir.as_ref().expect("an emptyDir");
+                assert_eq!(dir.size_limit.as_ref().map(|q| q.0.as_str()), Some("2Gi"));
+            }
+        }
+    }
+}
