@@ -301,14 +301,17 @@ pub struct ServeArgs {
     #[arg(long = "node-lock-timeout", default_value = "5m", value_parser = parse_duration)]
     pub node_lock_timeout: Duration,
     /// How long /bind waits for a node lock another pod holds, counted from the
-    /// start of the bind (a strict gang member's wait at its barrier takes from
-    /// it), but at least 3 s once the lock is asked for.
+    /// start of the bind (a strict gang member's wait at its barrier and its
+    /// wait for its turn behind other binds of the node take from it), but at
+    /// least 3 s once the lock is asked for. Placement also passes over a node
+    /// whose binds ahead would not be answered within it.
     #[arg(long = "node-lock-retry-timeout", default_value = "20s", value_parser = parse_duration)]
     pub node_lock_retry_timeout: Duration,
     /// When the node the policy prefers is busy with a bind (its lock held until
     /// the device plugin answers), place the pod on the best idle node the policy
     /// likes at most this many points less (0-100: utilisation in percent under
-    /// binpack, free share under spread); `off` always waits for the busy node.
+    /// binpack, free share under spread), else on the one with the fewest binds
+    /// ahead; `off` always waits for the busy node.
     #[arg(long = "busy-node-tolerance", default_value = "10", value_parser = parse_busy_node_tolerance)]
     pub busy_node_tolerance: BusyNodeTolerance,
     /// Rewrite spec.schedulerName of vGPU pods that name default-scheduler.

@@ -35,7 +35,8 @@ const BIND_ON_ITS_WAY: Duration = Duration::from_secs(2);
 #[derive(Debug, Default)]
 pub struct LockHandoff {
     nodes: Mutex<HashMap<String, Arc<NodeHandoff>>>,
-    /// Running mean of how long a lock stays held (taken to seen released).
+    /// Running mean of how long a lock taken here stays held (taken to seen
+    /// released).
     hold_time: Mutex<Option<Duration>>,
 }
 
@@ -49,10 +50,19 @@ struct NodeHandoff {
     binds: AtomicUsize,
     /// The lock annotation as the watch last showed it.
     lock_seen: Mutex<Option<String>>,
-    /// Since when the lock is held (taken by a bind here, or first seen held).
-    held_since: Mutex<Option<Instant>>,
+    /// The lock's current hold, if it is held.
+    hold: Mutex<Option<Hold>>,
     /// When `/filter` placed pods here whose binds have not asked for a turn.
     placed: Mutex<std::collections::VecDeque<Instant>>,
+}
+
+/// A node lock's current hold.
+#[derive(Debug, Clone, Copy)]
+struct Hold {
+    /// Since when: taken by a bind here, or first seen held.
+    since: Instant,
+    /// Taken by a bind of this process (so `since` is when it started).
+    taken_here: bool,
 }
 
 impl Default for NodeHandoff {
@@ -62,7 +72,7 @@ impl Default for NodeHandoff {
             changes: watch::Sender::new(0),
             binds: AtomicUsize::new(0),
             lock_seen: Mutex::new(None),
-            held_since: Mutex::new(None),
+            hold: Mutex::new(None),
             placed: Mutex::default(),
         }
     }
@@ -149,7 +159,10 @@ impl LockHandoff {
 
     /// A bind here took `node`'s lock at `now`.
     pub fn taken(&self, node: &str, now: Instant) {
-        *self.node(node).held_since.lock() = Some(now);
+        *self.node(node).hold.lock() = Some(Hold {
+            since: now,
+            taken_here: true,
+        });
     }
 
     /// Records the node's lock annotation as the watch shows it `now`; a change
@@ -177,16 +190,27 @@ impl LockHandoff {
         // showed it held (our own write's event may come after its release).
         let free_for_waiters = lock.is_none() && handoff.binds.load(Ordering::Acquire) > 0;
         if changed || free_for_waiters {
-            let mut since = handoff.held_since.lock();
-            match (lock, *since) {
-                (None, Some(taken)) => {
-                    *since = None;
-                    self.record_hold(now.saturating_duration_since(taken));
+            let mut hold = handoff.hold.lock();
+            match (lock, *hold) {
+                (None, Some(ended)) => {
+                    *hold = None;
+                    // Only a hold timed from its start says how long the device
+                    // plugin takes: one first seen already held (another
+                    // process's, or one from before a restart, perhaps stale)
+                    // would add however long it had been held unseen.
+                    if ended.taken_here {
+                        self.record_hold(now.saturating_duration_since(ended.since));
+                    }
                 }
-                (Some(_), None) => *since = Some(now),
+                (Some(_), None) => {
+                    *hold = Some(Hold {
+                        since: now,
+                        taken_here: false,
+                    });
+                }
                 _ => {}
             }
-            drop(since);
+            drop(hold);
             handoff.bump();
         }
     }
@@ -205,14 +229,16 @@ impl LockHandoff {
         *self.hold_time.lock()
     }
 
-    /// The longest any lock held at `now` has been held so far (zero when none
-    /// is): before the first release, a lower bound on how long one is held.
+    /// The longest any lock taken here and held at `now` has been held so far
+    /// (zero when none is): before the first release, a lower bound on how long
+    /// the device plugin takes.
     pub fn longest_current_hold(&self, now: Instant) -> Duration {
         self.nodes
             .lock()
             .values()
-            .filter_map(|h| *h.held_since.lock())
-            .map(|since| now.saturating_duration_since(since))
+            .filter_map(|h| *h.hold.lock())
+            .filter(|hold| hold.taken_here)
+            .map(|hold| now.saturating_duration_since(hold.since))
             .max()
             .unwrap_or_default()
     }
@@ -222,8 +248,10 @@ impl LockHandoff {
         self.nodes
             .lock()
             .get(node)
-            .and_then(|h| *h.held_since.lock())
-            .map_or(Duration::ZERO, |t| now.saturating_duration_since(t))
+            .and_then(|h| *h.hold.lock())
+            .map_or(Duration::ZERO, |hold| {
+                now.saturating_duration_since(hold.since)
+            })
     }
 
     fn binds_ahead(&self, handoff: &NodeHandoff, now: Instant) -> usize {
@@ -363,25 +391,32 @@ mod tests {
         let handoff = LockHandoff::default();
         let t0 = Instant::now();
         let second = Duration::from_secs(1);
-        assert_eq!(handoff.mean_hold().unwrap_or_default(), Duration::ZERO);
+        assert_eq!(handoff.mean_hold(), None);
         handoff.taken("gpu-node-1", t0);
         handoff.observe_lock("gpu-node-1", Some("t,ns,a"), t0);
         assert_eq!(handoff.held_for("gpu-node-1", t0 + second), second);
         handoff.observe_lock("gpu-node-1", None, t0 + second / 2);
-        assert_eq!(handoff.mean_hold().unwrap_or_default(), second / 2);
+        assert_eq!(handoff.mean_hold(), Some(second / 2));
         assert_eq!(handoff.held_for("gpu-node-1", t0 + second), Duration::ZERO);
         assert_eq!(handoff.binds_ahead_at("gpu-node-1", Instant::now()), 0);
         // Held by a pod this process did not bind: one hold ahead, timed from
-        // when the watch showed it.
+        // when the watch showed it, but not a measure of the device plugin (it
+        // may have been held long before it was seen).
         handoff.observe_lock("gpu-node-1", Some("t,ns,b"), t0 + second);
         assert_eq!(handoff.binds_ahead_at("gpu-node-1", t0 + second), 1);
         assert_eq!(handoff.held_for("gpu-node-1", t0 + 3 * second), 2 * second);
-        handoff.observe_lock("gpu-node-1", None, t0 + 3 * second);
-        // The running mean moves toward the newest hold.
-        assert!(
-            handoff.mean_hold().unwrap_or_default() > second / 2
-                && handoff.mean_hold().unwrap_or_default() < 2 * second
+        assert_eq!(
+            handoff.longest_current_hold(t0 + 3 * second),
+            Duration::ZERO
         );
+        handoff.observe_lock("gpu-node-1", None, t0 + 3 * second);
+        assert_eq!(handoff.mean_hold(), Some(second / 2));
+        // The running mean moves toward the newest hold taken here.
+        handoff.taken("gpu-node-1", t0 + 3 * second);
+        handoff.observe_lock("gpu-node-1", Some("t,ns,c"), t0 + 3 * second);
+        handoff.observe_lock("gpu-node-1", None, t0 + 5 * second);
+        let mean = handoff.mean_hold().unwrap_or_default();
+        assert!(mean > second / 2 && mean < 2 * second, "{mean:?}");
     }
 
     #[test]

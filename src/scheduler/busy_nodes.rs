@@ -7,9 +7,9 @@
 //! or a lock is held) and either the device plugin is slow to answer (a lock
 //! has lately stayed held, or the current one has been held, longer than
 //! [`SLOW_ANSWER`]) or the binds ahead would keep the pod waiting longer than
-//! [`LONGEST_QUEUE`]. Until the first lock release is seen, the device plugin
-//! is taken to answer in [`SLOW_ANSWER`], or in the longest a lock has been
-//! held so far if that is longer: a burst that arrives right after a start
+//! [`LONGEST_QUEUE`]. Until the first release of a lock taken here is seen,
+//! the device plugin is taken to answer in [`SLOW_ANSWER`], or in the longest a
+//! lock taken here has been held so far if that is longer: a burst that arrives right after a start
 //! would otherwise pile onto the first node (hundreds of `/filter`s a second
 //! reach it before its first bind has even taken the lock) and wait there for
 //! a slow device plugin, one pod at a time. When the device plugin answers at
@@ -29,11 +29,13 @@
 //! may wait (`--node-lock-retry-timeout`), its bind would fail there and the
 //! pod would come back to be placed again; it goes instead to the best node
 //! the policy finds among those where it would be bound in time, as if the
-//! best node were full. Before the first answer is seen, each bind ahead is
-//! taken to last [`SLOWEST_ANSWER`] for this: a node then takes as many binds
-//! of a burst that arrives right after a start as there are seconds in that
-//! timeout (twenty by default), not all it has room for, most of which would
-//! time out behind a slow device plugin.
+//! best node were full (a node nearly as good is taken only if the pod would
+//! be bound there in time too). Before the first answer is seen, each bind
+//! ahead is taken to last [`SLOWEST_ANSWER`] for this (or the longest a lock
+//! taken here has been held, if longer): a node then takes binds of a burst
+//! that arrives right after a start until those ahead of the next pod would
+//! take longer than that timeout (about twenty by default), not all it has
+//! room for, most of which would time out behind a slow device plugin.
 //!
 //! The tolerance bounds what the policy gives up: under binpack a pod is never
 //! placed on a node more than that many points emptier than the node binpack
@@ -135,6 +137,11 @@ impl<S: NodeSource + ?Sized> NodeSource for NearlyAsGood<'_, S> {
     }
 }
 
+/// How long `ahead` binds take at `hold` each.
+fn queue_time(hold: Duration, ahead: usize) -> Duration {
+    hold.saturating_mul(u32::try_from(ahead).unwrap_or(u32::MAX))
+}
+
 impl Scheduler {
     /// A node to use instead of `best` (whose policy score before placing was
     /// `best_score`) because `best` is busy (see the module documentation).
@@ -151,20 +158,23 @@ impl Scheduler {
         let now = self.clock.now();
         let handoff = &self.lock_handoff;
         let mean_hold = handoff.mean_hold();
-        let longest_hold = || handoff.longest_current_hold(now);
+        let longest_hold = match mean_hold {
+            Some(_) => Duration::ZERO,
+            None => handoff.longest_current_hold(now),
+        };
         // No device plugin answer seen yet: as slow as a slow one, or as the
         // longest hold so far, so that at most LONGEST_QUEUE / SLOW_ANSWER binds
         // pile onto a node before its device plugin's speed is known.
-        let hold = mean_hold.unwrap_or_else(|| longest_hold().max(SLOW_ANSWER));
+        let hold = mean_hold.unwrap_or(longest_hold.max(SLOW_ANSWER));
         // Whether a bind would be answered in time is judged, until then, as if
         // each bind ahead took as long as the slowest kubelets take.
-        let hold_for_budget = mean_hold.unwrap_or_else(|| longest_hold().max(SLOWEST_ANSWER));
+        let hold_for_budget = mean_hold.unwrap_or(longest_hold.max(SLOWEST_ANSWER));
         let busy = |node: &str| {
             let ahead = handoff.binds_ahead_at(node, now);
             ahead > 0
                 && (hold > SLOW_ANSWER
                     || handoff.held_for(node, now) > SLOW_ANSWER
-                    || hold * ahead as u32 > LONGEST_QUEUE)
+                    || queue_time(hold, ahead) > LONGEST_QUEUE)
         };
         if !busy(best) {
             return None;
@@ -187,12 +197,12 @@ impl Scheduler {
             };
             choose_node(&source, ctx, &task, judge).ok().map(|c| c.node)
         };
-        let choose = |admit: &dyn Fn(&str) -> bool| choose_above(floor, admit);
-        let idle = |node: &str| !busy(node);
+        let within_tolerance = |admit: &dyn Fn(&str) -> bool| choose_above(floor, admit);
         let budget = self.config.node_lock_retry_timeout;
         let in_time =
-            |node: &str| hold_for_budget * handoff.binds_ahead_at(node, now) as u32 <= budget;
-        let spare = choose(&idle).or_else(|| {
+            |node: &str| queue_time(hold_for_budget, handoff.binds_ahead_at(node, now)) <= budget;
+        let idle = |node: &str| !busy(node) && in_time(node);
+        let spare = within_tolerance(&idle).or_else(|| {
             // Every node nearly as good is busy: the one with the fewest binds
             // ahead, if that is fewer than at the best node.
             let fewest = (0..candidates.len())
@@ -206,7 +216,11 @@ impl Scheduler {
             if fewest >= handoff.binds_ahead_at(best, now) {
                 return None;
             }
-            choose(&|node: &str| handoff.binds_ahead_at(node, now) <= fewest)
+            // Not in time there either: then the best node is not (it has more
+            // ahead), and the case below finds one that is.
+            within_tolerance(&|node: &str| {
+                handoff.binds_ahead_at(node, now) <= fewest && in_time(node)
+            })
         });
         let spare = match spare {
             Some(spare) => {

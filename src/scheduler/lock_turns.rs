@@ -23,6 +23,16 @@ const UNWATCHED_RECHECK: Duration = Duration::from_millis(100);
 const WATCHED_RECHECK: Duration = Duration::from_secs(5);
 
 impl Scheduler {
+    /// Until when a bind that `started` then may wait for its node's lock:
+    /// `--node-lock-retry-timeout` after it started, but at least
+    /// `LOCK_MIN_WAIT` (or the whole timeout, if shorter) from now.
+    fn lock_deadline(&self, started: Instant) -> Instant {
+        let budget = self.config.node_lock_retry_timeout;
+        let now = self.clock.now();
+        let far = |from: Instant, by: Duration| from.checked_add(by).unwrap_or(from);
+        far(started, budget).max(far(now, LOCK_MIN_WAIT.min(budget)))
+    }
+
     /// Waits for the bind's turn at `node`'s lock, for as long as the bind may
     /// wait for the lock itself (see [`Scheduler::lock_node`]): a pod queued
     /// behind more binds than the device plugin answers in that time fails here
@@ -31,7 +41,7 @@ impl Scheduler {
     pub(super) async fn wait_for_turn(&self, node: &str, started: Instant) -> Result<Turn, String> {
         let budget = self.config.node_lock_retry_timeout;
         let now = self.clock.now();
-        let give_up = (started + budget).max(now + LOCK_MIN_WAIT.min(budget));
+        let give_up = self.lock_deadline(started);
         let ahead = self.lock_handoff.binds_at(node);
         match tokio::time::timeout(
             give_up.saturating_duration_since(now),
@@ -61,8 +71,7 @@ impl Scheduler {
         name: &str,
         started: Instant,
     ) -> Result<(), LockError> {
-        let budget = self.config.node_lock_retry_timeout;
-        let give_up = (started + budget).max(self.clock.now() + LOCK_MIN_WAIT.min(budget));
+        let give_up = self.lock_deadline(started);
         let recheck = if self.api.reports_changes() {
             WATCHED_RECHECK
         } else {
