@@ -26,10 +26,7 @@ impl Scheduler {
         let Some(uid) = pod.metadata.uid.as_deref().filter(|_| ours) else {
             return;
         };
-        let finished = matches!(
-            pod.status.as_ref().and_then(|s| s.phase.as_deref()),
-            Some("Succeeded") | Some("Failed")
-        );
+        let finished = super::tracking::pod_finished(pod);
         let node = spec
             .and_then(|s| s.node_name.as_deref())
             .filter(|n| !n.is_empty());
