@@ -44,9 +44,18 @@ struct Draft {
     group: Option<(Value, PodGroupSpec)>,
 }
 
-/// A PodGroup as recorded, each time it was (a name may be used again by a
-/// later job).
-type GroupVersions = Vec<(DateTime<Utc>, Value, PodGroupSpec)>;
+/// A PodGroup as first recorded.
+struct RecordedGroup {
+    at: DateTime<Utc>,
+    /// `metadata.uid`; `None` for one recorded without.
+    uid: Option<String>,
+    value: Value,
+    spec: PodGroupSpec,
+}
+
+/// The PodGroups recorded under one name, in the order first recorded: each
+/// UID once (a name may be used again by a later PodGroup).
+type GroupVersions = Vec<RecordedGroup>;
 
 /// The workload a trace replays, and notes for the user about what was left
 /// out or guessed.
@@ -94,10 +103,25 @@ pub fn workload_from_trace(trace: &Trace) -> Result<(Workload, Vec<String>), Str
             TraceEvent::PodGroup(group) => {
                 let spec = PodGroupSpec::from_json(group)
                     .map_err(|e| format!("trace: unreadable PodGroup: {e}"))?;
-                groups
+                // A server started again on the same file records its PodGroups
+                // again: one UID is one PodGroup, and its members one gang. Without
+                // a UID the name is all there is to go by.
+                let uid = group
+                    .pointer("/metadata/uid")
+                    .and_then(Value::as_str)
+                    .filter(|u| !u.is_empty())
+                    .map(str::to_string);
+                let versions = groups
                     .entry((spec.namespace.clone(), spec.name.clone()))
-                    .or_default()
-                    .push((line.at, (**group).clone(), spec));
+                    .or_default();
+                if !versions.iter().any(|v| v.uid == uid) {
+                    versions.push(RecordedGroup {
+                        at: line.at,
+                        uid,
+                        value: (**group).clone(),
+                        spec,
+                    });
+                }
             }
         }
     }
@@ -200,19 +224,19 @@ fn drafts(
         // then (the first, if the pod came before it).
         let version = versions
             .iter()
-            .rposition(|(at, _, _)| *at <= recorded.at)
+            .rposition(|v| v.at <= recorded.at)
             .unwrap_or(0);
         let key = (namespace.clone(), group.clone(), version);
         match gang_of.get(&key) {
             Some(&d) => drafts[d].members.push(i),
             None => {
                 gang_of.insert(key, drafts.len());
-                let (_, value, spec) = &versions[version];
+                let recorded_group = &versions[version];
                 drafts.push(Draft {
                     namespace,
                     name: group,
                     members: vec![i],
-                    group: Some((value.clone(), spec.clone())),
+                    group: Some((recorded_group.value.clone(), recorded_group.spec.clone())),
                 });
             }
         }

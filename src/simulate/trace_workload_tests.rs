@@ -124,6 +124,11 @@ fn a_server_started_again_on_the_same_trace_does_not_make_a_pod_twice() {
     );
     let (workload, _) = Workload::read(&again).unwrap();
     assert_eq!(workload.arrivals.len(), 3);
+    assert_eq!(
+        workload.arrivals[2].at,
+        Some(Duration::from_secs(120)),
+        "first arrival counts"
+    );
     let solo = &workload.arrivals[1];
     assert_eq!(
         solo.duration,
@@ -225,4 +230,39 @@ async fn a_trace_replays_its_pods_in_order_and_the_same_every_time() {
     };
     assert_eq!(summary(&first), summary(&again));
     assert_eq!(first.bindings, again.bindings);
+}
+
+#[test]
+fn a_podgroup_recorded_again_after_a_restart_stays_one_gang() {
+    let group = |uid: &str| {
+        json!({
+            "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+            "metadata": {"name": "train", "namespace": "ml", "uid": uid},
+            "spec": {"minMember": 1, "queue": "training"}
+        })
+    };
+    let member = |name: &str| pod(name, 1, json!({"scheduling.k8s.io/group-name": "train"}));
+    let text = [
+        line(0, "podGroup", group("pg-1")),
+        line(1, "pod", member("w0")),
+        bound(2, "w0", "n1"),
+        // The server started again on the same file: the same PodGroup again.
+        line(100, "podGroup", group("pg-1")),
+        line(101, "pod", member("w1")),
+        bound(102, "w1", "n1"),
+        gone(150, "w0"),
+        gone(150, "w1"),
+        // Deleted and created anew under its name: another gang.
+        line(200, "podGroup", group("pg-2")),
+        line(201, "pod", member("w2")),
+    ]
+    .join("\n");
+    let (workload, _) = Workload::read(&text).unwrap();
+    let gangs: Vec<(&str, u32)> = workload
+        .arrivals
+        .iter()
+        .map(|l| (l.name.as_str(), l.gang.as_ref().map_or(0, |g| g.members)))
+        .collect();
+    assert_eq!(gangs, [("ml/train", 2), ("ml/train", 1)]);
+    assert_eq!(workload.arrivals[0].duration, Duration::from_secs(150 - 2));
 }
