@@ -128,6 +128,7 @@ pub fn workload_from_trace(trace: &Trace) -> Result<(Workload, Vec<String>), Str
     if pods.is_empty() {
         return Err("the trace records no pod waiting for a node: nothing to replay".into());
     }
+    rename_reused_names(&mut pods, &mut notes);
     if strangers > 0 {
         notes.push(format!(
             "{strangers} bind or end events are of pods the trace did not see arrive (there before recording began); they are left out"
@@ -247,6 +248,36 @@ fn drafts(
         ));
     }
     drafts
+}
+
+/// Gives each recorded pod that reuses the name of an earlier one (a
+/// StatefulSet or Volcano job creating a pod again under its name, with a new
+/// UID) a name of its own, `<name>-r2`, `-r3`, …: the replay keys pods by
+/// name, and its waits differ from the recording's, so the earlier copy may
+/// still be there when the later one arrives even if it was gone by then in
+/// the trace.
+fn rename_reused_names(pods: &mut [RecordedPod], notes: &mut Vec<String>) {
+    let mut taken: HashMap<(String, String), u32> = HashMap::new();
+    let mut renamed = Vec::new();
+    for recorded in pods.iter_mut() {
+        let meta = &mut recorded.pod.metadata;
+        let namespace = meta.namespace.clone().unwrap_or_else(|| "default".into());
+        let name = meta.name.clone().unwrap_or_default();
+        let copies = taken.entry((namespace.clone(), name.clone())).or_insert(0);
+        *copies += 1;
+        if *copies > 1 {
+            let new_name = format!("{name}-r{copies}");
+            renamed.push(format!("{namespace}/{name} -> {new_name}"));
+            meta.name = Some(new_name);
+        }
+    }
+    if let Some(first) = renamed.first() {
+        notes.push(format!(
+            "{} pods reuse the name of an earlier recorded pod; each is replayed under a name of its own ({first}{})",
+            renamed.len(),
+            if renamed.len() > 1 { ", …" } else { "" }
+        ));
+    }
 }
 
 /// Pods that must be bound before the job runs.
