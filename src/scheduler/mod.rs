@@ -319,10 +319,7 @@ impl Scheduler {
             .set_pod(&uid, crate::node_load::occupancy_of(pod));
         self.gang_apply_pod(pod);
         self.nudge_lock_of_answered_pod(pod);
-        let finished = matches!(
-            pod.status.as_ref().and_then(|s| s.phase.as_deref()),
-            Some("Succeeded") | Some("Failed")
-        );
+        let finished = tracking::pod_finished(pod);
         let parsed = match tracking::pod_entry(pod, self.config.reservation_ttl, &*self.clock) {
             Ok(parsed) => parsed,
             Err(e) => {

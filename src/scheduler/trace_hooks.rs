@@ -20,16 +20,18 @@ impl Scheduler {
         let Some(trace) = self.trace.get() else {
             return;
         };
-        let spec = pod.spec.as_ref();
-        let ours = spec.and_then(|s| s.scheduler_name.as_deref())
-            == Some(self.config.scheduler_name.as_str());
-        let Some(uid) = pod.metadata.uid.as_deref().filter(|_| ours) else {
+        // The same test as for claims: pods of other schedulers are not ours to
+        // record, whatever they ask for.
+        let Some(uid) = pod
+            .metadata
+            .uid
+            .as_deref()
+            .filter(|_| self.placed_here(pod))
+        else {
             return;
         };
-        let finished = matches!(
-            pod.status.as_ref().and_then(|s| s.phase.as_deref()),
-            Some("Succeeded") | Some("Failed")
-        );
+        let spec = pod.spec.as_ref();
+        let finished = super::tracking::pod_finished(pod);
         let node = spec
             .and_then(|s| s.node_name.as_deref())
             .filter(|n| !n.is_empty());
@@ -49,9 +51,12 @@ impl Scheduler {
     }
 
     /// A vGPU pod kube-scheduler asks to place: its first sight when no watch
-    /// showed it before (a cluster file has no watch).
+    /// showed it before (a cluster file has no watch). kube-scheduler calls its
+    /// extenders for every profile, so a pod here may be another scheduler's.
     pub(super) fn trace_filtered(&self, pod: &Pod) {
-        if let Some(trace) = self.trace.get() {
+        if let Some(trace) = self.trace.get()
+            && self.placed_here(pod)
+        {
             trace.pod(self.clock.wall(), pod);
         }
     }

@@ -200,3 +200,25 @@ async fn a_podgroup_is_recorded_once_and_again_when_created_anew() {
         vec!["0 podGroup \"train\"", "3 podGroup \"train\""]
     );
 }
+
+#[tokio::test]
+async fn pods_of_other_schedulers_are_not_recorded_even_when_filtered() {
+    let r = recording();
+    let filter = |p: Pod| {
+        r.scheduler.filter(ExtenderArgs {
+            pod: Some(p),
+            nodes: None,
+            node_names: Some(["n1"].into_iter().collect()),
+        })
+    };
+    // kube-scheduler calls the extender for each of its profiles.
+    filter(pod("theirs", "default-scheduler", true)).await;
+    // A name this scheduler answered to before is still ours.
+    filter(pod("renamed", "hami-scheduler", true)).await;
+    r.scheduler
+        .apply_pod(&pod("watched", "hami-scheduler", true));
+    r.scheduler
+        .apply_pod(&pod("other", "default-scheduler", true));
+    let events = r.finish();
+    assert_eq!(kinds(&events), vec!["0 pod renamed", "0 pod watched"]);
+}

@@ -9,6 +9,15 @@ use crate::ledger::{PodEntry, PodPhase};
 use k8s_openapi::api::core::v1::Pod;
 use std::time::Duration;
 
+/// Whether the pod has finished (Succeeded or Failed): it holds nothing any
+/// more, and its end is recorded however long its object stays.
+pub fn pod_finished(pod: &Pod) -> bool {
+    matches!(
+        pod.status.as_ref().and_then(|s| s.phase.as_deref()),
+        Some("Succeeded" | "Failed")
+    )
+}
+
 /// Reads a pod's hold on GPUs from its annotations. `Ok(None)` for pods that hold
 /// nothing (no annotations, or finished); `Err` for malformed annotations, which the
 /// caller logs (the pod is then ignored, as HAMi does).
@@ -17,8 +26,7 @@ pub fn pod_entry(
     reservation_ttl: Duration,
     clock: &dyn crate::clock::Clock,
 ) -> Result<Option<PodEntry>, String> {
-    let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
-    if matches!(phase, Some("Succeeded") | Some("Failed")) {
+    if pod_finished(pod) {
         return Ok(None);
     }
     let Some(annotations) = pod.metadata.annotations.as_ref() else {
@@ -115,4 +123,24 @@ pub fn pod_entry(
         init_count,
         pod_phase,
     )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn in_phase(phase: &str) -> Pod {
+        serde_json::from_value(json!({"metadata": {"name": "p"}, "status": {"phase": phase}}))
+            .unwrap()
+    }
+
+    #[test]
+    fn only_succeeded_and_failed_pods_are_finished() {
+        assert!(pod_finished(&in_phase("Succeeded")));
+        assert!(pod_finished(&in_phase("Failed")));
+        assert!(!pod_finished(&in_phase("Running")));
+        assert!(!pod_finished(&in_phase("Pending")));
+        assert!(!pod_finished(&serde_json::from_value(json!({})).unwrap()));
+    }
 }

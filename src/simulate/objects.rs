@@ -71,9 +71,20 @@ pub fn pod_name(job: &Job, line: &ArrivalLine, i: u32) -> String {
     }
 }
 
-/// The UID of a replayed pod: its name and how often it was created again.
-pub fn pod_uid(line: &ArrivalLine, name: &str, attempt: u32) -> String {
-    format!("sim-{}-{name}-{attempt}", line.namespace)
+/// The UID of replayed pod `i` of the job: the recorded pod's UID (pods of a
+/// trace may share a name) or else its name, and how often it was created
+/// again.
+pub fn pod_uid(line: &ArrivalLine, i: u32, name: &str, attempt: u32) -> String {
+    let recorded = line
+        .recorded
+        .as_ref()
+        .and_then(|r| r.pods.get(i as usize))
+        .and_then(|p| p.metadata.uid.as_deref())
+        .filter(|u| !u.is_empty());
+    match recorded {
+        Some(uid) => format!("sim-{uid}-{attempt}"),
+        None => format!("sim-{}-{name}-{attempt}", line.namespace),
+    }
 }
 
 /// Pod `i` of the job as its controller creates it; `attempt` counts re-creations
@@ -91,7 +102,8 @@ pub fn pod(
             .pods
             .get(i as usize)
             .ok_or_else(|| format!("job {}: no recorded pod {i}", job.name))?;
-        return Ok(recorded_pod(template, line, &name, attempt, now));
+        let uid = pod_uid(line, i, &name, attempt);
+        return Ok(recorded_pod(template, line, uid, now));
     }
     let mut annotations = serde_json::Map::new();
     for (k, v) in &line.pod.annotations {
@@ -130,7 +142,7 @@ pub fn pod(
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {
             "name": name, "namespace": line.namespace,
-            "uid": pod_uid(line, &name, attempt),
+            "uid": pod_uid(line, i, &name, attempt),
             "creationTimestamp": now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
             "annotations": annotations,
         },
@@ -142,16 +154,10 @@ pub fn pod(
 
 /// A recorded pod created again: as recorded (without anything placement
 /// wrote, should the trace hold it), with a UID of the replay's and created now.
-fn recorded_pod(
-    template: &Pod,
-    line: &ArrivalLine,
-    name: &str,
-    attempt: u32,
-    now: DateTime<Utc>,
-) -> Pod {
+fn recorded_pod(template: &Pod, line: &ArrivalLine, uid: String, now: DateTime<Utc>) -> Pod {
     let mut pod = crate::trace::scrub::as_created(template);
     pod.metadata.namespace = Some(line.namespace.clone());
-    pod.metadata.uid = Some(pod_uid(line, name, attempt));
+    pod.metadata.uid = Some(uid);
     pod.metadata.creation_timestamp = Some(Time(crate::clock::timestamp(now)));
     pod.status = Some(PodStatus {
         phase: Some("Pending".into()),

@@ -547,7 +547,7 @@ impl Engine<'_> {
             // of its deletion all the same, as a watch would tell it.
             self.memory.delete_pod(&line.namespace, &name);
             self.scheduler
-                .forget_pod(&objects::pod_uid(line, &name, attempt));
+                .forget_pod(&objects::pod_uid(line, i, &name, attempt));
         }
         if line.gang.is_some() {
             self.scheduler

@@ -44,9 +44,18 @@ struct Draft {
     group: Option<(Value, PodGroupSpec)>,
 }
 
-/// A PodGroup as recorded, each time it was (a name may be used again by a
-/// later job).
-type GroupVersions = Vec<(DateTime<Utc>, Value, PodGroupSpec)>;
+/// A PodGroup as first recorded.
+struct RecordedGroup {
+    at: DateTime<Utc>,
+    /// `metadata.uid`; `None` for one recorded without.
+    uid: Option<String>,
+    value: Value,
+    spec: PodGroupSpec,
+}
+
+/// The PodGroups recorded under one name, in the order first recorded: each
+/// UID once (a name may be used again by a later PodGroup).
+type GroupVersions = Vec<RecordedGroup>;
 
 /// The workload a trace replays, and notes for the user about what was left
 /// out or guessed.
@@ -94,16 +103,32 @@ pub fn workload_from_trace(trace: &Trace) -> Result<(Workload, Vec<String>), Str
             TraceEvent::PodGroup(group) => {
                 let spec = PodGroupSpec::from_json(group)
                     .map_err(|e| format!("trace: unreadable PodGroup: {e}"))?;
-                groups
+                // A server started again on the same file records its PodGroups
+                // again: one UID is one PodGroup, and its members one gang. Without
+                // a UID the name is all there is to go by.
+                let uid = group
+                    .pointer("/metadata/uid")
+                    .and_then(Value::as_str)
+                    .filter(|u| !u.is_empty())
+                    .map(str::to_string);
+                let versions = groups
                     .entry((spec.namespace.clone(), spec.name.clone()))
-                    .or_default()
-                    .push((line.at, (**group).clone(), spec));
+                    .or_default();
+                if !versions.iter().any(|v| v.uid == uid) {
+                    versions.push(RecordedGroup {
+                        at: line.at,
+                        uid,
+                        value: (**group).clone(),
+                        spec,
+                    });
+                }
             }
         }
     }
     if pods.is_empty() {
         return Err("the trace records no pod waiting for a node: nothing to replay".into());
     }
+    rename_reused_names(&mut pods, &mut notes);
     if strangers > 0 {
         notes.push(format!(
             "{strangers} bind or end events are of pods the trace did not see arrive (there before recording began); they are left out"
@@ -200,19 +225,19 @@ fn drafts(
         // then (the first, if the pod came before it).
         let version = versions
             .iter()
-            .rposition(|(at, _, _)| *at <= recorded.at)
+            .rposition(|v| v.at <= recorded.at)
             .unwrap_or(0);
         let key = (namespace.clone(), group.clone(), version);
         match gang_of.get(&key) {
             Some(&d) => drafts[d].members.push(i),
             None => {
                 gang_of.insert(key, drafts.len());
-                let (_, value, spec) = &versions[version];
+                let recorded_group = &versions[version];
                 drafts.push(Draft {
                     namespace,
                     name: group,
                     members: vec![i],
-                    group: Some((value.clone(), spec.clone())),
+                    group: Some((recorded_group.value.clone(), recorded_group.spec.clone())),
                 });
             }
         }
@@ -223,6 +248,36 @@ fn drafts(
         ));
     }
     drafts
+}
+
+/// Gives each recorded pod that reuses the name of an earlier one (a
+/// StatefulSet or Volcano job creating a pod again under its name, with a new
+/// UID) a name of its own, `<name>-r2`, `-r3`, …: the replay keys pods by
+/// name, and its waits differ from the recording's, so the earlier copy may
+/// still be there when the later one arrives even if it was gone by then in
+/// the trace.
+fn rename_reused_names(pods: &mut [RecordedPod], notes: &mut Vec<String>) {
+    let mut taken: HashMap<(String, String), u32> = HashMap::new();
+    let mut renamed = Vec::new();
+    for recorded in pods.iter_mut() {
+        let meta = &mut recorded.pod.metadata;
+        let namespace = meta.namespace.clone().unwrap_or_else(|| "default".into());
+        let name = meta.name.clone().unwrap_or_default();
+        let copies = taken.entry((namespace.clone(), name.clone())).or_insert(0);
+        *copies += 1;
+        if *copies > 1 {
+            let new_name = format!("{name}-r{copies}");
+            renamed.push(format!("{namespace}/{name} -> {new_name}"));
+            meta.name = Some(new_name);
+        }
+    }
+    if let Some(first) = renamed.first() {
+        notes.push(format!(
+            "{} pods reuse the name of an earlier recorded pod; each is replayed under a name of its own ({first}{})",
+            renamed.len(),
+            if renamed.len() > 1 { ", …" } else { "" }
+        ));
+    }
 }
 
 /// Pods that must be bound before the job runs.

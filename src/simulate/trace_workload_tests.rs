@@ -122,8 +122,14 @@ fn a_server_started_again_on_the_same_trace_does_not_make_a_pod_twice() {
         line(3700, "pod", pod("late", 4, json!({}))),
         bound(3701, "solo", "n1")
     );
-    let (workload, _) = Workload::read(&again).unwrap();
+    let (workload, notes) = Workload::read(&again).unwrap();
     assert_eq!(workload.arrivals.len(), 3);
+    assert_eq!(
+        workload.arrivals[2].at,
+        Some(Duration::from_secs(120)),
+        "first arrival counts"
+    );
+    assert!(!notes.iter().any(|n| n.contains("reuse")), "{notes:?}");
     let solo = &workload.arrivals[1];
     assert_eq!(
         solo.duration,
@@ -141,7 +147,10 @@ fn the_recorded_pods_are_created_as_recorded_with_replay_uids() {
     let now = super::replay::replay_epoch();
     let w1 = serde_json::to_value(objects::pod(job, line, 1, 0, now).unwrap()).unwrap();
     assert_eq!(w1["metadata"]["name"], "w1");
-    assert_eq!(w1["metadata"]["uid"], "sim-ml-w1-0");
+    assert_eq!(
+        w1["metadata"]["uid"], "sim-uid-w1-0",
+        "from the recorded UID"
+    );
     assert_eq!(w1["metadata"]["annotations"]["example.com/team"], "vision");
     assert_eq!(
         w1["metadata"]["annotations"]["scheduling.k8s.io/group-name"],
@@ -225,4 +234,120 @@ async fn a_trace_replays_its_pods_in_order_and_the_same_every_time() {
     };
     assert_eq!(summary(&first), summary(&again));
     assert_eq!(first.bindings, again.bindings);
+}
+
+/// A pod of `name` recorded under `uid`.
+fn pod_with_uid(name: &str, uid: &str, extra_annotations: Value) -> Value {
+    let mut p = pod(name, 1, extra_annotations);
+    p["metadata"]["uid"] = json!(uid);
+    p
+}
+
+fn bound_uid(seconds: i64, name: &str, uid: &str, node: &str) -> String {
+    json!({"at": at(seconds), "bound": format!("ml/{name}"), "uid": uid, "node": node}).to_string()
+}
+
+fn gone_uid(seconds: i64, name: &str, uid: &str) -> String {
+    json!({"at": at(seconds), "gone": format!("ml/{name}"), "uid": uid}).to_string()
+}
+
+#[test]
+fn a_podgroup_recorded_again_after_a_restart_stays_one_gang() {
+    let group = |uid: &str| {
+        json!({
+            "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+            "metadata": {"name": "train", "namespace": "ml", "uid": uid},
+            "spec": {"minMember": 1, "queue": "training"}
+        })
+    };
+    let member = |name: &str| pod(name, 1, json!({"scheduling.k8s.io/group-name": "train"}));
+    let text = [
+        line(0, "podGroup", group("pg-1")),
+        line(1, "pod", member("w0")),
+        bound(2, "w0", "n1"),
+        // The server started again on the same file: the same PodGroup again.
+        line(100, "podGroup", group("pg-1")),
+        line(101, "pod", member("w1")),
+        bound(102, "w1", "n1"),
+        gone(150, "w0"),
+        gone(150, "w1"),
+        // Deleted and created anew under its name: another gang.
+        line(200, "podGroup", group("pg-2")),
+        line(201, "pod", member("w2")),
+    ]
+    .join("\n");
+    let (workload, _) = Workload::read(&text).unwrap();
+    let gangs: Vec<(&str, u32)> = workload
+        .arrivals
+        .iter()
+        .map(|l| (l.name.as_str(), l.gang.as_ref().map_or(0, |g| g.members)))
+        .collect();
+    assert_eq!(gangs, [("ml/train", 2), ("ml/train", 1)]);
+    assert_eq!(workload.arrivals[0].duration, Duration::from_secs(150 - 2));
+}
+
+#[test]
+fn pods_created_again_under_one_name_get_names_and_uids_of_their_own() {
+    let text = [
+        line(0, "pod", pod_with_uid("web-0", "u-a", json!({}))),
+        bound_uid(1, "web-0", "u-a", "n1"),
+        gone_uid(10, "web-0", "u-a"),
+        line(11, "pod", pod_with_uid("web-0", "u-b", json!({}))),
+        bound_uid(12, "web-0", "u-b", "n1"),
+    ]
+    .join("\n");
+    let (workload, notes) = Workload::read(&text).unwrap();
+    let names: Vec<&str> = workload.arrivals.iter().map(|l| l.name.as_str()).collect();
+    assert_eq!(names, ["ml/web-0", "ml/web-0-r2"]);
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.contains("1 pods reuse") && n.contains("ml/web-0 -> web-0-r2")),
+        "{notes:?}"
+    );
+    let jobs = workload.expand(1);
+    let now = super::replay::replay_epoch();
+    let uids: Vec<String> = jobs
+        .iter()
+        .map(|j| {
+            let line = &workload.arrivals[j.line];
+            objects::pod(j, line, 0, 0, now)
+                .unwrap()
+                .metadata
+                .uid
+                .unwrap()
+        })
+        .collect();
+    assert_eq!(uids, ["sim-u-a-0", "sim-u-b-0"]);
+}
+
+/// Two pods of one name, the second arriving while the first still runs: the
+/// replay places both.
+#[tokio::test]
+async fn pods_of_one_name_alive_together_are_both_replayed() {
+    let text = [
+        line(0, "pod", pod_with_uid("web-0", "u-a", json!({}))),
+        bound_uid(1, "web-0", "u-a", "n1"),
+        line(5, "pod", pod_with_uid("web-0", "u-b", json!({}))),
+        bound_uid(6, "web-0", "u-b", "n1"),
+        gone_uid(20, "web-0", "u-a"),
+        gone_uid(30, "web-0", "u-b"),
+    ]
+    .join("\n");
+    let (workload, _) = Workload::read(&text).unwrap();
+    let result = simulate(
+        &cluster(),
+        &workload,
+        &[setup()],
+        1,
+        Duration::from_secs(5),
+        false,
+    )
+    .await
+    .unwrap()
+    .remove(0);
+    let placed: Vec<&str> = result.bindings.iter().map(|b| b.pod.as_str()).collect();
+    assert_eq!(placed, ["ml/web-0", "ml/web-0-r2"]);
+    let started: Vec<Option<f64>> = result.jobs.iter().map(|j| j.started).collect();
+    assert_eq!(started, [Some(0.0), Some(5.0)]);
 }

@@ -1,4 +1,4 @@
-//! Reading a whole trace file: every line in order, refusing any line that is
+//! Reading a whole trace file: every line, ordered by time, refusing any line that is
 //! not a trace line (naming it), except a last line cut short, which a server
 //! stopped in the middle of a write leaves behind and which is only warned
 //! about.
@@ -8,7 +8,7 @@ use super::line::{LineError, TraceLine, is_trace_line};
 /// A trace as read.
 #[derive(Debug, Clone, Default)]
 pub struct Trace {
-    /// Its lines, in file order.
+    /// Its lines, by time (file order among lines of one instant).
     pub lines: Vec<TraceLine>,
     /// What was skipped, for the user.
     pub warnings: Vec<String>,
@@ -47,6 +47,10 @@ pub fn parse_trace(text: &str) -> Result<Trace, String> {
     if trace.lines.is_empty() {
         return Err("the trace holds no events".into());
     }
+    // Lines are written about in the order seen, but a file continued by
+    // another process (or from an older server) may hold a bind before its
+    // pod: order by time, keeping file order among lines of one instant.
+    trace.lines.sort_by_key(|l| l.at);
     Ok(trace)
 }
 
@@ -93,6 +97,23 @@ mod tests {
         let e = parse_trace(&text).unwrap_err();
         assert!(e.contains("trace line 2: unknown kind of event"), "{e}");
         assert!(e.contains("pod, bound, gone, podGroup"), "{e}");
+    }
+
+    #[test]
+    fn lines_are_ordered_by_time_keeping_file_order_within_an_instant() {
+        let gone = r#"{"at":"2025-06-15T15:06:41.000Z","gone":"ml/p","uid":"u-1"}"#;
+        let trace = parse_trace(&format!("{BOUND}\n{POD}\n{gone}\n")).unwrap();
+        let kinds: Vec<&str> = trace
+            .lines
+            .iter()
+            .map(|l| match &l.event {
+                crate::trace::TraceEvent::Pod(_) => "pod",
+                crate::trace::TraceEvent::Bound { .. } => "bound",
+                crate::trace::TraceEvent::Gone { .. } => "gone",
+                crate::trace::TraceEvent::PodGroup(_) => "podGroup",
+            })
+            .collect();
+        assert_eq!(kinds, ["pod", "bound", "gone"]);
     }
 
     #[test]

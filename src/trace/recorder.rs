@@ -90,8 +90,10 @@ impl TraceRecorder {
                 pod.metadata.namespace.as_deref().unwrap_or("default")
             )
         };
-        let sight = self.seen.lock().pod(uid, key);
-        match sight {
+        // Sent under the book's lock, so that a bind or end decided after this
+        // first sight is queued after it (`try_send` never waits).
+        let mut seen = self.seen.lock();
+        match seen.pod(uid, key) {
             FirstSight::New => self.send(TraceLine {
                 at,
                 event: TraceEvent::Pod(Box::new(pod.clone())),
@@ -104,8 +106,8 @@ impl TraceRecorder {
     /// A pod seen bound to `node`: recorded the first time, for a pod recorded
     /// waiting.
     pub fn bound(&self, at: DateTime<Utc>, uid: &str, node: &str) {
-        let key = self.seen.lock().bound(uid);
-        if let Some(pod) = key {
+        let mut seen = self.seen.lock();
+        if let Some(pod) = seen.bound(uid) {
             self.send(TraceLine {
                 at,
                 event: TraceEvent::Bound {
@@ -119,8 +121,8 @@ impl TraceRecorder {
 
     /// A pod deleted or finished: recorded once, for a pod recorded waiting.
     pub fn gone(&self, at: DateTime<Utc>, uid: &str) {
-        let key = self.seen.lock().gone(uid);
-        if let Some(pod) = key {
+        let mut seen = self.seen.lock();
+        if let Some(pod) = seen.gone(uid) {
             self.send(TraceLine {
                 at,
                 event: TraceEvent::Gone {
@@ -133,8 +135,8 @@ impl TraceRecorder {
 
     /// A PodGroup seen (JSON as the API serves it): recorded the first time.
     pub fn podgroup(&self, at: DateTime<Utc>, namespace: &str, name: &str, group: &Value) {
-        let first = self.seen.lock().group(&format!("{namespace}/{name}"));
-        if first {
+        let mut seen = self.seen.lock();
+        if seen.group(&format!("{namespace}/{name}")) {
             self.send(TraceLine {
                 at,
                 event: TraceEvent::PodGroup(Box::new(group.clone())),

@@ -1,5 +1,7 @@
 //! What the recorder has written of each pod and PodGroup, so that each is
-//! recorded once per kind of event however often the watch repeats it.
+//! recorded once per kind of event however often the watch repeats it. The
+//! book lives as long as the server: one started again on the same file
+//! records what it finds anew, and the reader merges the repeats.
 //!
 //! Only pods whose first sight was recorded are kept, and a pod is forgotten
 //! once recorded gone, so the book holds about as many pods as are waiting or
@@ -87,8 +89,9 @@ impl SeenBook {
         self.pods.remove(uid).map(|p| p.key)
     }
 
-    /// Notes a PodGroup seen (by UID, or `namespace/name` without one); whether
-    /// it is the first time.
+    /// Notes a PodGroup seen, by `namespace/name` (its deletion, which lets one
+    /// created again under the name be recorded anew, is known by name only);
+    /// whether it is the first time.
     pub fn group(&mut self, id: &str) -> bool {
         if self.groups.contains(id) || self.groups.len() >= self.capacity {
             return false;
