@@ -57,17 +57,19 @@ struct RecordedGroup {
 /// UID once (a name may be used again by a later PodGroup).
 type GroupVersions = Vec<RecordedGroup>;
 
-/// The workload a trace replays, and notes for the user about what was left
-/// out or guessed.
-pub fn workload_from_trace(trace: &Trace) -> Result<(Workload, Vec<String>), String> {
-    let start = trace
-        .lines
-        .iter()
-        .map(|l| l.at)
-        .min()
-        .ok_or("empty trace")?;
-    let end = trace.lines.iter().map(|l| l.at).max().unwrap_or(start);
-    let mut notes = Vec::new();
+/// What a trace holds, folded per pod and per PodGroup.
+struct Recorded {
+    /// Pods seen waiting, in the order first seen.
+    pods: Vec<RecordedPod>,
+    /// PodGroups by namespace and name.
+    groups: BTreeMap<(String, String), GroupVersions>,
+    /// Bind and end events of pods not seen waiting.
+    strangers: usize,
+}
+
+/// Folds the trace's lines into pods (first sight, first bind, first end) and
+/// PodGroups.
+fn recorded(trace: &Trace) -> Result<Recorded, String> {
     let mut pods: Vec<RecordedPod> = Vec::new();
     let mut by_uid: HashMap<String, usize> = HashMap::new();
     let mut groups: BTreeMap<(String, String), GroupVersions> = BTreeMap::new();
@@ -125,6 +127,29 @@ pub fn workload_from_trace(trace: &Trace) -> Result<(Workload, Vec<String>), Str
             }
         }
     }
+    Ok(Recorded {
+        pods,
+        groups,
+        strangers,
+    })
+}
+
+/// The workload a trace replays, and notes for the user about what was left
+/// out or guessed.
+pub fn workload_from_trace(trace: &Trace) -> Result<(Workload, Vec<String>), String> {
+    let start = trace
+        .lines
+        .iter()
+        .map(|l| l.at)
+        .min()
+        .ok_or("empty trace")?;
+    let end = trace.lines.iter().map(|l| l.at).max().unwrap_or(start);
+    let mut notes = Vec::new();
+    let Recorded {
+        mut pods,
+        groups,
+        strangers,
+    } = recorded(trace)?;
     if pods.is_empty() {
         return Err("the trace records no pod waiting for a node: nothing to replay".into());
     }
