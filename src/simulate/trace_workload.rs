@@ -15,7 +15,7 @@
 //! The replay stops where the trace ends.
 
 use super::workload::{ArrivalLine, GangShape, PodShape, RecordedJob, Workload};
-use crate::gang::membership::Membership;
+use crate::gang::membership::{GROUP_NAME, Membership, VOLCANO_GROUP_NAME};
 use crate::gang::victim_facts::SERVICE_TYPE;
 use crate::trace::{Trace, TraceEvent};
 use crate::volcano::objects::PodGroupSpec;
@@ -221,6 +221,11 @@ fn drafts(
 ) -> Vec<Draft> {
     let mut drafts: Vec<Draft> = Vec::new();
     let mut gang_of: HashMap<(String, String, usize), usize> = HashMap::new();
+    // PodGroups of one name with different UIDs (a name used again): each
+    // later one is replayed under a name of its own, as its pods may overlap
+    // with the earlier one's in the replay.
+    let mut group_copies: HashMap<(String, String), u32> = HashMap::new();
+    let mut renamed_groups = Vec::new();
     let mut without_group = 0usize;
     for (i, recorded) in pods.iter().enumerate() {
         let pod = &recorded.pod;
@@ -258,14 +263,36 @@ fn drafts(
             None => {
                 gang_of.insert(key, drafts.len());
                 let recorded_group = &versions[version];
+                let mut value = recorded_group.value.clone();
+                let copies = group_copies
+                    .entry((namespace.clone(), group.clone()))
+                    .or_insert(0);
+                *copies += 1;
+                let name = if *copies > 1 {
+                    let new_name = format!("{group}-r{copies}");
+                    renamed_groups.push(format!("{namespace}/{group} -> {new_name}"));
+                    if let Some(meta) = value.get_mut("metadata").and_then(Value::as_object_mut) {
+                        meta.insert("name".into(), Value::String(new_name.clone()));
+                    }
+                    new_name
+                } else {
+                    group
+                };
                 drafts.push(Draft {
                     namespace,
-                    name: group,
+                    name,
                     members: vec![i],
-                    group: Some((recorded_group.value.clone(), recorded_group.spec.clone())),
+                    group: Some((value, recorded_group.spec.clone())),
                 });
             }
         }
+    }
+    if let Some(first) = renamed_groups.first() {
+        notes.push(format!(
+            "{} PodGroups reuse the name of an earlier recorded one; each is replayed with its pods under a name of its own ({first}{})",
+            renamed_groups.len(),
+            if renamed_groups.len() > 1 { ", …" } else { "" }
+        ));
     }
     if without_group > 0 {
         notes.push(format!(
@@ -281,6 +308,20 @@ fn drafts(
 /// name, and its waits differ from the recording's, so the earlier copy may
 /// still be there when the later one arrives even if it was gone by then in
 /// the trace.
+/// A recorded pod as its job creates it: a gang member names its job's
+/// PodGroup, which may have been renamed (see `drafts`).
+fn member_of(pod: &Pod, group: Option<&str>) -> Pod {
+    let mut pod = pod.clone();
+    if let (Some(group), Some(annotations)) = (group, pod.metadata.annotations.as_mut()) {
+        for key in [GROUP_NAME, VOLCANO_GROUP_NAME] {
+            if let Some(value) = annotations.get_mut(key) {
+                *value = group.to_string();
+            }
+        }
+    }
+    pod
+}
+
 fn rename_reused_names(pods: &mut [RecordedPod], notes: &mut Vec<String>) {
     let mut taken: HashMap<(String, String), u32> = HashMap::new();
     let mut renamed = Vec::new();
@@ -405,7 +446,16 @@ fn arrival_line(
         // Unused: the recorded pods are created as they are.
         pod: PodShape::default(),
         recorded: Some(Arc::new(RecordedJob {
-            pods: draft.members.iter().map(|&i| pods[i].pod.clone()).collect(),
+            pods: draft
+                .members
+                .iter()
+                .map(|&i| {
+                    member_of(
+                        &pods[i].pod,
+                        pod_group.as_ref().map(|_| draft.name.as_str()),
+                    )
+                })
+                .collect(),
             pod_group,
         })),
     }

@@ -282,8 +282,75 @@ fn a_podgroup_recorded_again_after_a_restart_stays_one_gang() {
         .iter()
         .map(|l| (l.name.as_str(), l.gang.as_ref().map_or(0, |g| g.members)))
         .collect();
-    assert_eq!(gangs, [("ml/train", 2), ("ml/train", 1)]);
+    assert_eq!(gangs, [("ml/train", 2), ("ml/train-r2", 1)]);
     assert_eq!(workload.arrivals[0].duration, Duration::from_secs(150 - 2));
+    // The later PodGroup and its member carry the name it is replayed under.
+    let later = workload.arrivals[1].recorded.as_ref().unwrap();
+    let group = later.pod_group.as_ref().unwrap();
+    assert_eq!(group.pointer("/metadata/name"), Some(&json!("train-r2")));
+    let annotations = later.pods[0].metadata.annotations.as_ref().unwrap();
+    assert_eq!(annotations["scheduling.k8s.io/group-name"], "train-r2");
+}
+
+/// A PodGroup deleted and created again under its name while the first one's
+/// gang still runs in the replay (a what-if variant can make it run later):
+/// both gangs are placed, each under its own PodGroup.
+#[tokio::test]
+async fn podgroups_of_one_name_alive_together_are_both_replayed() {
+    let group = |uid: &str| {
+        json!({
+            "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+            "metadata": {"name": "train", "namespace": "ml", "uid": uid},
+            "spec": {"minMember": 2}
+        })
+    };
+    let member = |name: &str| {
+        let mut p = pod_with_uid(
+            name,
+            &format!("uid-{name}"),
+            json!({"scheduling.k8s.io/group-name": "train"}),
+        );
+        // The planner places gangs and judges node selectors; the test's nodes
+        // have no labels.
+        p["spec"].as_object_mut().unwrap().remove("nodeSelector");
+        p
+    };
+    let text = [
+        line(0, "podGroup", group("pg-1")),
+        line(1, "pod", member("a0")),
+        line(1, "pod", member("a1")),
+        bound(2, "a0", "n1"),
+        bound(2, "a1", "n1"),
+        line(5, "podGroup", group("pg-2")),
+        line(6, "pod", member("b0")),
+        line(6, "pod", member("b1")),
+        bound(7, "b0", "n2"),
+        bound(7, "b1", "n2"),
+        gone(60, "a0"),
+        gone(60, "a1"),
+        gone(70, "b0"),
+        gone(70, "b1"),
+    ]
+    .join("\n");
+    let (workload, _) = Workload::read(&text).unwrap();
+    let result = simulate(
+        &cluster(),
+        &workload,
+        &[setup()],
+        1,
+        Duration::from_secs(5),
+        false,
+    )
+    .await
+    .unwrap()
+    .remove(0);
+    let jobs: Vec<(&str, bool)> = result
+        .jobs
+        .iter()
+        .map(|j| (j.name.as_str(), j.started.is_some()))
+        .collect();
+    assert_eq!(jobs, [("ml/train", true), ("ml/train-r2", true)]);
+    assert_eq!(result.bindings.len(), 4);
 }
 
 #[test]
