@@ -201,21 +201,7 @@ async fn a_trace_replays_its_pods_in_order_and_the_same_every_time() {
     .join("\n");
     // The recorded pods ask for a node label these test nodes lack: the replay
     // leaves kube-scheduler's own filters out, as documented.
-    let (workload, _) = Workload::read(&text).unwrap();
-    let cluster = cluster();
-    let run = || async {
-        simulate(
-            &cluster,
-            &workload,
-            &[setup()],
-            1,
-            Duration::from_secs(5),
-            false,
-        )
-        .await
-        .unwrap()
-        .remove(0)
-    };
+    let run = || replayed(&text);
     let first = run().await;
     let placed: Vec<(&str, &str)> = first
         .bindings
@@ -237,6 +223,22 @@ async fn a_trace_replays_its_pods_in_order_and_the_same_every_time() {
 }
 
 /// A pod of `name` recorded under `uid`.
+/// The trace `text` replayed on the test cluster with the default variant.
+async fn replayed(text: &str) -> super::replay::ReplayResult {
+    let (workload, _) = Workload::read(text).unwrap();
+    simulate(
+        &cluster(),
+        &workload,
+        &[setup()],
+        1,
+        Duration::from_secs(5),
+        false,
+    )
+    .await
+    .unwrap()
+    .remove(0)
+}
+
 fn pod_with_uid(name: &str, uid: &str, extra_annotations: Value) -> Value {
     let mut p = pod(name, 1, extra_annotations);
     p["metadata"]["uid"] = json!(uid);
@@ -332,18 +334,7 @@ async fn podgroups_of_one_name_alive_together_are_both_replayed() {
         gone(70, "b1"),
     ]
     .join("\n");
-    let (workload, _) = Workload::read(&text).unwrap();
-    let result = simulate(
-        &cluster(),
-        &workload,
-        &[setup()],
-        1,
-        Duration::from_secs(5),
-        false,
-    )
-    .await
-    .unwrap()
-    .remove(0);
+    let result = replayed(&text).await;
     let jobs: Vec<(&str, bool)> = result
         .jobs
         .iter()
@@ -401,18 +392,7 @@ async fn pods_of_one_name_alive_together_are_both_replayed() {
         gone_uid(30, "web-0", "u-b"),
     ]
     .join("\n");
-    let (workload, _) = Workload::read(&text).unwrap();
-    let result = simulate(
-        &cluster(),
-        &workload,
-        &[setup()],
-        1,
-        Duration::from_secs(5),
-        false,
-    )
-    .await
-    .unwrap()
-    .remove(0);
+    let result = replayed(&text).await;
     let placed: Vec<&str> = result.bindings.iter().map(|b| b.pod.as_str()).collect();
     assert_eq!(placed, ["ml/web-0", "ml/web-0-r2"]);
     let started: Vec<Option<f64>> = result.jobs.iter().map(|j| j.started).collect();
