@@ -234,16 +234,22 @@ fn two_nodes(tolerance: Option<f64>) -> World {
 
 /// Two nodes of four GPUs (40 one-slot pods each), n1 and n2.
 fn two_roomy_nodes(config: SchedulerConfig) -> World {
-    let gpus = |node: &str| -> Vec<String> {
-        (0..4)
-            .map(|i| format!("GPU-{node}{i}6e500d-328b-a510-73d1-5877a2e60bdc"))
-            .collect()
-    };
-    let (g1, g2) = (gpus("a"), gpus("b"));
-    let nodes = vec![
-        node_with_gpus("n1", &g1.iter().map(String::as_str).collect::<Vec<_>>()),
-        node_with_gpus("n2", &g2.iter().map(String::as_str).collect::<Vec<_>>()),
-    ];
+    roomy_nodes(2, config)
+}
+
+/// `count` nodes of four GPUs (40 one-slot pods each), n1, n2, ...
+fn roomy_nodes(count: usize, config: SchedulerConfig) -> World {
+    let nodes = (1..=count)
+        .map(|n| {
+            let gpus: Vec<String> = (0..4)
+                .map(|i| format!("GPU-{n}{i}6e500d-328b-a510-73d1-5877a2e60bdc"))
+                .collect();
+            node_with_gpus(
+                &format!("n{n}"),
+                &gpus.iter().map(String::as_str).collect::<Vec<_>>(),
+            )
+        })
+        .collect();
     two_nodes_with(nodes, config)
 }
 
@@ -266,13 +272,18 @@ fn two_nodes_with(nodes: Vec<Node>, config: SchedulerConfig) -> World {
 
 /// `/filter` of a new pod over n1 and n2; the chosen node.
 async fn placed_on(s: &Scheduler, memory: &MemoryCluster, name: &str) -> String {
+    placed_among(s, memory, name, &["n1", "n2"]).await
+}
+
+/// `/filter` of a new pod over `nodes`; the chosen node.
+async fn placed_among(s: &Scheduler, memory: &MemoryCluster, name: &str, nodes: &[&str]) -> String {
     let p = pod(name);
     memory.insert_pod(&p);
     let answer = s
         .filter(ExtenderArgs {
             pod: Some(p),
             nodes: None,
-            node_names: Some(["n1", "n2"].into_iter().collect()),
+            node_names: Some(nodes.iter().map(|n| n.to_string()).collect()),
         })
         .await;
     answer
@@ -357,4 +368,41 @@ async fn before_any_answer_a_burst_fills_a_node_only_as_far_as_a_slow_device_plu
         assert_eq!(placed_on(&s, &memory, &format!("p{n}")).await, "n1", "p{n}");
     }
     assert_eq!(placed_on(&s, &memory, "p16").await, "n2");
+}
+
+#[tokio::test]
+async fn a_nearly_as_good_node_with_fewer_binds_ahead_is_passed_over_too_if_they_outlast_the_budget()
+ {
+    let (s, memory, clock) = roomy_nodes(
+        3,
+        SchedulerConfig {
+            busy_node_tolerance: Some(10.0),
+            node_lock_retry_timeout: Duration::from_secs(3),
+            ..SchedulerConfig::default()
+        },
+    );
+    // The device plugin took half a second: six binds ahead end within the
+    // three-second budget, seven do not.
+    assert_eq!(placed_among(&s, &memory, "p0", &["n1"]).await, "n1");
+    bound_and_locked(&s, &memory, "p0").await;
+    clock.advance(Duration::from_millis(500));
+    device_plugin_releases(&s, &memory).await;
+    // n1, binpack's choice, has twelve binds on their way; n2, a few pods
+    // emptier (within the tolerance), eight; n3 is empty, beyond the tolerance.
+    for n in 1..=12 {
+        assert_eq!(
+            placed_among(&s, &memory, &format!("a{n}"), &["n1"]).await,
+            "n1"
+        );
+    }
+    for n in 1..=8 {
+        assert_eq!(
+            placed_among(&s, &memory, &format!("b{n}"), &["n2"]).await,
+            "n2"
+        );
+    }
+    // n2 has fewer binds ahead than n1 but would not bind the pod in time
+    // either: it goes to n3, where it would.
+    let all = ["n1", "n2", "n3"];
+    assert_eq!(placed_among(&s, &memory, "next", &all).await, "n3");
 }
