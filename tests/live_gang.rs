@@ -17,20 +17,11 @@ use support::base64_decode;
 const NS: &str = "ml";
 
 fn podgroup(name: &str, min: u32) -> Value {
-    json!({
-        "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
-        "metadata": {"name": name, "namespace": NS},
-        "spec": {"minMember": min, "queue": "default"}
-    })
+    gang_podgroup(NS, name, min)
 }
 
-/// A member as the webhook leaves it: our scheduler, our gate, the group annotation.
 fn member(name: &str, group: &str) -> Value {
-    let mut p = gpu_pod(NS, name, 1, 80000, 0);
-    p["metadata"]["annotations"] = json!({"scheduling.k8s.io/group-name": group});
-    p["spec"]["schedulerName"] = json!(SCHEDULER);
-    p["spec"]["schedulingGates"] = json!([{"name": GANG_GATE}]);
-    p
+    gated_member(NS, name, group)
 }
 
 async fn wait_for(server: &LiveServer, what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {

@@ -560,6 +560,25 @@ pub fn running_pod(ns: &str, name: &str, node_name: &str, devices: &str, n: u32)
 pub const GANG_GATE: &str = "vgpu-scheduler.io/gang";
 
 /// Whether the pod exists and still carries the gang gate.
+/// A PodGroup of `min` members in the default queue.
+pub fn gang_podgroup(ns: &str, name: &str, min: u32) -> Value {
+    json!({
+        "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {"minMember": min, "queue": "default"}
+    })
+}
+
+/// A one-GPU gang member as the webhook leaves it: our scheduler, our gate, the
+/// group annotation.
+pub fn gated_member(ns: &str, name: &str, group: &str) -> Value {
+    let mut p = gpu_pod(ns, name, 1, 80000, 0);
+    p["metadata"]["annotations"] = json!({"scheduling.k8s.io/group-name": group});
+    p["spec"]["schedulerName"] = json!(SCHEDULER);
+    p["spec"]["schedulingGates"] = json!([{"name": GANG_GATE}]);
+    p
+}
+
 pub fn gang_gated(api: &FakeApiServer, ns: &str, name: &str) -> bool {
     api.get("Pod", Some(ns), name).is_some_and(|p| {
         p["spec"]["schedulingGates"]
