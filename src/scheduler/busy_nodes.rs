@@ -49,10 +49,11 @@ use super::{PodContext, Scheduler};
 use crate::device::request::PodRequest;
 use crate::extender::node_names::NodeNames;
 use crate::fit::{FitRequest, Placement, QuotaHeadroom};
+use crate::node_lock::handoff::LockHandoff;
 use crate::placement::{NodeFacts, NodeRejection, NodeSource, RankFacts, choose_node};
 use crate::policy::NodePolicy;
 use k8s_openapi::api::core::v1::Pod;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// A device plugin holding a lock longer than this is slow to answer: a lock
 /// handed on at once takes a few API round trips, a kubelet admitting a pod
@@ -137,6 +138,38 @@ impl<S: NodeSource + ?Sized> NodeSource for NearlyAsGood<'_, S> {
     }
 }
 
+/// How long a lock is expected to stay held, for the two questions asked.
+struct Pace {
+    /// For whether a node is busy.
+    hold: Duration,
+    /// For whether the binds ahead would be answered within the bind's budget.
+    hold_for_budget: Duration,
+}
+
+impl Pace {
+    fn of(handoff: &LockHandoff, now: Instant) -> Self {
+        match handoff.mean_hold() {
+            Some(mean) => Self {
+                hold: mean,
+                hold_for_budget: mean,
+            },
+            None => {
+                let longest = handoff.longest_current_hold(now);
+                Self {
+                    // No device plugin answer seen yet: as slow as a slow one,
+                    // or as the longest hold so far, so that at most
+                    // LONGEST_QUEUE / SLOW_ANSWER binds pile onto a node before
+                    // its device plugin's speed is known.
+                    hold: longest.max(SLOW_ANSWER),
+                    // And as if each bind ahead took as long as the slowest
+                    // kubelets take, for whether it is answered in time.
+                    hold_for_budget: longest.max(SLOWEST_ANSWER),
+                }
+            }
+        }
+    }
+}
+
 /// How long `ahead` binds take at `hold` each.
 fn queue_time(hold: Duration, ahead: usize) -> Duration {
     hold.saturating_mul(u32::try_from(ahead).unwrap_or(u32::MAX))
@@ -157,18 +190,10 @@ impl Scheduler {
         let tolerance = self.config.busy_node_tolerance?;
         let now = self.clock.now();
         let handoff = &self.lock_handoff;
-        let mean_hold = handoff.mean_hold();
-        let longest_hold = match mean_hold {
-            Some(_) => Duration::ZERO,
-            None => handoff.longest_current_hold(now),
-        };
-        // No device plugin answer seen yet: as slow as a slow one, or as the
-        // longest hold so far, so that at most LONGEST_QUEUE / SLOW_ANSWER binds
-        // pile onto a node before its device plugin's speed is known.
-        let hold = mean_hold.unwrap_or(longest_hold.max(SLOW_ANSWER));
-        // Whether a bind would be answered in time is judged, until then, as if
-        // each bind ahead took as long as the slowest kubelets take.
-        let hold_for_budget = mean_hold.unwrap_or(longest_hold.max(SLOWEST_ANSWER));
+        let Pace {
+            hold,
+            hold_for_budget,
+        } = Pace::of(handoff, now);
         let busy = |node: &str| {
             let ahead = handoff.binds_ahead_at(node, now);
             ahead > 0
