@@ -68,15 +68,20 @@ pub fn admit_pod(pod: &Pod, config: &WebhookConfig) -> Admission {
     let mut mutated = pod.clone();
     let mut has_resource = false;
     let mut privileged = Vec::new();
+    let mut vgpu_containers = Vec::new();
     if let Some(spec) = mutated.spec.as_mut() {
         let init = spec.init_containers.iter_mut().flatten();
         for container in init.chain(spec.containers.iter_mut()) {
-            match mutate_container(container, &config.nvidia) {
-                Ok(uses_vgpu) => has_resource |= uses_vgpu,
+            let uses_vgpu = match mutate_container(container, &config.nvidia) {
+                Ok(uses_vgpu) => uses_vgpu,
                 Err(e) => return Admission::forbidden(e.to_string()),
-            }
+            };
+            has_resource |= uses_vgpu;
             if is_privileged(container) {
-                privileged.push(container.name.clone());
+                privileged.push((container.name.clone(), uses_vgpu));
+            }
+            if uses_vgpu {
+                vgpu_containers.push(container.name.clone());
             }
         }
     }
@@ -85,17 +90,25 @@ pub fn admit_pod(pod: &Pod, config: &WebhookConfig) -> Admission {
     if has_resource && !privileged.is_empty() {
         // A privileged container sees every GPU on its node, so no vGPU limit
         // holds for it: it can use memory and compute booked for other pods.
+        let reasons = privileged
+            .iter()
+            .map(|(name, uses_vgpu)| privileged_reason(name, *uses_vgpu, &vgpu_containers));
         if !config.allow_privileged_vgpu {
             return Admission::forbidden(format!(
-                "container {} is privileged and asks for vGPU resources: a privileged container sees every GPU on its node, so its vGPU limits cannot hold; drop privileged, or ask the operator to start the scheduler with --allow-privileged-vgpu",
-                privileged.join(", ")
+                "{}; drop privileged, or ask the operator to start the scheduler with --allow-privileged-vgpu",
+                reasons.collect::<Vec<_>>().join("; ")
             ));
         }
         warnings = privileged
             .iter()
-            .map(|name| format!(
-                    "vGPU limits do not apply to privileged container {name}: it can use every GPU on its node"
-                ))
+            .map(|(name, uses_vgpu)| if *uses_vgpu {
+                format!("vGPU limits do not apply to privileged container {name}: it can use every GPU on its node")
+            } else {
+                format!(
+                    "vGPU limits of container {} do not hold: privileged container {name} of the same pod can use every GPU on its node",
+                    vgpu_containers.join(", ")
+                )
+            })
             .collect();
     }
 
@@ -128,6 +141,22 @@ pub fn admit_pod(pod: &Pod, config: &WebhookConfig) -> Admission {
         mutated: Some(Box::new(mutated)),
         warnings,
         note: note.into(),
+    }
+}
+
+/// Why a privileged container defeats the vGPU limits of its pod, naming it
+/// precisely: it either asks for vGPU itself, or shares the pod of the containers
+/// that do (and could use their GPUs, and every other one on the node, unlimited).
+fn privileged_reason(name: &str, uses_vgpu: bool, vgpu_containers: &[String]) -> String {
+    if uses_vgpu {
+        format!(
+            "container {name} is privileged and asks for vGPU resources: a privileged container sees every GPU on its node, so its vGPU limits cannot hold"
+        )
+    } else {
+        format!(
+            "container {name} is privileged and shares the pod with vGPU container {}: it asks for no vGPU itself, but a privileged container sees every GPU on its node, so the pod's vGPU limits cannot hold",
+            vgpu_containers.join(", ")
+        )
     }
 }
 

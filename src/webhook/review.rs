@@ -93,12 +93,18 @@ fn respond(
         .user_info
         .as_ref()
         .map_or("", |u| u.username.as_str());
-    if request.operation == "UPDATE"
-        && let (Some(object), Some(old)) = (&request.object, &request.old_object)
-        && let Err(message) = check_update(object, old, user, &config.annotation_writers)
-    {
-        tracing::info!(namespace, name = request.name.as_deref().unwrap_or_default(), %message, "admission: pod update denied");
-        return AdmissionResponse::refuse(uid, 403, message);
+    if request.operation == "UPDATE" {
+        let Some(object) = request.object.as_ref().filter(|o| !o.is_null()) else {
+            return refused_request(request, "update request has no object".to_owned());
+        };
+        // An update without the object as it was cannot show what changed: every
+        // placement annotation it carries then counts as new, so a review that
+        // lost its oldObject never lets a forged placement through.
+        let old = request.old_object.as_ref().unwrap_or(&Value::Null);
+        if let Err(message) = check_update(object, old, user, &config.annotation_writers) {
+            tracing::info!(namespace, name = request.name.as_deref().unwrap_or_default(), %message, "admission: pod update denied");
+            return AdmissionResponse::refuse(uid, 403, message);
+        }
     }
     if request.operation != "CREATE" {
         tracing::info!(

@@ -608,3 +608,52 @@ fn pods_over_their_namespace_vgpu_quota_are_refused_at_creation() {
         assert!(answer.response.allowed, "{limits}");
     }
 }
+
+#[test]
+fn privileged_sidecar_of_a_vgpu_pod_is_named_as_the_sidecar_it_is() {
+    let object = pod(json!({"containers": [
+        {"name": "train", "resources": {"limits": {"nvidia.com/gpu": "1"}}},
+        {"name": "proxy", "securityContext": {"privileged": true}}
+    ]}));
+    let (answer, ops) = run(&body(object.clone()), &config());
+    assert!(!answer.response.allowed);
+    assert!(ops.is_empty());
+    let status = answer.response.status.as_ref().unwrap();
+    assert_eq!(status.code, 403);
+    assert_eq!(
+        status.message,
+        "container proxy is privileged and shares the pod with vGPU container train: it asks for no vGPU itself, but a privileged container sees every GPU on its node, so the pod's vGPU limits cannot hold; drop privileged, or ask the operator to start the scheduler with --allow-privileged-vgpu"
+    );
+
+    let mut allowing = config();
+    allowing.allow_privileged_vgpu = true;
+    let (answer, _) = run(&body(object), &allowing);
+    assert!(answer.response.allowed);
+    assert_eq!(
+        answer.response.warnings,
+        vec!["vGPU limits of container train do not hold: privileged container proxy of the same pod can use every GPU on its node".to_string()]
+    );
+}
+
+#[test]
+fn an_update_without_its_old_object_cannot_slip_a_placement_through() {
+    let mut forged = gpu_pod(json!({"nvidia.com/gpu": "1"}));
+    forged["metadata"]["annotations"] = json!({
+        "hami.io/vgpu-node": "gpu-a",
+        "hami.io/vgpu-devices-allocated": "GPU-aa6e500d-328b-a510-73d1-5877a2e60bdc,NVIDIA,81559,100:;"
+    });
+    let (answer, ops) = run(&body_with(ADMISSION_V1, "UPDATE", forged), &config());
+    assert!(!answer.response.allowed);
+    assert!(ops.is_empty());
+    let status = answer.response.status.as_ref().unwrap();
+    assert_eq!(status.code, 403);
+    assert_eq!(
+        status.message,
+        "user \"alice\" may not change hami.io/vgpu-node, hami.io/vgpu-devices-allocated: only the scheduler and HAMi's device plugin write these annotations"
+    );
+
+    let (answer, _) = run(&body_with(ADMISSION_V1, "UPDATE", Value::Null), &config());
+    assert!(!answer.response.allowed);
+    assert_eq!(answer.response.status.as_ref().unwrap().code, 400);
+    assert_eq!(answer.response.message(), "update request has no object");
+}
