@@ -9,7 +9,10 @@
 //! * for pods this scheduler places: those that name one of our scheduler names
 //!   (`--scheduler-name`, and the names a previous scheduler such as HAMi's placed
 //!   pods under before a migration, `--previous-scheduler-names`), or that hold a
-//!   reservation this scheduler made; and
+//!   reservation this scheduler made;
+//! * for pods that ask for one of our vGPU resources (a claim of GPUs by a pod that
+//!   asks for none is a forged placement: no device plugin hands it a GPU), reported
+//!   as a conflict like the next; and
 //! * within each GPU's registered slots, memory and compute, and with each MIG
 //!   slice held by one instance at most: a claim beyond them is a conflict,
 //!   reported (a Warning event on the pod, the `vgpu_scheduler_claim_conflicts`
@@ -81,7 +84,35 @@ impl Conflicts {
     }
 }
 
+/// Why GPUs claimed by a pod that asks for none are not booked.
+const NO_VGPU_ASKED: &str = "device annotations claim GPUs for a pod that asks for no vGPU resource; this scheduler never placed it, and no device plugin hands it a GPU; not booked";
+
 impl Scheduler {
+    /// Whether a container of the pod asks for one of our vGPU resources. Every pod
+    /// this scheduler (or HAMi's) gives GPUs to does, and only for those does the
+    /// kubelet ask the device plugin for the GPUs the annotations name: annotations
+    /// on any other pod are a forged placement that holds nothing on the node, so
+    /// the ledger never books them, whatever labels the pod carries and whether or
+    /// not the webhook saw it.
+    pub(crate) fn asks_for_vgpu(&self, pod: &Pod) -> bool {
+        let nvidia = &self.config.nvidia;
+        let names = [
+            &nvidia.resource_count_name,
+            &nvidia.resource_memory_name,
+            &nvidia.resource_memory_percentage_name,
+            &nvidia.resource_core_name,
+        ];
+        let Some(spec) = pod.spec.as_ref() else {
+            return false;
+        };
+        let init = spec.init_containers.iter().flatten();
+        init.chain(&spec.containers).any(|c| {
+            names
+                .iter()
+                .any(|n| !n.is_empty() && crate::device::request::resource_value(c, n).is_some())
+        })
+    }
+
     /// Whether the pod is one this scheduler places, by its scheduler name.
     pub(crate) fn placed_here(&self, pod: &Pod) -> bool {
         let name = pod
@@ -107,6 +138,10 @@ impl Scheduler {
     ) -> bool {
         let held = ledger.pod(&entry.uid).is_some();
         if !held && !self.placed_here(pod) {
+            return false;
+        }
+        if !held && !entry.usage.is_empty() && !self.asks_for_vgpu(pod) {
+            self.report_conflict(entry, NO_VGPU_ASKED.to_owned(), false);
             return false;
         }
         match over_capacity(ledger, entry) {
