@@ -1336,6 +1336,31 @@ async fn wait_for_log(server: &Server, text: &str) -> String {
 // Which claims the ledger books
 // ---------------------------------------------------------------------------
 
+/// A tenant's pod that names this scheduler, opted out of the webhook by its own
+/// label and pinned to the node, but asks for no vGPU: its forged placement is
+/// never booked (no device plugin hands it a GPU), so a real pod still fits.
+#[tokio::test]
+async fn a_forged_placement_on_a_pod_asking_for_no_vgpu_is_not_booked() {
+    let gpu = gpu_uuid("gpu-a", 0);
+    let mut forged = pod("team-a", "forger")
+        .label("vgpu.io/webhook", "ignore")
+        .container(container("web", &[("cpu", "1")]))
+        .node_name("gpu-a")
+        .holding("gpu-a", &format!("{gpu},NVIDIA,81559,100:;"))
+        .build();
+    forged["spec"]["schedulerName"] = json!("vgpu-scheduler");
+    let server = Server::start(vec![one_gpu_node("gpu-a", &[]), forged], &[]).await;
+    let state = server.state().await;
+    assert!(state.pods().is_empty(), "{}", state.0);
+    let conflicts = state.0["conflicts"].as_array().cloned().unwrap_or_default();
+    assert_eq!(conflicts.len(), 1, "{}", state.0);
+    assert_eq!(conflicts[0]["name"], "forger");
+    assert_eq!(conflicts[0]["booked"], false);
+    let real = pod("team-a", "real").gpus(1, 40000, 0).build();
+    let answer = server.filter(&real, &["gpu-a"]).await;
+    assert_eq!(answer["NodeNames"], json!(["gpu-a"]), "{answer}");
+}
+
 /// The ledger books device annotations only for pods this scheduler places (or
 /// HAMi placed before a migration), and never beyond a GPU's capacity: a claim
 /// beyond it is reported instead.

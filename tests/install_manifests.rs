@@ -11,7 +11,9 @@
 mod helm;
 
 use k8s_openapi::Resource;
-use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
+use k8s_openapi::api::admissionregistration::v1::{
+    MutatingWebhookConfiguration, ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
+};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::core::v1::{
@@ -164,6 +166,8 @@ struct Objects {
     services: Vec<Service>,
     pod_disruption_budgets: Vec<PodDisruptionBudget>,
     webhooks: Vec<MutatingWebhookConfiguration>,
+    policies: Vec<ValidatingAdmissionPolicy>,
+    policy_bindings: Vec<ValidatingAdmissionPolicyBinding>,
     jobs: Vec<Job>,
     cron_jobs: Vec<CronJob>,
     crds: Vec<CustomResourceDefinition>,
@@ -198,6 +202,8 @@ fn load(docs: Vec<Doc>) -> Objects {
             "Service" => objects.services.push(typed(&doc)),
             "PodDisruptionBudget" => objects.pod_disruption_budgets.push(typed(&doc)),
             "MutatingWebhookConfiguration" => objects.webhooks.push(typed(&doc)),
+            "ValidatingAdmissionPolicy" => objects.policies.push(typed(&doc)),
+            "ValidatingAdmissionPolicyBinding" => objects.policy_bindings.push(typed(&doc)),
             "Job" => objects.jobs.push(typed(&doc)),
             "CronJob" => objects.cron_jobs.push(typed(&doc)),
             "CustomResourceDefinition" => objects.crds.push(typed(&doc)),
@@ -302,7 +308,8 @@ fn non_default_values() -> Value {
                     {"key": "tier", "operator": "NotIn", "values": ["system"]}]},
                 "objectSelector": {"matchExpressions": [
                     {"key": "example.com/skip", "operator": "DoesNotExist"}]}
-            }
+            },
+            "placementPolicy": {"enabled": false}
         },
         "devices": {"nvidia": {"defaultMemory": 1024, "memoryFactor": 2}},
         "certManager": {"enabled": true},
@@ -1149,7 +1156,9 @@ fn check_webhook(o: &Objects, s: &Setup) {
     assert!(names.contains("kube-system"), "{names:?}");
     assert!(names.contains(s.namespace), "{names:?}");
     assert!(excluded(&webhook.namespace_selector, "vgpu.io/webhook").contains("ignore"));
-    assert!(excluded(&webhook.object_selector, "vgpu.io/webhook").contains("ignore"));
+    // The pod opt-out only skips routing (in matchConditions): as an object
+    // selector it would let a pod's writer switch off the placement guard.
+    assert!(excluded(&webhook.object_selector, "vgpu.io/webhook").is_empty());
 
     // Only pods asking for our resources (in containers or init containers) or
     // carrying a gang/queue annotation.
@@ -1185,6 +1194,7 @@ fn check_webhook(o: &Objects, s: &Setup) {
         );
     }
     for needle in [
+        "object.metadata.labels['vgpu.io/webhook'] == 'ignore'",
         "request.operation == 'CREATE' && (",
         "request.operation == 'UPDATE' && [",
         "oldObject.metadata.annotations[a]",
@@ -1815,7 +1825,12 @@ fn chart_with_non_default_values_fits_the_binary() {
             .as_ref()
             .unwrap()
             .len(),
-        2
+        1,
+        "only the extra term: the pod opt-out is a matchCondition"
+    );
+    assert!(
+        o.policies.is_empty() && o.policy_bindings.is_empty(),
+        "placementPolicy.enabled: false"
     );
     let kinds: BTreeSet<String> = o
         .extensions
