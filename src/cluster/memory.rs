@@ -111,21 +111,26 @@ fn decode_pod(body: &[u8], annotations: Option<&[u8]>) -> Result<Pod, ApiError> 
 }
 
 /// What is kept of a placed pod: metadata (without managed fields), node,
-/// scheduler name, phase, and init containers by name only (their number decides how the pod's GPU
-/// usage adds up).
+/// scheduler name, phase, and containers by name and resources only.
 fn slim(pod: &Pod) -> Pod {
     use k8s_openapi::api::core::v1::{Container, PodSpec, PodStatus};
     let mut metadata = pod.metadata.clone();
     metadata.managed_fields = None;
     let spec = pod.spec.as_ref();
-    let init_containers = spec.and_then(|s| s.init_containers.as_ref()).map(|list| {
+    // Names and resources only: their number decides how the pod's GPU usage adds
+    // up, and the ledger books device annotations only for pods asking for a vGPU
+    // resource (see `scheduler::claims`).
+    let trimmed = |list: &Vec<Container>| -> Vec<Container> {
         list.iter()
             .map(|c| Container {
                 name: c.name.clone(),
+                resources: c.resources.clone(),
                 ..Default::default()
             })
             .collect()
-    });
+    };
+    let init_containers = spec.and_then(|s| s.init_containers.as_ref()).map(trimmed);
+    let containers = spec.map(|s| trimmed(&s.containers)).unwrap_or_default();
     Pod {
         metadata,
         spec: Some(PodSpec {
@@ -134,6 +139,7 @@ fn slim(pod: &Pod) -> Pod {
             // scheduler names (see `scheduler::claims`).
             scheduler_name: spec.and_then(|s| s.scheduler_name.clone()),
             init_containers,
+            containers,
             ..Default::default()
         }),
         status: Some(PodStatus {
