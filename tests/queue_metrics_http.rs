@@ -10,15 +10,6 @@ use support::*;
 
 const NS: &str = "ml";
 
-const CONF: &str = "actions: \"enqueue, allocate, backfill\"
-tiers:
-- plugins:
-  - name: priority
-  - name: gang
-- plugins:
-  - name: proportion
-";
-
 /// Pods naming queues that do not exist.
 const GHOSTS: usize = 60;
 
@@ -69,14 +60,7 @@ async fn pods_naming_queues_that_do_not_exist_add_no_series() {
     for i in 0..GHOSTS {
         cluster.push(pod_in_queue(&format!("lost-{i}"), &format!("ghost-{i}")));
     }
-    let dir = tempfile::tempdir().expect("temp dir");
-    let conf = dir.path().join("volcano-scheduler.conf");
-    std::fs::write(&conf, CONF).expect("write scheduler config");
-    let server = Server::start(
-        cluster,
-        &["--scheduler-config", conf.to_str().expect("utf-8 path")],
-    )
-    .await;
+    let (server, _conf) = Server::start_with_scheduler_conf(cluster, GANG_PROPORTION_CONF).await;
 
     let metrics = metrics_after_planning(&server, GHOSTS + 1).await;
     let series = queue_series(&metrics);

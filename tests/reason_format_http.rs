@@ -10,15 +10,6 @@ use support::*;
 
 const NS: &str = "ml";
 
-const CONF: &str = "actions: \"enqueue, allocate, backfill\"
-tiers:
-- plugins:
-  - name: priority
-  - name: gang
-- plugins:
-  - name: proportion
-";
-
 /// A one-GPU pod whose annotations name its gang.
 fn annotated_pod(name: &str, annotations: Value) -> Value {
     let mut p = pod(NS, name).gpus(1, 0, 0).build();
@@ -41,12 +32,9 @@ fn strings(value: &Value) -> Vec<String> {
 
 #[tokio::test]
 async fn a_percent_sign_in_a_gang_name_never_reaches_kube_scheduler() {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let conf = dir.path().join("volcano-scheduler.conf");
-    std::fs::write(&conf, CONF).expect("write scheduler config");
-    let server = Server::start(
+    let (server, _conf) = Server::start_with_scheduler_conf(
         vec![node("n1", &[h100(&gpu_uuid("n1", 0), 0)], &[])],
-        &["--scheduler-config", conf.to_str().expect("utf-8 path")],
+        GANG_PROPORTION_CONF,
     )
     .await;
 
