@@ -12,10 +12,34 @@ mod mig;
 mod pod_context;
 pub use pod_context::PodContext;
 
-/// Why one GPU (or a node) could not take a container. The names are HAMi's, and
-/// are shown to users in `FailedNodes`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum CardReason {
+/// Declares [`CardReason`] from one list, so its variants, its words and
+/// [`CardReason::ALL`] cannot drift apart.
+macro_rules! card_reasons {
+    ($($reason:ident),* $(,)?) => {
+        /// Why one GPU (or a node) could not take a container. The names are HAMi's, and
+        /// are shown to users in `FailedNodes`.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+        pub enum CardReason {
+            $(
+                $reason,
+            )*
+        }
+
+        impl CardReason {
+            /// Every reason, in declaration order: what users may be shown.
+            pub const ALL: &'static [CardReason] = &[$(CardReason::$reason),*];
+
+            /// The reason as HAMi spells it.
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $(Self::$reason => stringify!($reason),)*
+                }
+            }
+        }
+    };
+}
+
+card_reasons! {
     AllocatedCardsInsufficientRequest,
     CardComputeUnitsExhausted,
     CardCordoned,
@@ -29,27 +53,6 @@ pub enum CardReason {
     ExclusiveDeviceAllocateConflict,
     NumaNotFit,
     ResourceQuotaNotFit,
-}
-
-impl CardReason {
-    /// The reason as HAMi spells it.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::AllocatedCardsInsufficientRequest => "AllocatedCardsInsufficientRequest",
-            Self::CardComputeUnitsExhausted => "CardComputeUnitsExhausted",
-            Self::CardCordoned => "CardCordoned",
-            Self::CardInsufficientCore => "CardInsufficientCore",
-            Self::CardInsufficientMemory => "CardInsufficientMemory",
-            Self::CardMigTopologyInfeasible => "CardMigTopologyInfeasible",
-            Self::CardNotHealth => "CardNotHealth",
-            Self::CardTimeSlicingExhausted => "CardTimeSlicingExhausted",
-            Self::CardTypeMismatch => "CardTypeMismatch",
-            Self::CardUuidMismatch => "CardUuidMismatch",
-            Self::ExclusiveDeviceAllocateConflict => "ExclusiveDeviceAllocateConflict",
-            Self::NumaNotFit => "NumaNotFit",
-            Self::ResourceQuotaNotFit => "ResourceQuotaNotFit",
-        }
-    }
 }
 
 /// Node-level reason when the node has fewer matching GPUs than one container asks.

@@ -31,9 +31,11 @@ struct OutcomeLabels {
 pub struct EvictionLabels {
     /// `preempt` or `reclaim`.
     pub action: String,
-    /// The victim's queue.
+    /// The victim's queue (one that exists: see [`Metrics::forget_queue`]).
     pub queue: String,
-    /// The victim's service type (`volcano.sh/service.type`), empty if none.
+    /// The victim's service type (`volcano.sh/service.type`): `inference`,
+    /// `training`, or empty for none or any other value (the annotation is free
+    /// text; the label must stay bounded).
     pub service_type: String,
     /// `evicted`, `gone` (already deleted), `refused` (a PodDisruptionBudget
     /// said no), `failed`.
@@ -88,6 +90,8 @@ pub struct Metrics {
     planning_cycles: Family<OutcomeLabels, Counter>,
     election_rounds: Family<OutcomeLabels, Counter>,
     evictions: Family<EvictionLabels, Counter>,
+    /// The eviction series counted so far, so a deleted queue's can be dropped.
+    eviction_series: parking_lot::Mutex<std::collections::HashSet<EvictionLabels>>,
     /// Pipelined plans that lapsed because their victims did not leave in time.
     pub pipelined_plans_expired: Counter,
     /// Trace events not written (`serve --record-trace`): the writer was behind,
@@ -229,6 +233,7 @@ impl Metrics {
             planning_cycles,
             election_rounds,
             evictions,
+            eviction_series: Default::default(),
             pipelined_plans_expired,
             trace_dropped,
         }
@@ -237,6 +242,19 @@ impl Metrics {
     /// Counts one eviction attempt.
     pub fn eviction(&self, labels: &EvictionLabels) {
         self.evictions.get_or_create(labels).inc();
+        self.eviction_series.lock().insert(labels.clone());
+    }
+
+    /// Drops the series of a deleted Queue: queue names come and go with the
+    /// cluster's Queue objects, and a series kept for each would grow without bound.
+    pub fn forget_queue(&self, queue: &str) {
+        self.eviction_series.lock().retain(|labels| {
+            let keep = labels.queue != queue;
+            if !keep {
+                self.evictions.remove(labels);
+            }
+            keep
+        });
     }
 
     /// Records one request's duration.

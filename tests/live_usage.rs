@@ -40,7 +40,7 @@ tiers:
         mem: 80
 ";
 
-const REFUSED: &str = "node CPU usage is above the 80% threshold (usage)";
+const REFUSED: &str = "node CPU usage is above the 80 percent threshold (usage)";
 
 /// How long a change at the fake may take to show in the server (several lists).
 const SEEN: Duration = Duration::from_secs(15);

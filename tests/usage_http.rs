@@ -68,7 +68,7 @@ async fn the_cluster_files_node_metrics_refuse_the_busy_node() {
     let answer = server.filter(&gpu_pod("alone"), &["busy"]).await;
     assert_eq!(
         answer["FailedNodes"],
-        json!({"busy": "node CPU usage is above the 80% threshold (usage)"}),
+        json!({"busy": "node CPU usage is above the 80 percent threshold (usage)"}),
         "{answer}"
     );
     let answer = server.filter(&gpu_pod("both"), &["busy", "cool"]).await;
@@ -125,7 +125,8 @@ async fn the_example_cluster_keeps_pods_off_its_busy_node() {
     let pod = |name: &str| pod("default", name).gpus(1, 500, 0).build();
     let answer = server.filter(&pod("one"), &["gpu-h100-a"]).await;
     assert_eq!(
-        answer["FailedNodes"]["gpu-h100-a"], "node CPU usage is above the 80% threshold (usage)",
+        answer["FailedNodes"]["gpu-h100-a"],
+        "node CPU usage is above the 80 percent threshold (usage)",
         "{answer}"
     );
     let answer = server

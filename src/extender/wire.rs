@@ -4,6 +4,7 @@
 //! decoder is case-insensitive, so HAMi's tests send lowercase. We accept PascalCase,
 //! camelCase and lowercase, treat `null` like a missing field, and answer PascalCase.
 
+use super::format_verbs;
 use super::node_names::NodeNames;
 use super::node_object::NodeObject;
 use k8s_openapi::api::core::v1::Pod;
@@ -86,6 +87,7 @@ pub struct ExtenderFilterResult {
         alias = "failedNodes",
         alias = "failednodes",
         skip_serializing_if = "BTreeMap::is_empty",
+        serialize_with = "format_verbs::serialize_reasons",
         default
     )]
     pub failed_nodes: BTreeMap<String, String>,
@@ -94,6 +96,7 @@ pub struct ExtenderFilterResult {
         rename = "FailedAndUnresolvableNodes",
         alias = "failedAndUnresolvableNodes",
         skip_serializing_if = "BTreeMap::is_empty",
+        serialize_with = "format_verbs::serialize_reasons",
         default
     )]
     pub failed_and_unresolvable_nodes: BTreeMap<String, String>,
@@ -102,6 +105,7 @@ pub struct ExtenderFilterResult {
         rename = "Error",
         alias = "error",
         skip_serializing_if = "String::is_empty",
+        serialize_with = "format_verbs::serialize_text",
         default
     )]
     pub error: String,
@@ -130,7 +134,11 @@ impl ExtenderFilterResult {
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
 pub struct ExtenderError {
     /// What went wrong.
-    #[serde(rename = "Error", alias = "error")]
+    #[serde(
+        rename = "Error",
+        alias = "error",
+        serialize_with = "format_verbs::serialize_text"
+    )]
     pub error: String,
 }
 
@@ -190,6 +198,7 @@ pub struct ExtenderBindingResult {
         rename = "Error",
         alias = "error",
         skip_serializing_if = "String::is_empty",
+        serialize_with = "format_verbs::serialize_text",
         default
     )]
     pub error: String,

@@ -2,11 +2,13 @@
 //! deserved resources, share, weight, overuse and PodGroups per phase, from the last
 //! planning cycle (computed at scrape time, never stale beyond one cycle).
 
+use super::membership::DEFAULT_QUEUE;
 use super::view::GangView;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
+use std::collections::BTreeSet;
 use std::sync::atomic::AtomicU64;
 
 type FGauge = Gauge<f64, AtomicU64>;
@@ -26,6 +28,22 @@ struct QueueResourceLabels {
 struct QueuePhaseLabels {
     queue: String,
     phase: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PhaseLabels {
+    phase: String,
+}
+
+/// The queues a series may name: the cluster's Queue objects as the last cycle
+/// saw them, and the default queue. A pod may name any queue in an annotation;
+/// labelling by those names would let pods add series without bound.
+pub fn queues_with_series(view: &GangView) -> BTreeSet<&str> {
+    view.queues
+        .iter()
+        .map(|q| q.name.as_str())
+        .chain([DEFAULT_QUEUE])
+        .collect()
 }
 
 /// Registers the queue gauges of `view` into `r`.
@@ -64,6 +82,8 @@ pub fn register_queue_gauges(r: &mut Registry, view: &GangView) {
             put(&capability, c);
         }
     }
+    let existing = queues_with_series(view);
+    let missing = Family::<PhaseLabels, FGauge>::default();
     for (queue, counts) in &view.gang_counts {
         for (phase, n) in [
             ("Pending", counts.pending),
@@ -71,22 +91,39 @@ pub fn register_queue_gauges(r: &mut Registry, view: &GangView) {
             ("Running", counts.running),
             ("Completed", counts.completed),
         ] {
-            podgroups
-                .get_or_create(&QueuePhaseLabels {
-                    queue: queue.clone(),
-                    phase: phase.into(),
-                })
-                .set(n as f64);
+            if existing.contains(queue.as_str()) {
+                podgroups
+                    .get_or_create(&QueuePhaseLabels {
+                        queue: queue.clone(),
+                        phase: phase.into(),
+                    })
+                    .set(n as f64);
+            } else {
+                missing
+                    .get_or_create(&PhaseLabels {
+                        phase: phase.into(),
+                    })
+                    .inc_by(n as f64);
+            }
         }
     }
     let pipelined = Family::<QueueLabels, FGauge>::default();
-    for plan in &view.pipelined {
+    for plan in view
+        .pipelined
+        .iter()
+        .filter(|p| existing.contains(p.queue.as_str()))
+    {
         pipelined
             .get_or_create(&QueueLabels {
                 queue: plan.queue.clone(),
             })
             .inc();
     }
+    r.register(
+        "vgpu_scheduler_podgroups_in_missing_queues",
+        "Gangs (PodGroups and queue pods) naming a queue that does not exist, by phase",
+        missing,
+    );
     r.register(
         "vgpu_scheduler_queue_pipelined_pods",
         "Pods of a queue whose GPUs are promised on room still held by evicted pods",

@@ -69,7 +69,7 @@ pub const SLOWEST_ANSWER: Duration = Duration::from_secs(1);
 pub const LONGEST_QUEUE: Duration = Duration::from_secs(1);
 
 /// Why a candidate is left out of the search for a spare node.
-const BUSY_OR_WORSE: &str = "busy or not nearly as good as the best node";
+pub(crate) const BUSY_OR_WORSE: &str = "busy or not nearly as good as the best node";
 
 /// The candidates of `inner` that the policy likes at least `floor` and that
 /// `admit` lets through.

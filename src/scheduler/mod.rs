@@ -37,6 +37,8 @@ mod placement_tests;
 #[cfg(test)]
 mod predicate_tests;
 #[cfg(test)]
+mod reason_wording_tests;
+#[cfg(test)]
 mod reclaim_invariant_tests;
 #[cfg(test)]
 mod reclaim_tests;

@@ -191,6 +191,13 @@ async fn inference_reclaims_a_whole_training_gang_and_binds_where_it_was() {
                 && l.ends_with(" 2")),
         "{text}"
     );
+    // A deleted Queue takes its series with it.
+    c.s.forget_queue("training");
+    let text = c.s.metrics().render(
+        &crate::ledger::Ledger::default(),
+        &crate::gang::GangView::default(),
+    );
+    assert!(!text.contains("queue=\"training\""), "{text}");
 }
 
 #[tokio::test]

@@ -86,7 +86,7 @@ async fn filter_refuses_a_busy_node_until_its_measurement_is_too_old() {
     assert!(chosen.is_empty());
     assert_eq!(
         failed["n1"],
-        "node CPU usage is above the 80% threshold (usage)"
+        "node CPU usage is above the 80 percent threshold (usage)"
     );
     // Both offered: the idle one, though without the plugin the smaller name wins.
     let (chosen, _) = filter(&c, &plain_pod("both"), &["n1", "n2"]).await;

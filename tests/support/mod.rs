@@ -97,6 +97,16 @@ pub fn cluster_text(docs: &[Value]) -> String {
         .join("\n---\n")
 }
 
+/// Gangs in queues shared by proportion: Volcano's usual configuration.
+pub const GANG_PROPORTION_CONF: &str = "actions: \"enqueue, allocate, backfill\"
+tiers:
+- plugins:
+  - name: priority
+  - name: gang
+- plugins:
+  - name: proportion
+";
+
 impl Server {
     /// Starts a server over `cluster` with extra flags `args`.
     pub async fn start(cluster: Vec<Value>, args: &[&str]) -> Server {
@@ -106,6 +116,23 @@ impl Server {
             ..Default::default()
         })
         .await
+    }
+
+    /// Starts a server over `cluster` with `conf` as its `--scheduler-config`; the
+    /// directory holding the file lives as long as the server is wanted.
+    pub async fn start_with_scheduler_conf(
+        cluster: Vec<Value>,
+        conf: &str,
+    ) -> (Server, tempfile::TempDir) {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("volcano-scheduler.conf");
+        std::fs::write(&path, conf).expect("write scheduler config");
+        let server = Server::start(
+            cluster,
+            &["--scheduler-config", path.to_str().expect("utf-8 path")],
+        )
+        .await;
+        (server, dir)
     }
 
     /// Starts a server; retries with another port if the chosen one was taken.

@@ -13,6 +13,7 @@ use crate::metrics::EvictionLabels;
 use crate::scheduler::Scheduler;
 use crate::volcano::framework::EvictAction;
 use crate::volcano::framework::outcome::Eviction;
+use crate::volcano::plugins::capacity_card::ServiceType;
 use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
@@ -138,7 +139,9 @@ impl Scheduler {
         self.metrics.eviction(&EvictionLabels {
             action: victim.action.as_str().into(),
             queue: victim.queue.clone(),
-            service_type: victim.service_type.clone().unwrap_or_default(),
+            service_type: ServiceType::parse(victim.service_type.as_deref().unwrap_or_default())
+                .label()
+                .into(),
             outcome: outcome.label().into(),
         });
         match &outcome {

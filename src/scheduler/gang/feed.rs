@@ -55,6 +55,7 @@ impl Scheduler {
 
     /// Forgets a deleted Queue.
     pub fn forget_queue(&self, name: &str) {
+        self.metrics.forget_queue(name);
         let mut book = self.gang.book.write();
         book.forget_queue(name);
         self.queues_changed(&book);

@@ -130,7 +130,10 @@ pub struct GangVerdict {
     pub failed: usize,
     /// Why it waits (Volcano's condition reason), if it does.
     pub reason: Option<&'static str>,
-    /// The waiting message, e.g. `2/8 tasks in gang unschedulable: ...`.
+    /// The waiting message, e.g. `2/8 tasks in gang unschedulable: ...`: the
+    /// words a waiting member's `/filter` answers with, so shown as kube-scheduler
+    /// shows them.
+    #[serde(serialize_with = "crate::extender::format_verbs::serialize_optional_text")]
     pub message: Option<String>,
 }
 

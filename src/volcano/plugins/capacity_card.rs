@@ -80,11 +80,22 @@ pub enum ServiceType {
 }
 
 impl ServiceType {
-    fn parse(value: &str) -> Self {
+    /// Reads `volcano.sh/service.type`; anything but the two known types is
+    /// unknown.
+    pub fn parse(value: &str) -> Self {
         match value.trim() {
             "inference" => ServiceType::Inference,
             "training" => ServiceType::Training,
             _ => ServiceType::Unknown,
+        }
+    }
+
+    /// The type as a metric label: one of three values whatever the annotation says.
+    pub fn label(self) -> &'static str {
+        match self {
+            ServiceType::Inference => "inference",
+            ServiceType::Training => "training",
+            ServiceType::Unknown => "",
         }
     }
 }

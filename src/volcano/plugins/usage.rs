@@ -147,7 +147,7 @@ impl Usage {
     /// Why the node is refused, when its usage is above a threshold.
     pub fn refusal(&self, usage: &UsagePercent) -> Option<String> {
         let over = |what: &str, threshold: f64| {
-            format!("node {what} usage is above the {threshold}% threshold (usage)")
+            format!("node {what} usage is above the {threshold} percent threshold (usage)")
         };
         if usage.cpu > self.cpu_threshold {
             return Some(over("CPU", self.cpu_threshold));
@@ -259,8 +259,8 @@ mod tests {
     #[test]
     fn volcanos_predicate_table() {
         let p = Usage::default();
-        let cpu = "node CPU usage is above the 80% threshold (usage)";
-        let memory = "node memory usage is above the 80% threshold (usage)";
+        let cpu = "node CPU usage is above the 80 percent threshold (usage)";
+        let memory = "node memory usage is above the 80 percent threshold (usage)";
         assert_eq!(p.refusal(&at(81.0, 60.0)).as_deref(), Some(cpu));
         assert_eq!(p.refusal(&at(60.0, 81.0)).as_deref(), Some(memory));
         assert_eq!(p.refusal(&at(80.0, 79.0)), None);
