@@ -128,7 +128,7 @@ fn respond(
         tracing::info!(namespace, %message, "admission: pod denied");
         return AdmissionResponse::refuse(uid, 403, message);
     }
-    let pod = match Pod::deserialize(object) {
+    let pod = match crate::gang::scheduling_group::pod_from_value(object) {
         Ok(p) => p,
         Err(e) => return refused_request(request, format!("object is not a valid Pod: {e}")),
     };

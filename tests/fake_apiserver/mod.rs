@@ -483,6 +483,13 @@ impl FakeApiServer {
         self.state.config.lock().bookmark_interval = d.max(Duration::from_millis(10));
     }
 
+    /// Turns on (or off) the GenericWorkload feature gate of Kubernetes 1.36:
+    /// `scheduling.k8s.io/v1alpha2` PodGroups and Workloads are served and a pod
+    /// keeps `spec.schedulingGroup`. Off by default, like servers before 1.36.
+    pub fn set_workload_apis(&self, on: bool) {
+        self.state.config.lock().workload_apis = on;
+    }
+
     /// When on, DELETE of a pod bound to a node (and not finished) only sets
     /// deletionTimestamp, as on a real cluster; [`FakeApiServer::finish_deletion`]
     /// plays the kubelet. Off by default: pods vanish at once.
