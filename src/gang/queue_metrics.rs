@@ -28,6 +28,13 @@ struct QueuePhaseLabels {
     phase: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct NativeGroupLabels {
+    queue: String,
+    phase: String,
+    reason: String,
+}
+
 /// Registers the queue gauges of `view` into `r`.
 pub fn register_queue_gauges(r: &mut Registry, view: &GangView) {
     let allocated = Family::<QueueResourceLabels, FGauge>::default();
@@ -79,6 +86,23 @@ pub fn register_queue_gauges(r: &mut Registry, view: &GangView) {
                 .set(n as f64);
         }
     }
+    // Kubernetes' own PodGroups are not in `kubectl get pg`; this says how many
+    // of a queue's gangs they are and why those wait (reasons are a small set).
+    let native = Family::<NativeGroupLabels, FGauge>::default();
+    for g in view.gangs.iter().filter(|g| g.api.is_some()) {
+        native
+            .get_or_create(&NativeGroupLabels {
+                queue: g.queue.clone(),
+                phase: g.phase.as_str().into(),
+                reason: g.reason.unwrap_or_default().into(),
+            })
+            .inc();
+    }
+    r.register(
+        "vgpu_scheduler_queue_native_podgroups",
+        "Gangs of a queue declared by Kubernetes' own PodGroups (scheduling.k8s.io), by phase and the reason they wait",
+        native,
+    );
     let pipelined = Family::<QueueLabels, FGauge>::default();
     for plan in &view.pipelined {
         pipelined

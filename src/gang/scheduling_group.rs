@@ -44,6 +44,17 @@ pub fn keep(raw: &Value, pod: &mut Pod) {
     }
 }
 
+/// Removes the in-memory copy again (and an annotation map it alone made), so a
+/// pod compared with what the API sent differs only where it was changed.
+pub fn strip(pod: &mut Pod) {
+    if let Some(a) = pod.metadata.annotations.as_mut() {
+        a.remove(SCHEDULING_GROUP);
+        if a.is_empty() {
+            pod.metadata.annotations = None;
+        }
+    }
+}
+
 /// Decodes a pod, keeping its scheduling group.
 pub fn pod_from_value(raw: &Value) -> Result<Pod, serde_json::Error> {
     let mut pod = Pod::deserialize(raw)?;

@@ -327,12 +327,7 @@ async fn collection(
                 _ => return Err(ApiError::method_not_allowed()),
             };
             let mut obj = parse_body(r)?;
-            if res.storage == Storage::Pods && !state.config.lock().workload_apis {
-                // A field of a disabled feature is dropped on create.
-                if let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) {
-                    spec.remove("schedulingGroup");
-                }
-            }
+            pods::drop_disabled_fields(res, &mut obj, state.config.lock().workload_apis);
             let stored = crud::create(&mut state.store.lock(), res, &ns, obj, Origin::Http)?;
             Ok(json_response(201, &view::render(res, &stored)))
         }

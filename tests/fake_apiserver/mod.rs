@@ -203,8 +203,9 @@ impl FakeApiServer {
     }
 
     /// [`FakeApiServer::create`], returning the refusal as a `Status` object.
-    pub fn try_create(&self, object: Value) -> Result<Value, Value> {
+    pub fn try_create(&self, mut object: Value) -> Result<Value, Value> {
         let res = resource_of(&object);
+        pods::drop_disabled_fields(res, &mut object, self.state.config.lock().workload_apis);
         let ns = if res.namespaced {
             let ns = objects::namespace(&object);
             if ns.is_empty() { "default" } else { ns }.to_string()

@@ -132,6 +132,11 @@ pub struct GangVerdict {
     pub reason: Option<&'static str>,
     /// The waiting message, e.g. `2/8 tasks in gang unschedulable: ...`.
     pub message: Option<String>,
+    /// The `apiVersion` of the PodGroup that declared the gang when it is
+    /// Kubernetes' own (`scheduling.k8s.io/...`); absent for Volcano's and for
+    /// plain pods.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub api: Option<String>,
 }
 
 /// What a session decided.
