@@ -198,6 +198,9 @@ pub fn render(view: &Value) -> String {
     for g in view["gangs"].as_array().into_iter().flatten() {
         let name = if g["single"] == Value::Bool(true) {
             format!("pod {}", text(&g["gang"]))
+        } else if let Some(api) = g["api"].as_str() {
+            // Kubernetes' own PodGroup: say so, it is not in `kubectl get pg`.
+            format!("{} ({api})", text(&g["gang"]))
         } else {
             text(&g["gang"])
         };

@@ -544,6 +544,10 @@ fn live_source(
             client.clone(),
             scheduler.clone(),
         ));
+        background.push(crate::cluster::kube::native_group_watch::start(
+            client.clone(),
+            scheduler.clone(),
+        ));
         background.extend(crate::cluster::kube::policy_watch::start(
             client.clone(),
             scheduler.clone(),

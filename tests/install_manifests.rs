@@ -1304,6 +1304,8 @@ fn server_grants() -> BTreeSet<Grant> {
         ("scheduling.volcano.sh", "queues/status", &["patch"], ""),
         // Network topology (src/cluster/kube/volcano_watch.rs).
         ("topology.volcano.sh", "hypernodes", &["list", "watch"], ""),
+        // Kubernetes' own gangs (src/cluster/kube/native_group_watch.rs).
+        ("scheduling.k8s.io", "podgroups", &["list", "watch"], ""),
         // The usage plugin lists nodes' measured usage from metrics-server
         // (src/cluster/kube/node_metrics_poll.rs).
         ("metrics.k8s.io", "nodes", &["list"], ""),

@@ -16,7 +16,8 @@ pub struct ClusterObjects {
     pub pods: Vec<Pod>,
     /// ResourceQuotas limiting vGPU memory and cores per namespace.
     pub quotas: Vec<ResourceQuota>,
-    /// Volcano PodGroups (`scheduling.volcano.sh`), as JSON.
+    /// PodGroups, Volcano's (`scheduling.volcano.sh`) and Kubernetes' own
+    /// (`scheduling.k8s.io`), as JSON.
     pub podgroups: Vec<serde_json::Value>,
     /// Volcano Queues (`scheduling.volcano.sh`), as JSON.
     pub queues: Vec<serde_json::Value>,
@@ -51,7 +52,7 @@ pub enum ClusterObject {
     Pod(Box<Pod>),
     /// A ResourceQuota.
     Quota(Box<ResourceQuota>),
-    /// A Volcano PodGroup.
+    /// A PodGroup, Volcano's or Kubernetes' own.
     PodGroup(Box<serde_json::Value>),
     /// A Volcano Queue.
     Queue(Box<serde_json::Value>),
@@ -117,9 +118,9 @@ fn decode(
         }
         "Pod" => {
             let name = named(&value);
-            sink(ClusterObject::Pod(
-                serde_json::from_value(value).map_err(|e| format!("Pod {name}: {e}"))?,
-            ));
+            let pod = crate::gang::scheduling_group::pod_from_value(&value)
+                .map_err(|e| format!("Pod {name}: {e}"))?;
+            sink(ClusterObject::Pod(Box::new(pod)));
         }
         "ResourceQuota" => {
             let name = named(&value);
@@ -139,6 +140,11 @@ fn decode(
                 serde_json::from_value(value)
                     .map_err(|e| format!("PodDisruptionBudget {name}: {e}"))?,
             ));
+        }
+        // Kubernetes' own PodGroups travel with Volcano's; the apiVersion tells
+        // them apart when they are applied.
+        "PodGroup" if in_group(&value, "scheduling.k8s.io/") => {
+            sink(ClusterObject::PodGroup(Box::new(value)));
         }
         "PodGroup" | "Queue" if in_group(&value, "scheduling.volcano.sh/") => {
             if kind == "PodGroup" {

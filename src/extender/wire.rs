@@ -33,7 +33,12 @@ where
 #[derive(Debug, Clone, Default, Deserialize)]
 pub struct ExtenderArgs {
     /// The pod being scheduled.
-    #[serde(default, rename = "Pod", alias = "pod")]
+    #[serde(
+        default,
+        rename = "Pod",
+        alias = "pod",
+        deserialize_with = "crate::gang::scheduling_group::deserialize_optional_pod"
+    )]
     pub pod: Option<Pod>,
     /// Candidate nodes as full objects (`nodeCacheCapable: false`).
     #[serde(default, rename = "Nodes", alias = "nodes")]

@@ -95,8 +95,13 @@ impl Member {
 pub struct GangBook {
     /// Member pods by UID.
     pub members: HashMap<String, Member>,
-    /// PodGroups by (namespace, name).
+    /// PodGroups by (namespace, name): Volcano's, and Kubernetes' own where no
+    /// Volcano PodGroup has the same name (the Volcano one says more: queue,
+    /// minResources, roles).
     pub groups: BTreeMap<(String, String), PodGroupSpec>,
+    /// Kubernetes' own PodGroups (`scheduling.k8s.io`) by (namespace, name), kept
+    /// apart so one returns to `groups` when a Volcano PodGroup of its name goes.
+    pub native_groups: BTreeMap<(String, String), PodGroupSpec>,
     /// Queues by name.
     pub queues: BTreeMap<String, QueueSpec>,
     /// Queues whose object could not be read, with the reason (shown in debug output).
@@ -145,10 +150,35 @@ impl GangBook {
             .insert((group.namespace.clone(), group.name.clone()), group);
     }
 
-    /// Forgets a PodGroup.
+    /// Forgets a PodGroup (a native one of the same name takes its place).
     pub fn forget_group(&mut self, namespace: &str, name: &str) {
-        self.groups
-            .remove(&(namespace.to_string(), name.to_string()));
+        let key = (namespace.to_string(), name.to_string());
+        match self.native_groups.get(&key) {
+            Some(native) => {
+                self.groups.insert(key, native.clone());
+            }
+            None => {
+                self.groups.remove(&key);
+            }
+        }
+    }
+
+    /// Applies one of Kubernetes' own PodGroups.
+    pub fn apply_native_group(&mut self, group: PodGroupSpec) {
+        let key = (group.namespace.clone(), group.name.clone());
+        if self.groups.get(&key).is_none_or(|g| g.native.is_some()) {
+            self.groups.insert(key.clone(), group.clone());
+        }
+        self.native_groups.insert(key, group);
+    }
+
+    /// Forgets one of Kubernetes' own PodGroups.
+    pub fn forget_native_group(&mut self, namespace: &str, name: &str) {
+        let key = (namespace.to_string(), name.to_string());
+        self.native_groups.remove(&key);
+        if self.groups.get(&key).is_some_and(|g| g.native.is_some()) {
+            self.groups.remove(&key);
+        }
     }
 
     /// Applies a Queue.
@@ -175,6 +205,7 @@ impl GangBook {
             && let Some(g) = self
                 .groups
                 .get(&(gang.namespace.clone(), gang.name.clone()))
+            && g.native.as_ref().is_none_or(|n| n.queue_named)
         {
             return g.queue.clone();
         }

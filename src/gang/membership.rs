@@ -1,6 +1,7 @@
 //! Which gang and queue a pod belongs to, read the way Volcano's controllers write
 //! it, so pods made for Volcano need no change.
 
+use super::scheduling_group::SCHEDULING_GROUP;
 use k8s_openapi::api::core::v1::Pod;
 use std::collections::BTreeMap;
 
@@ -42,7 +43,11 @@ impl Membership {
         labels: &BTreeMap<String, String>,
     ) -> Option<Self> {
         let non_empty = |k: &str| annotations.get(k).filter(|v| !v.trim().is_empty()).cloned();
-        let group = non_empty(GROUP_NAME).or_else(|| non_empty(VOLCANO_GROUP_NAME));
+        // Kubernetes' own group first: kube-scheduler's gang plugin holds the pod
+        // for that group whatever the annotations say.
+        let group = non_empty(SCHEDULING_GROUP)
+            .or_else(|| non_empty(GROUP_NAME))
+            .or_else(|| non_empty(VOLCANO_GROUP_NAME));
         let queue = non_empty(QUEUE_NAME).or_else(|| non_empty(VOLCANO_JOB_QUEUE_NAME));
         if group.is_none() && queue.is_none() {
             return None;
@@ -107,6 +112,17 @@ mod tests {
         )
         .unwrap();
         assert_eq!(m.role.as_deref(), Some("worker"), "the annotation wins");
+    }
+
+    #[test]
+    fn a_native_scheduling_group_makes_a_member_and_wins_over_annotations() {
+        let m = Membership::from_annotations(
+            &map(&[(SCHEDULING_GROUP, "native"), (GROUP_NAME, "pg-a")]),
+            &map(&[]),
+        )
+        .unwrap();
+        assert_eq!(m.group.as_deref(), Some("native"));
+        assert_eq!(m.queue, None);
     }
 
     #[test]

@@ -46,6 +46,13 @@ pub fn queues_with_series(view: &GangView) -> BTreeSet<&str> {
         .collect()
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct NativeGroupLabels {
+    queue: String,
+    phase: String,
+    reason: String,
+}
+
 /// Registers the queue gauges of `view` into `r`.
 pub fn register_queue_gauges(r: &mut Registry, view: &GangView) {
     let allocated = Family::<QueueResourceLabels, FGauge>::default();
@@ -107,6 +114,29 @@ pub fn register_queue_gauges(r: &mut Registry, view: &GangView) {
             }
         }
     }
+    // Kubernetes' own PodGroups are not in `kubectl get pg`; this says how many
+    // of a queue's gangs they are and why those wait (reasons are a small set).
+    let native = Family::<NativeGroupLabels, FGauge>::default();
+    for g in view.gangs.iter().filter(|g| g.api.is_some()) {
+        native
+            .get_or_create(&NativeGroupLabels {
+                // A queue no Queue object declares is not a label value (see
+                // `queues_with_series`): such gangs count under an empty queue.
+                queue: if existing.contains(g.queue.as_str()) {
+                    g.queue.clone()
+                } else {
+                    String::new()
+                },
+                phase: g.phase.as_str().into(),
+                reason: g.reason.unwrap_or_default().into(),
+            })
+            .inc();
+    }
+    r.register(
+        "vgpu_scheduler_queue_native_podgroups",
+        "Gangs of a queue declared by Kubernetes' own PodGroups (scheduling.k8s.io), by phase and the reason they wait",
+        native,
+    );
     let pipelined = Family::<QueueLabels, FGauge>::default();
     for plan in view
         .pipelined

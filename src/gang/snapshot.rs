@@ -344,6 +344,10 @@ fn resource_quotas(book: &GangBook) -> BTreeMap<String, Vec<NamespaceQuota>> {
 /// highest member's.
 fn job_priority(book: &GangBook, group: Option<&PodGroupSpec>, tasks: &[TaskInfo]) -> i32 {
     let members = || tasks.iter().map(|t| t.priority).max().unwrap_or(0);
+    // A native PodGroup's priority was resolved from its class at admission.
+    if let Some(priority) = group.and_then(|g| g.native.as_ref()?.priority) {
+        return priority;
+    }
     match group.and_then(|g| g.priority_class_name.as_deref()) {
         Some(class) => book.priority_classes.resolve(Some(class), None),
         None => members(),

@@ -238,7 +238,7 @@ impl Scheduler {
             self.apply_queue(queue);
         }
         for group in &objects.podgroups {
-            self.apply_podgroup(group);
+            self.apply_any_podgroup(group);
         }
         for class in &objects.priority_classes {
             self.apply_priority_class(class);
@@ -262,7 +262,7 @@ impl Scheduler {
             ClusterObject::Node(node) => self.apply_node(node),
             ClusterObject::Pod(pod) => self.apply_pod(pod),
             ClusterObject::Quota(quota) => self.apply_quota(quota),
-            ClusterObject::PodGroup(group) => self.apply_podgroup(group),
+            ClusterObject::PodGroup(group) => self.apply_any_podgroup(group),
             ClusterObject::Queue(queue) => self.apply_queue(queue),
             ClusterObject::PriorityClass(class) => self.apply_priority_class(class),
             ClusterObject::DisruptionBudget(budget) => self.apply_disruption_budget(budget),

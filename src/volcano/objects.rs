@@ -278,6 +278,10 @@ pub struct PodGroupSpec {
     pub phase: Option<String>,
     /// `spec.networkTopology`: how far apart on the network its members may be.
     pub network_topology: Option<TopologyConstraint>,
+    /// Set when the group is Kubernetes' own PodGroup (`scheduling.k8s.io`), not
+    /// Volcano's: kube-scheduler owns its status, and it names no queue itself.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub native: Option<crate::gang::native_group::NativeGroup>,
 }
 
 impl PodGroupSpec {
@@ -350,6 +354,7 @@ impl PodGroupSpec {
             creation_timestamp,
             phase: group.status.and_then(|s| s.phase).filter(|p| !p.is_empty()),
             network_topology,
+            native: None,
             name,
         })
     }

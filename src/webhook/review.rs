@@ -134,7 +134,7 @@ fn respond(
         tracing::info!(namespace, %message, "admission: pod denied");
         return AdmissionResponse::refuse(uid, 403, message);
     }
-    let pod = match Pod::deserialize(object) {
+    let pod = match crate::gang::scheduling_group::pod_from_value(object) {
         Ok(p) => p,
         Err(e) => return refused_request(request, format!("object is not a valid Pod: {e}")),
     };
@@ -161,7 +161,17 @@ fn respond(
                 tracing::info!(namespace, name, %message, "admission: pod denied");
                 return AdmissionResponse::refuse(uid, 403, message);
             }
-            let patch = match mutated.map(|m| pod_patch(object, &pod, &m)).transpose() {
+            // The scheduling group's in-memory copy is no change to write.
+            let mut original = pod.clone();
+            crate::gang::scheduling_group::strip(&mut original);
+            let stripped = mutated.map(|mut m| {
+                crate::gang::scheduling_group::strip(&mut m);
+                m
+            });
+            let patch = match stripped
+                .map(|m| pod_patch(object, &original, &m))
+                .transpose()
+            {
                 Ok(p) => p.flatten(),
                 Err(e) => {
                     let message = format!("cannot build the pod patch: {e}");

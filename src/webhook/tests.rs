@@ -528,6 +528,21 @@ fn gang_pods_we_schedule_are_gated_at_creation() {
 }
 
 #[test]
+fn members_of_a_native_pod_group_are_gated_and_nothing_else_is_written() {
+    let mut object = gpu_pod(json!({"nvidia.com/gpu": "1"}));
+    object["spec"]["schedulingGroup"] = json!({"podGroupName": "train"});
+    let (answer, ops) = run(&body(object), &config());
+    assert!(answer.response.allowed);
+    let gates = op(&ops, "/spec/schedulingGates").expect("gate added");
+    assert_eq!(gates["value"], json!([{"name": "vgpu-scheduler.io/gang"}]));
+    assert!(
+        ops.iter()
+            .all(|o| !o["path"].as_str().unwrap_or("").contains("annotations")),
+        "the group is read from the spec, not written as an annotation: {ops:?}"
+    );
+}
+
+#[test]
 fn queue_pods_without_gpus_that_name_us_are_gated_too() {
     let (_, ops) = run(
         &body(gang_pod(

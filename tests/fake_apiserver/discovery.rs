@@ -1,6 +1,6 @@
 //! `/version`, `/api`, `/apis` and the per-group-version resource lists.
 
-use super::resources::{RESOURCES, Resource, Storage};
+use super::resources::{RESOURCES, Resource, Storage, workload_api};
 use serde_json::{Value, json};
 
 pub fn version() -> Value {
@@ -30,36 +30,56 @@ pub fn api_versions(server_address: &str) -> Value {
 }
 
 fn groups() -> Vec<&'static str> {
-    let mut gs: Vec<&str> = RESOURCES
-        .iter()
-        .filter(|r| !r.group.is_empty())
-        .map(|r| r.group)
-        .collect();
-    gs.dedup();
+    let mut gs: Vec<&str> = Vec::new();
+    for r in RESOURCES.iter().filter(|r| !r.group.is_empty()) {
+        if !gs.contains(&r.group) {
+            gs.push(r.group);
+        }
+    }
     gs
 }
 
-pub fn group(name: &str) -> Value {
-    let version = RESOURCES
+/// Whether `group/version` is served (the workload APIs only with their gate).
+pub fn served(group: &str, version: &str, workload_apis: bool) -> bool {
+    RESOURCES
         .iter()
-        .find(|r| r.group == name)
-        .map(|r| r.version)
-        .unwrap_or("v1");
-    let gv = json!({"groupVersion": format!("{name}/{version}"), "version": version});
+        .any(|r| r.group == group && r.version == version && (workload_apis || !workload_api(r)))
+}
+
+/// The versions of a group, as the real server lists them: the stable one
+/// first (it is the preferred version), then the others.
+fn versions(name: &str, workload_apis: bool) -> Vec<&'static str> {
+    let mut versions: Vec<&str> = Vec::new();
+    for r in RESOURCES.iter().filter(|r| r.group == name) {
+        if (workload_apis || !workload_api(r)) && !versions.contains(&r.version) {
+            versions.push(r.version);
+        }
+    }
+    if versions.is_empty() {
+        versions.push("v1");
+    }
+    versions
+}
+
+pub fn group(name: &str, workload_apis: bool) -> Value {
+    let gvs: Vec<Value> = versions(name, workload_apis)
+        .into_iter()
+        .map(|version| json!({"groupVersion": format!("{name}/{version}"), "version": version}))
+        .collect();
     json!({
         "kind": "APIGroup",
         "apiVersion": "v1",
         "name": name,
-        "versions": [gv.clone()],
-        "preferredVersion": gv
+        "preferredVersion": gvs[0].clone(),
+        "versions": gvs,
     })
 }
 
-pub fn group_list() -> Value {
+pub fn group_list(workload_apis: bool) -> Value {
     let groups: Vec<Value> = groups()
         .into_iter()
         .map(|g| {
-            let mut v = group(g);
+            let mut v = group(g, workload_apis);
             if let Some(m) = v.as_object_mut() {
                 m.remove("kind");
                 m.remove("apiVersion");

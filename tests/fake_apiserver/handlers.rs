@@ -10,7 +10,7 @@ use super::patch::{self, PatchType};
 use super::pods;
 use super::priority;
 use super::query::{self, ListOptions};
-use super::resources::{Resource, Storage};
+use super::resources::{self, Resource, Storage};
 use super::routes::{self, Discovery, Route};
 use super::selectors::{FieldSelector, Filter, LabelSelector};
 use super::state::Shared;
@@ -122,6 +122,20 @@ async fn dispatch(
     req: Request,
 ) -> Result<Response, ApiError> {
     let route = routes::route(path);
+    let workload_apis = state.config.lock().workload_apis;
+    let route = match route {
+        Route::Collection { res, .. } | Route::Object { res, .. }
+            if resources::workload_api(res) && !workload_apis =>
+        {
+            Route::NotFound
+        }
+        Route::Discovery(Discovery::Resources(g, v))
+            if !discovery::served(&g, &v, workload_apis) =>
+        {
+            Route::NotFound
+        }
+        other => other,
+    };
     let public = matches!(
         route,
         Route::Discovery(Discovery::Version | Discovery::Health)
@@ -194,7 +208,7 @@ fn discovery(state: &Shared, d: Discovery, r: &Req) -> Result<Response, ApiError
         Discovery::Health => text_response("ok"),
         Discovery::Api => json_response(200, &discovery::api_versions(&state.address)),
         Discovery::Apis => {
-            let mut groups = discovery::group_list();
+            let mut groups = discovery::group_list(state.config.lock().workload_apis);
             if let (Some(entry), Some(list)) = (
                 node_metrics::group_entry(state),
                 groups["groups"].as_array_mut(),
@@ -203,7 +217,10 @@ fn discovery(state: &Shared, d: Discovery, r: &Req) -> Result<Response, ApiError
             }
             json_response(200, &groups)
         }
-        Discovery::Group(g) => json_response(200, &discovery::group(&g)),
+        Discovery::Group(g) => json_response(
+            200,
+            &discovery::group(&g, state.config.lock().workload_apis),
+        ),
         Discovery::Resources(g, v) => json_response(200, &discovery::resource_list(&g, &v)),
     })
 }
@@ -309,7 +326,8 @@ async fn collection(
                 (None, false) => String::new(),
                 _ => return Err(ApiError::method_not_allowed()),
             };
-            let obj = parse_body(r)?;
+            let mut obj = parse_body(r)?;
+            pods::drop_disabled_fields(res, &mut obj, state.config.lock().workload_apis);
             let stored = crud::create(&mut state.store.lock(), res, &ns, obj, Origin::Http)?;
             Ok(json_response(201, &view::render(res, &stored)))
         }

@@ -203,8 +203,9 @@ impl FakeApiServer {
     }
 
     /// [`FakeApiServer::create`], returning the refusal as a `Status` object.
-    pub fn try_create(&self, object: Value) -> Result<Value, Value> {
+    pub fn try_create(&self, mut object: Value) -> Result<Value, Value> {
         let res = resource_of(&object);
+        pods::drop_disabled_fields(res, &mut object, self.state.config.lock().workload_apis);
         let ns = if res.namespaced {
             let ns = objects::namespace(&object);
             if ns.is_empty() { "default" } else { ns }.to_string()
@@ -481,6 +482,13 @@ impl FakeApiServer {
     /// real server sends about one a minute). Applies to watches opened later.
     pub fn set_bookmark_interval(&self, d: Duration) {
         self.state.config.lock().bookmark_interval = d.max(Duration::from_millis(10));
+    }
+
+    /// Turns on (or off) the GenericWorkload feature gate of Kubernetes 1.36:
+    /// `scheduling.k8s.io/v1alpha2` PodGroups and Workloads are served and a pod
+    /// keeps `spec.schedulingGroup`. Off by default, like servers before 1.36.
+    pub fn set_workload_apis(&self, on: bool) {
+        self.state.config.lock().workload_apis = on;
     }
 
     /// When on, DELETE of a pod bound to a node (and not finished) only sets

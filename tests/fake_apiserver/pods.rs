@@ -4,7 +4,7 @@
 //! subresource is in `eviction.rs`).
 
 use super::objects;
-use super::resources::{self, Storage};
+use super::resources::{self, Resource, Storage};
 use super::status::{self, ApiError, Cause};
 use super::store::Store;
 use serde_json::{Map, Value, json};
@@ -418,5 +418,16 @@ pub fn set_condition(pod: &mut Value, ty: &str, value: &str, why: Option<(&str, 
             }
             conds.push(c);
         }
+    }
+}
+
+/// Drops the pod fields of a feature the server has off, as the real server
+/// does on create: `spec.schedulingGroup` needs the GenericWorkload gate.
+pub fn drop_disabled_fields(res: &Resource, pod: &mut Value, workload_apis: bool) {
+    if res.storage != Storage::Pods || workload_apis {
+        return;
+    }
+    if let Some(spec) = pod.get_mut("spec").and_then(Value::as_object_mut) {
+        spec.remove("schedulingGroup");
     }
 }

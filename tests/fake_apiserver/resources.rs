@@ -18,6 +18,11 @@ pub enum Storage {
     PodGroups,
     Queues,
     HyperNodes,
+    /// Kubernetes' own PodGroups (`scheduling.k8s.io`, feature gate
+    /// GenericWorkload).
+    NativePodGroups,
+    /// Workloads (`scheduling.k8s.io`, feature gate GenericWorkload).
+    Workloads,
 }
 
 /// One REST resource (group/version/plural).
@@ -369,7 +374,46 @@ pub static RESOURCES: &[Resource] = &[
         create_on_update: false,
         custom: true,
     },
+    // Kubernetes 1.36's workload APIs: built in, served only with the
+    // GenericWorkload feature gate on (see `Config::workload_apis`). A PodGroup's
+    // status (conditions written by kube-scheduler) is a subresource; a Workload
+    // has none.
+    Resource {
+        group: "scheduling.k8s.io",
+        version: "v1alpha2",
+        plural: "podgroups",
+        singular: "podgroup",
+        kind: "PodGroup",
+        namespaced: true,
+        storage: Storage::NativePodGroups,
+        status_subresource: true,
+        returns_deleted_object: false,
+        field_labels: META,
+        short_names: &[],
+        create_on_update: false,
+        custom: false,
+    },
+    Resource {
+        group: "scheduling.k8s.io",
+        version: "v1alpha2",
+        plural: "workloads",
+        singular: "workload",
+        kind: "Workload",
+        namespaced: true,
+        storage: Storage::Workloads,
+        status_subresource: false,
+        returns_deleted_object: false,
+        field_labels: META,
+        short_names: &[],
+        create_on_update: false,
+        custom: false,
+    },
 ];
+
+/// Whether a resource is served only with the GenericWorkload feature gate.
+pub fn workload_api(r: &Resource) -> bool {
+    matches!(r.storage, Storage::NativePodGroups | Storage::Workloads)
+}
 
 /// The resource served at `group/version/plural`.
 pub fn lookup(group: &str, version: &str, plural: &str) -> Option<&'static Resource> {

@@ -14,6 +14,11 @@ pub struct Config {
     pub graceful_pod_deletion: bool,
     /// Reject API requests without the kubeconfig's bearer token (401).
     pub require_auth: bool,
+    /// Serve `scheduling.k8s.io/v1alpha2` PodGroups and Workloads and keep a
+    /// pod's `spec.schedulingGroup`, like a 1.36 server with the GenericWorkload
+    /// gate on. Off, like an older server: the paths are unknown and the pod field
+    /// is dropped on create.
+    pub workload_apis: bool,
 }
 
 impl Default for Config {
@@ -22,6 +27,7 @@ impl Default for Config {
             bookmark_interval: Duration::from_secs(1),
             graceful_pod_deletion: false,
             require_auth: true,
+            workload_apis: false,
         }
     }
 }

@@ -5,6 +5,7 @@ pub mod client;
 pub mod housekeeping;
 pub mod leader;
 pub mod lease_follower;
+pub mod native_group_watch;
 pub mod node_metrics_poll;
 pub mod policy_watch;
 pub mod volcano_watch;

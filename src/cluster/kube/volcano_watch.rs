@@ -19,7 +19,7 @@ const WATCHED: [(&str, &str, &str, &str); 3] = [
     ("topology.volcano.sh", "v1alpha1", "HyperNode", "hypernodes"),
 ];
 
-fn resource(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
+pub(super) fn resource(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
     ApiResource {
         group: group.into(),
         version: version.into(),
@@ -29,7 +29,7 @@ fn resource(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource
     }
 }
 
-fn to_json(o: &DynamicObject, resource: &ApiResource) -> serde_json::Value {
+pub(super) fn to_json(o: &DynamicObject, resource: &ApiResource) -> serde_json::Value {
     let mut v = serde_json::to_value(o).unwrap_or_default();
     if let Some(obj) = v.as_object_mut() {
         obj.insert("kind".into(), resource.kind.clone().into());
@@ -53,58 +53,70 @@ pub fn start(client: Client, scheduler: Arc<Scheduler>) -> Vec<JoinHandle<()>> {
         let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
         let scheduler = scheduler.clone();
         tasks.push(tokio::spawn(async move {
-            let mut seen: HashSet<(String, String)> = HashSet::new();
-            let mut known: HashSet<(String, String)> = HashSet::new();
-            let mut warned = false;
-            let stream = watcher(api, watcher::Config::default()).default_backoff();
-            futures::pin_mut!(stream);
-            while let Some(event) = stream.next().await {
-                let apply = |o: &DynamicObject| {
-                    let v = to_json(o, &resource);
-                    match kind {
-                        "Queue" => scheduler.apply_queue(&v),
-                        "PodGroup" => scheduler.apply_podgroup(&v),
-                        _ => scheduler.apply_hyper_node(&v),
-                    }
-                };
-                let forget = |k: &(String, String)| match kind {
-                    "Queue" => scheduler.forget_queue(&k.1),
-                    "PodGroup" => scheduler.forget_podgroup(&k.0, &k.1),
-                    _ => scheduler.forget_hyper_node(&k.1),
-                };
-                match event {
-                    Ok(watcher::Event::Init) => seen.clear(),
-                    Ok(watcher::Event::InitApply(o)) => {
-                        seen.insert(key(&o));
-                        apply(&o);
-                    }
-                    Ok(watcher::Event::InitDone) => {
-                        for gone in known.difference(&seen) {
-                            forget(gone);
-                        }
-                        known = std::mem::take(&mut seen);
-                        tracing::info!(kind, count = known.len(), "Volcano objects listed");
-                    }
-                    Ok(watcher::Event::Apply(o)) => {
-                        known.insert(key(&o));
-                        apply(&o);
-                    }
-                    Ok(watcher::Event::Delete(o)) => {
-                        let k = key(&o);
-                        known.remove(&k);
-                        forget(&k);
-                    }
-                    Err(e) => {
-                        if !warned {
-                            tracing::warn!(kind, error = %e, "cannot watch Volcano objects (CRDs not installed?); retrying");
-                            warned = true;
-                        } else {
-                            tracing::debug!(kind, error = %e, "Volcano watch error");
-                        }
-                    }
+            let apply = |o: &DynamicObject| {
+                let v = to_json(o, &resource);
+                match kind {
+                    "Queue" => scheduler.apply_queue(&v),
+                    "PodGroup" => scheduler.apply_podgroup(&v),
+                    _ => scheduler.apply_hyper_node(&v),
                 }
-            }
+            };
+            let forget = |k: &(String, String)| match kind {
+                "Queue" => scheduler.forget_queue(&k.1),
+                "PodGroup" => scheduler.forget_podgroup(&k.0, &k.1),
+                _ => scheduler.forget_hyper_node(&k.1),
+            };
+            follow(api, kind, apply, forget).await;
         }));
     }
     tasks
+}
+
+/// Follows one kind of object for good: every object listed or changed is
+/// applied, every one deleted (or gone from a relist) forgotten. Errors are
+/// retried with backoff and logged once at warning level.
+pub(super) async fn follow(
+    api: Api<DynamicObject>,
+    kind: &str,
+    apply: impl Fn(&DynamicObject),
+    forget: impl Fn(&(String, String)),
+) {
+    let mut seen: HashSet<(String, String)> = HashSet::new();
+    let mut known: HashSet<(String, String)> = HashSet::new();
+    let mut warned = false;
+    let stream = watcher(api, watcher::Config::default()).default_backoff();
+    futures::pin_mut!(stream);
+    while let Some(event) = stream.next().await {
+        match event {
+            Ok(watcher::Event::Init) => seen.clear(),
+            Ok(watcher::Event::InitApply(o)) => {
+                seen.insert(key(&o));
+                apply(&o);
+            }
+            Ok(watcher::Event::InitDone) => {
+                for gone in known.difference(&seen) {
+                    forget(gone);
+                }
+                known = std::mem::take(&mut seen);
+                tracing::info!(kind, count = known.len(), "objects listed");
+            }
+            Ok(watcher::Event::Apply(o)) => {
+                known.insert(key(&o));
+                apply(&o);
+            }
+            Ok(watcher::Event::Delete(o)) => {
+                let k = key(&o);
+                known.remove(&k);
+                forget(&k);
+            }
+            Err(e) => {
+                if !warned {
+                    tracing::warn!(kind, error = %e, "cannot watch objects (CRDs not installed?); retrying");
+                    warned = true;
+                } else {
+                    tracing::debug!(kind, error = %e, "watch error");
+                }
+            }
+        }
+    }
 }

@@ -2,6 +2,7 @@
 //! Every (re)list ends with a sweep that releases what vanished while we were not
 //! watching, so a missed delete event cannot leave GPUs booked.
 
+use crate::gang::scheduling_group::WatchedPod;
 use crate::scheduler::Scheduler;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, Pod, ResourceQuota};
@@ -54,7 +55,8 @@ pub fn start(client: Client, scheduler: Arc<Scheduler>, node_selector: Option<St
     let mut tasks = Vec::new();
 
     {
-        let api: Api<Pod> = Api::all(client.clone());
+        // Decoded keeping `spec.schedulingGroup`, which the typed Pod drops.
+        let api: Api<WatchedPod> = Api::all(client.clone());
         let scheduler = scheduler.clone();
         let sync = sync.clone();
         tasks.push(tokio::spawn(async move {
@@ -70,7 +72,7 @@ pub fn start(client: Client, scheduler: Arc<Scheduler>, node_selector: Option<St
                         seen.clear();
                         list_started = scheduler.clock().now();
                     }
-                    Ok(watcher::Event::InitApply(p)) => {
+                    Ok(watcher::Event::InitApply(WatchedPod(p))) => {
                         if let Some(uid) = &p.metadata.uid {
                             seen.insert(uid.clone());
                         }
@@ -88,8 +90,8 @@ pub fn start(client: Client, scheduler: Arc<Scheduler>, node_selector: Option<St
                             tracing::info!("pods listed");
                         }
                     }
-                    Ok(watcher::Event::Apply(p)) => scheduler.apply_pod(&p),
-                    Ok(watcher::Event::Delete(p)) => {
+                    Ok(watcher::Event::Apply(WatchedPod(p))) => scheduler.apply_pod(&p),
+                    Ok(watcher::Event::Delete(WatchedPod(p))) => {
                         if let Some(uid) = &p.metadata.uid {
                             tracing::debug!(pod = %pod_key(&p), "pod deleted; releasing its GPUs");
                             scheduler.forget_pod(uid);

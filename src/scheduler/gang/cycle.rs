@@ -21,7 +21,7 @@ use crate::resources::VgpuDims;
 use crate::scheduler::Scheduler;
 use crate::usage::{collapse_pod_usage, usage_totals};
 use crate::volcano::framework::job::TaskPlacement;
-use crate::volcano::framework::{GangPhase, SessionOutcome};
+use crate::volcano::framework::{GangPhase, GangVerdict, SessionOutcome};
 use k8s_openapi::api::core::v1::Pod;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
@@ -296,16 +296,30 @@ impl Scheduler {
         for v in outcome.verdicts.values() {
             gang_counts.entry(v.queue.clone()).or_default().add(v.phase);
         }
+        let mut verdicts = outcome.verdicts;
+        name_native_groups(&self.gang.book.read(), &mut verdicts);
         *self.gang.view.write() = Arc::new(GangView {
             planned_at: Some(self.clock.wall().to_rfc3339()),
             queues: outcome.queues,
             gang_counts,
-            gangs: outcome.verdicts.into_values().collect(),
+            gangs: verdicts.into_values().collect(),
             pipelined: self.pipelined_view(),
             evictions: memory.evictions.recent.iter().cloned().collect(),
             configuration_notes: self.gang.conf.load().conf.notes(),
         });
         committed
+    }
+}
+
+/// Marks the gangs Kubernetes' own PodGroups declared, so the queue views say
+/// which API a waiting gang came from.
+fn name_native_groups(book: &GangBook, verdicts: &mut BTreeMap<GangKey, GangVerdict>) {
+    for (key, v) in verdicts.iter_mut() {
+        v.api = book
+            .groups
+            .get(&(key.namespace.clone(), key.name.clone()))
+            .and_then(|g| g.native.as_ref())
+            .map(|n| n.api_version.clone());
     }
 }
 

@@ -27,6 +27,37 @@ impl Scheduler {
         self.gang.wake.notify_one();
     }
 
+    /// Applies a PodGroup of either API, told apart by its `apiVersion` (the
+    /// cluster file holds both).
+    pub fn apply_any_podgroup(&self, object: &serde_json::Value) {
+        let native = object
+            .get("apiVersion")
+            .and_then(|v| v.as_str())
+            .is_some_and(|v| v.starts_with("scheduling.k8s.io/"));
+        if native {
+            self.apply_native_podgroup(object);
+        } else {
+            self.apply_podgroup(object);
+        }
+    }
+
+    /// Applies one of Kubernetes' own PodGroups (`scheduling.k8s.io`).
+    pub fn apply_native_podgroup(&self, object: &serde_json::Value) {
+        match crate::gang::native_group::podgroup_from_json(object) {
+            Ok(group) => {
+                self.gang.book.write().apply_native_group(group);
+                self.gang.wake.notify_one();
+            }
+            Err(e) => tracing::warn!(error = %e, "ignoring unreadable scheduling.k8s.io PodGroup"),
+        }
+    }
+
+    /// Forgets one of Kubernetes' own PodGroups.
+    pub fn forget_native_podgroup(&self, namespace: &str, name: &str) {
+        self.gang.book.write().forget_native_group(namespace, name);
+        self.gang.wake.notify_one();
+    }
+
     /// Applies a Queue (JSON as the API serves it).
     pub fn apply_queue(&self, object: &serde_json::Value) {
         match QueueSpec::from_json(object) {

@@ -64,11 +64,9 @@ impl Scheduler {
             let book = self.gang.book.read();
             for (key, v) in &outcome.verdicts {
                 counts.entry(v.queue.as_str()).or_default().add(v.phase);
-                if key.single
-                    || !book
-                        .groups
-                        .contains_key(&(key.namespace.clone(), key.name.clone()))
-                {
+                // kube-scheduler writes the status of Kubernetes' own PodGroups.
+                let group = book.groups.get(&(key.namespace.clone(), key.name.clone()));
+                if key.single || group.is_none_or(|g| g.native.is_some()) {
                     continue;
                 }
                 writes.push((

@@ -135,6 +135,11 @@ pub struct GangVerdict {
     /// shows them.
     #[serde(serialize_with = "crate::extender::format_verbs::serialize_optional_text")]
     pub message: Option<String>,
+    /// The `apiVersion` of the PodGroup that declared the gang when it is
+    /// Kubernetes' own (`scheduling.k8s.io/...`); absent for Volcano's and for
+    /// plain pods.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub api: Option<String>,
 }
 
 /// What a session decided.

@@ -678,6 +678,7 @@ impl Session {
             failed: c.failed,
             reason: note.map(|n| n.reason),
             message: note.map(|n| n.message.clone()),
+            api: None,
         }
     }
 
