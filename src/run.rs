@@ -249,6 +249,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             max_request_body: args.max_request_body,
             max_admission_body: args.max_admission_body,
             max_bodies_in_flight: args.max_request_bodies_in_flight,
+            max_admission_bodies_in_flight: args.max_admission_bodies_in_flight,
         },
     );
     let listener = listen(&args.http_bind)
