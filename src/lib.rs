@@ -18,6 +18,7 @@ pub mod freshness;
 pub mod gang;
 pub mod ledger;
 pub mod log_fields;
+pub mod log_json_escape;
 pub mod log_writer;
 pub mod metrics;
 pub mod node_labels;
