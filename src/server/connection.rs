@@ -20,6 +20,7 @@ use tokio_rustls::TlsAcceptor;
 use tower::ServiceExt;
 
 use super::client_identity::ClientIdentity;
+use super::handshake_gate::PendingHandshake;
 use super::settings::ServerLimits;
 use super::tls_config::ALPN_H2;
 use crate::refusal::refusal;
@@ -85,6 +86,7 @@ impl ConnectionContext {
 pub(crate) async fn serve_connection(
     stream: TcpStream,
     peer: SocketAddr,
+    handshake: PendingHandshake,
     acceptor: TlsAcceptor,
     context: Arc<ConnectionContext>,
     watcher: Watcher,
@@ -95,12 +97,14 @@ pub(crate) async fn serve_connection(
         tracing::debug!(%peer, %error, "cannot disable Nagle's algorithm");
     }
 
-    let handshake = acceptor.accept(stream);
-    let handshake = match nonzero(context.limits.handshake_timeout) {
-        Some(limit) => tokio::time::timeout(limit, handshake).await,
-        None => Ok(handshake.await),
+    // The handshake counts against its source until it ends, either way.
+    let accepted = acceptor.accept(stream);
+    let accepted = match nonzero(handshake.timeout) {
+        Some(limit) => tokio::time::timeout(limit, accepted).await,
+        None => Ok(accepted.await),
     };
-    let tls = match handshake {
+    drop(handshake);
+    let tls = match accepted {
         Ok(Ok(tls)) => tls,
         Ok(Err(error)) => {
             tracing::debug!(%peer, %error, "TLS handshake failed");
