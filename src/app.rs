@@ -2,7 +2,7 @@
 //! metrics and the debug dumps, and one serving only the metrics (for a plain-HTTP
 //! metrics listener).
 
-use crate::body_budget::{BodyBudget, limit_bodies};
+use crate::body_budget::{BodyBudget, read_body_within_budget};
 use crate::cluster::memory::MemoryCluster;
 use crate::extender::wire::{
     ExtenderArgs, ExtenderBindingArgs, ExtenderBindingResult, ExtenderError, ExtenderFilterResult,
@@ -46,36 +46,55 @@ pub struct RouterOptions {
     pub max_request_body: usize,
     /// Largest AdmissionReview body accepted on `/mutate` and `/webhook`.
     pub max_admission_body: usize,
-    /// Request body bytes held at once, over all connections (see `body_budget`).
+    /// Extender request body bytes held at once, over all connections (see
+    /// `body_budget`).
     pub max_bodies_in_flight: usize,
+    /// AdmissionReview body bytes held at once, over all connections: a budget
+    /// apart from the extender's, so webhook traffic cannot starve kube-scheduler.
+    pub max_admission_bodies_in_flight: usize,
 }
 
 /// Builds the router. The extender verbs and the debug dumps (which show every
 /// pod, node and quota) sit behind the client-certificate requirement; the webhook
-/// (called by the API server), the probes and the metrics stay open.
+/// (called by the API server), the probes and the metrics stay open. Bodies are
+/// read within the budget of their class of routes (see `body_budget`); the
+/// extender's is drawn on only once the client certificate was checked.
 pub fn router(state: Arc<AppState>, options: RouterOptions) -> Router {
+    let extender_budget = Arc::new(BodyBudget::new(
+        options.max_bodies_in_flight,
+        options.max_request_body,
+    ));
+    let admission_budget = Arc::new(BodyBudget::new(
+        options.max_admission_bodies_in_flight,
+        options.max_admission_body,
+    ));
+    // route_layer: the last one added runs first.
     let guarded = Router::new()
         .route("/filter", post(filter))
         .route("/prioritize", post(prioritize))
         .route("/bind", post(bind))
         .route("/debug/state", get(debug_state))
         .route("/debug/queues", get(debug_queues))
+        .route_layer(middleware::from_fn_with_state(
+            extender_budget,
+            read_body_within_budget,
+        ))
         .route_layer(client_certificate_layer(options.require_client_certificate));
-    let budget = Arc::new(BodyBudget::new(
-        options.max_bodies_in_flight,
-        options.max_request_body,
-        options.max_admission_body,
-    ));
-    let admission = || post(mutate).layer(DefaultBodyLimit::max(options.max_admission_body));
+    let admission = Router::new()
+        .route("/mutate", post(mutate))
+        .route("/webhook", post(mutate))
+        .route_layer(middleware::from_fn_with_state(
+            admission_budget,
+            read_body_within_budget,
+        ))
+        .layer(DefaultBodyLimit::max(options.max_admission_body));
     Router::new()
-        .route("/mutate", admission())
-        .route("/webhook", admission())
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
+        .merge(admission)
         .merge(guarded)
         .layer(DefaultBodyLimit::max(options.max_request_body))
-        .layer(middleware::from_fn_with_state(budget, limit_bodies))
         .with_state(state)
 }
 

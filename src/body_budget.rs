@@ -1,64 +1,69 @@
-//! How much request body the server holds in memory at once.
+//! How much request body the server holds in memory at once, and for how long.
 //!
 //! A body is read whole before it is decoded, and a full-`Nodes` `/filter` body
 //! may be tens of MiB, so the per-request cap (`--max-request-body`) alone lets a
-//! few dozen concurrent clients take gigabytes. Every request with a body
-//! therefore takes its declared length (or, without a `Content-Length`, its
-//! route's cap) from one budget shared by all connections
-//! (`--max-request-bodies-in-flight`) before its body is read, and gives it back
-//! when its answer is ready. A request that cannot get its share within
-//! [`BUDGET_WAIT`] is refused; one whose `Content-Length` is already over its
-//! route's cap is refused before a byte of its body is read. `/mutate` and
-//! `/webhook` have a cap of their own (`--max-admission-body`): an
-//! AdmissionReview carries at most two objects the API server already limited.
+//! few dozen concurrent clients take gigabytes. Bodies are therefore read by
+//! [`read_body_within_budget`] before the handler runs, and every piece is charged
+//! to a budget as it arrives and given back when the answer is ready:
 //!
-//! Refusals use the shape of the route's answers: an `AdmissionReview` for the
-//! webhook, `{"Error": ...}` for the extender verbs.
+//! * A request is charged only for what it sent: a head that promises a body and
+//!   sends none holds nothing, whatever its `Content-Length` says.
+//! * A body that stalls or trickles is cut (see `body_pace`), so what it holds is
+//!   held for seconds, not for the request time limit.
+//! * Each class of route has a budget of its own: the extender verbs
+//!   (`--max-request-bodies-in-flight`) and the webhook
+//!   (`--max-admission-bodies-in-flight`). The webhook is open to anyone who can
+//!   reach the port, so its bodies can never take kube-scheduler's share; and the
+//!   extender's budget sits behind the client-certificate check, so with
+//!   `--client-ca-file` only kube-scheduler's calls draw on it. Other routes read
+//!   no body.
+//! * A piece that cannot get its share within [`BUDGET_WAIT`] has the request
+//!   refused; one whose `Content-Length` is over its route's cap, or whose body
+//!   grows past it, is refused at once.
+//!
+//! Refusals use the shape of the route's answers (see `refusal`).
 
-use crate::extender::wire::ExtenderError;
-use crate::webhook::{ADMISSION_V1, AdmissionResponse, AdmissionReviewResponse};
+use crate::body_pace::{BODY_MIN_RATE, BODY_STALL, BodyPace, PaceFault};
+use crate::refusal::refusal;
+use axum::body::{Body, Bytes};
 use axum::extract::{Request, State};
-use axum::http::{Method, StatusCode, header};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
+use futures::StreamExt;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::Semaphore;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::time::Instant;
 
-/// How long a request waits for its share of the budget before it is refused.
-/// Short: kube-scheduler's own timeout runs meanwhile, and a refused call is
-/// retried, while a queue of waiting uploads would only hold their connections.
+/// How long a piece of a body waits for its share of the budget before the
+/// request is refused. Short: kube-scheduler's own timeout runs meanwhile, and a
+/// refused call is retried, while a queue of waiting uploads would only hold their
+/// connections (and what they already hold of the budget).
 pub const BUDGET_WAIT: Duration = Duration::from_secs(5);
 
-/// Caps and the shared budget.
+/// The body budget of one class of routes, and their body cap.
 #[derive(Debug)]
 pub struct BodyBudget {
     bytes: Arc<Semaphore>,
     total: usize,
-    request_cap: usize,
-    admission_cap: usize,
+    cap: usize,
 }
 
 impl BodyBudget {
-    /// A budget of `total` bytes in flight, bodies of at most `request_cap` bytes
-    /// (`admission_cap` on the webhook routes).
-    pub fn new(total: usize, request_cap: usize, admission_cap: usize) -> Self {
+    /// A budget of `total` bytes in flight for bodies of at most `cap` bytes.
+    pub fn new(total: usize, cap: usize) -> Self {
         let total = total.clamp(1, Semaphore::MAX_PERMITS);
         Self {
             bytes: Arc::new(Semaphore::new(total)),
             total,
-            request_cap,
-            admission_cap,
+            cap,
         }
     }
 
-    /// The body cap of a route.
-    pub fn cap_for(&self, path: &str) -> usize {
-        if is_admission(path) {
-            self.admission_cap
-        } else {
-            self.request_cap
-        }
+    /// The largest body accepted.
+    pub fn cap(&self) -> usize {
+        self.cap
     }
 
     /// Bytes not taken by bodies in flight.
@@ -67,81 +72,213 @@ impl BodyBudget {
     }
 }
 
-fn is_admission(path: &str) -> bool {
-    matches!(path, "/mutate" | "/webhook")
+/// Why a body was not read whole.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum BodyRefused {
+    /// The body is, or grew, past the route's cap.
+    #[error("request body of {length} bytes is over this route's limit of {cap} bytes")]
+    OverCap { length: u64, cap: usize },
+    /// The budget had no room for it in time.
+    #[error("too many request bodies in flight; retry")]
+    NoBudget,
+    /// Nothing arrived for a while.
+    #[error("request body stalled: nothing arrived for {}s", BODY_STALL.as_secs())]
+    Stalled,
+    /// It arrived too slowly.
+    #[error("request body arrived slower than {} KiB/s", BODY_MIN_RATE / 1024)]
+    TooSlow,
+    /// The connection failed or sent a malformed body.
+    #[error("cannot read request body: {0}")]
+    Broken(String),
 }
 
-/// The middleware: takes the request's share of the budget, or refuses it.
-pub async fn limit_bodies(
+impl BodyRefused {
+    fn status(&self) -> StatusCode {
+        match self {
+            Self::OverCap { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::NoBudget => StatusCode::SERVICE_UNAVAILABLE,
+            Self::Stalled | Self::TooSlow => StatusCode::REQUEST_TIMEOUT,
+            Self::Broken(_) => StatusCode::BAD_REQUEST,
+        }
+    }
+}
+
+impl From<PaceFault> for BodyRefused {
+    fn from(fault: PaceFault) -> Self {
+        match fault {
+            PaceFault::Stalled => Self::Stalled,
+            PaceFault::TooSlow => Self::TooSlow,
+        }
+    }
+}
+
+/// A body read whole, and its share of the budget, held until the answer is ready.
+pub struct HeldBody {
+    pub bytes: Bytes,
+    _share: Option<OwnedSemaphorePermit>,
+}
+
+/// The middleware for a class of routes: reads the body within `budget` and hands
+/// the handler the bytes read, or refuses the request in its route's shape.
+pub async fn read_body_within_budget(
     State(budget): State<Arc<BodyBudget>>,
     request: Request,
     next: Next,
 ) -> Response {
     let path = request.uri().path().to_owned();
-    let cap = budget.cap_for(&path);
-    let declared = request
-        .headers()
+    let (parts, body) = request.into_parts();
+    match read_within(&budget, &parts.headers, body).await {
+        Ok(held) => {
+            let request = Request::from_parts(parts, Body::from(held.bytes.clone()));
+            let response = next.run(request).await;
+            drop(held);
+            response
+        }
+        Err(refused) => refusal(&path, refused.status(), refused.to_string()),
+    }
+}
+
+/// Reads `body`, charging each piece to `budget` as it arrives.
+pub async fn read_within(
+    budget: &BodyBudget,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<HeldBody, BodyRefused> {
+    let declared = headers
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
-    let charge = match declared {
-        Some(length) if length > cap as u64 => {
-            return refuse(
-                &path,
-                StatusCode::PAYLOAD_TOO_LARGE,
-                format!("request body of {length} bytes is over this route's limit of {cap} bytes"),
-            );
-        }
-        Some(length) => length as usize,
-        None if matches!(*request.method(), Method::GET | Method::HEAD) => 0,
-        // No declared length (chunked): the most it may grow to.
-        None => cap,
-    };
-    if charge == 0 {
-        return next.run(request).await;
+    if let Some(length) = declared
+        && length > budget.cap as u64
+    {
+        return Err(BodyRefused::OverCap {
+            length,
+            cap: budget.cap,
+        });
     }
-    // A body larger than the whole budget waits for all of it.
-    let charge = u32::try_from(charge.min(budget.total)).unwrap_or(u32::MAX);
-    let acquired =
-        tokio::time::timeout(BUDGET_WAIT, budget.bytes.clone().acquire_many_owned(charge)).await;
-    let Ok(Ok(_permit)) = acquired else {
-        return refuse(
-            &path,
-            StatusCode::SERVICE_UNAVAILABLE,
-            "too many request bodies in flight; retry".to_owned(),
-        );
-    };
-    next.run(request).await
+    let mut pace = BodyPace::new(Instant::now());
+    let mut stream = body.into_data_stream();
+    let mut pieces: Vec<Bytes> = Vec::new();
+    let mut received = 0usize;
+    let mut share: Option<OwnedSemaphorePermit> = None;
+    loop {
+        let piece = match tokio::time::timeout_at(pace.deadline(), stream.next()).await {
+            Err(_) => return Err(pace.fault().into()),
+            Ok(None) => break,
+            Ok(Some(Err(e))) => return Err(BodyRefused::Broken(e.to_string())),
+            Ok(Some(Ok(piece))) => piece,
+        };
+        received = received.saturating_add(piece.len());
+        if received > budget.cap {
+            return Err(BodyRefused::OverCap {
+                length: received as u64,
+                cap: budget.cap,
+            });
+        }
+        let waiting = Instant::now();
+        let charged = share.as_ref().map_or(0, |s| s.num_permits());
+        // A body larger than the whole budget is charged all of it, no more.
+        let charge = piece.len().min(budget.total.saturating_sub(charged));
+        if charge > 0 {
+            let more = take(budget, charge).await?;
+            match share.as_mut() {
+                Some(share) => share.merge(more),
+                None => share = Some(more),
+            }
+        }
+        let now = Instant::now();
+        pace.arrived(piece.len(), now - waiting, now);
+        pieces.push(piece);
+    }
+    Ok(HeldBody {
+        bytes: join(pieces, received),
+        _share: share,
+    })
 }
 
-/// A refusal in the route's own answer shape.
-fn refuse(path: &str, status: StatusCode, message: String) -> Response {
-    tracing::warn!(path, %message, "request refused before its body was read");
-    let body = if is_admission(path) {
-        let code = status.as_u16();
-        serde_json::to_vec(&AdmissionReviewResponse::new(
-            ADMISSION_V1,
-            AdmissionResponse::refuse("", code, message),
-        ))
-    } else {
-        serde_json::to_vec(&ExtenderError::new(message))
-    };
-    match body {
-        Ok(body) => ([(header::CONTENT_TYPE, "application/json")], body).into_response(),
-        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
+/// `bytes` of `budget`, waiting at most [`BUDGET_WAIT`].
+async fn take(budget: &BodyBudget, bytes: usize) -> Result<OwnedSemaphorePermit, BodyRefused> {
+    let bytes = u32::try_from(bytes).unwrap_or(u32::MAX);
+    let acquired =
+        tokio::time::timeout(BUDGET_WAIT, budget.bytes.clone().acquire_many_owned(bytes)).await;
+    match acquired {
+        Ok(Ok(permit)) => Ok(permit),
+        _ => Err(BodyRefused::NoBudget),
     }
+}
+
+/// The pieces as one buffer; a body that came in one piece is not copied.
+fn join(mut pieces: Vec<Bytes>, length: usize) -> Bytes {
+    if pieces.len() <= 1 {
+        return pieces.pop().unwrap_or_default();
+    }
+    let mut whole = Vec::with_capacity(length);
+    for piece in pieces {
+        whole.extend_from_slice(&piece);
+    }
+    Bytes::from(whole)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn the_webhook_routes_have_their_own_cap() {
-        let budget = BodyBudget::new(64, 32, 4);
-        assert_eq!(budget.cap_for("/mutate"), 4);
-        assert_eq!(budget.cap_for("/webhook"), 4);
-        assert_eq!(budget.cap_for("/filter"), 32);
+    fn chunked() -> HeaderMap {
+        HeaderMap::new()
+    }
+
+    #[tokio::test]
+    async fn a_body_is_charged_what_arrived_and_gives_it_back_when_dropped() {
+        let budget = BodyBudget::new(64, 32);
+        let held = read_within(&budget, &chunked(), Body::from("0123456789"))
+            .await
+            .expect("read");
+        assert_eq!(held.bytes, "0123456789");
+        assert_eq!(budget.available(), 54);
+        drop(held);
         assert_eq!(budget.available(), 64);
+    }
+
+    #[tokio::test]
+    async fn a_body_past_the_cap_is_refused_whatever_it_declared() {
+        let budget = BodyBudget::new(64, 4);
+        let refused = read_within(&budget, &chunked(), Body::from("too long")).await;
+        assert_eq!(
+            refused.err(),
+            Some(BodyRefused::OverCap { length: 8, cap: 4 })
+        );
+        let mut declared = HeaderMap::new();
+        declared.insert(header::CONTENT_LENGTH, "5".parse().expect("header"));
+        let refused = read_within(&budget, &declared, Body::empty()).await;
+        assert_eq!(
+            refused.err(),
+            Some(BodyRefused::OverCap { length: 5, cap: 4 })
+        );
+        assert_eq!(budget.available(), 64, "nothing stays charged");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_body_that_cannot_get_its_share_in_time_is_refused() {
+        let budget = BodyBudget::new(8, 32);
+        let first = read_within(&budget, &chunked(), Body::from("12345678"))
+            .await
+            .expect("read");
+        let refused = read_within(&budget, &chunked(), Body::from("x")).await;
+        assert_eq!(refused.err(), Some(BodyRefused::NoBudget));
+        drop(first);
+        assert!(
+            read_within(&budget, &chunked(), Body::from("x"))
+                .await
+                .is_ok()
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_body_that_sends_nothing_is_cut_and_holds_nothing() {
+        let budget = BodyBudget::new(8, 32);
+        let silent = Body::from_stream(futures::stream::pending::<Result<Bytes, std::io::Error>>());
+        let refused = read_within(&budget, &chunked(), silent).await;
+        assert_eq!(refused.err(), Some(BodyRefused::Stalled));
+        assert_eq!(budget.available(), 8);
     }
 }

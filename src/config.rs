@@ -349,10 +349,16 @@ pub struct ServeArgs {
     /// at most two objects the API server already limited (3 MiB per request).
     #[arg(long = "max-admission-body", default_value = "4Mi", value_parser = parse_size)]
     pub max_admission_body: usize,
-    /// Request body bytes held in memory at once over all connections; a request
-    /// that cannot get its share within 5 s is refused.
+    /// Extender request body bytes held in memory at once over all connections,
+    /// charged as they arrive; a request whose next bytes cannot get their share
+    /// within 5 s is refused.
     #[arg(long = "max-request-bodies-in-flight", default_value = "64Mi", value_parser = parse_size)]
     pub max_request_bodies_in_flight: usize,
+    /// AdmissionReview body bytes held in memory at once over all connections: a
+    /// budget apart from the extender's, so webhook traffic never starves
+    /// kube-scheduler's calls.
+    #[arg(long = "max-admission-bodies-in-flight", default_value = "16Mi", value_parser = parse_size)]
+    pub max_admission_bodies_in_flight: usize,
     /// Connections served at once; more wait in the listen backlog.
     #[arg(long = "max-connections", default_value_t = 512)]
     pub max_connections: usize,

@@ -151,12 +151,12 @@ impl<'a> MakeWriter<'a> for BufferedStdout {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     /// An output whose contents the test can read.
     #[derive(Clone, Default)]
-    struct Captured(Arc<Mutex<Vec<u8>>>);
+    pub(crate) struct Captured(pub(crate) Arc<Mutex<Vec<u8>>>);
 
     impl Write for Captured {
         fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {

@@ -48,12 +48,16 @@ pub fn init_logging_at(format: LogFormat, default_filter: &str) -> LogGuard {
     // Colours only for a terminal: in a container log they are escape codes.
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
-        .with_writer(writer);
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()));
+    // Values carry what clients sent: escaped in text lines, and in JSON lines the
+    // characters log readers take for line breaks.
     let _ = match format {
-        LogFormat::Json => builder.json().try_init(),
-        // Values in text lines are escaped: they carry what clients sent.
+        LogFormat::Json => builder
+            .json()
+            .with_writer(crate::log_json_escape::EscapeLineSeparators(writer))
+            .try_init(),
         LogFormat::Text => builder
+            .with_writer(writer)
             .fmt_fields(crate::log_fields::EscapedFields)
             .try_init(),
     };
@@ -249,6 +253,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             max_request_body: args.max_request_body,
             max_admission_body: args.max_admission_body,
             max_bodies_in_flight: args.max_request_bodies_in_flight,
+            max_admission_bodies_in_flight: args.max_admission_bodies_in_flight,
         },
     );
     let listener = listen(&args.http_bind)

@@ -147,6 +147,36 @@ async fn bind_for_a_recreated_pod_fails_and_frees_the_stale_reservation() {
 }
 
 #[tokio::test]
+async fn bind_to_an_unknown_node_fails_and_releases_the_reservation() {
+    let server = lock_server().await;
+    let p = pod("default", "misdirected").gpus(1, 4000, 20).build();
+    assert_eq!(
+        server.filter(&p, &["free"]).await,
+        json!({"NodeNames": ["free"]})
+    );
+    let answer = server.bind(&p, "no-such-node").await;
+    assert!(
+        answer["Error"]
+            .as_str()
+            .is_some_and(|e| e.contains("\"no-such-node\" not found")),
+        "{answer}"
+    );
+    let state = server.state().await;
+    assert!(
+        state.pod(pod_uid(&p)).is_none(),
+        "the reservation is released: {}",
+        state.0
+    );
+    assert_eq!(state.gpu_usage(&gpu_uuid("free", 0)), Usage::default());
+    // The GPU is free for the next pod.
+    let next = pod("default", "next").gpus(1, 80_000, 100).build();
+    assert_eq!(
+        server.filter(&next, &["free"]).await,
+        json!({"NodeNames": ["free"]})
+    );
+}
+
+#[tokio::test]
 async fn bind_with_a_wrong_uid_fails() {
     let server = lock_server().await;
     let p = pod("default", "mismatch").gpus(1, 4000, 20).build();

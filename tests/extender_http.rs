@@ -3,10 +3,7 @@
 
 mod support;
 
-use rcgen::{
-    BasicConstraints, CertificateParams, CertifiedIssuer, DnType, ExtendedKeyUsagePurpose, IsCa,
-    KeyPair,
-};
+use rcgen::ExtendedKeyUsagePurpose;
 use serde_json::{Value, json};
 use support::*;
 
@@ -1036,35 +1033,6 @@ async fn filter_mode_all_returns_every_fitting_node_and_prioritize_scores_them()
 // Client certificates
 // ---------------------------------------------------------------------------
 
-struct Issued {
-    cert_pem: String,
-    key_pem: String,
-}
-
-fn new_ca(name: &str) -> CertifiedIssuer<'static, KeyPair> {
-    let mut params = CertificateParams::new(Vec::<String>::new()).expect("CA params");
-    params.distinguished_name.push(DnType::CommonName, name);
-    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    CertifiedIssuer::self_signed(params, KeyPair::generate().expect("CA key")).expect("CA")
-}
-
-fn issue(
-    ca: &CertifiedIssuer<'static, KeyPair>,
-    cn: &str,
-    usage: ExtendedKeyUsagePurpose,
-) -> Issued {
-    let mut params = CertificateParams::new(vec!["127.0.0.1".to_owned(), "localhost".to_owned()])
-        .expect("leaf params");
-    params.distinguished_name.push(DnType::CommonName, cn);
-    params.extended_key_usages = vec![usage];
-    let key = KeyPair::generate().expect("leaf key");
-    let cert = params.signed_by(&key, ca).expect("sign leaf");
-    Issued {
-        cert_pem: cert.pem(),
-        key_pem: key.serialize_pem(),
-    }
-}
-
 #[tokio::test]
 async fn extender_verbs_require_a_client_certificate_when_a_client_ca_is_set() {
     let ca = new_ca("vgpu-test-ca");
@@ -1112,7 +1080,7 @@ async fn extender_verbs_require_a_client_certificate_when_a_client_ca_is_set() {
 
     // A client certificate from the configured CA is accepted.
     let kube_scheduler = issue(&ca, "kube-scheduler", ExtendedKeyUsagePurpose::ClientAuth);
-    let identity = format!("{}{}", kube_scheduler.key_pem, kube_scheduler.cert_pem);
+    let identity = kube_scheduler.identity_pem();
     let trusted = https_client(&server.root_pem, Some(&identity));
     let state: Value = trusted
         .get(server.url("/debug/state"))
@@ -1139,7 +1107,7 @@ async fn extender_verbs_require_a_client_certificate_when_a_client_ca_is_set() {
     // A certificate from another CA is not good enough.
     let other_ca = new_ca("someone-else");
     let stranger = issue(&other_ca, "stranger", ExtendedKeyUsagePurpose::ClientAuth);
-    let identity = format!("{}{}", stranger.key_pem, stranger.cert_pem);
+    let identity = stranger.identity_pem();
     let untrusted = https_client(&server.root_pem, Some(&identity));
     let outcome = untrusted
         .post(server.url("/filter"))
@@ -1153,23 +1121,6 @@ async fn extender_verbs_require_a_client_certificate_when_a_client_ca_is_set() {
             "a certificate from an unknown CA must not pass"
         );
     }
-}
-
-fn admission_review_for(p: &Value) -> Value {
-    json!({
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "request": {
-            "uid": "0d6c6a39-5f0a-4b8e-9d65-2f3c1b7a8e10",
-            "kind": {"group": "", "version": "v1", "kind": "Pod"},
-            "resource": {"group": "", "version": "v1", "resource": "pods"},
-            "namespace": pod_ns(p),
-            "operation": "CREATE",
-            "userInfo": {"username": "system:serviceaccount:kube-system:job-controller"},
-            "object": p,
-            "dryRun": false,
-        }
-    })
 }
 
 // ---------------------------------------------------------------------------

@@ -372,6 +372,7 @@ fn scheduler_app(require_client_certificate: bool) -> Router {
             max_request_body: 1 << 20,
             max_admission_body: 1 << 20,
             max_bodies_in_flight: 4 << 20,
+            max_admission_bodies_in_flight: 4 << 20,
         },
     )
 }

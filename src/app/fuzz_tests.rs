@@ -98,6 +98,7 @@ fn harness() -> Harness {
             max_request_body: 1 << 20,
             max_admission_body: 1 << 20,
             max_bodies_in_flight: 4 << 20,
+            max_admission_bodies_in_flight: 4 << 20,
         },
     );
     Harness {

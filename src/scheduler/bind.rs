@@ -68,14 +68,17 @@ impl Scheduler {
             }
             return Err(format!("pod {ns}/{name} is already bound to node {bound}"));
         }
+        let ctx = self.pod_context(&pod)?;
         // The API server accepts a Binding to any name, even a node that does not
         // exist; a node the ledger does not know is one whose GPUs nobody counts.
+        // Like every failed bind, this one gives back what the pod holds, or its
+        // reservation would block the GPUs until it expired.
         if self.ledger.read().node(node).is_none() {
+            self.roll_back(ctx.as_ref(), ns, name, node, false).await;
             return Err(format!(
                 "node \"{node}\" not found: it is not a node this scheduler knows"
             ));
         }
-        let ctx = self.pod_context(&pod)?;
 
         // Strict gangs wait here, before any per-node turn is taken, so members on
         // the same node cannot block each other. The reservation is marked

@@ -10,7 +10,6 @@ use std::time::Duration;
 use axum::Router;
 use axum::extract::ConnectInfo;
 use axum::http::StatusCode;
-use axum::response::IntoResponse;
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
@@ -21,8 +20,10 @@ use tokio_rustls::TlsAcceptor;
 use tower::ServiceExt;
 
 use super::client_identity::ClientIdentity;
+use super::handshake_gate::PendingHandshake;
 use super::settings::ServerLimits;
 use super::tls_config::ALPN_H2;
+use crate::refusal::refusal;
 
 /// How often an idle HTTP/2 connection is pinged, so that peers which vanished without
 /// closing (node failure, dropped NAT state) do not hold a task forever.
@@ -85,6 +86,7 @@ impl ConnectionContext {
 pub(crate) async fn serve_connection(
     stream: TcpStream,
     peer: SocketAddr,
+    handshake: PendingHandshake,
     acceptor: TlsAcceptor,
     context: Arc<ConnectionContext>,
     watcher: Watcher,
@@ -95,12 +97,14 @@ pub(crate) async fn serve_connection(
         tracing::debug!(%peer, %error, "cannot disable Nagle's algorithm");
     }
 
-    let handshake = acceptor.accept(stream);
-    let handshake = match nonzero(context.limits.handshake_timeout) {
-        Some(limit) => tokio::time::timeout(limit, handshake).await,
-        None => Ok(handshake.await),
+    // The handshake counts against its source until it ends, either way.
+    let accepted = acceptor.accept(stream);
+    let accepted = match nonzero(handshake.timeout) {
+        Some(limit) => tokio::time::timeout(limit, accepted).await,
+        None => Ok(accepted.await),
     };
-    let tls = match handshake {
+    drop(handshake);
+    let tls = match accepted {
         Ok(Ok(tls)) => tls,
         Ok(Err(error)) => {
             tracing::debug!(%peer, %error, "TLS handshake failed");
@@ -126,12 +130,13 @@ pub(crate) async fn serve_connection(
             saw_request.store(true, Ordering::Relaxed);
             request.extensions_mut().insert(identity.clone());
             request.extensions_mut().insert(ConnectInfo(peer));
+            let path = request.uri().path().to_owned();
             let response = router.clone().oneshot(request);
             async move {
                 match request_timeout {
                     Some(limit) => match tokio::time::timeout(limit, response).await {
                         Ok(result) => result,
-                        Err(_) => Ok(timed_out()),
+                        Err(_) => Ok(timed_out(&path)),
                     },
                     None => response.await,
                 }
@@ -176,9 +181,11 @@ fn log_connection_end(
     }
 }
 
-/// The answer for a request whose handler outlived [`ServerLimits::request_timeout`].
-fn timed_out() -> axum::response::Response {
-    (StatusCode::SERVICE_UNAVAILABLE, "request timed out").into_response()
+/// The answer for a request to `path` whose handler outlived
+/// [`ServerLimits::request_timeout`], in the route's shape: kube-scheduler and the
+/// API server read a refusal only from their own answer format.
+fn timed_out(path: &str) -> axum::response::Response {
+    refusal(path, StatusCode::SERVICE_UNAVAILABLE, "request timed out")
 }
 
 /// Zero means "no limit" throughout [`ServerLimits`].

@@ -18,6 +18,7 @@ use tokio_rustls::TlsAcceptor;
 
 use super::connection::{ConnectionContext, serve_connection};
 use super::error::TlsSetupError;
+use super::handshake_gate::HandshakeGate;
 use super::reload;
 use super::settings::{ServerLimits, TlsSettings};
 use super::tls_config::{CertificateSource, TlsInputs};
@@ -107,6 +108,7 @@ impl TlsServer {
         // A connection is accepted only with a slot free; the others wait in the
         // listen backlog.
         let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
+        let gate = HandshakeGate::new(&limits);
         let accepting = &listener;
         loop {
             let slot = Arc::clone(&slots);
@@ -117,12 +119,18 @@ impl TlsServer {
                     (slot, accepting.accept().await)
                 } => match accepted {
                     (Ok(slot), Ok((stream, peer))) => {
+                        let Some(handshake) = gate.admit(peer.ip(), slots.available_permits())
+                        else {
+                            tracing::debug!(%peer, "too many handshakes from this source; closing");
+                            continue;
+                        };
                         // Load per connection so a reloaded certificate applies to
                         // every connection accepted from now on.
                         let acceptor = TlsAcceptor::from(self.current.load_full());
                         let connection = serve_connection(
                             stream,
                             peer,
+                            handshake,
                             acceptor,
                             Arc::clone(&context),
                             graceful.watcher(),

@@ -12,11 +12,15 @@
 //!   [`ClientIdentity`] extension; [`client_certificate_layer`] turns it into a
 //!   per-route requirement;
 //! * each connection gets its own task with bounded handshake, header and request
-//!   times, and shutdown drains in-flight requests.
+//!   times, and shutdown drains in-flight requests;
+//! * one source address may have only so many handshakes in progress, and
+//!   handshakes get less time while the connection slots run out, so raw TCP
+//!   connections cannot keep kube-scheduler's out (see `handshake_gate`).
 
 mod client_identity;
 mod connection;
 mod error;
+mod handshake_gate;
 mod listener;
 mod reload;
 mod self_signed;

@@ -68,6 +68,13 @@ pub struct ServerLimits {
     pub max_connections: usize,
     /// Concurrent HTTP/2 streams per connection (hyper's default is 200).
     pub max_streams_per_connection: u32,
+    /// Connections from one source address between accept and a finished TLS
+    /// handshake; more from it are closed at once, so raw TCP connections from a
+    /// few addresses cannot take every slot (see `handshake_gate`).
+    pub max_handshakes_per_source: usize,
+    /// The handshake deadline of connections accepted while fewer than a quarter
+    /// of `max_connections` are free. Zero keeps `handshake_timeout`.
+    pub handshake_timeout_under_pressure: Duration,
 }
 
 impl Default for ServerLimits {
@@ -78,6 +85,8 @@ impl Default for ServerLimits {
             request_timeout: Duration::from_secs(60),
             max_connections: 512,
             max_streams_per_connection: 64,
+            max_handshakes_per_source: 32,
+            handshake_timeout_under_pressure: Duration::from_secs(1),
         }
     }
 }
@@ -134,5 +143,10 @@ mod tests {
         assert_eq!(limits.request_timeout, Duration::from_secs(60));
         assert_eq!(limits.max_connections, 512);
         assert_eq!(limits.max_streams_per_connection, 64);
+        assert_eq!(limits.max_handshakes_per_source, 32);
+        assert_eq!(
+            limits.handshake_timeout_under_pressure,
+            Duration::from_secs(1)
+        );
     }
 }

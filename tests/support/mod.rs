@@ -5,6 +5,10 @@
 
 #![allow(dead_code)]
 
+use rcgen::{
+    BasicConstraints, CertificateParams, CertifiedIssuer, DnType, ExtendedKeyUsagePurpose, IsCa,
+    KeyPair,
+};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -951,6 +955,68 @@ pub fn expect_rejected(answer: &Value) -> serde_json::Map<String, Value> {
         .as_object()
         .unwrap_or_else(|| panic!("expected FailedNodes in {answer}"))
         .clone()
+}
+
+/// An AdmissionReview v1 of a pod CREATE by the job controller, as the API server
+/// sends `/mutate`.
+pub fn admission_review_for(p: &Value) -> Value {
+    json!({
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": "0d6c6a39-5f0a-4b8e-9d65-2f3c1b7a8e10",
+            "kind": {"group": "", "version": "v1", "kind": "Pod"},
+            "resource": {"group": "", "version": "v1", "resource": "pods"},
+            "namespace": pod_ns(p),
+            "operation": "CREATE",
+            "userInfo": {"username": "system:serviceaccount:kube-system:job-controller"},
+            "object": p,
+            "dryRun": false,
+        }
+    })
+}
+
+// ---------------------------------------------------------------------------
+// Certificates
+// ---------------------------------------------------------------------------
+
+/// A PEM certificate and its PEM private key.
+pub struct Issued {
+    pub cert_pem: String,
+    pub key_pem: String,
+}
+
+impl Issued {
+    /// Key then certificate, as `https_client` takes an identity.
+    pub fn identity_pem(&self) -> String {
+        format!("{}{}", self.key_pem, self.cert_pem)
+    }
+}
+
+/// A self-signed certificate authority named `name`.
+pub fn new_ca(name: &str) -> CertifiedIssuer<'static, KeyPair> {
+    let mut params = CertificateParams::new(Vec::<String>::new()).expect("CA params");
+    params.distinguished_name.push(DnType::CommonName, name);
+    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    CertifiedIssuer::self_signed(params, KeyPair::generate().expect("CA key")).expect("CA")
+}
+
+/// A certificate for `127.0.0.1` and `localhost` with common name `cn`, signed by `ca`.
+pub fn issue(
+    ca: &CertifiedIssuer<'static, KeyPair>,
+    cn: &str,
+    usage: ExtendedKeyUsagePurpose,
+) -> Issued {
+    let mut params = CertificateParams::new(vec!["127.0.0.1".to_owned(), "localhost".to_owned()])
+        .expect("leaf params");
+    params.distinguished_name.push(DnType::CommonName, cn);
+    params.extended_key_usages = vec![usage];
+    let key = KeyPair::generate().expect("leaf key");
+    let cert = params.signed_by(&key, ca).expect("sign leaf");
+    Issued {
+        cert_pem: cert.pem(),
+        key_pem: key.serialize_pem(),
+    }
 }
 
 // ---------------------------------------------------------------------------
