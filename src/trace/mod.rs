@@ -10,6 +10,7 @@
 pub mod budget;
 pub mod line;
 pub mod line_cap;
+pub mod private;
 pub mod read;
 pub mod recorder;
 pub mod scrub;

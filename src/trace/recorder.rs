@@ -9,6 +9,7 @@
 use super::budget::QueueBudget;
 use super::line::{TraceEvent, TraceLine};
 use super::line_cap::encode_capped;
+use super::private::{leave_out_private, leave_out_private_of_podgroup};
 use super::scrub::{as_created, podgroup_as_created};
 use super::seen::{FirstSight, SeenBook};
 use super::writer::{TraceWriter, open_for_append};
@@ -38,6 +39,9 @@ pub struct TraceSettings {
     pub finish_within: Duration,
     /// Pods (and PodGroups) followed at once; more are not recorded.
     pub tracked: usize,
+    /// Keep environment variable values and the last-applied configuration
+    /// (see `private`).
+    pub verbatim: bool,
 }
 
 impl Default for TraceSettings {
@@ -56,6 +60,7 @@ impl Default for TraceSettings {
             // Within the 30 s a pod is given to stop, with room for the rest.
             finish_within: Duration::from_secs(5),
             tracked: 100_000,
+            verbatim: false,
         }
     }
 }
@@ -65,6 +70,7 @@ pub struct TraceRecorder {
     queue: SyncSender<String>,
     budget: QueueBudget,
     line_bytes: usize,
+    verbatim: bool,
     seen: Mutex<SeenBook>,
     dropped: Counter,
     warned: AtomicBool,
@@ -94,6 +100,7 @@ impl TraceRecorder {
             queue,
             budget,
             line_bytes: settings.line_bytes,
+            verbatim: settings.verbatim,
             seen: Mutex::new(SeenBook::new(settings.tracked)),
             dropped,
             warned: AtomicBool::new(false),
@@ -120,9 +127,15 @@ impl TraceRecorder {
         let mut seen = self.seen.lock();
         match seen.pod(uid, key) {
             FirstSight::New => {
-                let line = || TraceLine {
-                    at,
-                    event: TraceEvent::Pod(Box::new(as_created(pod))),
+                let line = || {
+                    let mut pod = as_created(pod);
+                    if !self.verbatim {
+                        leave_out_private(&mut pod);
+                    }
+                    TraceLine {
+                        at,
+                        event: TraceEvent::Pod(Box::new(pod)),
+                    }
                 };
                 if !self.send(line) {
                     // Not followed: a later sight records it when there is room,
@@ -170,9 +183,15 @@ impl TraceRecorder {
         let id = format!("{namespace}/{name}");
         let mut seen = self.seen.lock();
         if seen.group(&id) {
-            let line = || TraceLine {
-                at,
-                event: TraceEvent::PodGroup(Box::new(podgroup_as_created(group))),
+            let line = || {
+                let mut group = podgroup_as_created(group);
+                if !self.verbatim {
+                    leave_out_private_of_podgroup(&mut group);
+                }
+                TraceLine {
+                    at,
+                    event: TraceEvent::PodGroup(Box::new(group)),
+                }
             };
             if !self.send(line) {
                 seen.forget_group(&id);
@@ -439,6 +458,61 @@ mod tests {
         let trace = parse_trace(&std::fs::read_to_string(&path).unwrap()).unwrap();
         assert!(trace.warnings.is_empty(), "{:?}", trace.warnings);
         assert_eq!(trace.lines.len(), 2);
+    }
+
+    #[test]
+    fn a_new_trace_file_is_readable_by_its_owner_only() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("trace.jsonl");
+        let (_recorder, writer) =
+            TraceRecorder::open(&path, &TraceSettings::default(), Counter::default()).unwrap();
+        writer.finish();
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600, "{mode:o}");
+    }
+
+    /// A pod with a secret in an environment variable and in kubectl's copy of
+    /// what was applied; its PodGroup with such a copy too.
+    fn record_private(verbatim: bool) -> String {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("trace.jsonl");
+        let settings = TraceSettings {
+            verbatim,
+            ..settings(10, Duration::from_secs(3600))
+        };
+        let (recorder, writer) = TraceRecorder::open(&path, &settings, Counter::default()).unwrap();
+        let applied = "kubectl.kubernetes.io/last-applied-configuration";
+        let p: Pod = serde_json::from_value(json!({
+            "metadata": {"name": "p", "namespace": "ml", "uid": "uid-p",
+                         "annotations": {applied: "{\"TOKEN\":\"applied-secret\"}"}},
+            "spec": {"containers": [{"name": "main",
+                     "env": [{"name": "TOKEN", "value": "env-secret"}]}]}
+        }))
+        .unwrap();
+        recorder.pod(at(0), &p);
+        let group = json!({"metadata": {"name": "g", "namespace": "ml",
+                                        "annotations": {applied: "group-secret"}},
+                           "spec": {"minMember": 1}});
+        recorder.podgroup(at(1), "ml", "g", &group);
+        writer.finish();
+        std::fs::read_to_string(&path).unwrap()
+    }
+
+    #[test]
+    fn env_values_and_applied_configurations_are_left_out_unless_asked_for() {
+        let text = record_private(false);
+        for secret in ["env-secret", "applied-secret", "group-secret"] {
+            assert!(!text.contains(secret), "{secret}: {text}");
+        }
+        assert!(
+            text.contains(r#"{"name":"TOKEN"}"#),
+            "the name stays: {text}"
+        );
+        let text = record_private(true);
+        for secret in ["env-secret", "applied-secret", "group-secret"] {
+            assert!(text.contains(secret), "{secret}: {text}");
+        }
     }
 
     #[test]

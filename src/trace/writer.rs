@@ -11,6 +11,7 @@ use super::recorder::TraceSettings;
 use prometheus_client::metrics::counter::Counter;
 use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -168,6 +169,9 @@ pub(super) fn open_for_append(path: &Path) -> std::io::Result<File> {
         .read(true)
         .append(true)
         .create(true)
+        // It holds pod specs (images, arguments, other tools' annotations):
+        // readable by whoever runs the server only.
+        .mode(0o600)
         .open(path)?;
     let len = file.metadata()?.len();
     let keep = complete_length(&mut file, len)?;
