@@ -18,6 +18,7 @@ use k8s_openapi::api::core::v1::Pod;
 use parking_lot::Mutex;
 use prometheus_client::metrics::counter::Counter;
 use serde_json::Value;
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -125,7 +126,7 @@ impl TraceRecorder {
         // Sent under the book's lock, so that a bind or end decided after this
         // first sight is queued after it (`try_send` never waits).
         let mut seen = self.seen.lock();
-        match seen.pod(uid, key) {
+        match seen.pod(uid, at, key) {
             FirstSight::New => {
                 let line = || {
                     let mut pod = as_created(pod);
@@ -175,6 +176,26 @@ impl TraceRecorder {
                     uid: uid.to_string(),
                 },
             });
+        }
+    }
+
+    /// After a full list of pods: records as gone each pod followed since
+    /// before `listed_from` that the list lacks (deleted while no watch told
+    /// of it), so that it is not followed for good.
+    pub fn retain(
+        &self,
+        at: DateTime<Utc>,
+        listed_from: DateTime<Utc>,
+        existing: &HashSet<String>,
+    ) {
+        let mut seen = self.seen.lock();
+        for uid in seen.missing(listed_from, |uid| existing.contains(uid)) {
+            if let Some(pod) = seen.gone(&uid) {
+                self.send(|| TraceLine {
+                    at,
+                    event: TraceEvent::Gone { pod, uid },
+                });
+            }
         }
     }
 
