@@ -118,34 +118,11 @@ async fn filter_then_bind_records_the_pod_and_its_node_at_the_clocks_times() {
     let r = recording();
     let p = pod("a", "vgpu-scheduler", true);
     r.clock.advance(Duration::from_secs(5));
-    let answer = r
-        .scheduler
-        .filter(ExtenderArgs {
-            pod: Some(p.clone()),
-            nodes: None,
-            node_names: Some(["n1"].into_iter().collect()),
-        })
-        .await;
-    assert_eq!(answer.node_names.unwrap_or_default(), vec!["n1"]);
+    filter_only(&r.scheduler, &p).await;
     // A second filter of the same pod (a retry) records nothing new.
     r.clock.advance(Duration::from_millis(1500));
-    r.scheduler
-        .filter(ExtenderArgs {
-            pod: Some(p.clone()),
-            nodes: None,
-            node_names: Some(["n1"].into_iter().collect()),
-        })
-        .await;
-    let bound = r
-        .scheduler
-        .bind(ExtenderBindingArgs {
-            pod_name: Some("a".into()),
-            pod_namespace: Some("ns".into()),
-            pod_uid: Some("uid-a".into()),
-            node: Some("n1".into()),
-        })
-        .await;
-    assert_eq!(bound.error, "");
+    filter_only(&r.scheduler, &p).await;
+    bind_on_n1(&r.scheduler, "a").await;
     r.clock.advance(Duration::from_secs(60));
     r.scheduler.forget_pod("uid-a");
     r.scheduler.forget_pod("uid-a");
@@ -229,6 +206,20 @@ async fn pods_of_other_schedulers_are_not_recorded_even_when_filtered() {
     assert_eq!(kinds(&events), vec!["0 pod renamed", "0 pod watched"]);
 }
 
+/// `/bind` of the pod `name` (namespace `ns`) to `n1`; asserts it bound.
+async fn bind_on_n1(scheduler: &Scheduler, name: &str) {
+    let bound = scheduler
+        .bind(ExtenderBindingArgs {
+            pod_name: Some(name.into()),
+            pod_namespace: Some("ns".into()),
+            pod_uid: Some(format!("uid-{name}")),
+            node: Some("n1".into()),
+        })
+        .await;
+    assert_eq!(bound.error, "");
+}
+
+/// `/filter` of `p` over `n1`; asserts it fits.
 async fn filter_only(scheduler: &Scheduler, p: &Pod) {
     let answer = scheduler
         .filter(ExtenderArgs {
@@ -253,16 +244,7 @@ async fn pods_filtered_that_never_bind_do_not_stop_the_recording() {
     }
     let late = pod("late", "vgpu-scheduler", true);
     filter_only(&r.scheduler, &late).await;
-    let bound = r
-        .scheduler
-        .bind(ExtenderBindingArgs {
-            pod_name: Some("late".into()),
-            pod_namespace: Some("ns".into()),
-            pod_uid: Some("uid-late".into()),
-            node: Some("n1".into()),
-        })
-        .await;
-    assert_eq!(bound.error, "");
+    bind_on_n1(&r.scheduler, "late").await;
     let dropped = r.scheduler.metrics().trace_dropped.get();
     let events = kinds(&r.finish());
     assert_eq!(
