@@ -428,6 +428,11 @@ pub struct ServeArgs {
     /// `simulate --workload FILE` replays it.
     #[arg(long = "record-trace", value_name = "FILE")]
     pub record_trace: Option<PathBuf>,
+    /// Keep containers' environment variable values and kubectl's
+    /// last-applied-configuration annotation in the trace. Left out by default:
+    /// they often hold secrets, and placement does not depend on them.
+    #[arg(long = "record-trace-verbatim")]
+    pub record_trace_verbatim: bool,
     /// Threads that serve requests (at most the CPUs this process may use).
     /// kube-scheduler filters one pod at a time, and one thread answers a filter over
     /// 5,000 nodes in under half a millisecond; more threads add throughput for many

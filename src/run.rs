@@ -141,7 +141,10 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         Some(path) => {
             let (recorder, writer) = TraceRecorder::open(
                 path,
-                &TraceSettings::default(),
+                &TraceSettings {
+                    verbatim: args.record_trace_verbatim,
+                    ..TraceSettings::default()
+                },
                 metrics.trace_dropped.clone(),
             )
             .with_context(|| {

@@ -259,3 +259,44 @@ fn a_trace_file_that_cannot_be_written_stops_the_start_naming_it() {
         "{err}"
     );
 }
+
+/// A trace file that takes nothing (a pipe nobody reads, as a stuck disk):
+/// pods with large annotations are still filtered and answered, and SIGTERM
+/// still stops the server, after waiting a bounded time for the file.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_trace_file_that_takes_nothing_does_not_keep_the_server_from_stopping() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let trace = dir.path().join("trace.fifo");
+    let c_path = std::ffi::CString::new(trace.as_os_str().as_encoded_bytes()).expect("a path");
+    // SAFETY: a NUL-terminated path; creates a named pipe nobody reads.
+    assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o600) }, 0, "mkfifo");
+    let mut server = Server::start_with(ServerOptions {
+        cluster_text: Some(std::fs::read_to_string(repo().join(CLUSTER)).expect("cluster")),
+        args: vec!["--record-trace".into(), trace.display().to_string()],
+        ..Default::default()
+    })
+    .await;
+    let state = server.state().await;
+    let nodes: Vec<&str> = state.node_names();
+    // Far more than the pipe and the writer's buffer hold.
+    for i in 0..24 {
+        let p = pod("default", &format!("bulky-{i}"))
+            .annotation("example.com/state", &"x".repeat(100 * 1024))
+            .gpus(1, 1000, 0)
+            .build();
+        let p = admitted(&server, &p).await;
+        let answer = server.filter(&p, &nodes).await;
+        support::chosen_node(&answer);
+    }
+    let status = server
+        .terminate(Duration::from_secs(20))
+        .unwrap_or_else(|| panic!("did not stop after SIGTERM:\n{}", server.log()));
+    assert!(status.success(), "{status}:\n{}", server.log());
+    assert!(
+        server
+            .log()
+            .contains("the trace file did not take what was left to write in time"),
+        "{}",
+        server.log()
+    );
+}

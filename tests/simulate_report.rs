@@ -181,6 +181,43 @@ fn a_bad_workload_or_variant_is_refused_naming_it() {
     );
 }
 
+#[test]
+fn a_workload_beyond_what_one_replay_takes_on_is_refused_saying_why() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let trace = |first: &str, last: &str| {
+        [(first, "a"), (last, "b")]
+            .iter()
+            .map(|(at, name)| {
+                format!(
+                    r#"{{"at":"{at}","pod":{{"apiVersion":"v1","kind":"Pod","metadata":{{"name":"{name}","namespace":"ml","uid":"u-{name}"}},"spec":{{"schedulerName":"vgpu-scheduler","containers":[{{"name":"main","resources":{{"limits":{{"nvidia.com/gpu":"1"}}}}}}]}}}}}}"#
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    for (workload, needle) in [
+        (
+            "arrivals: [{name: many, count: 100000000, every: 0s, duration: 1m, pod: {gpus: 1}}]"
+                .to_string(),
+            "arrivals[0] (many): the workload makes more than 1000000 pods",
+        ),
+        (
+            "arrivals: [{name: big, duration: 1m, gang: {members: 10000000}, pod: {gpus: 1}}]"
+                .to_string(),
+            "arrivals[0] (big): the workload makes more than 1000000 pods",
+        ),
+        (
+            trace("0001-01-01T00:00:00.000Z", "9999-12-31T23:59:59.000Z"),
+            "samples, more than 1000000: give a longer --sample-every",
+        ),
+    ] {
+        let (ok, _, err) = simulate(dir.path(), &workload, 1, "r");
+        assert!(!ok);
+        assert!(err.contains(needle), "{err}");
+        assert!(!dir.path().join("r").exists(), "nothing written");
+    }
+}
+
 /// The browser to render the report with: `$VGPU_SCHEDULER_BROWSER`, else
 /// Debian's `chromium`.
 fn browser() -> Option<PathBuf> {

@@ -488,6 +488,7 @@ impl Scheduler {
         }
         ledger.load_mut().retain_pods(existing);
         drop(ledger);
+        self.trace_retain(existing, since);
         self.gang_retain_pods(existing);
         gone.into_iter().map(|(_, shown)| shown).collect()
     }

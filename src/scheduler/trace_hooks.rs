@@ -75,6 +75,21 @@ impl Scheduler {
         }
     }
 
+    /// After a list of pods that started at `since`: pods followed from before
+    /// it that it lacks were deleted unseen, and are recorded gone.
+    pub(super) fn trace_retain(
+        &self,
+        existing: &std::collections::HashSet<String>,
+        since: std::time::Instant,
+    ) {
+        if let Some(trace) = self.trace.get() {
+            let wall = self.clock.wall();
+            let ago = self.clock.now().saturating_duration_since(since);
+            let listed_from = wall - chrono::Duration::from_std(ago).unwrap_or_default();
+            trace.retain(wall, listed_from, existing);
+        }
+    }
+
     /// A PodGroup as a watch (or a cluster file) shows it.
     pub(super) fn trace_podgroup(&self, namespace: &str, name: &str, group: &serde_json::Value) {
         if let Some(trace) = self.trace.get() {

@@ -50,6 +50,11 @@ fn epoch() -> DateTime<Utc> {
 }
 
 fn recording() -> Recording {
+    recording_following(TraceSettings::default().tracked)
+}
+
+/// A recording that follows at most `tracked` pods at once.
+fn recording_following(tracked: usize) -> Recording {
     let clock = ManualClock::starting_at(epoch());
     let memory = Arc::new(MemoryCluster::new(vec![node()], Vec::new(), true));
     let api: Arc<dyn ClusterApi> = memory;
@@ -67,6 +72,7 @@ fn recording() -> Recording {
     let path = dir.path().join("trace.jsonl");
     let settings = TraceSettings {
         flush_every: Duration::from_secs(3600),
+        tracked,
         ..TraceSettings::default()
     };
     let (recorder, writer) =
@@ -112,34 +118,11 @@ async fn filter_then_bind_records_the_pod_and_its_node_at_the_clocks_times() {
     let r = recording();
     let p = pod("a", "vgpu-scheduler", true);
     r.clock.advance(Duration::from_secs(5));
-    let answer = r
-        .scheduler
-        .filter(ExtenderArgs {
-            pod: Some(p.clone()),
-            nodes: None,
-            node_names: Some(["n1"].into_iter().collect()),
-        })
-        .await;
-    assert_eq!(answer.node_names.unwrap_or_default(), vec!["n1"]);
+    filter_only(&r.scheduler, &p).await;
     // A second filter of the same pod (a retry) records nothing new.
     r.clock.advance(Duration::from_millis(1500));
-    r.scheduler
-        .filter(ExtenderArgs {
-            pod: Some(p.clone()),
-            nodes: None,
-            node_names: Some(["n1"].into_iter().collect()),
-        })
-        .await;
-    let bound = r
-        .scheduler
-        .bind(ExtenderBindingArgs {
-            pod_name: Some("a".into()),
-            pod_namespace: Some("ns".into()),
-            pod_uid: Some("uid-a".into()),
-            node: Some("n1".into()),
-        })
-        .await;
-    assert_eq!(bound.error, "");
+    filter_only(&r.scheduler, &p).await;
+    bind_on_n1(&r.scheduler, "a").await;
     r.clock.advance(Duration::from_secs(60));
     r.scheduler.forget_pod("uid-a");
     r.scheduler.forget_pod("uid-a");
@@ -221,4 +204,73 @@ async fn pods_of_other_schedulers_are_not_recorded_even_when_filtered() {
         .apply_pod(&pod("other", "default-scheduler", true));
     let events = r.finish();
     assert_eq!(kinds(&events), vec!["0 pod renamed", "0 pod watched"]);
+}
+
+/// `/bind` of the pod `name` (namespace `ns`) to `n1`; asserts it bound.
+async fn bind_on_n1(scheduler: &Scheduler, name: &str) {
+    let bound = scheduler
+        .bind(ExtenderBindingArgs {
+            pod_name: Some(name.into()),
+            pod_namespace: Some("ns".into()),
+            pod_uid: Some(format!("uid-{name}")),
+            node: Some("n1".into()),
+        })
+        .await;
+    assert_eq!(bound.error, "");
+}
+
+/// `/filter` of `p` over `n1`; asserts it fits.
+async fn filter_only(scheduler: &Scheduler, p: &Pod) {
+    let answer = scheduler
+        .filter(ExtenderArgs {
+            pod: Some(p.clone()),
+            nodes: None,
+            node_names: Some(["n1"].into_iter().collect()),
+        })
+        .await;
+    assert_eq!(answer.node_names.unwrap_or_default(), vec!["n1"]);
+}
+
+#[tokio::test]
+async fn pods_filtered_that_never_bind_do_not_stop_the_recording() {
+    let r = recording_following(3);
+    for i in 0..5 {
+        filter_only(
+            &r.scheduler,
+            &pod(&format!("never-{i}"), "vgpu-scheduler", true),
+        )
+        .await;
+        r.clock.advance(Duration::from_secs(1));
+    }
+    let late = pod("late", "vgpu-scheduler", true);
+    filter_only(&r.scheduler, &late).await;
+    bind_on_n1(&r.scheduler, "late").await;
+    let dropped = r.scheduler.metrics().trace_dropped.get();
+    let events = kinds(&r.finish());
+    assert_eq!(
+        &events[5..],
+        ["5 pod late", "5 bound ns/late n1"],
+        "{events:?}"
+    );
+    assert_eq!(dropped, 0);
+}
+
+#[tokio::test]
+async fn pods_deleted_while_no_watch_told_are_recorded_gone_after_the_next_list() {
+    let r = recording();
+    r.scheduler
+        .apply_pod(&pod("deleted", "vgpu-scheduler", true));
+    r.clock.advance(Duration::from_secs(10));
+    let list_started = crate::clock::Clock::now(r.clock.as_ref());
+    r.clock.advance(Duration::from_secs(1));
+    // Created after the list was taken: not in it, yet not gone.
+    r.scheduler.apply_pod(&pod("newer", "vgpu-scheduler", true));
+    r.clock.advance(Duration::from_secs(1));
+    r.scheduler
+        .retain_pods(&std::collections::HashSet::new(), list_started);
+    let events = r.finish();
+    assert_eq!(
+        kinds(&events),
+        vec!["0 pod deleted", "11 pod newer", "12 gone ns/deleted"]
+    );
 }

@@ -6,6 +6,7 @@
 //! CSVs. The same seed gives the same report.
 
 pub mod kube_scheduler;
+pub mod limits;
 pub mod objects;
 pub mod observe;
 pub mod plots;
@@ -96,6 +97,7 @@ pub async fn simulate(
     sample_every: Duration,
     progress: bool,
 ) -> anyhow::Result<Vec<ReplayResult>> {
+    limits::check(workload, sample_every).map_err(anyhow::Error::msg)?;
     let jobs = workload.expand(seed);
     let mut results = Vec::new();
     for setup in setups {

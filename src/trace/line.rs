@@ -77,16 +77,20 @@ impl std::fmt::Display for LineError {
 impl TraceLine {
     /// The line as written to the file (without the newline).
     pub fn to_json(&self) -> Result<String, serde_json::Error> {
+        serde_json::to_string(&self.to_value()?)
+    }
+
+    /// The line as a JSON object.
+    pub fn to_value(&self) -> Result<Value, serde_json::Error> {
         let at = self.at.to_rfc3339_opts(SecondsFormat::Millis, true);
-        let value = match &self.event {
+        Ok(match &self.event {
             TraceEvent::Pod(pod) => json!({"at": at, "pod": serde_json::to_value(pod)?}),
             TraceEvent::Bound { pod, uid, node } => {
                 json!({"at": at, "bound": pod, "uid": uid, "node": node})
             }
             TraceEvent::Gone { pod, uid } => json!({"at": at, "gone": pod, "uid": uid}),
             TraceEvent::PodGroup(group) => json!({"at": at, "podGroup": group}),
-        };
-        serde_json::to_string(&value)
+        })
     }
 
     /// Reads one line.

@@ -7,7 +7,10 @@
 //! [`TraceRecorder`], which queues them without waiting, and a thread of its own
 //! writes them out.
 
+pub mod budget;
 pub mod line;
+pub mod line_cap;
+pub mod private;
 pub mod read;
 pub mod recorder;
 pub mod scrub;

@@ -4,6 +4,7 @@
 //! about.
 
 use super::line::{LineError, TraceLine, is_trace_line};
+use super::line_cap::OMITTED_ANNOTATIONS;
 
 /// A trace as read.
 #[derive(Debug, Clone, Default)]
@@ -33,9 +34,14 @@ pub fn parse_trace(text: &str) -> Result<Trace, String> {
         .collect();
     let last = numbered.last().map(|(n, _)| *n);
     let mut trace = Trace::default();
+    let omitted_field = format!("\"{OMITTED_ANNOTATIONS}\":");
+    let mut capped = 0usize;
     for (number, text) in numbered {
         match TraceLine::from_json(text) {
-            Ok(line) => trace.lines.push(line),
+            Ok(line) => {
+                capped += usize::from(text.contains(&omitted_field));
+                trace.lines.push(line);
+            }
             Err(LineError::Syntax {
                 cut_short: true, ..
             }) if Some(number) == last => trace.warnings.push(format!(
@@ -46,6 +52,11 @@ pub fn parse_trace(text: &str) -> Result<Trace, String> {
     }
     if trace.lines.is_empty() {
         return Err("the trace holds no events".into());
+    }
+    if capped > 0 {
+        trace.warnings.push(format!(
+            "{capped} recorded object(s) lost annotations to the trace's line cap (named in their lines' {OMITTED_ANNOTATIONS})"
+        ));
     }
     // Lines are written about in the order seen, but a file continued by
     // another process (or from an older server) may hold a bind before its
@@ -114,6 +125,19 @@ mod tests {
             })
             .collect();
         assert_eq!(kinds, ["pod", "bound", "gone"]);
+    }
+
+    #[test]
+    fn lines_that_lost_annotations_to_the_cap_are_warned_about() {
+        let capped = POD.replacen(
+            r#"{"at""#,
+            r#"{"omittedAnnotations":["example.com/state"],"at""#,
+            1,
+        );
+        let trace = parse_trace(&format!("{capped}\n{BOUND}\n")).unwrap();
+        assert_eq!(trace.lines.len(), 2);
+        assert_eq!(trace.warnings.len(), 1, "{:?}", trace.warnings);
+        assert!(trace.warnings[0].starts_with("1 recorded object(s) lost annotations"));
     }
 
     #[test]

@@ -4,12 +4,17 @@
 //! records what it finds anew, and the reader merges the repeats.
 //!
 //! Only pods whose first sight was recorded are kept, and a pod is forgotten
-//! once recorded gone, so the book holds about as many pods as are waiting or
-//! running; past `capacity` new pods are not recorded (and counted as dropped)
-//! rather than let a trace of a very large cluster grow the scheduler's memory
-//! without end.
+//! once recorded gone (or found missing from a full list), so the book holds
+//! about as many pods as are waiting or running. Past `capacity` the pod that
+//! has waited longest without a bind is let go of to make room (pods `/filter`
+//! named that never bind, e.g. with a cluster file, which has no watch to say
+//! they went, would otherwise fill the book and stop the recording for good);
+//! only when every pod followed is bound are new pods not recorded (and counted
+//! as dropped), rather than let a trace of a very large cluster grow the
+//! scheduler's memory without end.
 
-use std::collections::{HashMap, HashSet};
+use chrono::{DateTime, Utc};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// Where a recorded pod stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -23,12 +28,19 @@ struct SeenPod {
     /// `namespace/name`, for the lines that only know the UID.
     key: String,
     stage: Stage,
+    /// Its place in the order of first sights.
+    order: u64,
+    /// When it was first seen.
+    seen_at: DateTime<Utc>,
 }
 
 /// Pods and PodGroups recorded so far.
 #[derive(Debug)]
 pub struct SeenBook {
     pods: HashMap<String, SeenPod>,
+    /// The UIDs of pods waiting (not bound), by first sight, oldest first.
+    waiting: BTreeMap<u64, String>,
+    next_order: u64,
     groups: HashSet<String>,
     capacity: usize,
 }
@@ -49,25 +61,42 @@ impl SeenBook {
     pub fn new(capacity: usize) -> Self {
         Self {
             pods: HashMap::new(),
+            waiting: BTreeMap::new(),
+            next_order: 0,
             groups: HashSet::new(),
             capacity,
         }
     }
 
-    /// Notes a pod seen waiting; `key` names it (`namespace/name`), made only
-    /// for a pod not seen before.
-    pub fn pod(&mut self, uid: &str, key: impl FnOnce() -> String) -> FirstSight {
+    /// Notes a pod seen waiting at `at`; `key` names it (`namespace/name`),
+    /// made only for a pod not seen before.
+    pub fn pod(
+        &mut self,
+        uid: &str,
+        at: DateTime<Utc>,
+        key: impl FnOnce() -> String,
+    ) -> FirstSight {
         if self.pods.contains_key(uid) {
             return FirstSight::Known;
         }
         if self.pods.len() >= self.capacity {
-            return FirstSight::Full;
+            match self.waiting.pop_first() {
+                Some((_, longest_waiting)) => {
+                    self.pods.remove(&longest_waiting);
+                }
+                None => return FirstSight::Full,
+            }
         }
+        let order = self.next_order;
+        self.next_order += 1;
+        self.waiting.insert(order, uid.to_string());
         self.pods.insert(
             uid.to_string(),
             SeenPod {
                 key: key(),
                 stage: Stage::Waiting,
+                order,
+                seen_at: at,
             },
         );
         FirstSight::New
@@ -81,12 +110,28 @@ impl SeenBook {
             return None;
         }
         pod.stage = Stage::Bound;
+        self.waiting.remove(&pod.order);
         Some(pod.key.clone())
     }
 
     /// Notes a pod gone; its key when it was recorded and not gone before.
     pub fn gone(&mut self, uid: &str) -> Option<String> {
-        self.pods.remove(uid).map(|p| p.key)
+        let pod = self.pods.remove(uid)?;
+        self.waiting.remove(&pod.order);
+        Some(pod.key)
+    }
+
+    /// The UIDs of pods first seen before `before` that `exists` says are no
+    /// more: gone while no watch told of it.
+    pub fn missing(&self, before: DateTime<Utc>, exists: impl Fn(&str) -> bool) -> Vec<String> {
+        let mut missing: Vec<(u64, String)> = self
+            .pods
+            .iter()
+            .filter(|(uid, pod)| pod.seen_at < before && !exists(uid))
+            .map(|(uid, pod)| (pod.order, uid.clone()))
+            .collect();
+        missing.sort();
+        missing.into_iter().map(|(_, uid)| uid).collect()
     }
 
     /// Notes a PodGroup seen, by `namespace/name` (its deletion, which lets one
@@ -109,12 +154,16 @@ impl SeenBook {
 mod tests {
     use super::*;
 
+    fn t(seconds: i64) -> DateTime<Utc> {
+        DateTime::from_timestamp(1_750_000_000 + seconds, 0).unwrap()
+    }
+
     #[test]
     fn each_pod_is_noted_once_per_stage_and_only_if_seen_waiting() {
         let mut book = SeenBook::new(10);
         assert_eq!(book.bound("u0"), None, "never seen waiting");
-        assert_eq!(book.pod("u1", || "ml/a".into()), FirstSight::New);
-        assert_eq!(book.pod("u1", || "ml/a".into()), FirstSight::Known);
+        assert_eq!(book.pod("u1", t(0), || "ml/a".into()), FirstSight::New);
+        assert_eq!(book.pod("u1", t(1), || "ml/a".into()), FirstSight::Known);
         assert_eq!(book.bound("u1").as_deref(), Some("ml/a"));
         assert_eq!(book.bound("u1"), None);
         assert_eq!(book.gone("u1").as_deref(), Some("ml/a"));
@@ -122,12 +171,37 @@ mod tests {
     }
 
     #[test]
-    fn a_full_book_takes_no_new_pod_until_one_goes() {
+    fn a_book_full_of_bound_pods_takes_no_new_pod_until_one_goes() {
         let mut book = SeenBook::new(1);
-        assert_eq!(book.pod("u1", || "ml/a".into()), FirstSight::New);
-        assert_eq!(book.pod("u2", || "ml/b".into()), FirstSight::Full);
+        assert_eq!(book.pod("u1", t(0), || "ml/a".into()), FirstSight::New);
+        book.bound("u1");
+        assert_eq!(book.pod("u2", t(1), || "ml/b".into()), FirstSight::Full);
         book.gone("u1");
-        assert_eq!(book.pod("u2", || "ml/b".into()), FirstSight::New);
+        assert_eq!(book.pod("u2", t(2), || "ml/b".into()), FirstSight::New);
+    }
+
+    #[test]
+    fn a_full_book_lets_go_of_the_pod_waiting_longest_for_a_new_one() {
+        let mut book = SeenBook::new(3);
+        for (i, uid) in ["u1", "u2", "u3"].into_iter().enumerate() {
+            assert_eq!(book.pod(uid, t(i as i64), || uid.into()), FirstSight::New);
+        }
+        book.bound("u1");
+        assert_eq!(book.pod("u4", t(4), || "u4".into()), FirstSight::New);
+        assert_eq!(book.bound("u2"), None, "u2 waited longest: let go of");
+        assert_eq!(book.pod("u5", t(5), || "u5".into()), FirstSight::New);
+        assert_eq!(book.bound("u3"), None, "then u3");
+        assert_eq!(book.gone("u1").as_deref(), Some("u1"), "bound pods stay");
+        assert_eq!(book.bound("u4").as_deref(), Some("u4"));
+    }
+
+    #[test]
+    fn pods_first_seen_before_a_list_that_lacks_them_are_missing() {
+        let mut book = SeenBook::new(10);
+        book.pod("u1", t(0), || "ml/a".into());
+        book.pod("u2", t(1), || "ml/b".into());
+        book.pod("u3", t(5), || "ml/c".into());
+        assert_eq!(book.missing(t(3), |uid| uid == "u2"), vec!["u1"]);
     }
 
     #[test]

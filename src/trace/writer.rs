@@ -6,62 +6,97 @@
 //! the queue is there to keep off requests (see `log_writer` for the same
 //! reasoning about log lines).
 
-use super::line::{TraceEvent, TraceLine};
-use super::scrub::{as_created, podgroup_as_created};
+use super::budget::QueueBudget;
+use super::recorder::TraceSettings;
 use prometheus_client::metrics::counter::Counter;
 use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::Receiver;
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-/// Stops the writer (after it wrote out what was queued) when dropped.
+/// Stops the writer (after it wrote out what was queued, or gave up waiting
+/// for the file to take it) when dropped.
 pub struct TraceWriter {
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
+    /// Closed by the thread as it ends.
+    ended: Receiver<()>,
+    finish_within: Duration,
+    budget: QueueBudget,
+    path: PathBuf,
 }
 
 impl TraceWriter {
-    /// Starts the thread writing what `queue` receives to `file`.
+    /// Starts the thread writing the lines `queue` receives to `file`; each
+    /// line's bytes go back to `budget` once written.
     pub(super) fn start(
         file: File,
         path: PathBuf,
-        queue: Receiver<TraceLine>,
-        flush_every: Duration,
+        queue: Receiver<String>,
+        budget: QueueBudget,
+        settings: &TraceSettings,
         dropped: Counter,
     ) -> std::io::Result<Self> {
         let stop = Arc::new(AtomicBool::new(false));
         let stopped = stop.clone();
+        let (ending, ended): (Sender<()>, Receiver<()>) = channel();
+        let flush_every = settings.flush_every;
+        let mut sink = Sink {
+            out: BufWriter::with_capacity(64 * 1024, file),
+            path: path.clone(),
+            budget: budget.clone(),
+            dropped,
+            failing: false,
+        };
         let thread = std::thread::Builder::new()
             .name("trace-writer".into())
             .spawn(move || {
-                let mut sink = Sink {
-                    out: BufWriter::with_capacity(64 * 1024, file),
-                    path,
-                    dropped,
-                    failing: false,
-                };
+                // Dropped when the thread ends, however it ends.
+                let _ending = ending;
                 sink.run(&queue, &stopped, flush_every);
             })?;
         Ok(Self {
             stop,
             thread: Some(thread),
+            ended,
+            finish_within: settings.finish_within,
+            budget,
+            path,
         })
     }
 
-    /// Writes out what was queued so far and stops.
+    /// Writes out what was queued so far and stops; gives up after
+    /// `finish_within` when the file does not take it (a stuck disk, a pipe
+    /// nobody reads), so that a server asked to stop does stop.
     pub fn finish(mut self) {
         self.stop_thread();
     }
 
     fn stop_thread(&mut self) {
         self.stop.store(true, Ordering::Release);
-        if let Some(thread) = self.thread.take() {
-            thread.thread().unpark();
-            let _ = thread.join();
+        let Some(thread) = self.thread.take() else {
+            return;
+        };
+        thread.thread().unpark();
+        match self.ended.recv_timeout(self.finish_within) {
+            Err(RecvTimeoutError::Timeout) => {
+                // The thread is left blocked in its write; the process ends
+                // without it.
+                tracing::warn!(
+                    file = %self.path.display(),
+                    waited = ?self.finish_within,
+                    bytes = self.budget.used(),
+                    "the trace file did not take what was left to write in time; stopping without it"
+                );
+            }
+            Ok(()) | Err(RecvTimeoutError::Disconnected) => {
+                let _ = thread.join();
+            }
         }
     }
 }
@@ -75,13 +110,14 @@ impl Drop for TraceWriter {
 struct Sink {
     out: BufWriter<File>,
     path: PathBuf,
+    budget: QueueBudget,
     dropped: Counter,
     /// A write failed and was reported; reported again only once it recovered.
     failing: bool,
 }
 
 impl Sink {
-    fn run(&mut self, queue: &Receiver<TraceLine>, stop: &AtomicBool, flush_every: Duration) {
+    fn run(&mut self, queue: &Receiver<String>, stop: &AtomicBool, flush_every: Duration) {
         loop {
             // Parked until the next flush or a stop; a spurious wakeup parks again.
             let due = Instant::now() + flush_every;
@@ -94,7 +130,7 @@ impl Sink {
             }
             let stopping = stop.load(Ordering::Acquire);
             while let Ok(line) = queue.try_recv() {
-                self.write(line);
+                self.write(&line);
             }
             let flushed = self.out.flush();
             self.report(flushed);
@@ -104,24 +140,9 @@ impl Sink {
         }
     }
 
-    fn write(&mut self, line: TraceLine) {
-        let line = TraceLine {
-            at: line.at,
-            event: match line.event {
-                TraceEvent::Pod(pod) => TraceEvent::Pod(Box::new(as_created(&pod))),
-                TraceEvent::PodGroup(group) => {
-                    TraceEvent::PodGroup(Box::new(podgroup_as_created(&group)))
-                }
-                other => other,
-            },
-        };
-        let written = match line.to_json() {
-            Ok(mut text) => {
-                text.push('\n');
-                self.out.write_all(text.as_bytes())
-            }
-            Err(e) => Err(std::io::Error::other(e)),
-        };
+    fn write(&mut self, line: &str) {
+        let written = self.out.write_all(line.as_bytes());
+        self.budget.give_back(line.len());
         if written.is_err() {
             self.dropped.inc();
         }
@@ -148,6 +169,9 @@ pub(super) fn open_for_append(path: &Path) -> std::io::Result<File> {
         .read(true)
         .append(true)
         .create(true)
+        // It holds pod specs (images, arguments, other tools' annotations):
+        // readable by whoever runs the server only.
+        .mode(0o600)
         .open(path)?;
     let len = file.metadata()?.len();
     let keep = complete_length(&mut file, len)?;

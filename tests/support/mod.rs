@@ -256,6 +256,22 @@ impl Server {
         kib / 1024.0
     }
 
+    /// Sends SIGTERM and waits up to `within` for the server to exit; its exit
+    /// status, or `None` when it still runs.
+    pub fn terminate(&mut self, within: Duration) -> Option<std::process::ExitStatus> {
+        let pid = libc::pid_t::try_from(self.child.id()).expect("pid fits");
+        // SAFETY: sends SIGTERM to the child this harness started; no memory is shared.
+        assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0, "send SIGTERM");
+        let deadline = Instant::now() + within;
+        while Instant::now() < deadline {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(25));
+        }
+        None
+    }
+
     /// The temporary directory of this server.
     pub fn dir(&self) -> &Path {
         self.dir.path()
