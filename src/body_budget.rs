@@ -6,8 +6,11 @@
 //! [`read_body_within_budget`] before the handler runs, and every piece is charged
 //! to a budget as it arrives and given back when the answer is ready:
 //!
-//! * A request is charged only for what it sent: a head that promises a body and
-//!   sends none holds nothing, whatever its `Content-Length` says.
+//! * A request is charged nothing before its body's first byte: a head that
+//!   promises a body and sends none holds nothing, whatever its `Content-Length`
+//!   says. With that first byte a body that declared its length takes all of it
+//!   at once (bodies holding parts while waiting for more would hold each other
+//!   up); a chunked body is charged piece by piece as it grows.
 //! * A body that stalls or trickles is cut (see `body_pace`), so what it holds is
 //!   held for seconds, not for the request time limit.
 //! * Each class of route has a budget of its own: the extender verbs
@@ -177,8 +180,16 @@ pub async fn read_within(
         }
         let waiting = Instant::now();
         let charged = share.as_ref().map_or(0, |s| s.num_permits());
-        // A body larger than the whole budget is charged all of it, no more.
-        let charge = piece.len().min(budget.total.saturating_sub(charged));
+        // A body that declared its length takes all of it with its first byte, in
+        // one wait: bodies that each held a part and waited for more would hold
+        // each other up until every one of them was refused. A chunked body can
+        // only be charged as it grows. A body larger than the whole budget is
+        // charged all of it, no more.
+        let wanted = match declared {
+            Some(length) => usize::try_from(length).unwrap_or(usize::MAX).max(received),
+            None => received,
+        };
+        let charge = wanted.min(budget.total).saturating_sub(charged);
         if charge > 0 {
             let more = take(budget, charge).await?;
             match share.as_mut() {
@@ -280,5 +291,60 @@ mod tests {
         let refused = read_within(&budget, &chunked(), silent).await;
         assert_eq!(refused.err(), Some(BodyRefused::Stalled));
         assert_eq!(budget.available(), 8);
+    }
+
+    /// Two bodies that together are over the budget, each sent in two halves with
+    /// a pause between: charged by halves they would each hold one half and wait
+    /// for the other's until both were refused; charged their declared length at
+    /// the first byte, one waits for the other and both are read.
+    #[tokio::test(start_paused = true)]
+    async fn bodies_that_declared_their_length_never_hold_each_other_up() {
+        let budget = Arc::new(BodyBudget::new(100, 100));
+        let halves = || {
+            let (tx, rx) = tokio::sync::mpsc::channel::<Result<Bytes, std::io::Error>>(2);
+            let body = Body::from_stream(tokio_stream_of(rx));
+            (tx, body)
+        };
+        let mut length = HeaderMap::new();
+        length.insert(header::CONTENT_LENGTH, "80".parse().expect("header"));
+        let (tx_a, body_a) = halves();
+        let (tx_b, body_b) = halves();
+        let read_a = tokio::spawn({
+            let (budget, length) = (budget.clone(), length.clone());
+            async move {
+                read_within(&budget, &length, body_a)
+                    .await
+                    .map(|h| h.bytes.len())
+            }
+        });
+        let read_b = tokio::spawn({
+            let (budget, length) = (budget.clone(), length.clone());
+            async move {
+                read_within(&budget, &length, body_b)
+                    .await
+                    .map(|h| h.bytes.len())
+            }
+        });
+        for tx in [&tx_a, &tx_b] {
+            tx.send(Ok(Bytes::from(vec![b'x'; 40])))
+                .await
+                .expect("send");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        for tx in [tx_a, tx_b] {
+            tx.send(Ok(Bytes::from(vec![b'y'; 40])))
+                .await
+                .expect("send");
+        }
+        assert_eq!(read_a.await.expect("join"), Ok(80));
+        assert_eq!(read_b.await.expect("join"), Ok(80));
+        assert_eq!(budget.available(), 100);
+    }
+
+    /// The receiving end of a channel as a stream of body pieces.
+    fn tokio_stream_of(
+        mut rx: tokio::sync::mpsc::Receiver<Result<Bytes, std::io::Error>>,
+    ) -> impl futures::Stream<Item = Result<Bytes, std::io::Error>> {
+        futures::stream::poll_fn(move |cx| rx.poll_recv(cx))
     }
 }

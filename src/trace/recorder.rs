@@ -493,6 +493,20 @@ mod tests {
         assert_eq!(mode & 0o777, 0o600, "{mode:o}");
     }
 
+    #[test]
+    fn a_trace_file_readable_by_others_is_continued_readable_by_its_owner_only() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("trace.jsonl");
+        std::fs::write(&path, "").unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let (_recorder, writer) =
+            TraceRecorder::open(&path, &TraceSettings::default(), Counter::default()).unwrap();
+        writer.finish();
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600, "{mode:o}");
+    }
+
     /// A pod with a secret in an environment variable and in kubectl's copy of
     /// what was applied; its PodGroup with such a copy too.
     fn record_private(verbatim: bool) -> String {

@@ -11,7 +11,7 @@ use super::recorder::TraceSettings;
 use prometheus_client::metrics::counter::Counter;
 use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, Read, Seek, SeekFrom, Write};
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -173,7 +173,15 @@ pub(super) fn open_for_append(path: &Path) -> std::io::Result<File> {
         // readable by whoever runs the server only.
         .mode(0o600)
         .open(path)?;
-    let len = file.metadata()?.len();
+    let metadata = file.metadata()?;
+    // A trace an earlier version created readable by others is continued
+    // readable by its owner only, like a new one.
+    let mode = metadata.permissions().mode();
+    if metadata.is_file() && mode & 0o077 != 0 {
+        file.set_permissions(std::fs::Permissions::from_mode(mode & 0o7700))?;
+        tracing::info!(file = %path.display(), "made the trace readable by its owner only");
+    }
+    let len = metadata.len();
     let keep = complete_length(&mut file, len)?;
     if keep < len {
         file.set_len(keep)?;
