@@ -184,6 +184,14 @@ fn parse_positive_duration(v: &str) -> Result<Duration, String> {
     }
 }
 
+fn parse_positive_count(v: &str) -> Result<usize, String> {
+    match v.parse::<usize>() {
+        Ok(0) => Err(format!("{v:?}: must be at least 1")),
+        Ok(n) => Ok(n),
+        Err(e) => Err(format!("{v:?}: {e}")),
+    }
+}
+
 fn parse_go_bool(v: &str) -> Result<bool, String> {
     match v {
         "1" | "t" | "T" | "TRUE" | "true" | "True" => Ok(true),
@@ -423,6 +431,16 @@ pub struct ServeArgs {
     /// httpTimeout).
     #[arg(long = "gang-strict-wait", default_value = "25s", value_parser = parse_duration)]
     pub gang_strict_wait: Duration,
+    /// Gang and queue pods known only from /filter (a cluster file has no watch;
+    /// in a live cluster, pods the watch has not shown) kept at most: beyond it,
+    /// those asked about longest ago are forgotten first (never pods holding GPUs).
+    #[arg(long = "max-filter-only-pods", default_value_t = crate::gang::filter_only::DEFAULT_MAX, value_parser = parse_positive_count)]
+    pub max_filter_only_pods: usize,
+    /// How long a gang or queue pod known only from /filter is kept without being
+    /// asked about again (keep it above kube-scheduler's 5m retry of unschedulable
+    /// pods).
+    #[arg(long = "filter-only-pod-ttl", default_value = "10m", value_parser = parse_positive_duration)]
+    pub filter_only_pod_ttl: Duration,
     /// Append a trace of what this server sees to FILE, one JSON object a line:
     /// vGPU pods as they arrive (their specs), binds, ends, and PodGroups.
     /// `simulate --workload FILE` replays it.

@@ -97,6 +97,14 @@ pub struct Metrics {
     /// Trace events not written (`serve --record-trace`): the writer was behind,
     /// or too many pods were followed at once.
     pub trace_dropped: Counter,
+    /// Gang and queue pods known only from `/filter`, now.
+    pub filter_only_pods: Gauge,
+    filter_only_dropped: Family<ReasonLabels, Counter>,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReasonLabels {
+    reason: String,
 }
 
 /// Latency objectives (seconds) that get a histogram bound of their own.
@@ -217,6 +225,18 @@ impl Metrics {
             "Trace events not written (--record-trace) because the writer was behind or too many pods were followed at once",
             trace_dropped.clone(),
         );
+        let filter_only_pods = Gauge::default();
+        registry.register(
+            "vgpu_scheduler_filter_only_pods",
+            "Gang and queue pods known only from /filter (not shown by a watch or the cluster file), kept up to --max-filter-only-pods",
+            filter_only_pods.clone(),
+        );
+        let filter_only_dropped = Family::<ReasonLabels, Counter>::default();
+        registry.register(
+            "vgpu_scheduler_filter_only_pods_dropped",
+            "Gang and queue pods known only from /filter that were forgotten, by reason (expired: not asked about within --filter-only-pod-ttl; over-limit: beyond --max-filter-only-pods)",
+            filter_only_dropped.clone(),
+        );
         Self {
             registry,
             options,
@@ -236,7 +256,18 @@ impl Metrics {
             eviction_series: Default::default(),
             pipelined_plans_expired,
             trace_dropped,
+            filter_only_pods,
+            filter_only_dropped,
         }
+    }
+
+    /// Counts one pod known only from `/filter` forgotten, for `reason`.
+    pub fn filter_only_pod_dropped(&self, reason: &str) {
+        self.filter_only_dropped
+            .get_or_create(&ReasonLabels {
+                reason: reason.to_string(),
+            })
+            .inc();
     }
 
     /// Counts one eviction attempt.

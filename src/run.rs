@@ -83,6 +83,10 @@ pub fn scheduler_config(args: &ServeArgs, devices: &DeviceConfig) -> SchedulerCo
             timeout: args.gang_timeout,
             strict: args.gang_strict,
             strict_wait: args.gang_strict_wait,
+            filter_only: crate::gang::filter_only::FilterOnlyLimits {
+                max: args.max_filter_only_pods,
+                ttl: args.filter_only_pod_ttl,
+            },
         },
         previous_schedulers: args
             .previous_scheduler_names

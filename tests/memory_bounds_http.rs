@@ -187,3 +187,60 @@ async fn pods_that_never_fit_are_not_kept_in_cluster_file_mode() {
         "RSS grew from {before:.0} to {after:.0} MiB"
     );
 }
+
+/// What `/filter` alone teaches a cluster file about gang and queue pods is kept
+/// up to `--max-filter-only-pods`: 300 queue pods of distinct gangs that wait,
+/// each named once, leave 40 known, the rest forgotten oldest first and counted.
+/// The planner then sees only those 40 gangs.
+#[tokio::test]
+async fn queue_pods_known_only_from_filter_stay_within_the_limit() {
+    const LIMIT: usize = 40;
+    const NAMED: usize = 300;
+    let server = Server::start(
+        vec![one_gpu_node("gpu-a")],
+        &["--max-filter-only-pods", &LIMIT.to_string()],
+    )
+    .await;
+    for i in 0..NAMED {
+        let p = pod("ml", &format!("queued-{i}"))
+            .annotation("scheduling.volcano.sh/queue-name", "default")
+            .gpus(1, 900_000, 10)
+            .build();
+        let answer = server.filter(&p, &["gpu-a"]).await;
+        let reason = answer["FailedNodes"]["gpu-a"].as_str().unwrap_or_default();
+        assert!(reason.starts_with("gang pod ml/queued-"), "{answer}");
+    }
+    let (_, metrics) = server.get("/metrics").await;
+    assert_eq!(
+        metric_value(&metrics, "vgpu_scheduler_filter_only_pods"),
+        LIMIT as u64,
+        "{metrics}"
+    );
+    assert_eq!(
+        metric_value(
+            &metrics,
+            "vgpu_scheduler_filter_only_pods_dropped_total{reason=\"over-limit\"}"
+        ),
+        (NAMED - LIMIT) as u64,
+        "{metrics}"
+    );
+    // A planning cycle that started after the last /filter judges only the pods
+    // still known: the 40 named last.
+    let last = format!("ml/queued-{}", NAMED - 1);
+    let mut gangs = Vec::new();
+    for _ in 0..200 {
+        let (_, text) = server.get("/debug/queues").await;
+        let queues: Value = serde_json::from_str(&text).expect("JSON");
+        gangs = queues["gangs"].as_array().cloned().unwrap_or_default();
+        if gangs.iter().any(|g| g["gang"] == last.as_str()) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(gangs.len(), LIMIT, "{gangs:#?}");
+    let oldest_kept = format!("ml/queued-{}", NAMED - LIMIT);
+    assert!(
+        gangs.iter().any(|g| g["gang"] == oldest_kept.as_str()),
+        "{gangs:#?}"
+    );
+}

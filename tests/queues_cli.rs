@@ -129,3 +129,71 @@ async fn the_same_tables_come_from_a_running_server() {
     let (ok, _, _) = queues(&["--server", &server.base, "--insecure"]);
     assert!(ok);
 }
+
+/// A gang whose PodGroup names a queue that does not exist, and a queue pod naming
+/// another: both wait, and /filter, /debug/queues and `queues` say why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gang_in_a_queue_that_does_not_exist_says_so() {
+    let mut docs = cluster();
+    docs.push(
+        json!({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+               "metadata": {"name": "lost", "namespace": "ml", "uid": "pg-lost"},
+               "spec": {"minMember": 1, "queue": "nowhere"}}),
+    );
+    let member = |name: &str, annotations: Value| {
+        let mut p = pod("ml", name)
+            .container(gpu_container("w", 1, 1000, 0))
+            .build();
+        p["metadata"]["annotations"] = annotations;
+        p["spec"]["schedulerName"] = json!("vgpu-scheduler");
+        p
+    };
+    let lost = member("lost-0", json!({"scheduling.k8s.io/group-name": "lost"}));
+    let stray = member(
+        "stray",
+        json!({"scheduling.volcano.sh/queue-name": "ghost"}),
+    );
+    docs.push(lost.clone());
+    let server = Server::start(docs, &["--schedule-period", "100ms"]).await;
+
+    let answer = server.filter(&lost, &["n1"]).await;
+    assert_eq!(
+        answer["FailedNodes"]["n1"], "gang ml/lost: queue \"nowhere\" does not exist",
+        "{answer}"
+    );
+    let answer = server.filter(&stray, &["n1"]).await;
+    assert_eq!(
+        answer["FailedNodes"]["n1"], "gang pod ml/stray: queue \"ghost\" does not exist",
+        "{answer}"
+    );
+
+    let mut gangs = Value::Null;
+    for _ in 0..100 {
+        let (_, text) = server.get("/debug/queues").await;
+        gangs = serde_json::from_str::<Value>(&text).expect("JSON")["gangs"].clone();
+        if gangs.as_array().is_some_and(|g| g.len() == 3) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let message = |gang: &str| {
+        gangs
+            .as_array()
+            .and_then(|g| g.iter().find(|v| v["gang"] == gang))
+            .map(|v| v["message"].clone())
+            .unwrap_or_else(|| panic!("no gang {gang}: {gangs:#}"))
+    };
+    assert_eq!(message("ml/lost"), "queue \"nowhere\" does not exist");
+    assert_eq!(message("ml/stray"), "queue \"ghost\" does not exist");
+
+    let dir = tempfile::tempdir().unwrap();
+    let ca = dir.path().join("ca.pem");
+    std::fs::write(&ca, &server.root_pem).unwrap();
+    let (ok, out, err) = queues(&["--server", &server.base, "--ca-file", ca.to_str().unwrap()]);
+    assert!(ok, "{err}");
+    let line = out
+        .lines()
+        .find(|l| l.starts_with("ml/lost"))
+        .unwrap_or_else(|| panic!("no gang line: {out}"));
+    assert!(line.contains("queue \"nowhere\" does not exist"), "{line}");
+}

@@ -11,6 +11,7 @@
 pub mod barrier;
 pub mod book;
 pub mod eviction_view;
+pub mod filter_only;
 pub mod membership;
 pub mod native_group;
 pub mod pipelined_plan;

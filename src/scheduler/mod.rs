@@ -14,6 +14,8 @@ mod debug_state;
 #[cfg(test)]
 mod event_order_tests;
 mod filter;
+#[cfg(test)]
+mod filter_only_tests;
 pub(crate) mod gang;
 #[cfg(test)]
 mod gang_invariant_tests;
@@ -126,6 +128,8 @@ pub struct GangConfig {
     /// How long a strict member waits at `/bind`; keep it under the extender's
     /// `httpTimeout` for the bind verb.
     pub strict_wait: Duration,
+    /// How many pods known only from `/filter` are kept, and for how long.
+    pub filter_only: crate::gang::filter_only::FilterOnlyLimits,
 }
 
 impl Default for GangConfig {
@@ -135,6 +139,7 @@ impl Default for GangConfig {
             timeout: Duration::from_secs(300),
             strict: false,
             strict_wait: Duration::from_secs(25),
+            filter_only: Default::default(),
         }
     }
 }
@@ -615,6 +620,7 @@ impl Scheduler {
             self.api.forget_pod(&entry.namespace, &entry.name).await;
         }
         self.expire_pledges(clear_annotations).await;
+        self.drop_stale_filter_only_pods().await;
         expired.len()
     }
 }

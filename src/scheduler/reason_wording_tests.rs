@@ -108,7 +108,8 @@ fn queue_refusals_read_without_a_format_verb() {
 }
 
 /// The gang and queue wait messages a waiting member's `/filter` answers with:
-/// a gang too big for the cluster and one over its queue's capability.
+/// a gang too big for the cluster, one over its queue's capability and one whose
+/// queue does not exist.
 #[tokio::test]
 async fn gang_wait_messages_read_without_a_format_verb() {
     let c = Cluster::new(&[("n1", 2), ("n2", 2)], GangConfig::default());
@@ -118,9 +119,14 @@ async fn gang_wait_messages_read_without_a_format_verb() {
     ));
     c.gang("big", 8, "default", "b", 8);
     c.gang("wide", 2, "team", "w", 2);
+    c.gang("lost", 1, "nowhere", "l", 1);
     c.s.run_gang_cycle().await;
-    for gang in ["ml/big", "ml/wide"] {
+    for gang in ["ml/big", "ml/wide", "ml/lost"] {
         let message = c.verdict(gang).message.expect("the gang waits");
         assert_verb_free("a gang wait", &message);
     }
+    assert_eq!(
+        c.verdict("ml/lost").message.as_deref(),
+        Some("queue \"nowhere\" does not exist")
+    );
 }

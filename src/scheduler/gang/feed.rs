@@ -94,8 +94,19 @@ impl Scheduler {
         self.gang.wake.notify_one();
     }
 
-    /// Feeds a pod event to the gang book.
+    /// Feeds a pod event to the gang book: the pod as the cluster shows it (the
+    /// watch, the cluster file), so no longer one known only from `/filter`.
     pub(crate) fn gang_apply_pod(&self, pod: &Pod) {
+        self.feed_member(pod, Source::Cluster);
+    }
+
+    /// Feeds the gang book a pod as a `/filter` request shows it: known only
+    /// from the request unless the cluster showed it already.
+    pub(super) fn gang_apply_filtered_pod(&self, pod: &Pod) {
+        self.feed_member(pod, Source::Filter);
+    }
+
+    fn feed_member(&self, pod: &Pod, source: Source) {
         if !self.config.gang.enabled {
             return;
         }
@@ -130,6 +141,18 @@ impl Scheduler {
         match member {
             Some(m) => {
                 let relevant = m.gated || m.phase != MemberPhase::Pending;
+                let mut filter_only = self.gang.filter_only.lock();
+                match source {
+                    Source::Cluster => filter_only.forget(&m.uid),
+                    Source::Filter => {
+                        let shown_by_cluster =
+                            book.members.contains_key(&m.uid) && !filter_only.contains(&m.uid);
+                        if !shown_by_cluster {
+                            filter_only.saw(&m.uid, &m.namespace, &m.name, self.clock.now());
+                        }
+                    }
+                }
+                drop(filter_only);
                 book.members.insert(m.uid.clone(), m);
                 if relevant {
                     self.gang.wake.notify_one();
@@ -138,6 +161,7 @@ impl Scheduler {
             None => {
                 if let Some(uid) = pod.metadata.uid.as_deref() {
                     book.forget_pod(uid);
+                    self.gang.filter_only.lock().forget(uid);
                 }
             }
         }
@@ -145,7 +169,9 @@ impl Scheduler {
 
     pub(crate) fn gang_forget_pod(&self, uid: &str) {
         self.gang.planned.lock().remove(uid);
-        if self.gang.book.write().members.remove(uid).is_some() {
+        let mut book = self.gang.book.write();
+        self.gang.filter_only.lock().forget(uid);
+        if book.members.remove(uid).is_some() {
             self.gang.wake.notify_one();
         }
     }
@@ -155,6 +181,20 @@ impl Scheduler {
     }
 
     pub(crate) fn gang_retain_pods(&self, existing: &HashSet<String>) {
-        self.gang.book.write().retain_pods(existing);
+        let mut book = self.gang.book.write();
+        book.retain_pods(existing);
+        self.gang
+            .filter_only
+            .lock()
+            .retain(|uid| book.members.contains_key(uid));
     }
+}
+
+/// Where a pod event comes from.
+#[derive(Clone, Copy)]
+enum Source {
+    /// The cluster showed the pod (the watch, the cluster file).
+    Cluster,
+    /// A `/filter` request named it.
+    Filter,
 }

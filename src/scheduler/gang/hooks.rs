@@ -27,7 +27,7 @@ impl Scheduler {
         let Some(member) = member_of(pod) else {
             return GangFilter::Usual;
         };
-        self.gang_apply_pod(pod);
+        self.gang_learn_from_filter(pod).await;
         // A published plan is answered at once, whatever a cycle is doing.
         if let Some(answer) = self.honour_plan(uid, &member.namespace, &member.name, names) {
             return answer;
@@ -165,6 +165,8 @@ impl Scheduler {
         self.gang.planned.lock().remove(uid);
         let gang = {
             let mut book = self.gang.book.write();
+            // Bound through the API: the pod exists, whatever taught us of it.
+            self.gang.filter_only.lock().forget(uid);
             book.members.get_mut(uid).map(|m| {
                 m.phase = MemberPhase::Placed;
                 let _ = node;

@@ -12,6 +12,7 @@ pub mod driver;
 mod evict;
 mod eviction_report;
 mod feed;
+mod filter_only_feed;
 mod hooks;
 mod pipelined;
 mod policy_feed;
@@ -26,6 +27,7 @@ use crate::cluster::api::VolcanoObject;
 use crate::gang::GangView;
 use crate::gang::barrier::Barriers;
 use crate::gang::book::{GangBook, GangKey};
+use crate::gang::filter_only::FilterOnlyPods;
 use crate::placement::NodeJudge;
 use crate::volcano::conf::SchedulerConf;
 use crate::volcano::framework::{Tiers, registry};
@@ -81,6 +83,10 @@ pub(crate) struct GangState {
     /// Pods whose plan is reserved and written on the pod (the plan `/filter`
     /// honours).
     planned: Mutex<HashSet<String>>,
+    /// Members known only from `/filter` (see `filter_only`). Locked only while
+    /// the book is write-locked, so a member and its being known only from
+    /// `/filter` change together.
+    filter_only: Mutex<FilterOnlyPods>,
     barriers: Barriers,
     wake: Arc<tokio::sync::Notify>,
 }
@@ -96,6 +102,7 @@ impl Default for GangState {
                 &BTreeMap::new(),
             )),
             planned: Mutex::new(HashSet::new()),
+            filter_only: Mutex::new(FilterOnlyPods::default()),
             barriers: Barriers::default(),
             wake: Arc::new(tokio::sync::Notify::new()),
         }

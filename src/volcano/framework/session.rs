@@ -23,6 +23,9 @@ use crate::volcano::card_quota::use_by_quota_key;
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
 
+/// The condition reason of a job whose queue does not exist.
+pub const QUEUE_NOT_FOUND: &str = "QueueNotFound";
+
 /// Why a job waits, as the actions found it.
 #[derive(Debug, Clone, PartialEq)]
 struct JobNote {
@@ -128,8 +131,8 @@ impl Session {
         tasks.into_iter().map(|t| t.uid.clone()).collect()
     }
 
-    /// Whether the job can be scheduled at all: its PodGroup exists and no plugin
-    /// finds it invalid.
+    /// Whether the job can be scheduled at all: its PodGroup and its queue exist
+    /// and no plugin finds it invalid.
     pub fn job_valid(&self, job: &JobInfo) -> Result<(), JobInvalid> {
         if job.group_missing {
             return Err(JobInvalid {
@@ -138,6 +141,14 @@ impl Session {
                     "PodGroup {}/{} does not exist yet; its pods wait for it",
                     job.key.namespace, job.key.name
                 ),
+            });
+        }
+        // Volcano's scheduler leaves such a job aside without a word (its
+        // admission refuses it); here the gang's waiting members say why.
+        if self.state.queue(&job.queue).is_none() {
+            return Err(JobInvalid {
+                reason: QUEUE_NOT_FOUND,
+                message: Rejection::unknown_queue(&job.queue).to_string(),
             });
         }
         self.tiers.job_valid(&self.state, job)
