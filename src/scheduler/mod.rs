@@ -5,6 +5,7 @@
 #[cfg(test)]
 mod admission_tests;
 mod bind;
+mod bind_patch;
 mod busy_nodes;
 mod candidate_nodes;
 #[cfg(test)]
@@ -13,6 +14,7 @@ pub mod claims;
 mod debug_state;
 #[cfg(test)]
 mod event_order_tests;
+mod events;
 mod filter;
 pub(crate) mod gang;
 #[cfg(test)]
@@ -34,6 +36,7 @@ pub mod node_metrics;
 mod nodegroup_tests;
 #[cfg(test)]
 mod placement_tests;
+mod pod_copies;
 #[cfg(test)]
 mod predicate_tests;
 #[cfg(test)]
@@ -52,9 +55,10 @@ mod usage_tests;
 
 pub use crate::fit::PodContext;
 pub use crate::gang::GangView;
+pub use events::PlacementEvents;
 
 use crate::clock::SharedClock;
-use crate::cluster::api::{ClusterApi, EventType, MetadataPatch, SchedulerEvent};
+use crate::cluster::api::{ClusterApi, MetadataPatch};
 use crate::cluster::file::ClusterObjects;
 use crate::device::device_config::NvidiaConfig;
 use crate::freshness::LocalMark;
@@ -107,6 +111,8 @@ pub struct SchedulerConfig {
     /// Scheduler names of pods placed before a migration (HAMi's), whose device
     /// annotations the ledger books like those of our own pods (see `claims`).
     pub previous_schedulers: Vec<String>,
+    /// Which placement events are recorded (`--placement-events`).
+    pub placement_events: PlacementEvents,
 }
 
 /// Default of `--busy-node-tolerance`.
@@ -154,6 +160,7 @@ impl Default for SchedulerConfig {
             check_device_plugin_health: false,
             gang: GangConfig::default(),
             previous_schedulers: vec!["hami-scheduler".into()],
+            placement_events: PlacementEvents::default(),
         }
     }
 }
@@ -172,6 +179,10 @@ pub struct Scheduler {
     /// Where what the scheduler sees is recorded (`serve --record-trace`), once
     /// set.
     trace: std::sync::OnceLock<Arc<crate::trace::TraceRecorder>>,
+    /// Events recorded lately, so a repeat is not written again.
+    recent_events: events::RecentEvents,
+    /// The pods `/filter` was sent, for their `/bind`.
+    pod_copies: pod_copies::PodCopies,
 }
 
 impl Scheduler {
@@ -198,6 +209,8 @@ impl Scheduler {
             claims: claims::Conflicts::default(),
             clock,
             trace: std::sync::OnceLock::new(),
+            recent_events: Default::default(),
+            pod_copies: Default::default(),
         }
     }
 
@@ -315,6 +328,7 @@ impl Scheduler {
             return;
         };
         self.trace_pod_event(pod);
+        self.pod_copies.refresh(pod);
         self.ledger
             .write()
             .load_mut()
@@ -417,6 +431,7 @@ impl Scheduler {
     /// Releases a deleted pod's GPUs; the pod is never tracked again.
     pub fn forget_pod(&self, uid: &str) {
         self.trace_gone(uid);
+        self.pod_copies.drop_copy(uid);
         {
             let mut ledger = self.ledger.write();
             if let Some(pod) = ledger.pod(uid) {
@@ -553,26 +568,6 @@ impl Scheduler {
             self.config.node_policy,
             &self.config.gpu_policy,
         )
-    }
-
-    async fn event(
-        &self,
-        (ns, pod, uid): (&str, &str, &str),
-        kind: EventType,
-        reason: &str,
-        message: String,
-    ) {
-        self.api
-            .record_event(SchedulerEvent {
-                namespace: ns.to_string(),
-                pod: pod.to_string(),
-                uid: uid.to_string(),
-                event_type: kind,
-                reason: reason.to_string(),
-                message,
-                time: self.clock.wall(),
-            })
-            .await;
     }
 
     /// Releases reservations whose `/bind` never came and clears their annotations,
