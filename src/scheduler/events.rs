@@ -120,3 +120,33 @@ impl Scheduler {
             .await;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_repeat_is_recorded_again_only_after_the_window() {
+        let recent = RecentEvents::default();
+        let t0 = Instant::now();
+        assert!(recent.first_in_window("uid-a", "FilteringFailed", "no fit", t0));
+        let soon = t0 + Duration::from_secs(5);
+        assert!(!recent.first_in_window("uid-a", "FilteringFailed", "no fit", soon));
+        // Another message, reason or pod is another event.
+        assert!(recent.first_in_window("uid-a", "FilteringFailed", "other", soon));
+        assert!(recent.first_in_window("uid-a", "BindingFailed", "no fit", soon));
+        assert!(recent.first_in_window("uid-b", "FilteringFailed", "no fit", soon));
+        let later = t0 + REPEAT_WINDOW;
+        assert!(recent.first_in_window("uid-a", "FilteringFailed", "no fit", later));
+    }
+
+    #[test]
+    fn the_flag_chooses_between_successes_failures_and_nothing() {
+        use PlacementEvents::*;
+        assert!(All.records("FilteringSucceed") && All.records("BindingFailed"));
+        assert!(!Failures.records("BindingSucceed") && Failures.records("FilteringFailed"));
+        assert!(!None.records("BindingFailed") && !None.records("FilteringSucceed"));
+        // Not a placement event: the flag leaves it alone.
+        assert!(None.records("GangWaiting"));
+    }
+}

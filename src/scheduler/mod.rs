@@ -596,6 +596,7 @@ impl Scheduler {
         for entry in &expired {
             tracing::info!(pod = %format!("{}/{}", entry.namespace, entry.name), node = %entry.node, "reservation expired without a bind; GPUs released");
             self.metrics.reservations_expired.inc();
+            self.pod_copies.drop_copy(&entry.uid);
             if !clear_annotations {
                 continue;
             }
