@@ -289,13 +289,14 @@ impl Scheduler {
         let Some(name) = node.metadata.name.as_deref() else {
             return;
         };
-        self.lock_handoff.observe_lock(
+        self.lock_handoff.observe_node(
             name,
             node.metadata
                 .annotations
                 .as_ref()
                 .and_then(|a| a.get(crate::annotations::NODE_LOCK))
                 .map(String::as_str),
+            node.metadata.resource_version.as_deref(),
             self.clock.now(),
         );
         let mut ledger = self.ledger.write();
