@@ -27,6 +27,10 @@ use tokio::sync::watch;
 /// one of the last few pods bound there.
 const ANSWERED_KEPT: usize = 8;
 
+/// How long after the device plugin answered for a pod its lock is left for the
+/// device plugin to release before it is taken over.
+pub const RELEASE_GRACE: Duration = Duration::from_secs(2);
+
 /// Weight of the newest lock hold in the running mean of hold times.
 const HOLD_TIME_WEIGHT: f64 = 0.2;
 
@@ -59,8 +63,9 @@ struct NodeHandoff {
     hold: Mutex<Option<Hold>>,
     /// When `/filter` placed pods here whose binds have not asked for a turn.
     placed: Mutex<std::collections::VecDeque<Instant>>,
-    /// The last pods (namespace, name) the device plugin was seen answering for.
-    answered: Mutex<std::collections::VecDeque<(String, String)>>,
+    /// The last pods (namespace, name) the device plugin was seen answering
+    /// for, and when.
+    answered: Mutex<std::collections::VecDeque<(String, String, Instant)>>,
 }
 
 /// A node's lock and resourceVersion as the watch showed them.
@@ -325,31 +330,36 @@ impl LockHandoff {
     }
 
     /// The device plugin answered for `namespace/pod` on `node` (bind phase
-    /// `success` or `failed`): if that pod holds the node's lock, nobody waits
-    /// for it any more.
-    pub fn answered(&self, node: &str, namespace: &str, pod: &str) {
+    /// `success` or `failed`) at `now`: if that pod holds the node's lock, nobody
+    /// waits for it any more.
+    pub fn answered(&self, node: &str, namespace: &str, pod: &str, now: Instant) {
         let handoff = self.node(node);
         {
             let mut answered = handoff.answered.lock();
-            let who = (namespace.to_string(), pod.to_string());
-            if !answered.contains(&who) {
+            if !answered
+                .iter()
+                .any(|(ns, name, _)| ns == namespace && name == pod)
+            {
                 if answered.len() >= ANSWERED_KEPT {
                     answered.pop_front();
                 }
-                answered.push_back(who);
+                answered.push_back((namespace.to_string(), pod.to_string(), now));
             }
         }
         handoff.bump();
     }
 
-    /// Whether `namespace/pod` is among the last pods the device plugin was
-    /// seen answering for on `node`.
-    pub fn was_answered(&self, node: &str, namespace: &str, pod: &str) -> bool {
+    /// Whether the device plugin answered for `namespace/pod` on `node` at least
+    /// [`RELEASE_GRACE`] before `now` (among the last pods it answered for there).
+    /// Its lock's release follows the answer at once: taking the lock over
+    /// sooner would only race the release, a write that fails and a read.
+    pub fn answered_long_ago(&self, node: &str, namespace: &str, pod: &str, now: Instant) -> bool {
         self.nodes.lock().get(node).is_some_and(|h| {
-            h.answered
-                .lock()
-                .iter()
-                .any(|(ns, name)| ns == namespace && name == pod)
+            h.answered.lock().iter().any(|(ns, name, at)| {
+                ns == namespace
+                    && name == pod
+                    && now.saturating_duration_since(*at) >= RELEASE_GRACE
+            })
         })
     }
 

@@ -131,6 +131,7 @@ impl Scheduler {
                 node,
                 pod.metadata.namespace.as_deref().unwrap_or("default"),
                 pod.metadata.name.as_deref().unwrap_or_default(),
+                self.clock.now(),
             );
         }
     }
@@ -142,11 +143,15 @@ impl LockKnowledge for Scheduler {
         self.lock_handoff.sighting(node)
     }
 
-    /// An owner the device plugin answered for is done; one the ledger has
-    /// binding or bound on this node still waits for it; of any other owner
-    /// (gone, finished, another process's) nothing is known here.
+    /// An owner the device plugin answered for is done (once the device plugin
+    /// had time to release the lock itself); one the ledger has binding or bound
+    /// on this node still waits for it; of any other owner (gone, finished,
+    /// another process's) nothing is known here.
     fn owner_is_stale(&self, node: &str, namespace: &str, pod: &str) -> Option<bool> {
-        if self.lock_handoff.was_answered(node, namespace, pod) {
+        if self
+            .lock_handoff
+            .answered_long_ago(node, namespace, pod, self.clock.now())
+        {
             return Some(true);
         }
         let ledger = self.ledger.read();
