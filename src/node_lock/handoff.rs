@@ -29,7 +29,7 @@ const ANSWERED_KEPT: usize = 8;
 
 /// How long after the device plugin answered for a pod its lock is left for the
 /// device plugin to release before it is taken over.
-pub const RELEASE_GRACE: Duration = Duration::from_secs(2);
+pub const RELEASE_GRACE: Duration = Duration::from_millis(500);
 
 /// Weight of the newest lock hold in the running mean of hold times.
 const HOLD_TIME_WEIGHT: f64 = 0.2;
@@ -361,6 +361,16 @@ impl LockHandoff {
                     && now.saturating_duration_since(*at) >= RELEASE_GRACE
             })
         })
+    }
+
+    /// How long until the newest answer on `node` is [`RELEASE_GRACE`] old, if it
+    /// is younger: a bind waiting for a lock whose holder was answered looks again
+    /// then, should the device plugin not release it.
+    pub fn release_grace_left(&self, node: &str, now: Instant) -> Option<Duration> {
+        let handoff = self.nodes.lock().get(node).cloned()?;
+        let newest = handoff.answered.lock().iter().map(|(_, _, at)| *at).max()?;
+        let age = now.saturating_duration_since(newest);
+        (age < RELEASE_GRACE).then(|| RELEASE_GRACE - age)
     }
 
     /// Wakes the bind waiting for `node`: the lock's holder may have finished,

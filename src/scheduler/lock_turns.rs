@@ -99,7 +99,12 @@ impl Scheduler {
             .await
             {
                 Err(LockError::Contention { .. }) if self.clock.now() < give_up => {
-                    turn.wait_for_release(recheck).await;
+                    let grace = self
+                        .lock_handoff
+                        .release_grace_left(node, self.clock.now())
+                        .map(|left| left + Duration::from_millis(1));
+                    turn.wait_for_release(grace.map_or(recheck, |g| g.min(recheck)))
+                        .await;
                 }
                 Ok(()) => {
                     // Timed until the watch shows it released; without a watch
