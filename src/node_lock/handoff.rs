@@ -29,7 +29,7 @@ const ANSWERED_KEPT: usize = 8;
 
 /// How long after the device plugin answered for a pod its lock is left for the
 /// device plugin to release before it is taken over.
-pub const RELEASE_GRACE: Duration = Duration::from_millis(500);
+pub const RELEASE_GRACE: Duration = Duration::from_millis(100);
 
 /// Weight of the newest lock hold in the running mean of hold times.
 const HOLD_TIME_WEIGHT: f64 = 0.2;
