@@ -322,6 +322,13 @@ pub struct ServeArgs {
     /// ahead; `off` always waits for the busy node.
     #[arg(long = "busy-node-tolerance", default_value = "10", value_parser = parse_busy_node_tolerance)]
     pub busy_node_tolerance: BusyNodeTolerance,
+    /// Which of HAMi's placement events are recorded: `all` (FilteringSucceed and
+    /// BindingSucceed too, as HAMi does), `failures` (FilteringFailed,
+    /// BindingFailed), or `none`. Each event is a write to the API server; a
+    /// repeat of the same event about the same pod within 10 minutes is not
+    /// written again.
+    #[arg(long = "placement-events", value_enum, default_value = "failures")]
+    pub placement_events: crate::scheduler::PlacementEvents,
     /// Rewrite spec.schedulerName of vGPU pods that name default-scheduler.
     #[arg(long = "force-overwrite-default-scheduler", default_value_t = true, num_args = 0..=1, default_missing_value = "true", value_parser = parse_go_bool, action = clap::ArgAction::Set)]
     pub force_overwrite_default_scheduler: bool,

@@ -94,6 +94,7 @@ pub fn scheduler_config(args: &ServeArgs, devices: &DeviceConfig) -> SchedulerCo
             .filter(|n| !n.is_empty())
             .cloned()
             .collect(),
+        placement_events: args.placement_events,
     }
 }
 

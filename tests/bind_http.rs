@@ -39,8 +39,18 @@ fn lock_cluster() -> Vec<Value> {
     ]
 }
 
+/// Records success events too (HAMi's behaviour), which these tests check.
 async fn lock_server() -> Server {
-    Server::start(lock_cluster(), &["--node-lock-retry-timeout", "1s"]).await
+    Server::start(
+        lock_cluster(),
+        &[
+            "--node-lock-retry-timeout",
+            "1s",
+            "--placement-events",
+            "all",
+        ],
+    )
+    .await
 }
 
 #[tokio::test]

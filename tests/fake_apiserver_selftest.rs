@@ -2615,3 +2615,26 @@ async fn node_metrics_are_listed_and_got_like_metrics_server_serves_them() {
     let (_, body) = api.get("/apis").await;
     assert!(groups(&body).contains(&"metrics.k8s.io".to_string()));
 }
+
+#[test]
+fn requests_are_counted_as_the_api_server_counts_them() {
+    let calls = fake_apiserver::ApiCalls::of([
+        ("GET", "/api/v1/namespaces/ns/pods/p"),
+        ("GET", "/api/v1/pods?resourceVersion=0"),
+        ("GET", "/api/v1/pods?watch=true&resourceVersion=7"),
+        ("PATCH", "/api/v1/namespaces/ns/pods/p"),
+        ("POST", "/api/v1/namespaces/ns/pods/p/binding"),
+        ("PATCH", "/api/v1/nodes/gpu-a"),
+        ("POST", "/api/v1/namespaces/ns/events"),
+        ("POST", "/apis/events.k8s.io/v1/namespaces/ns/events"),
+        ("GET", "/version"),
+    ]);
+    assert_eq!(calls.count("get", "pods"), 1);
+    assert_eq!(calls.count("list", "pods"), 1);
+    assert_eq!(calls.count("watch", "pods"), 1);
+    assert_eq!(calls.count("create", "pods/binding"), 1);
+    assert_eq!(calls.count("patch", "nodes"), 1);
+    assert_eq!(calls.count("create", "events"), 2);
+    assert_eq!(calls.writes(), 5);
+    assert_eq!(calls.reads(), 2);
+}

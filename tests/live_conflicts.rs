@@ -80,20 +80,22 @@ async fn failed_writes_roll_back() {
     let stored = api_pod(&api, NS, "unlucky");
     let uid = uid_of(&stored);
 
-    // The filter's annotation patch fails: no reservation stays behind.
+    // The bind's one pod write (allocation and bind phase) fails: the bind says
+    // so, no reservation stays behind and the node lock is released.
+    let answer = server.filter(&stored, &["gpu-a"]).await;
+    assert_eq!(answer["NodeNames"][0], "gpu-a", "{answer}");
     api.inject_errors(
         &format!("PATCH /api/v1/namespaces/{NS}/pods/unlucky"),
         500,
         1,
     );
-    let answer = server.filter(&stored, &["gpu-a"]).await;
-    assert!(
-        answer["Error"].as_str().is_some_and(|e| !e.is_empty()),
-        "a failed patch is a filter error: {answer}"
-    );
+    let error = server.bind(NS, "unlucky", &uid, "gpu-a").await;
+    assert!(error.contains("allocation and bind phase"), "{error}");
     let state = server.state().await;
     assert!(state.pod(&uid).is_none(), "{}", state.0);
     assert_eq!(total_usage(&state), Usage::default());
+    assert_eq!(lock_of(&api, "gpu-a"), None, "node lock released");
+    assert!(api_pod(&api, NS, "unlucky")["spec"]["nodeName"].is_null());
 
     // The Binding fails: reservation, annotations and node lock are all rolled back.
     server.filter_one(&api, NS, "unlucky", &["gpu-a"]).await;
@@ -171,12 +173,7 @@ async fn assert_whole_gpu_booked(server: &LiveServer) {
 #[tokio::test]
 async fn a_binding_whose_answer_is_lost_keeps_the_bound_pods_gpus() {
     let (api, server, uid) = whole_gpu_reserved_for("lucky").await;
-    let devices = annotation(
-        &api_pod(&api, NS, "lucky"),
-        "hami.io/vgpu-devices-to-allocate",
-    )
-    .map(str::to_string);
-    assert!(devices.is_some(), "the filter wrote the allocation");
+    let devices = Some(format!("{},NVIDIA,10000,100:;", gpu_id("gpu-a", 0)));
 
     // The API server binds the pod, but a gateway times out on the way back.
     api.inject_lost_answers(
@@ -216,10 +213,10 @@ async fn a_binding_whose_answer_is_lost_keeps_the_bound_pods_gpus() {
 async fn a_failed_binding_that_cannot_be_checked_keeps_the_gpus_and_frees_the_node() {
     let (api, server, uid) = whole_gpu_reserved_for("unsure").await;
 
-    // The Binding fails, and so does reading the pod back (the bind's own first
-    // read of it goes through): nobody can tell whether the pod is bound.
+    // The Binding fails, and so does reading the pod back (the bind itself uses
+    // the pod /filter was sent): nobody can tell whether the pod is bound.
     let pod_path = format!("GET /api/v1/namespaces/{NS}/pods/unsure");
-    api.inject_errors_after(&pod_path, 1, 500, 1);
+    api.inject_errors(&pod_path, 500, 1);
     api.inject_errors(
         &format!("POST /api/v1/namespaces/{NS}/pods/unsure/binding"),
         500,
@@ -271,7 +268,7 @@ async fn dropped_watches_lose_nothing() {
     );
     // A filter sees that usage: a pod needing a whole card goes to the other GPU.
     create_pod(&api, gpu_pod(NS, "whole", 1, 0, 100));
-    server.filter_one(&api, NS, "whole", &["gpu-a"]).await;
+    server.schedule(&api, NS, "whole", &["gpu-a"]).await;
     let whole = annotation(
         &api_pod(&api, NS, "whole"),
         "hami.io/vgpu-devices-allocated",
@@ -483,7 +480,7 @@ async fn stale_node_locks_are_released_or_taken_over() {
 }
 
 #[tokio::test]
-async fn unbound_reservation_expires_and_annotations_are_cleared() {
+async fn unbound_reservation_expires_and_leaves_no_annotations() {
     let api = FakeApiServer::start().await;
     add_node(&api, "gpu-a", 1, 10);
     let server = LiveServer::start(&api, &["--reservation-ttl", "2s"]).await;
@@ -491,8 +488,9 @@ async fn unbound_reservation_expires_and_annotations_are_cleared() {
     server.filter_one(&api, NS, "forgotten", &["gpu-a"]).await;
     let uid = uid_of(&api_pod(&api, NS, "forgotten"));
     let p = api_pod(&api, NS, "forgotten");
+    // The placement is written by the bind: the filter wrote nothing.
     for key in OUR_ANNOTATIONS {
-        assert!(annotation(&p, key).is_some(), "{key} set by filter: {p}");
+        assert!(annotation(&p, key).is_none(), "{key} set by filter: {p}");
     }
     let (state, ok) = server
         .wait_state(Duration::from_secs(8), |s| s.pod(&uid).is_none())

@@ -82,6 +82,8 @@ async fn pod_flows_through_webhook_filter_bind_and_is_released() {
         &api,
         LiveOptions {
             no_wait: true,
+            // HAMi's success events too, which this test checks.
+            args: vec!["--placement-events=all".into()],
             ..Default::default()
         },
     )
@@ -147,7 +149,30 @@ async fn pod_flows_through_webhook_filter_bind_and_is_released() {
         .as_str()
         .unwrap_or_else(|| panic!("no node chosen: {answer}"))
         .to_string();
+    // Nothing is written at /filter: the placement goes with the bind phase.
     let p = api_pod(&api, NS, "train-1");
+    assert_eq!(annotation(&p, "hami.io/vgpu-node"), None, "{p}");
+    let state = server.state().await;
+    assert_eq!(state.expect_pod(&uid)["phase"], "Reserved", "{}", state.0);
+    assert!(
+        api.wait_until(Duration::from_secs(5), |a| {
+            event_with(&a.events_for(NS, "train-1"), "FilteringSucceed").is_some()
+        })
+        .await,
+        "FilteringSucceed event: {:?}",
+        api.events_for(NS, "train-1")
+    );
+
+    // Bind.
+    let error = server.bind(NS, "train-1", &uid, &node).await;
+    assert_eq!(error, "", "bind failed; log:\n{}", server.log_tail(30));
+    let p = api_pod(&api, NS, "train-1");
+    assert_eq!(p["spec"]["nodeName"], node.as_str(), "{p}");
+    assert_eq!(
+        annotation(&p, "hami.io/bind-phase"),
+        Some("allocating"),
+        "{p}"
+    );
     assert_eq!(
         annotation(&p, "hami.io/vgpu-node"),
         Some(node.as_str()),
@@ -178,28 +203,6 @@ async fn pod_flows_through_webhook_filter_bind_and_is_released() {
             usedmem: 20000,
             usedcores: 30
         }
-    );
-    let state = server.state().await;
-    assert_eq!(state.expect_pod(&uid)["phase"], "Reserved", "{}", state.0);
-    assert_eq!(state.gpu_usage(gpu), *usage);
-    assert!(
-        api.wait_until(Duration::from_secs(5), |a| {
-            event_with(&a.events_for(NS, "train-1"), "FilteringSucceed").is_some()
-        })
-        .await,
-        "FilteringSucceed event: {:?}",
-        api.events_for(NS, "train-1")
-    );
-
-    // Bind.
-    let error = server.bind(NS, "train-1", &uid, &node).await;
-    assert_eq!(error, "", "bind failed; log:\n{}", server.log_tail(30));
-    let p = api_pod(&api, NS, "train-1");
-    assert_eq!(p["spec"]["nodeName"], node.as_str(), "{p}");
-    assert_eq!(
-        annotation(&p, "hami.io/bind-phase"),
-        Some("allocating"),
-        "{p}"
     );
     let bind_time: i64 = annotation(&p, "hami.io/bind-time")
         .and_then(|t| t.parse().ok())

@@ -121,11 +121,19 @@ async fn mig_reservations_are_written_realized_moved_and_rebuilt() {
         first.filter_one(&api, NS, "moved", &["gpu-mig"]).await,
         "gpu-mig"
     );
-    assert!(annotation(&api_pod(&api, NS, "moved"), "hami.io/vgpu-mig-allocations").is_some());
+    let held_by_moved = |s: &support::State| instances(s, &gpu).iter().any(|i| i.0 == "ml/moved");
+    assert!(
+        held_by_moved(&first.state().await),
+        "a MIG instance reserved"
+    );
     assert_eq!(
         first.filter_one(&api, NS, "moved", &["gpu-plain"]).await,
         "gpu-plain"
     );
+    let state = first.state().await;
+    assert!(!held_by_moved(&state), "{}", state.0);
+    let moved_uid = uid_of(&api_pod(&api, NS, "moved"));
+    assert_eq!(first.bind(NS, "moved", &moved_uid, "gpu-plain").await, "");
     let moved = api_pod(&api, NS, "moved");
     assert_eq!(annotation(&moved, "hami.io/vgpu-mig-allocations"), None);
     assert_eq!(annotation(&moved, "hami.io/vgpu-node"), Some("gpu-plain"));

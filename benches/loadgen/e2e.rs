@@ -11,7 +11,7 @@
 
 use super::cluster::{self, GPU_SLOTS, GPUS_PER_NODE, LOAD_NAMESPACE};
 use super::device_plugin::DevicePlugin;
-use super::fake_apiserver::FakeApiServer;
+use super::fake_apiserver::{ApiCalls, FakeApiServer};
 use super::kube_scheduler::{self, Binder, BurstPod};
 use super::packing::{Packing, packing};
 use super::server::{HttpVersion, Launch, ServerProcess, ServerSource};
@@ -60,6 +60,8 @@ struct BurstResult {
     bind_errors: u64,
     filter_errors: u64,
     notes: Vec<String>,
+    /// API requests from the burst's first create on, as the API server counts them.
+    api_calls: ApiCalls,
 }
 
 fn load_pod(i: usize) -> Value {
@@ -158,6 +160,8 @@ async fn burst(o: &BurstOptions, delay: Option<Duration>) -> Result<BurstResult,
     };
 
     // The burst: every pod created at once, then scheduled in creation order.
+    // Counted from here: what placing the pods costs the API server.
+    api.clear_request_log();
     let mut pods = Vec::with_capacity(o.pods);
     for i in 0..o.pods {
         let object = api.create(load_pod(i));
@@ -240,6 +244,7 @@ async fn burst(o: &BurstOptions, delay: Option<Duration>) -> Result<BurstResult,
         bind_errors: outcome.bind_errors,
         filter_errors: outcome.filter_errors,
         notes,
+        api_calls: api.api_calls(),
     };
     drop(device_plugin);
     drop(server);
@@ -247,6 +252,27 @@ async fn burst(o: &BurstOptions, delay: Option<Duration>) -> Result<BurstResult,
     // the watches of the stopped processes may linger; dropping stops serving.
     drop(api);
     Ok(result)
+}
+
+/// `writes W (verb resource n, ...), reads R (...)` per bound pod.
+fn calls_per_pod(calls: &ApiCalls, bound: usize) -> String {
+    let per = |n: usize| n as f64 / bound.max(1) as f64;
+    let list = |verbs: &[&str]| {
+        calls
+            .counts
+            .iter()
+            .filter(|((verb, _), _)| verbs.contains(&verb.as_str()))
+            .map(|((verb, resource), n)| format!("{verb} {resource} {:.2}", per(*n)))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    format!(
+        "per pod: writes {:.2} ({}), reads {:.2} ({})",
+        per(calls.writes()),
+        list(&["create", "update", "patch", "delete"]),
+        per(calls.reads()),
+        list(&["get", "list"]),
+    )
 }
 
 fn secs(v: Option<f64>) -> String {
@@ -328,6 +354,7 @@ pub async fn run(o: BurstOptions) -> Result<bool, String> {
             r.two_allocating,
             r.bind_errors + r.filter_errors + r.device_plugin_errors,
         );
+        println!("api calls   {}", calls_per_pod(&r.api_calls, r.bound));
         for n in &r.notes {
             println!("note        {n}");
         }
@@ -341,10 +368,15 @@ pub async fn run(o: BurstOptions) -> Result<bool, String> {
             "gpus_over_capacity": r.packing.gpus_over_capacity,
             "two_allocating": r.two_allocating, "bind_errors": r.bind_errors,
             "filter_errors": r.filter_errors, "device_plugin_errors": r.device_plugin_errors,
+            "api_writes_per_pod": r.api_calls.writes() as f64 / r.bound.max(1) as f64,
+            "api_reads_per_pod": r.api_calls.reads() as f64 / r.bound.max(1) as f64,
         }));
     }
     println!(
         "(part.: GPUs partly used; over: GPUs over capacity; 2x: a second pod allocating on a node before the first was answered)"
+    );
+    println!(
+        "(api calls: requests to the API server per bound pod, by every client (server and stand-ins), watches apart; the pods' creates and kube-scheduler's Scheduled events are not made through it: add 2 writes per pod)"
     );
     println!(
         "{}",

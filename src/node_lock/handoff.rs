@@ -23,6 +23,14 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
+/// Pods answered by the device plugin remembered per node: a lock holder is
+/// one of the last few pods bound there.
+const ANSWERED_KEPT: usize = 8;
+
+/// How long after the device plugin answered for a pod its lock is left for the
+/// device plugin to release before it is taken over.
+pub const RELEASE_GRACE: Duration = Duration::from_millis(100);
+
 /// Weight of the newest lock hold in the running mean of hold times.
 const HOLD_TIME_WEIGHT: f64 = 0.2;
 
@@ -48,12 +56,25 @@ struct NodeHandoff {
     changes: watch::Sender<u64>,
     /// Binds waiting for their turn or holding it.
     binds: AtomicUsize,
-    /// The lock annotation as the watch last showed it.
-    lock_seen: Mutex<Option<String>>,
+    /// The lock annotation, and the node's resourceVersion, as the watch last
+    /// showed them (one lock, so the two always belong together).
+    lock_seen: Mutex<LockSighting>,
     /// The lock's current hold, if it is held.
     hold: Mutex<Option<Hold>>,
     /// When `/filter` placed pods here whose binds have not asked for a turn.
     placed: Mutex<std::collections::VecDeque<Instant>>,
+    /// The last pods (namespace, name) the device plugin was seen answering
+    /// for, and when.
+    answered: Mutex<std::collections::VecDeque<(String, String, Instant)>>,
+}
+
+/// A node's lock and resourceVersion as the watch showed them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LockSighting {
+    /// The lock annotation (`None`: free).
+    pub lock: Option<String>,
+    /// The node's resourceVersion with that annotation.
+    pub resource_version: Option<String>,
 }
 
 /// A node lock's current hold.
@@ -71,9 +92,10 @@ impl Default for NodeHandoff {
             turn: Arc::default(),
             changes: watch::Sender::new(0),
             binds: AtomicUsize::new(0),
-            lock_seen: Mutex::new(None),
+            lock_seen: Mutex::new(LockSighting::default()),
             hold: Mutex::new(None),
             placed: Mutex::default(),
+            answered: Mutex::default(),
         }
     }
 }
@@ -168,6 +190,19 @@ impl LockHandoff {
     /// Records the node's lock annotation as the watch shows it `now`; a change
     /// wakes the bind waiting for that node, and a release is timed.
     pub fn observe_lock(&self, node: &str, lock: Option<&str>, now: Instant) {
+        self.observe_node(node, lock, None, now);
+    }
+
+    /// [`LockHandoff::observe_lock`] with the resourceVersion of the node the
+    /// watch showed, so a bind can take the lock from this copy without reading
+    /// the node (see [`LockHandoff::sighting`]).
+    pub fn observe_node(
+        &self,
+        node: &str,
+        lock: Option<&str>,
+        resource_version: Option<&str>,
+        now: Instant,
+    ) {
         let handoff = {
             let mut nodes = self.nodes.lock();
             match nodes.get(node) {
@@ -179,10 +214,11 @@ impl LockHandoff {
         };
         let changed = {
             let mut seen = handoff.lock_seen.lock();
-            if seen.as_deref() == lock {
+            seen.resource_version = resource_version.map(str::to_string);
+            if seen.lock.as_deref() == lock {
                 false
             } else {
-                *seen = lock.map(str::to_string);
+                seen.lock = lock.map(str::to_string);
                 true
             }
         };
@@ -264,7 +300,7 @@ impl LockHandoff {
         let binds = handoff.binds.load(Ordering::Acquire) + on_their_way;
         // A lock held with no bind here: another process's bind, or ours that
         // returned before the device plugin answered.
-        if binds == 0 && handoff.lock_seen.lock().is_some() {
+        if binds == 0 && handoff.lock_seen.lock().lock.is_some() {
             1
         } else {
             binds
@@ -278,6 +314,63 @@ impl LockHandoff {
             .lock()
             .get(node)
             .map_or(0, |h| self.binds_ahead(h, now))
+    }
+
+    /// The node's lock as the watch last showed it, with the node's
+    /// resourceVersion then, for taking the lock without reading the node
+    /// (`None`: not known well enough, read it). A lock this process took whose
+    /// write the watch has not shown yet makes the copy known to be old.
+    pub fn sighting(&self, node: &str) -> Option<LockSighting> {
+        let handoff = self.nodes.lock().get(node).cloned()?;
+        let seen = handoff.lock_seen.lock().clone();
+        seen.resource_version.as_ref()?;
+        let own_write_unseen =
+            seen.lock.is_none() && handoff.hold.lock().is_some_and(|hold| hold.taken_here);
+        (!own_write_unseen).then_some(seen)
+    }
+
+    /// The device plugin answered for `namespace/pod` on `node` (bind phase
+    /// `success` or `failed`) at `now`: if that pod holds the node's lock, nobody
+    /// waits for it any more.
+    pub fn answered(&self, node: &str, namespace: &str, pod: &str, now: Instant) {
+        let handoff = self.node(node);
+        {
+            let mut answered = handoff.answered.lock();
+            if !answered
+                .iter()
+                .any(|(ns, name, _)| ns == namespace && name == pod)
+            {
+                if answered.len() >= ANSWERED_KEPT {
+                    answered.pop_front();
+                }
+                answered.push_back((namespace.to_string(), pod.to_string(), now));
+            }
+        }
+        handoff.bump();
+    }
+
+    /// Whether the device plugin answered for `namespace/pod` on `node` at least
+    /// [`RELEASE_GRACE`] before `now` (among the last pods it answered for there).
+    /// Its lock's release follows the answer at once: taking the lock over
+    /// sooner would only race the release, a write that fails and a read.
+    pub fn answered_long_ago(&self, node: &str, namespace: &str, pod: &str, now: Instant) -> bool {
+        self.nodes.lock().get(node).is_some_and(|h| {
+            h.answered.lock().iter().any(|(ns, name, at)| {
+                ns == namespace
+                    && name == pod
+                    && now.saturating_duration_since(*at) >= RELEASE_GRACE
+            })
+        })
+    }
+
+    /// How long until the newest answer on `node` is [`RELEASE_GRACE`] old, if it
+    /// is younger: a bind waiting for a lock whose holder was answered looks again
+    /// then, should the device plugin not release it.
+    pub fn release_grace_left(&self, node: &str, now: Instant) -> Option<Duration> {
+        let handoff = self.nodes.lock().get(node).cloned()?;
+        let newest = handoff.answered.lock().iter().map(|(_, _, at)| *at).max()?;
+        let age = now.saturating_duration_since(newest);
+        (age < RELEASE_GRACE).then(|| RELEASE_GRACE - age)
     }
 
     /// Wakes the bind waiting for `node`: the lock's holder may have finished,

@@ -36,11 +36,44 @@ pub enum LockError {
 /// Attempts on a resourceVersion conflict before giving up.
 const CONFLICT_RETRIES: usize = 5;
 
-async fn owner_is_stale(api: &dyn ClusterApi, lock: &LockValue, node: &str) -> bool {
+/// What this process already knows of node locks from its watches, so that taking
+/// a lock costs one write and no read: the node as the watch showed it (its
+/// resourceVersion makes the write fail with a conflict if it changed since, and
+/// only then is the node read), and whether a lock's owner still waits for its
+/// GPUs (only an owner it knows nothing of is read).
+pub trait LockKnowledge: Sync {
+    /// The node's lock and resourceVersion as last seen; `None`: read the node.
+    fn sighting(&self, node: &str) -> Option<handoff::LockSighting>;
+    /// Whether `namespace/pod`, holding `node`'s lock, is done with it
+    /// (`None`: not known here; read the pod).
+    fn owner_is_stale(&self, node: &str, namespace: &str, pod: &str) -> Option<bool>;
+}
+
+/// Knows nothing: every look reads the API (a cluster file, whose store is local).
+pub struct ReadEverything;
+
+impl LockKnowledge for ReadEverything {
+    fn sighting(&self, _node: &str) -> Option<handoff::LockSighting> {
+        None
+    }
+    fn owner_is_stale(&self, _node: &str, _namespace: &str, _pod: &str) -> Option<bool> {
+        None
+    }
+}
+
+async fn owner_is_stale(
+    api: &dyn ClusterApi,
+    known: &dyn LockKnowledge,
+    lock: &LockValue,
+    node: &str,
+) -> bool {
     let Some(owner) = &lock.owner else {
         // A legacy bare timestamp has no owner to ask; only expiry frees it.
         return false;
     };
+    if let Some(stale) = known.owner_is_stale(node, &owner.namespace, &owner.pod) {
+        return stale;
+    }
     match api.get_pod(&owner.namespace, &owner.pod).await {
         Ok(None) => true,
         Ok(Some(pod)) => {
@@ -79,9 +112,33 @@ async fn write_lock(
         .await
 }
 
+/// The node's lock as read from the API server.
+async fn read_lock(api: &dyn ClusterApi, node: &str) -> Result<handoff::LockSighting, LockError> {
+    let current = api
+        .get_node(node)
+        .await
+        .map_err(|source| LockError::Api {
+            node: node.to_string(),
+            source,
+        })?
+        .ok_or_else(|| LockError::NodeNotFound(node.to_string()))?;
+    Ok(handoff::LockSighting {
+        lock: current
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(NODE_LOCK))
+            .cloned(),
+        resource_version: current.metadata.resource_version,
+    })
+}
+
 /// Takes the node lock for `namespace/pod` at `now`. Re-entrant for the same pod.
+/// The first look is at the node as `known` has it, when it has it; a conflict
+/// (the node changed since) reads it.
 pub async fn acquire(
     api: &dyn ClusterApi,
+    known: &dyn LockKnowledge,
     now: DateTime<Utc>,
     node: &str,
     namespace: &str,
@@ -92,24 +149,18 @@ pub async fn acquire(
         node: node.to_string(),
         source,
     };
+    let mut sighting = known.sighting(node);
     for _ in 0..CONFLICT_RETRIES {
-        let current = api
-            .get_node(node)
-            .await
-            .map_err(api_err)?
-            .ok_or_else(|| LockError::NodeNotFound(node.to_string()))?;
-        let existing = current
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(NODE_LOCK))
-            .cloned();
-        if let Some(raw) = existing {
+        let current = match sighting.take() {
+            Some(seen) => seen,
+            None => read_lock(api, node).await?,
+        };
+        if let Some(raw) = current.lock {
             match parse_lock_value(&raw) {
                 Ok(lock) if lock.is_held_by(namespace, pod) => return Ok(()),
                 Ok(lock) => {
                     let expired = lock.is_expired(now, timeout);
-                    if !expired && !owner_is_stale(api, &lock, node).await {
+                    if !expired && !owner_is_stale(api, known, &lock, node).await {
                         let holder = lock
                             .owner
                             .as_ref()
@@ -131,14 +182,7 @@ pub async fn acquire(
             }
         }
         let value = Some(format_lock_value(now, namespace, pod));
-        match write_lock(
-            api,
-            node,
-            value,
-            current.metadata.resource_version.as_deref(),
-        )
-        .await
-        {
+        match write_lock(api, node, value, current.resource_version.as_deref()).await {
             Ok(()) => return Ok(()),
             Err(ApiError::Conflict(_)) => continue,
             Err(e) => return Err(api_err(e)),
@@ -219,7 +263,9 @@ pub async fn release_if_stale(
         return Ok(None);
     };
     let stale = match parse_lock_value(&raw) {
-        Ok(lock) => lock.is_expired(now, timeout) || owner_is_stale(api, &lock, node).await,
+        Ok(lock) => {
+            lock.is_expired(now, timeout) || owner_is_stale(api, &ReadEverything, &lock, node).await
+        }
         Err(_) => true,
     };
     if !stale {

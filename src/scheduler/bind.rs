@@ -1,11 +1,14 @@
 //! `/bind`: node lock, bind phase, Binding; every failure rolls back.
 
+use super::bind_patch::{Held, bind_patch, carries_allocation};
 use super::{PodContext, Scheduler, clear_allocation_patch};
-use crate::annotations::{BIND_PHASE, BIND_TIME};
-use crate::cluster::api::{EventType, MetadataPatch};
+use crate::cluster::api::EventType;
+use crate::device::model::PodDevices;
 use crate::extender::wire::{ExtenderBindingArgs, ExtenderBindingResult};
 use crate::ledger::PodPhase;
 use crate::node_lock;
+use k8s_openapi::api::core::v1::Pod;
+use std::sync::Arc;
 
 impl Scheduler {
     /// `/bind`.
@@ -42,15 +45,39 @@ impl Scheduler {
     }
 
     async fn bind_pod(&self, ns: &str, name: &str, uid: &str, node: &str) -> Result<(), String> {
-        let started = self.clock.now();
-        let pod = match self.api.get_pod(ns, name).await {
-            Ok(Some(pod)) => pod,
+        let result = self.bind_known_pod(ns, name, uid, node).await;
+        self.pod_copies.drop_copy(uid);
+        result
+    }
+
+    /// The pod to bind: the copy `/filter` was sent (kept current by the watch),
+    /// else read from the API server.
+    async fn pod_to_bind(&self, ns: &str, name: &str, uid: &str) -> Result<Arc<Pod>, String> {
+        if let Some(pod) = self.pod_copies.get(uid).filter(|p| {
+            p.metadata.namespace.as_deref() == Some(ns) && p.metadata.name.as_deref() == Some(name)
+        }) {
+            return Ok(pod);
+        }
+        match self.api.get_pod(ns, name).await {
+            Ok(Some(pod)) => Ok(Arc::new(pod)),
             Ok(None) => {
                 self.ledger.write().mark_finished(uid);
-                return Err(format!("pod \"{name}\" not found"));
+                Err(format!("pod \"{name}\" not found"))
             }
-            Err(e) => return Err(format!("get pod {ns}/{name}: {e}")),
-        };
+            Err(e) => Err(format!("get pod {ns}/{name}: {e}")),
+        }
+    }
+
+    async fn bind_known_pod(
+        &self,
+        ns: &str,
+        name: &str,
+        uid: &str,
+        node: &str,
+    ) -> Result<(), String> {
+        let started = self.clock.now();
+        let pod = self.pod_to_bind(ns, name, uid).await?;
+        let pod = pod.as_ref();
         if pod.metadata.uid.as_deref() != Some(uid) {
             // A newer pod with the same name: the request is stale, and the pod
             // with this UID is gone for good.
@@ -68,13 +95,16 @@ impl Scheduler {
             }
             return Err(format!("pod {ns}/{name} is already bound to node {bound}"));
         }
-        let ctx = self.pod_context(&pod)?;
+        let ctx = self.pod_context(pod)?;
+        // Allocation annotations the pod already carries are cleared if the bind fails.
+        let carried = carries_allocation(pod);
         // The API server accepts a Binding to any name, even a node that does not
         // exist; a node the ledger does not know is one whose GPUs nobody counts.
         // Like every failed bind, this one gives back what the pod holds, or its
         // reservation would block the GPUs until it expired.
         if self.ledger.read().node(node).is_none() {
-            self.roll_back(ctx.as_ref(), ns, name, node, false).await;
+            self.roll_back(ctx.as_ref(), ns, name, node, false, carried)
+                .await;
             return Err(format!(
                 "node \"{node}\" not found: it is not a node this scheduler knows"
             ));
@@ -94,10 +124,11 @@ impl Scheduler {
         }
         // Held until the bind ends, so a member counts toward its gang's quorum
         // while its bind is in flight.
-        let _passage = match self.gang_bind_barrier(&pod).await {
+        let _passage = match self.gang_bind_barrier(pod).await {
             Ok(passage) => passage,
             Err(e) => {
-                self.roll_back(ctx.as_ref(), ns, name, node, false).await;
+                self.roll_back(ctx.as_ref(), ns, name, node, false, carried)
+                    .await;
                 return Err(e);
             }
         };
@@ -107,7 +138,8 @@ impl Scheduler {
         let mut turn = match self.wait_for_turn(node, started).await {
             Ok(turn) => turn,
             Err(e) => {
-                self.roll_back(ctx.as_ref(), ns, name, node, false).await;
+                self.roll_back(ctx.as_ref(), ns, name, node, false, carried)
+                    .await;
                 return Err(e);
             }
         };
@@ -128,27 +160,31 @@ impl Scheduler {
             return Err(format!("pod {ns}/{name} is already bound to node {bound}"));
         }
 
-        if let Some(ctx) = &ctx {
-            self.ensure_reservation(ctx, node).await?;
-        }
+        let devices = match &ctx {
+            Some(ctx) => Some(self.ensure_reservation(ctx, node)?),
+            None => None,
+        };
         // Only pods with GPUs take the node lock: HAMi's device plugin releases it
         // in Allocate, which never runs for a pod without GPUs.
         let locked = ctx.is_some();
         if locked && let Err(e) = self.lock_node(&mut turn, node, ns, name, started).await {
-            self.roll_back(ctx.as_ref(), ns, name, node, false).await;
+            self.roll_back(ctx.as_ref(), ns, name, node, false, carried)
+                .await;
             return Err(e.to_string());
         }
-        let mut phase = MetadataPatch::default();
-        phase
-            .annotations
-            .insert(BIND_PHASE.to_string(), Some("allocating".into()));
-        phase.annotations.insert(
-            BIND_TIME.to_string(),
-            Some(self.clock.wall().timestamp().to_string()),
+        let patch = bind_patch(
+            pod,
+            devices.as_ref().map(|devices| Held { node, devices }),
+            self.config.gang.enabled,
+            self.clock.wall(),
         );
-        if let Err(e) = self.api.patch_pod_metadata(ns, name, &phase).await {
-            self.roll_back(ctx.as_ref(), ns, name, node, locked).await;
-            return Err(format!("patch pod {ns}/{name} bind phase: {e}"));
+        if let Err(e) = self.api.patch_pod_metadata(ns, name, &patch).await {
+            // The write may have taken effect although it answered an error.
+            self.roll_back(ctx.as_ref(), ns, name, node, locked, true)
+                .await;
+            return Err(format!(
+                "patch pod {ns}/{name} allocation and bind phase: {e}"
+            ));
         }
         if let Err(e) = self.api.bind_pod(ns, name, uid, node).await {
             match self.binding_outcome(ns, name, uid, node).await {
@@ -156,7 +192,8 @@ impl Scheduler {
                     tracing::info!(pod = %format!("{ns}/{name}"), node, error = %e, "the Binding answered an error but took effect");
                 }
                 BindingOutcome::NotBound => {
-                    self.roll_back(ctx.as_ref(), ns, name, node, locked).await;
+                    self.roll_back(ctx.as_ref(), ns, name, node, locked, true)
+                        .await;
                     return Err(format!("bind pod {ns}/{name} to {node}: {e}"));
                 }
                 BindingOutcome::Unknown(read) => {
@@ -174,7 +211,7 @@ impl Scheduler {
             }
         }
         self.ledger.write().mark_bound(uid);
-        self.gang_bound(&pod, node);
+        self.gang_bound(pod, node);
         self.trace_bound(uid, node);
         self.event(
             (ns, name, uid),
@@ -186,24 +223,23 @@ impl Scheduler {
         Ok(())
     }
 
-    /// Makes sure the pod holds GPUs on `node`: the `/filter` reservation, or (filter
-    /// mode `all`, an expired reservation, another node chosen) a fresh one. The hold
-    /// is then marked `Binding`, so it cannot expire while the bind waits for the lock.
-    async fn ensure_reservation(&self, ctx: &PodContext, node: &str) -> Result<(), String> {
-        // The usual case, already marked at the start of the bind: no write lock.
-        let binding_here = self
-            .ledger
-            .read()
-            .pod(&ctx.uid)
-            .is_some_and(|p| p.node == node && matches!(p.phase, PodPhase::Binding));
-        if binding_here {
-            return Ok(());
-        }
+    /// Makes sure the pod holds GPUs on `node` and returns them: the `/filter`
+    /// reservation, or (filter mode `all`, an expired reservation, another node
+    /// chosen, a restart since `/filter`) a fresh one, which fails cleanly when the
+    /// pod no longer fits there. The hold is then marked `Binding`, so it cannot
+    /// expire while the bind waits for the lock.
+    fn ensure_reservation(&self, ctx: &PodContext, node: &str) -> Result<PodDevices, String> {
         {
             let mut ledger = self.ledger.write();
-            if ledger.pod(&ctx.uid).is_some_and(|p| p.node == node) {
-                ledger.set_phase(&ctx.uid, PodPhase::Binding);
-                return Ok(());
+            let here = ledger
+                .pod(&ctx.uid)
+                .filter(|p| p.node == node)
+                .map(|p| (p.devices.clone(), matches!(p.phase, PodPhase::Binding)));
+            if let Some((devices, binding)) = here {
+                if !binding {
+                    ledger.set_phase(&ctx.uid, PodPhase::Binding);
+                }
+                return Ok(devices);
             }
             ledger.remove_pod(&ctx.uid);
         }
@@ -211,7 +247,7 @@ impl Scheduler {
             .reserve(ctx, node)
             .map_err(|reason| format!("node {node} cannot take the pod: {reason}"))?;
         self.ledger.write().set_phase(&ctx.uid, PodPhase::Binding);
-        self.publish_allocation(ctx, node, &placement.devices).await
+        Ok(placement.devices)
     }
 
     /// Whether a Binding that answered an error took effect anyway: the error may
@@ -238,6 +274,7 @@ impl Scheduler {
         name: &str,
         node: &str,
         locked: bool,
+        annotated: bool,
     ) {
         if locked && let Err(e) = node_lock::release(self.api.as_ref(), node, ns, name).await {
             tracing::warn!(node, error = %e, "could not release node lock after a failed bind");
@@ -255,7 +292,8 @@ impl Scheduler {
                 }
                 !bound
             };
-            if !released {
+            // Nothing of the placement was written: nothing to clear.
+            if !released || !annotated {
                 return;
             }
             if let Err(e) = self

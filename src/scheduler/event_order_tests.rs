@@ -126,13 +126,23 @@ async fn an_event_of_our_own_patch_keeps_the_reservation_deadline_and_binding_ph
 
 #[tokio::test]
 async fn a_relist_releases_pods_that_vanished_but_not_newer_reservations() {
-    let (s, memory) = scheduler(
+    // The device plugin answers, so each bind finds the node lock free.
+    let memory = Arc::new(MemoryCluster::new(
         vec![node("n1", serde_json::json!({}))],
-        SchedulerConfig::default(),
-    );
-    filter(&s, &pod("c")).await;
-    filter(&s, &pod("d")).await;
-    // The watch echoes both reservations, confirming them.
+        Vec::new(),
+        true,
+    ));
+    let api: Arc<dyn ClusterApi> = memory.clone();
+    let s = Scheduler::new(SchedulerConfig::default(), api, Arc::new(Metrics::new()));
+    s.load(&ClusterObjects {
+        nodes: vec![node("n1", serde_json::json!({}))],
+        ..Default::default()
+    });
+    for name in ["c", "d"] {
+        filter(&s, &pod(name)).await;
+        bind(&s, name).await;
+    }
+    // The watch echoes both placements (written at bind), confirming them.
     for name in ["c", "d"] {
         s.apply_pod(&memory.get_pod("ns", name).await.unwrap().unwrap());
     }
@@ -178,6 +188,7 @@ async fn late_events_do_not_undo_a_released_reservation() {
     );
     let p = pod("g");
     filter(&s, &p).await;
+    bind(&s, "g").await;
     let annotated = memory.get_pod("ns", "g").await.unwrap().unwrap();
     // Our rollback: release and clear.
     s.with_ledger_mut(|l| l.mark_local_released("uid-g"));
@@ -189,6 +200,19 @@ async fn late_events_do_not_undo_a_released_reservation() {
     assert_eq!(phase(&s, "uid-g"), None);
     s.apply_pod(&annotated);
     assert!(phase(&s, "uid-g").is_some());
+}
+
+/// Binds the pod `/filter` placed on n1; the bind writes its placement.
+async fn bind(s: &Scheduler, name: &str) {
+    let bound = s
+        .bind(ExtenderBindingArgs {
+            pod_name: Some(name.into()),
+            pod_namespace: Some("ns".into()),
+            pod_uid: Some(format!("uid-{name}")),
+            node: Some("n1".into()),
+        })
+        .await;
+    assert!(bound.error.is_empty(), "{}", bound.error);
 }
 
 #[test]

@@ -1,10 +1,10 @@
 //! `/filter` and `/prioritize`.
 
+use super::bind_patch::carries_allocation;
 use super::candidate_nodes::known_names;
 use super::{FilterMode, PodContext, Scheduler};
 use crate::cluster::api::EventType;
 use crate::device::allocation_codec::encode_pod_devices;
-use crate::device::model::PodDevices;
 use crate::extender::node_names::NodeNames;
 use crate::extender::wire::{ExtenderArgs, ExtenderFilterResult, HostPriority, NodeItems};
 use crate::fit::{FitRequest, Placement, QuotaHeadroom, fit_pod};
@@ -240,31 +240,6 @@ impl Scheduler {
         Ok(placement)
     }
 
-    /// Writes the decision onto the pod; rolls the reservation back on failure.
-    pub(crate) async fn publish_allocation(
-        &self,
-        ctx: &PodContext,
-        node: &str,
-        devices: &PodDevices,
-    ) -> Result<(), String> {
-        let mut patch = super::allocation_patch(node, devices, self.clock.wall());
-        // A member placed again outside its gang plan keeps no plan deadline.
-        if self.config.gang.enabled {
-            patch
-                .annotations
-                .insert(crate::gang::PLAN_DEADLINE.to_string(), None);
-        }
-        if let Err(e) = self
-            .api
-            .patch_pod_metadata(&ctx.namespace, &ctx.name, &patch)
-            .await
-        {
-            self.ledger.write().mark_local_released(&ctx.uid);
-            return Err(format!("patch pod {}/{}: {e}", ctx.namespace, ctx.name));
-        }
-        Ok(())
-    }
-
     /// The node and GPUs `/filter` would choose now, without reserving anything
     /// (`Ok(None)`: nothing fits; `Err`: the pod is invalid or asks for no vGPU).
     pub fn decide(
@@ -324,6 +299,8 @@ impl Scheduler {
             }
         }
         self.api.remember_pod(pod).await;
+        self.pod_copies
+            .keep(pod, self.clock.now(), self.config.reservation_ttl);
         self.trace_filtered(pod);
         // A pod that is bound (or being bound) keeps its GPUs: answer with its node
         // rather than dropping a booking the device plugin may already have used.
@@ -369,7 +346,7 @@ impl Scheduler {
         let answer_nodes = |chosen: &[String]| answer_nodes_for(full_nodes, &args, chosen);
 
         if self.config.filter_mode == FilterMode::All {
-            if had_reservation {
+            if had_reservation && carries_allocation(pod) {
                 self.clear_allocation(&ctx).await;
             }
             let mut eval = self.evaluate_pod(Some(pod), &ctx, &names);
@@ -394,7 +371,7 @@ impl Scheduler {
                     .spare_node(Some(pod), &ctx, &names, &node, placement.node_score)
                     .unwrap_or(node),
                 Err(mut failed) => {
-                    if had_reservation {
+                    if had_reservation && carries_allocation(pod) {
                         self.clear_allocation(&ctx).await;
                     }
                     match self.fit_template_nodes(&ctx, &args, &templates) {
@@ -409,22 +386,10 @@ impl Scheduler {
                 // Someone took the capacity since the decision: decide again.
                 Err(_) => continue,
             };
-            // Its bind follows: the next pod would queue behind it.
+            // Its bind follows: the next pod would queue behind it. The placement
+            // is written onto the pod by that bind, in the same write as the bind
+            // phase (see `bind_patch`).
             self.lock_handoff.placed(&node, self.clock.now());
-            if let Err(e) = self
-                .publish_allocation(&ctx, &node, &placement.devices)
-                .await
-            {
-                self.metrics.filter_outcome("error");
-                self.event(
-                    (&ctx.namespace, &ctx.name, &ctx.uid),
-                    EventType::Warning,
-                    "FilteringFailed",
-                    e.clone(),
-                )
-                .await;
-                return ExtenderFilterResult::error(e);
-            }
             self.metrics.filter_outcome("fit");
             self.event(
                 (&ctx.namespace, &ctx.name, &ctx.uid),
@@ -475,6 +440,7 @@ impl Scheduler {
         )
         .await;
         self.api.forget_pod(&ctx.namespace, &ctx.name).await;
+        self.pod_copies.drop_copy(&ctx.uid);
         rejected(failed)
     }
 

@@ -3,8 +3,9 @@
 
 use super::Scheduler;
 use crate::annotations::BIND_PHASE;
-use crate::node_lock::handoff::Turn;
-use crate::node_lock::{self, LockError};
+use crate::ledger::PodPhase;
+use crate::node_lock::handoff::{LockSighting, Turn};
+use crate::node_lock::{self, LockError, LockKnowledge, ReadEverything};
 use k8s_openapi::api::core::v1::Pod;
 use std::time::{Duration, Instant};
 
@@ -79,8 +80,16 @@ impl Scheduler {
         };
         loop {
             turn.mark_seen();
+            // With watches, the lock is taken from the watch's copy of the node;
+            // a cluster file's store is local, and reading it costs nothing.
+            let known: &dyn LockKnowledge = if self.api.reports_changes() {
+                self
+            } else {
+                &ReadEverything
+            };
             match node_lock::acquire(
                 self.api.as_ref(),
+                known,
                 self.clock.wall(),
                 node,
                 ns,
@@ -90,7 +99,12 @@ impl Scheduler {
             .await
             {
                 Err(LockError::Contention { .. }) if self.clock.now() < give_up => {
-                    turn.wait_for_release(recheck).await;
+                    let grace = self
+                        .lock_handoff
+                        .release_grace_left(node, self.clock.now())
+                        .map(|left| left + Duration::from_millis(1));
+                    turn.wait_for_release(grace.map_or(recheck, |g| g.min(recheck)))
+                        .await;
                 }
                 Ok(()) => {
                     // Timed until the watch shows it released; without a watch
@@ -118,7 +132,40 @@ impl Scheduler {
         if let Some(node) = pod.spec.as_ref().and_then(|s| s.node_name.as_deref())
             && answered
         {
-            self.lock_handoff.nudge(node);
+            self.lock_handoff.answered(
+                node,
+                pod.metadata.namespace.as_deref().unwrap_or("default"),
+                pod.metadata.name.as_deref().unwrap_or_default(),
+                self.clock.now(),
+            );
         }
+    }
+}
+
+/// What the watches told this process about node locks and their owners.
+impl LockKnowledge for Scheduler {
+    fn sighting(&self, node: &str) -> Option<LockSighting> {
+        self.lock_handoff.sighting(node)
+    }
+
+    /// An owner the device plugin answered for is done (once the device plugin
+    /// had time to release the lock itself); one the ledger has binding or bound
+    /// on this node still waits for it; of any other owner (gone, finished,
+    /// another process's) nothing is known here.
+    fn owner_is_stale(&self, node: &str, namespace: &str, pod: &str) -> Option<bool> {
+        if self
+            .lock_handoff
+            .answered_long_ago(node, namespace, pod, self.clock.now())
+        {
+            return Some(true);
+        }
+        let ledger = self.ledger.read();
+        let waiting = ledger.pods().any(|p| {
+            p.namespace == namespace
+                && p.name == pod
+                && p.node == node
+                && matches!(p.phase, PodPhase::Binding | PodPhase::Bound)
+        });
+        waiting.then_some(false)
     }
 }

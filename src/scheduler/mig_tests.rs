@@ -10,7 +10,7 @@ use crate::cluster::api::ClusterApi;
 use crate::cluster::file::ClusterObjects;
 use crate::cluster::memory::MemoryCluster;
 use crate::device::mig::{MigHold, MigPlacement, MigSlices};
-use crate::extender::wire::ExtenderArgs;
+use crate::extender::wire::{ExtenderArgs, ExtenderBindingArgs};
 use crate::metrics::Metrics;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use serde_json::json;
@@ -120,11 +120,25 @@ fn slices_of(placements: &[MigPlacement]) -> MigSlices {
     s
 }
 
+/// `/bind` of a pod `/filter` placed on `node`; the bind writes the placement.
+async fn bind(s: &Scheduler, p: &Pod, node: &str) {
+    let answer = s
+        .bind(ExtenderBindingArgs {
+            pod_name: p.metadata.name.clone(),
+            pod_namespace: p.metadata.namespace.clone(),
+            pod_uid: p.metadata.uid.clone(),
+            node: Some(node.into()),
+        })
+        .await;
+    assert!(answer.error.is_empty(), "{}", answer.error);
+}
+
 #[tokio::test]
-async fn filter_writes_the_mig_reservation_next_to_the_device_lists() {
+async fn bind_writes_the_mig_reservation_next_to_the_device_lists() {
     let first = pod("infer", 1, 9000, json!({}));
     let (s, memory) = build(vec![mig_node()], vec![first.clone()]);
     assert_eq!(filter(&s, &first).await, Ok("gpu-mig".into()));
+    bind(&s, &first, "gpu-mig").await;
     let stored = memory.get_pod("ml", "infer").await.unwrap().unwrap();
     let a = stored.metadata.annotations.unwrap();
     assert_eq!(
@@ -141,6 +155,7 @@ async fn filter_writes_the_mig_reservation_next_to_the_device_lists() {
     let second = pod("train", 1, 15000, json!({}));
     memory.insert_pod(&second);
     assert_eq!(filter(&s, &second).await, Ok("gpu-mig".into()));
+    bind(&s, &second, "gpu-mig").await;
     let stored = memory.get_pod("ml", "train").await.unwrap().unwrap();
     assert!(
         stored.metadata.annotations.unwrap()["hami.io/vgpu-mig-allocations"]
@@ -157,6 +172,7 @@ async fn a_restart_restores_occupied_placements_and_runtime_ids() {
     let (before, memory) = build(vec![mig_node()], pods.clone());
     for p in &pods {
         assert_eq!(filter(&before, p).await, Ok("gpu-mig".into()));
+        bind(&before, p, "gpu-mig").await;
     }
     let mut stored = Vec::new();
     for p in &pods {

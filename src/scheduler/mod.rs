@@ -5,6 +5,7 @@
 #[cfg(test)]
 mod admission_tests;
 mod bind;
+mod bind_patch;
 mod busy_nodes;
 mod candidate_nodes;
 #[cfg(test)]
@@ -13,6 +14,7 @@ pub mod claims;
 mod debug_state;
 #[cfg(test)]
 mod event_order_tests;
+mod events;
 mod filter;
 #[cfg(test)]
 mod filter_only_tests;
@@ -36,6 +38,7 @@ pub mod node_metrics;
 mod nodegroup_tests;
 #[cfg(test)]
 mod placement_tests;
+mod pod_copies;
 #[cfg(test)]
 mod predicate_tests;
 #[cfg(test)]
@@ -54,9 +57,10 @@ mod usage_tests;
 
 pub use crate::fit::PodContext;
 pub use crate::gang::GangView;
+pub use events::PlacementEvents;
 
 use crate::clock::SharedClock;
-use crate::cluster::api::{ClusterApi, EventType, MetadataPatch, SchedulerEvent};
+use crate::cluster::api::{ClusterApi, MetadataPatch};
 use crate::cluster::file::ClusterObjects;
 use crate::device::device_config::NvidiaConfig;
 use crate::freshness::LocalMark;
@@ -109,6 +113,8 @@ pub struct SchedulerConfig {
     /// Scheduler names of pods placed before a migration (HAMi's), whose device
     /// annotations the ledger books like those of our own pods (see `claims`).
     pub previous_schedulers: Vec<String>,
+    /// Which placement events are recorded (`--placement-events`).
+    pub placement_events: PlacementEvents,
 }
 
 /// Default of `--busy-node-tolerance`.
@@ -159,6 +165,7 @@ impl Default for SchedulerConfig {
             check_device_plugin_health: false,
             gang: GangConfig::default(),
             previous_schedulers: vec!["hami-scheduler".into()],
+            placement_events: PlacementEvents::default(),
         }
     }
 }
@@ -177,6 +184,10 @@ pub struct Scheduler {
     /// Where what the scheduler sees is recorded (`serve --record-trace`), once
     /// set.
     trace: std::sync::OnceLock<Arc<crate::trace::TraceRecorder>>,
+    /// Events recorded lately, so a repeat is not written again.
+    recent_events: events::RecentEvents,
+    /// The pods `/filter` was sent, for their `/bind`.
+    pod_copies: pod_copies::PodCopies,
 }
 
 impl Scheduler {
@@ -203,6 +214,8 @@ impl Scheduler {
             claims: claims::Conflicts::default(),
             clock,
             trace: std::sync::OnceLock::new(),
+            recent_events: Default::default(),
+            pod_copies: Default::default(),
         }
     }
 
@@ -281,13 +294,14 @@ impl Scheduler {
         let Some(name) = node.metadata.name.as_deref() else {
             return;
         };
-        self.lock_handoff.observe_lock(
+        self.lock_handoff.observe_node(
             name,
             node.metadata
                 .annotations
                 .as_ref()
                 .and_then(|a| a.get(crate::annotations::NODE_LOCK))
                 .map(String::as_str),
+            node.metadata.resource_version.as_deref(),
             self.clock.now(),
         );
         let mut ledger = self.ledger.write();
@@ -320,6 +334,7 @@ impl Scheduler {
             return;
         };
         self.trace_pod_event(pod);
+        self.pod_copies.refresh(pod);
         self.ledger
             .write()
             .load_mut()
@@ -422,6 +437,7 @@ impl Scheduler {
     /// Releases a deleted pod's GPUs; the pod is never tracked again.
     pub fn forget_pod(&self, uid: &str) {
         self.trace_gone(uid);
+        self.pod_copies.drop_copy(uid);
         {
             let mut ledger = self.ledger.write();
             if let Some(pod) = ledger.pod(uid) {
@@ -561,26 +577,6 @@ impl Scheduler {
         )
     }
 
-    async fn event(
-        &self,
-        (ns, pod, uid): (&str, &str, &str),
-        kind: EventType,
-        reason: &str,
-        message: String,
-    ) {
-        self.api
-            .record_event(SchedulerEvent {
-                namespace: ns.to_string(),
-                pod: pod.to_string(),
-                uid: uid.to_string(),
-                event_type: kind,
-                reason: reason.to_string(),
-                message,
-                time: self.clock.wall(),
-            })
-            .await;
-    }
-
     /// Releases reservations whose `/bind` never came and clears their annotations,
     /// so a filtered-but-abandoned pod does not hold GPUs forever.
     pub async fn expire_reservations(&self, clear_annotations: bool) -> usize {
@@ -607,6 +603,7 @@ impl Scheduler {
         for entry in &expired {
             tracing::info!(pod = %format!("{}/{}", entry.namespace, entry.name), node = %entry.node, "reservation expired without a bind; GPUs released");
             self.metrics.reservations_expired.inc();
+            self.pod_copies.drop_copy(&entry.uid);
             if !clear_annotations {
                 continue;
             }

@@ -32,6 +32,7 @@
 
 #![allow(dead_code)]
 
+mod api_calls;
 mod budgets;
 mod crud;
 mod discovery;
@@ -59,6 +60,7 @@ mod typed;
 mod view;
 mod watch;
 
+pub use api_calls::ApiCalls;
 use crud::Origin;
 pub use eviction::EvictionRecord;
 use faults::Faults;
@@ -429,6 +431,13 @@ impl FakeApiServer {
             .filter(|e| e.code == 201 && !e.dry_run)
             .map(|e| format!("{}/{}", e.namespace, e.pod))
             .collect()
+    }
+
+    /// The logged requests counted by verb and resource, as the API server's
+    /// request metrics count them (watches apart from reads).
+    pub fn api_calls(&self) -> ApiCalls {
+        let faults = self.state.faults.lock();
+        ApiCalls::of(faults.log.iter().map(|(m, p, _)| (m.as_str(), p.as_str())))
     }
 
     /// How many logged requests had `method` and a path+query containing

@@ -1,0 +1,130 @@
+//! API calls per placed pod, counted by the fake kube-apiserver as a real one's
+//! request metrics count them. HAMi's protocol needs, per pod: the pod's create
+//! and kube-scheduler's `Scheduled` event (kube-scheduler), the allocation with
+//! `hami.io/bind-phase: allocating`, the node lock and the Binding (this
+//! extender), then `success` on the pod and the lock's release (the device
+//! plugin): 7 writes. Reading is what the watches are for: at most one read per
+//! pod (a lock write that met a changed node reads it again).
+
+mod fake_apiserver;
+mod live_support;
+mod support;
+
+use fake_apiserver::FakeApiServer;
+use live_support::*;
+use serde_json::{Value, json};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+const NS: &str = "burst";
+const NODES: usize = 3;
+const PODS: usize = 18;
+
+/// Writes per pod of the others in the protocol: kube-scheduler's pod create and
+/// `Scheduled` event, the device plugin's `success` and lock release.
+const OTHERS_WRITES_PER_POD: usize = 4;
+
+/// Plays HAMi's device plugin on every node: a pod holding its node's lock is
+/// handed its GPUs (`success`) and the lock released. Returns how many it answered.
+fn answer_locked_pods(api: &FakeApiServer) -> usize {
+    let mut answered = 0;
+    for mut node in api.list("Node") {
+        let Some(lock) = annotation(&node, "hami.io/mutex.lock").map(str::to_string) else {
+            continue;
+        };
+        let (_, ns, name) = parse_lock(&lock);
+        if let Some(mut pod) = api.get("Pod", Some(&ns), &name) {
+            pod["metadata"]["annotations"]["hami.io/bind-phase"] = json!("success");
+            api.update(pod);
+        }
+        if let Some(a) = node["metadata"]["annotations"].as_object_mut() {
+            a.remove("hami.io/mutex.lock");
+        }
+        api.update(node);
+        answered += 1;
+    }
+    answered
+}
+
+#[tokio::test]
+async fn a_burst_of_pods_costs_at_most_seven_writes_and_one_read_per_pod() {
+    let api = FakeApiServer::start().await;
+    let nodes: Vec<String> = (0..NODES).map(|i| format!("gpu-{i}")).collect();
+    for n in &nodes {
+        add_node(&api, n, 8, 10);
+    }
+    let server = LiveServer::start(&api, &[]).await;
+    let pods: Vec<Value> = (0..PODS)
+        .map(|i| create_pod(&api, gpu_pod(NS, &format!("worker-{i}"), 1, 10_000, 10)))
+        .collect();
+    // Only what placing the pods costs from here on.
+    api.clear_request_log();
+
+    let names: Vec<&str> = nodes.iter().map(String::as_str).collect();
+    let done = AtomicBool::new(false);
+    let placing = async {
+        let binds = pods.iter().map(|p| async {
+            let name = p["metadata"]["name"].as_str().expect("name").to_string();
+            let answer = server.filter(p, &names).await;
+            let node = answer["NodeNames"][0]
+                .as_str()
+                .unwrap_or_else(|| panic!("{name}: no node: {answer}"))
+                .to_string();
+            let error = server.bind(NS, &name, &uid_of(p), &node).await;
+            assert_eq!(
+                error,
+                "",
+                "{name}: bind failed; log:\n{}",
+                server.log_tail(30)
+            );
+        });
+        futures::future::join_all(binds).await;
+        done.store(true, Ordering::Release);
+    };
+    let device_plugin = async {
+        let mut answered = 0;
+        loop {
+            // Read before answering: locks taken before the binds ended are
+            // answered in this pass.
+            let binds_over = done.load(Ordering::Acquire);
+            answered += answer_locked_pods(&api);
+            if binds_over {
+                break answered;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    };
+    let ((), answered) = tokio::join!(placing, device_plugin);
+    assert_eq!(
+        answered, PODS,
+        "every pod took and handed over its node's lock"
+    );
+    for p in &pods {
+        let name = p["metadata"]["name"].as_str().expect("name");
+        let stored = api_pod(&api, NS, name);
+        assert!(stored["spec"]["nodeName"].is_string(), "{stored}");
+        assert!(
+            annotation(&stored, "hami.io/vgpu-devices-allocated").is_some(),
+            "{stored}"
+        );
+    }
+
+    let calls = api.api_calls();
+    let ours_per_pod = calls.writes() as f64 / PODS as f64;
+    let reads_per_pod = calls.reads() as f64 / PODS as f64;
+    let writes_per_pod = ours_per_pod + OTHERS_WRITES_PER_POD as f64;
+    assert!(
+        writes_per_pod <= 7.0,
+        "{writes_per_pod:.2} writes per pod ({ours_per_pod:.2} by this server): {:?}",
+        calls.counts
+    );
+    assert!(
+        reads_per_pod <= 1.0,
+        "{reads_per_pod:.2} reads per pod: {:?}",
+        calls.counts
+    );
+    // The writes are the protocol's own, one each per pod.
+    assert_eq!(calls.count("patch", "pods"), PODS, "{:?}", calls.counts);
+    assert_eq!(calls.count("create", "pods/binding"), PODS);
+    assert_eq!(calls.count("create", "events"), 0, "{:?}", calls.counts);
+}
