@@ -92,39 +92,44 @@ async fn one_leader_both_serve_and_failover_within_twenty_seconds() {
     for s in [&a, &b] {
         assert_eq!(s.get("/readyz").await.0, 200);
     }
+    // A reservation lives in the replica that made it (the pod is written once,
+    // at /bind): each replica holds its own, and lets it go when it expires.
     create_pod(&api, gpu_pod(NS, "via-a", 1, 10000, 10));
     create_pod(&api, gpu_pod(NS, "via-b", 1, 10000, 10));
     a.filter_one(&api, NS, "via-a", &["gpu-a", "gpu-b"]).await;
     b.filter_one(&api, NS, "via-b", &["gpu-a", "gpu-b"]).await;
     let uid_a = uid_of(&api_pod(&api, NS, "via-a"));
     let uid_b = uid_of(&api_pod(&api, NS, "via-b"));
-    // Each replica learns the other's reservation from the watch.
+    for (s, uid) in [(&a, &uid_a), (&b, &uid_b)] {
+        let (state, ok) = s
+            .wait_state(Duration::from_secs(2), |st| st.pod(uid).is_some())
+            .await;
+        assert!(ok, "the replica holds its reservation: {}", state.0);
+    }
     for s in [&a, &b] {
         let (state, ok) = s
-            .wait_state(Duration::from_secs(2), |st| {
-                st.pod(&uid_a).is_some() && st.pod(&uid_b).is_some()
+            .wait_state(Duration::from_secs(10), |st| st.pods().is_empty())
+            .await;
+        assert!(ok, "unbound reservations expire: {}", state.0);
+    }
+    // What either replica binds, every replica learns from the watch.
+    create_pod(&api, gpu_pod(NS, "bound-a", 1, 10000, 10));
+    create_pod(&api, gpu_pod(NS, "bound-b", 1, 10000, 10));
+    a.schedule(&api, NS, "bound-a", &["gpu-a"]).await;
+    b.schedule(&api, NS, "bound-b", &["gpu-b"]).await;
+    let bound_a = uid_of(&api_pod(&api, NS, "bound-a"));
+    let bound_b = uid_of(&api_pod(&api, NS, "bound-b"));
+    for s in [&a, &b] {
+        let (state, ok) = s
+            .wait_state(Duration::from_secs(5), |st| {
+                st.pod(&bound_a).is_some() && st.pod(&bound_b).is_some()
             })
             .await;
-        assert!(
-            ok,
-            "both reservations in every replica's ledger: {}",
-            state.0
-        );
+        assert!(ok, "both bound pods in every replica's ledger: {}", state.0);
     }
-    // Unbound reservations expire; the leader clears the annotations of both,
-    // including the one the follower made.
-    assert!(
-        api.wait_until(Duration::from_secs(10), |x| {
-            ["via-a", "via-b"].iter().all(|n| {
-                x.get("Pod", Some(NS), n)
-                    .is_some_and(|p| annotation(&p, "hami.io/vgpu-node").is_none())
-            })
-        })
-        .await,
-        "the leader clears expired reservations: {} / {}",
-        api_pod(&api, NS, "via-a"),
-        api_pod(&api, NS, "via-b")
-    );
+    for n in ["bound-a", "bound-b"] {
+        api.delete("Pod", Some(NS), n);
+    }
     for s in [&a, &b] {
         let (state, ok) = s
             .wait_state(Duration::from_secs(5), |st| st.pods().is_empty())
