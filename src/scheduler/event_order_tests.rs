@@ -202,8 +202,9 @@ async fn late_events_do_not_undo_a_released_reservation() {
     assert!(phase(&s, "uid-g").is_some());
 }
 
-/// Binds the pod `/filter` placed on n1; the bind writes its placement.
-async fn bind(s: &Scheduler, name: &str) {
+/// Binds the pod `name` (namespace `ns`) to n1; the bind writes its placement.
+/// Asserts it bound.
+pub(super) async fn bind(s: &Scheduler, name: &str) {
     let bound = s
         .bind(ExtenderBindingArgs {
             pod_name: Some(name.into()),

@@ -3,12 +3,13 @@
 //! bind and its end, each once; PodGroups once; times from the scheduler's
 //! clock.
 
+use super::event_order_tests::bind;
 use super::{Scheduler, SchedulerConfig};
 use crate::clock::ManualClock;
 use crate::cluster::api::ClusterApi;
 use crate::cluster::file::ClusterObjects;
 use crate::cluster::memory::MemoryCluster;
-use crate::extender::wire::{ExtenderArgs, ExtenderBindingArgs};
+use crate::extender::wire::ExtenderArgs;
 use crate::metrics::Metrics;
 use crate::trace::{TraceEvent, TraceRecorder, TraceSettings, parse_trace};
 use chrono::{DateTime, Utc};
@@ -122,7 +123,7 @@ async fn filter_then_bind_records_the_pod_and_its_node_at_the_clocks_times() {
     // A second filter of the same pod (a retry) records nothing new.
     r.clock.advance(Duration::from_millis(1500));
     filter_only(&r.scheduler, &p).await;
-    bind_on_n1(&r.scheduler, "a").await;
+    bind(&r.scheduler, "a").await;
     r.clock.advance(Duration::from_secs(60));
     r.scheduler.forget_pod("uid-a");
     r.scheduler.forget_pod("uid-a");
@@ -206,19 +207,6 @@ async fn pods_of_other_schedulers_are_not_recorded_even_when_filtered() {
     assert_eq!(kinds(&events), vec!["0 pod renamed", "0 pod watched"]);
 }
 
-/// `/bind` of the pod `name` (namespace `ns`) to `n1`; asserts it bound.
-async fn bind_on_n1(scheduler: &Scheduler, name: &str) {
-    let bound = scheduler
-        .bind(ExtenderBindingArgs {
-            pod_name: Some(name.into()),
-            pod_namespace: Some("ns".into()),
-            pod_uid: Some(format!("uid-{name}")),
-            node: Some("n1".into()),
-        })
-        .await;
-    assert_eq!(bound.error, "");
-}
-
 /// `/filter` of `p` over `n1`; asserts it fits.
 async fn filter_only(scheduler: &Scheduler, p: &Pod) {
     let answer = scheduler
@@ -244,7 +232,7 @@ async fn pods_filtered_that_never_bind_do_not_stop_the_recording() {
     }
     let late = pod("late", "vgpu-scheduler", true);
     filter_only(&r.scheduler, &late).await;
-    bind_on_n1(&r.scheduler, "late").await;
+    bind(&r.scheduler, "late").await;
     let dropped = r.scheduler.metrics().trace_dropped.get();
     let events = kinds(&r.finish());
     assert_eq!(
