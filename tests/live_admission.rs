@@ -126,11 +126,17 @@ async fn a_gang_over_its_namespace_quota_waits_with_the_reason_until_the_quota_i
         members("train", 2).iter().all(|m| !gang_gated(&api, NS, m))
     })
     .await;
+    // The status is written after the gates are lifted, in the same cycle.
+    wait_for(&server, "the PodGroup marked scheduled", || {
+        podgroup(&api, "train")["status"]["conditions"][0]["type"] == "Scheduled"
+    })
+    .await;
     let group = podgroup(&api, "train");
     let message = group["status"]["conditions"][0]["message"]
         .as_str()
         .unwrap_or("");
     assert!(!message.contains("resourcequota"), "{group}");
+    assert_eq!(group["status"]["phase"], "Running", "{group}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
