@@ -88,7 +88,7 @@ fn main() {
         variants: Vec::new(),
         report: dir.path().join("report"),
         seed: 1,
-        sample_every: Duration::from_secs(300),
+        sample_every: Some(Duration::from_secs(300)),
         quiet: true,
     };
     let setup =
@@ -104,7 +104,7 @@ fn main() {
             &workload,
             std::slice::from_ref(&setup),
             sim_args.seed,
-            sim_args.sample_every,
+            Duration::from_secs(300),
             false,
         ))
         .expect("replay")

@@ -67,9 +67,11 @@ pub struct SimulateArgs {
     /// Seed of the workload's randomness: the same seed gives the same report.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// Virtual time between samples of the cluster.
-    #[arg(long = "sample-every", default_value = "1m", value_parser = parse_duration)]
-    pub sample_every: Duration,
+    /// Virtual time between samples of the cluster (at least 1s). Default: 1m,
+    /// or less for a replay shorter than 200 minutes, so that it still has 200
+    /// samples.
+    #[arg(long = "sample-every", value_parser = parse_duration)]
+    pub sample_every: Option<Duration>,
     /// No progress bar.
     #[arg(long)]
     pub quiet: bool,

@@ -112,7 +112,7 @@ async fn replayed_placements_equal_the_servers_over_https() {
         variants: Vec::new(),
         report: "unused".into(),
         seed: 3,
-        sample_every: Duration::from_secs(60),
+        sample_every: Some(Duration::from_secs(60)),
         quiet: true,
     };
     let setup = simulate::variant("default:", &args).expect("variant");
@@ -121,7 +121,7 @@ async fn replayed_placements_equal_the_servers_over_https() {
         &workload,
         std::slice::from_ref(&setup),
         args.seed,
-        args.sample_every,
+        Duration::from_secs(60),
         false,
     )
     .await

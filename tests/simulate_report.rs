@@ -157,7 +157,7 @@ fn a_bad_workload_or_variant_is_refused_naming_it() {
     );
     assert!(!ok);
     assert!(
-        err.contains("arrivals[0] (a): count above 1 needs every"),
+        err.contains("arrivals[0].every (line a): needed when count is above 1"),
         "{err}"
     );
     let out = Command::new(env!("CARGO_BIN_EXE_vgpu-scheduler"))
@@ -199,12 +199,12 @@ fn a_workload_beyond_what_one_replay_takes_on_is_refused_saying_why() {
         (
             "arrivals: [{name: many, count: 100000000, every: 0s, duration: 1m, pod: {gpus: 1}}]"
                 .to_string(),
-            "arrivals[0] (many): the workload makes more than 1000000 pods",
+            "arrivals[0].count (line many): the workload makes more than 1000000 pods",
         ),
         (
             "arrivals: [{name: big, duration: 1m, gang: {members: 10000000}, pod: {gpus: 1}}]"
                 .to_string(),
-            "arrivals[0] (big): the workload makes more than 1000000 pods",
+            "arrivals[0].gang.members (line big): the workload makes more than 1000000 pods",
         ),
         (
             trace("0001-01-01T00:00:00.000Z", "9999-12-31T23:59:59.000Z"),
@@ -281,7 +281,15 @@ fn the_report_renders_in_a_headless_browser_with_every_plot() {
             );
         }
     }
-    for table in ["winners", "summary", "pending", "queues"] {
+    for table in [
+        "inputs",
+        "standings",
+        "summary",
+        "lines",
+        "models",
+        "pending",
+        "queues",
+    ] {
         assert!(
             dom.contains(&format!("id=\"{table}\"")),
             "table {table} missing"

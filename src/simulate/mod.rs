@@ -5,6 +5,9 @@
 //! outcome is written as a report: `index.html` with plots, `summary.json` and
 //! CSVs. The same seed gives the same report.
 
+pub mod breakdown;
+pub mod input_checks;
+pub mod inputs;
 pub mod kube_scheduler;
 pub mod limits;
 pub mod objects;
@@ -15,6 +18,10 @@ pub mod report;
 pub mod snapshot;
 pub mod summary;
 pub mod trace_workload;
+pub mod units;
+pub mod variant_flags;
+pub mod verdict;
+pub mod work;
 pub mod workload;
 
 use crate::cluster::file::{ClusterObject, visit_file};
@@ -48,10 +55,11 @@ pub async fn run(args: SimulateArgs) -> anyhow::Result<String> {
     };
     let text = std::fs::read_to_string(&args.workload)
         .with_context(|| format!("read workload {}", args.workload.display()))?;
-    let (workload, notes) = Workload::read(&text).map_err(anyhow::Error::msg)?;
-    for note in notes {
-        eprintln!("note: {note}");
-    }
+    let (workload, mut notes) = Workload::read(&text).map_err(anyhow::Error::msg)?;
+    input_checks::queues_exist(&workload, &cluster).map_err(anyhow::Error::msg)?;
+    let sample_every = args
+        .sample_every
+        .unwrap_or_else(|| limits::fitted_sample_every(&workload));
     let variants = if args.variants.is_empty() {
         vec!["default:".to_string()]
     } else {
@@ -61,17 +69,38 @@ pub async fn run(args: SimulateArgs) -> anyhow::Result<String> {
         .iter()
         .map(|v| variant(v, &args))
         .collect::<anyhow::Result<Vec<_>>>()?;
+    input_checks::names_unique(setups.iter().map(|s| s.name.as_str()))
+        .map_err(anyhow::Error::msg)?;
+    limits::check(&workload, sample_every).map_err(anyhow::Error::msg)?;
+    let mut jobs = workload.expand(args.seed);
+    notes.extend(input_checks::drop_after_horizon(&workload, &mut jobs));
+    for note in notes {
+        eprintln!("note: {note}");
+    }
     let outcome = simulate(
         &cluster,
         &workload,
         &setups,
         args.seed,
-        args.sample_every,
+        sample_every,
         !args.quiet,
     )
     .await?;
+    let source = args.cluster_file.as_deref().map_or_else(
+        || "a snapshot of the live cluster".to_string(),
+        |p| format!("cluster file {}", p.display()),
+    );
+    let inputs = inputs::describe(
+        &source,
+        &cluster,
+        &args.workload.display().to_string(),
+        &workload,
+        jobs.len(),
+        sample_every,
+    );
     let summary = summary::compare(
         args.seed,
+        inputs,
         setups
             .iter()
             .zip(&outcome)
@@ -98,7 +127,8 @@ pub async fn simulate(
     progress: bool,
 ) -> anyhow::Result<Vec<ReplayResult>> {
     limits::check(workload, sample_every).map_err(anyhow::Error::msg)?;
-    let jobs = workload.expand(seed);
+    let mut jobs = workload.expand(seed);
+    input_checks::drop_after_horizon(workload, &mut jobs);
     let mut results = Vec::new();
     for setup in setups {
         let bar = if progress {
@@ -131,8 +161,8 @@ pub async fn simulate(
     Ok(results)
 }
 
-/// Reads `NAME:FLAGS` (flags as `serve` takes them, space-separated) into a
-/// variant's settings.
+/// Reads `NAME:FLAGS` (flags as `serve` takes them, split as a shell would)
+/// into a variant's settings.
 pub fn variant(spec: &str, args: &SimulateArgs) -> anyhow::Result<VariantSetup> {
     let (name, flags) = spec
         .split_once(':')
@@ -147,7 +177,7 @@ pub fn variant(spec: &str, args: &SimulateArgs) -> anyhow::Result<VariantSetup> 
             .as_deref()
             .map_or_else(|| "snapshot".into(), |p| p.display().to_string()),
     );
-    let flags: Vec<String> = flags.split_whitespace().map(str::to_string).collect();
+    let flags = variant_flags::split(name, flags).map_err(anyhow::Error::msg)?;
     let names_config = flags.iter().any(|f| f.starts_with("--scheduler-config"));
     if let (Some(conf), false) = (&args.scheduler_config, names_config) {
         argv.push("--scheduler-config".into());
@@ -182,26 +212,35 @@ fn text_summary(summary: &summary::Summary, report: &Path) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "{:<14} {:>7} {:>7} {:>22} {:>10} {:>12} {:>9}",
-        "variant", "jobs", "placed", "pending p50/p95/p99 s", "mem used", "partly used", "evicted"
+        "{:<14} {:>7} {:>7} {:>10} {:>8} {:>22} {:>12} {:>9}",
+        "variant",
+        "jobs",
+        "placed",
+        "card-h",
+        "demand",
+        "pending p50/p95/p99 s",
+        "partly used",
+        "evicted"
     );
     for v in &summary.variants {
         let p = &v.pending_seconds;
         let _ = writeln!(
             out,
-            "{:<14} {:>7} {:>7} {:>22} {:>9.1}% {:>12.1} {:>9}",
+            "{:<14} {:>7} {:>7} {:>10.1} {:>7.1}% {:>22} {:>12.1} {:>9}",
             v.name,
             v.jobs,
             v.placed,
+            v.work.card_hours,
+            v.demand_met_percent,
             format!("{:.0}/{:.0}/{:.0}", p.p50, p.p95, p.p99),
-            v.memory_percent.mean,
             v.partly_used_cards.mean,
             v.pod_evictions
         );
     }
     out.push('\n');
-    for (measure, variant) in &summary.winners {
-        let _ = writeln!(out, "{measure}: {variant}");
+    let _ = writeln!(out, "{}\n", summary.verdict);
+    for standing in &summary.standings {
+        let _ = writeln!(out, "{}: {}", standing.measure, standing.describe());
     }
     let _ = writeln!(out, "\nreport: {}", report.join("index.html").display());
     out
@@ -211,3 +250,5 @@ fn text_summary(summary: &summary::Summary, report: &Path) -> String {
 mod tests;
 #[cfg(test)]
 mod trace_workload_tests;
+#[cfg(test)]
+mod verdict_tests;

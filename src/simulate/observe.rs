@@ -98,3 +98,70 @@ pub fn measure_queues(view: &crate::gang::view::GangView, seconds: f64) -> Vec<Q
         })
         .collect()
 }
+
+/// One GPU model at one moment: how full its cards are and the largest block
+/// still free, which is what a job asking for that model can get.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ModelSample {
+    /// Seconds since the replay started.
+    pub seconds: f64,
+    /// The model, as the device plugin registered it.
+    pub model: String,
+    /// Its cards.
+    pub cards: u64,
+    /// Its cards with nothing on them.
+    pub idle_cards: u64,
+    /// Its memory handed out, percent.
+    pub memory_percent: f64,
+    /// Its compute handed out, percent.
+    pub compute_percent: f64,
+    /// The most idle cards of this model on one node.
+    pub largest_free_block: u64,
+}
+
+/// Every GPU model in the ledger, in name order.
+pub fn measure_models(ledger: &Ledger, seconds: f64) -> Vec<ModelSample> {
+    // (cards, idle, memory used, memory, cores used, cores, largest block)
+    let mut models: std::collections::BTreeMap<&str, [u64; 7]> = Default::default();
+    for (_, entry) in ledger.nodes() {
+        let mut idle_here: std::collections::BTreeMap<&str, u64> = Default::default();
+        for (device, usage) in entry.devices.iter().zip(&entry.usage) {
+            let m = models.entry(device.model.as_str()).or_default();
+            m[0] += 1;
+            m[2] += usage.usedmem.min(device.devmem);
+            m[3] += device.devmem;
+            m[4] += u64::from(usage.usedcores.min(device.devcore));
+            m[5] += u64::from(device.devcore);
+            let idle = idle_here.entry(device.model.as_str()).or_default();
+            if usage.used == 0 {
+                m[1] += 1;
+                *idle += 1;
+            }
+        }
+        for (model, idle) in idle_here {
+            if let Some(m) = models.get_mut(model) {
+                m[6] = m[6].max(idle);
+            }
+        }
+    }
+    let percent = |a: u64, b: u64| {
+        if b == 0 {
+            0.0
+        } else {
+            100.0 * a as f64 / b as f64
+        }
+    };
+    models
+        .into_iter()
+        .map(|(model, m)| ModelSample {
+            seconds,
+            model: model.to_string(),
+            cards: m[0],
+            idle_cards: m[1],
+            memory_percent: percent(m[2], m[3]),
+            compute_percent: percent(m[4], m[5]),
+            largest_free_block: m[6],
+        })
+        .collect()
+}

@@ -17,7 +17,8 @@
 
 use super::kube_scheduler::schedule_one;
 use super::objects;
-use super::observe::{QueueSample, Sample, measure, measure_queues};
+use super::observe::{ModelSample, QueueSample, Sample, measure, measure_models, measure_queues};
+use super::work::{Work, WorkMeter};
 use super::workload::{Job, Workload};
 use crate::clock::ManualClock;
 use crate::cluster::api::ClusterApi;
@@ -88,6 +89,8 @@ pub struct JobRecord {
     pub name: String,
     /// Its arrival line.
     pub line: usize,
+    /// That line's name.
+    pub line_name: String,
     /// Its queue (`default` when none).
     pub queue: String,
     /// vGPUs it asks for, all pods together.
@@ -96,12 +99,18 @@ pub struct JobRecord {
     pub gang: bool,
     /// Seconds from the replay's start to its arrival.
     pub arrived: f64,
+    /// Seconds it runs once started.
+    pub duration: f64,
     /// Seconds from the replay's start to when its minimum was bound.
     pub started: Option<f64>,
     /// Times it was evicted.
     pub evictions: u32,
     /// Why it waited, as last told (for jobs never placed).
     pub reason: Option<String>,
+    /// Why it waited before it started, as last told (for jobs that waited).
+    pub wait_reason: Option<String>,
+    /// The GPUs its pods held over the replay.
+    pub work: Work,
 }
 
 /// One pod bound, in decision order.
@@ -131,6 +140,10 @@ pub struct ReplayResult {
     /// The queues over time (taken with the samples, from the last planning
     /// cycle).
     pub queue_samples: Vec<QueueSample>,
+    /// Each GPU model over time.
+    pub model_samples: Vec<ModelSample>,
+    /// Work delivered on each GPU model.
+    pub work_by_model: std::collections::BTreeMap<String, Work>,
     /// Seconds replayed.
     pub seconds: f64,
 }
@@ -172,6 +185,8 @@ struct Engine<'a> {
     bindings: Vec<Binding>,
     evicted_pods: u64,
     queue_samples: Vec<QueueSample>,
+    model_samples: Vec<ModelSample>,
+    meter: WorkMeter,
 }
 
 /// Replays the workload through one variant.
@@ -214,16 +229,21 @@ pub async fn replay(setup: &VariantSetup, input: &ReplayInput<'_>) -> Result<Rep
             JobRecord {
                 name: job.name.clone(),
                 line: job.line,
+                line_name: line.name.clone(),
                 queue: line.queue.clone().unwrap_or_else(|| "default".into()),
                 gpus: objects::job_gpus(line),
                 gang: line.gang.is_some(),
                 arrived: job.at.as_secs_f64(),
+                duration: line.duration.as_secs_f64(),
                 started: None,
                 evictions: 0,
                 reason: None,
+                wait_reason: None,
+                work: Work::default(),
             }
         })
         .collect();
+    let meter = scheduler.with_ledger(WorkMeter::new);
     let mut engine = Engine {
         input,
         scheduler,
@@ -242,15 +262,26 @@ pub async fn replay(setup: &VariantSetup, input: &ReplayInput<'_>) -> Result<Rep
         bindings: Vec::new(),
         evicted_pods: 0,
         queue_samples: Vec::new(),
+        model_samples: Vec::new(),
+        meter,
     };
     let samples = engine.run().await?;
+    let seconds = engine.now.as_secs_f64();
+    engine.meter.end(seconds);
+    for (job, work) in &engine.meter.by_job {
+        if let Some(record) = engine.records.get_mut(*job) {
+            record.work = *work;
+        }
+    }
     Ok(ReplayResult {
         samples,
         jobs: engine.records,
         bindings: engine.bindings,
         evicted_pods: engine.evicted_pods,
         queue_samples: engine.queue_samples,
-        seconds: engine.now.as_secs_f64(),
+        model_samples: engine.model_samples,
+        work_by_model: std::mem::take(&mut engine.meter.by_model),
+        seconds,
     })
 }
 
@@ -348,6 +379,8 @@ impl Engine<'_> {
         let seconds = self.now.as_secs_f64();
         let view = self.scheduler.gang_view();
         self.queue_samples.extend(measure_queues(&view, seconds));
+        let models = self.scheduler.with_ledger(|l| measure_models(l, seconds));
+        self.model_samples.extend(models);
         self.scheduler.with_ledger(|l| measure(l, seconds, waiting))
     }
 
@@ -500,6 +533,8 @@ impl Engine<'_> {
             self.memory.insert_pod(&started);
             self.scheduler.apply_pod(&started);
         }
+        self.meter
+            .bound(&key, job, self.now.as_secs_f64(), &devices);
         self.bindings.push(Binding {
             seconds: self.now.as_secs_f64(),
             pod: key.clone(),
@@ -516,7 +551,10 @@ impl Engine<'_> {
             live.running = true;
             let attempt = live.attempt;
             let record = &mut self.records[job];
-            record.started.get_or_insert(now.as_secs_f64());
+            if record.started.is_none() {
+                record.started = Some(now.as_secs_f64());
+                record.wait_reason = record.reason.take();
+            }
             record.reason = None;
             let line = &self.input.workload.arrivals[self.input.jobs[job].line];
             self.finishing
@@ -533,7 +571,9 @@ impl Engine<'_> {
             let name = objects::pod_name(job, line, i);
             self.pending.retain(|p| *p != (index, i));
             self.gated.remove(&(index, i));
-            self.pods.remove(&format!("{}/{name}", line.namespace));
+            let key = format!("{}/{name}", line.namespace);
+            self.meter.released(&key, self.now.as_secs_f64());
+            self.pods.remove(&key);
             if succeeded
                 && let Ok(Some(mut pod)) = self.memory.get_pod(&line.namespace, &name).await
             {

@@ -6,6 +6,7 @@
 use super::plots::Plot;
 use super::replay::ReplayResult;
 use super::summary::{Percentiles, Summary};
+use super::units::{amount, duration, duration_range};
 use std::fmt::Write as _;
 use std::path::Path;
 
@@ -142,17 +143,29 @@ fn seconds(p: &Percentiles) -> String {
     if p.count == 0 {
         return "–".into();
     }
-    format!("{} / {} / {}", human(p.p50), human(p.p95), human(p.p99))
+    format!(
+        "{} / {} / {}",
+        duration(p.p50),
+        duration(p.p95),
+        duration(p.p99)
+    )
 }
 
-fn human(s: f64) -> String {
-    if s < 120.0 {
-        format!("{s:.0}s")
-    } else if s < 7200.0 {
-        format!("{:.1}m", s / 60.0)
-    } else {
-        format!("{:.1}h", s / 3600.0)
+/// A table: its id, its header cells, then rows of cells (already escaped).
+fn table(html: &mut String, id: &str, header: &[&str], rows: &[Vec<String>]) {
+    let _ = write!(html, "<table id=\"{id}\"><tr>");
+    for h in header {
+        let _ = write!(html, "<th>{}</th>", esc(h));
     }
+    html.push_str("</tr>\n");
+    for row in rows {
+        html.push_str("<tr>");
+        for cell in row {
+            let _ = write!(html, "<td>{cell}</td>");
+        }
+        html.push_str("</tr>\n");
+    }
+    html.push_str("</table>\n");
 }
 
 fn page(summary: &Summary, plots: &[Plot]) -> String {
@@ -160,49 +173,186 @@ fn page(summary: &Summary, plots: &[Plot]) -> String {
     html.push_str(
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
 <title>vgpu-scheduler simulation</title>\n<style>\
-body{font-family:sans-serif;margin:2em;color:#222}\
+body{font-family:sans-serif;margin:2em;color:#222;max-width:1600px}\
 table{border-collapse:collapse;margin:1em 0}\
 td,th{border:1px solid #ccc;padding:4px 8px;text-align:right}\
 th:first-child,td:first-child{text-align:left}\
+td.text{text-align:left}\
+#verdict{font-size:1.1em;line-height:1.5;max-width:70em;background:#f4f6fa;padding:0.8em 1em;border-left:4px solid #2c6fbb}\
+#inputs td{text-align:left}\
 .plots{display:flex;flex-wrap:wrap;gap:16px}\
-.plot{border:1px solid #ddd;padding:4px}\
-.win{font-weight:bold}\
+.plot{border:1px solid #ddd;padding:4px;margin:0}\
+.plot figcaption{font-weight:bold;margin:2px 4px}\
+.tie{font-style:italic}\
 </style></head><body>\n<h1>vgpu-scheduler simulation</h1>\n",
     );
-    let _ = writeln!(
-        html,
-        "<p>Seed {}; {} variant(s). Pending times are p50 / p95 / p99.</p>",
-        summary.seed,
-        summary.variants.len()
+    let i = &summary.inputs;
+    let inputs = [
+        ("cluster", &i.cluster),
+        ("workload", &i.workload),
+        ("horizon", &i.horizon),
+        ("sampled every", &i.sample_every),
+        ("version", &i.version),
+    ];
+    let mut rows: Vec<Vec<String>> = inputs.iter().map(|(k, v)| vec![esc(k), esc(v)]).collect();
+    rows.push(vec!["seed".into(), summary.seed.to_string()]);
+    table(&mut html, "inputs", &["replayed", ""], &rows);
+    let _ = writeln!(html, "<p id=\"verdict\">{}</p>", esc(&summary.verdict));
+    html.push_str("<h2>Measure by measure</h2>\n");
+    let rows: Vec<Vec<String>> = summary
+        .standings
+        .iter()
+        .map(|s| {
+            let best = if s.tie {
+                format!(
+                    "<span class=\"tie\">tie: {}</span>",
+                    esc(&s.best.join(", "))
+                )
+            } else {
+                format!("<b>{}</b>", esc(&s.best.join(", ")))
+            };
+            let runner = s
+                .runner_up
+                .as_ref()
+                .map_or_else(|| "–".into(), |(n, v)| format!("{} ({})", esc(n), esc(v)));
+            let margin = s
+                .margin_percent
+                .map_or_else(|| "–".into(), |m| format!("{m:.1}%"));
+            vec![esc(&s.measure), best, esc(&s.value), runner, margin]
+        })
+        .collect();
+    table(
+        &mut html,
+        "standings",
+        &["measure", "best", "its value", "runner-up", "margin"],
+        &rows,
     );
-    html.push_str("<h2>Who wins on what</h2>\n<table id=\"winners\"><tr><th>measure</th><th>variant</th></tr>\n");
-    for (measure, variant) in &summary.winners {
-        let _ = writeln!(
-            html,
-            "<tr><td>{}</td><td class=\"win\">{}</td></tr>",
-            esc(measure),
-            esc(variant)
-        );
-    }
-    html.push_str("</table>\n<h2>Variants</h2>\n<table id=\"summary\"><tr><th>variant</th><th>flags</th><th>jobs</th><th>placed</th><th>pending</th><th>gang wait</th><th>GPU memory in use (mean / peak)</th><th>partly used cards (mean)</th><th>largest whole-card request (mean)</th><th>pods evicted</th></tr>\n");
+    html.push_str("<h2>Variants</h2>\n");
+    let rows: Vec<Vec<String>> = summary
+        .variants
+        .iter()
+        .map(|v| {
+            vec![
+                esc(&v.name),
+                esc(&v.flags),
+                v.jobs.to_string(),
+                v.placed.to_string(),
+                amount(v.work.card_hours),
+                amount(v.work.vgpu_hours),
+                amount(v.work.compute_card_hours),
+                amount(v.work.memory_gib_hours),
+                format!("{:.1}%", v.demand_met_percent),
+                seconds(&v.pending_seconds),
+                seconds(&v.gang_wait_seconds),
+                format!(
+                    "{:.1}% / {:.1}%",
+                    v.memory_percent.mean, v.memory_percent.peak
+                ),
+                format!("{:.1}", v.partly_used_cards.mean),
+                format!("{:.1}", v.largest_whole_card_request.mean),
+                v.pod_evictions.to_string(),
+            ]
+        })
+        .collect();
+    table(
+        &mut html,
+        "summary",
+        &[
+            "variant",
+            "flags",
+            "jobs",
+            "placed",
+            "card-hours delivered",
+            "vGPU-hours",
+            "compute card-hours",
+            "memory GiB-hours",
+            "demand met",
+            "pending (placed jobs)",
+            "gang wait",
+            "GPU memory in use (mean / peak)",
+            "partly used cards (mean)",
+            "largest whole-card request (mean)",
+            "pods evicted",
+        ],
+        &rows,
+    );
+    html.push_str("<h2>By workload line</h2>\n<p>Waits count a job never placed until the replay ended; “waited” counts jobs that waited more than a minute.</p>\n");
+    let mut rows = Vec::new();
     for v in &summary.variants {
-        let _ = writeln!(
-            html,
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.1}% / {:.1}%</td><td>{:.1}</td><td>{:.1}</td><td>{}</td></tr>",
-            esc(&v.name),
-            esc(&v.flags),
-            v.jobs,
-            v.placed,
-            seconds(&v.pending_seconds),
-            seconds(&v.gang_wait_seconds),
-            v.memory_percent.mean,
-            v.memory_percent.peak,
-            v.partly_used_cards.mean,
-            v.largest_whole_card_request.mean,
-            v.pod_evictions
-        );
+        for l in &v.lines {
+            let range = l
+                .waited_range
+                .map_or_else(|| "–".into(), |(a, b)| duration_range(a, b));
+            rows.push(vec![
+                esc(&v.name),
+                esc(&l.line),
+                esc(&l.queue),
+                l.jobs.to_string(),
+                l.never_placed.to_string(),
+                seconds(&l.waits),
+                l.waited.to_string(),
+                range,
+                amount(l.work.card_hours),
+                amount(l.demand_vgpu_hours),
+                format!(
+                    "<span class=\"text\">{}</span>",
+                    esc(l.reason.as_deref().unwrap_or("–"))
+                ),
+            ]);
+        }
     }
-    html.push_str("</table>\n<h2>Pending time by queue and by job size</h2>\n<table id=\"pending\"><tr><th>variant</th><th>group</th><th>jobs placed</th><th>p50 / p95 / p99</th></tr>\n");
+    table(
+        &mut html,
+        "lines",
+        &[
+            "variant",
+            "line",
+            "queue",
+            "jobs",
+            "never placed",
+            "wait p50 / p95 / p99",
+            "waited",
+            "their waits",
+            "card-hours delivered",
+            "vGPU-hours asked",
+            "why they waited",
+        ],
+        &rows,
+    );
+    html.push_str("<h2>By GPU model</h2>\n");
+    let mut rows = Vec::new();
+    for v in &summary.variants {
+        for (model, m) in &v.models {
+            rows.push(vec![
+                esc(&v.name),
+                esc(model),
+                m.cards.to_string(),
+                format!("{:.1}%", m.memory_percent),
+                format!("{:.1}%", m.compute_percent),
+                format!(
+                    "{:.1} / {}",
+                    m.largest_free_block_mean, m.largest_free_block_least
+                ),
+                amount(m.work.card_hours),
+            ]);
+        }
+    }
+    table(
+        &mut html,
+        "models",
+        &[
+            "variant",
+            "model",
+            "cards",
+            "memory in use (mean)",
+            "compute in use (mean)",
+            "largest free block, cards on one node (mean / least)",
+            "card-hours delivered",
+        ],
+        &rows,
+    );
+    html.push_str("<h2>Pending time by queue and by job size</h2>\n");
+    let mut rows = Vec::new();
     for v in &summary.variants {
         let groups = v
             .pending_seconds_by_queue
@@ -211,53 +361,74 @@ th:first-child,td:first-child{text-align:left}\
             .chain(
                 v.pending_seconds_by_size
                     .iter()
-                    .map(|(s, p)| (s.clone(), p)),
+                    .map(|s| (s.size.clone(), &s.pending)),
             );
         for (group, p) in groups {
-            let _ = writeln!(
-                html,
-                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            rows.push(vec![
                 esc(&v.name),
                 esc(&group),
-                p.count,
-                seconds(p)
-            );
+                p.count.to_string(),
+                seconds(p),
+            ]);
         }
     }
-    html.push_str("</table>\n<h2>Queues: held against deserved (vGPUs, means over the replay)</h2>\n<table id=\"queues\"><tr><th>variant</th><th>queue</th><th>held</th><th>deserved</th><th>share (mean / peak)</th></tr>\n");
+    table(
+        &mut html,
+        "pending",
+        &["variant", "group", "jobs placed", "p50 / p95 / p99"],
+        &rows,
+    );
+    html.push_str("<h2>Queues: held against deserved (vGPUs, means over the replay)</h2>\n");
+    let mut rows = Vec::new();
     for v in &summary.variants {
         for (queue, q) in &v.queues {
             let deserved = q
                 .deserved_gpus
                 .map_or_else(|| "–".to_string(), |d| format!("{d:.1}"));
-            let _ = writeln!(
-                html,
-                "<tr><td>{}</td><td>{}</td><td>{:.1}</td><td>{deserved}</td><td>{:.2} / {:.2}</td></tr>",
+            rows.push(vec![
                 esc(&v.name),
                 esc(queue),
-                q.allocated_gpus,
-                q.share.mean,
-                q.share.peak
-            );
+                format!("{:.1}", q.allocated_gpus),
+                deserved,
+                format!("{:.2} / {:.2}", q.share.mean, q.share.peak),
+            ]);
         }
     }
-    html.push_str("</table>\n");
-    let never: Vec<_> = summary
+    table(
+        &mut html,
+        "queues",
+        &[
+            "variant",
+            "queue",
+            "held",
+            "deserved",
+            "share (mean / peak)",
+        ],
+        &rows,
+    );
+    let rows: Vec<Vec<String>> = summary
         .variants
         .iter()
-        .flat_map(|v| v.never_placed.iter().map(move |(r, n)| (&v.name, r, n)))
+        .flat_map(|v| {
+            v.never_placed_jobs.iter().map(move |j| {
+                vec![
+                    esc(&v.name),
+                    esc(&j.job),
+                    esc(&j.queue),
+                    duration(j.waited),
+                    format!("<span class=\"text\">{}</span>", esc(&j.reason)),
+                ]
+            })
+        })
         .collect();
-    if !never.is_empty() {
-        html.push_str("<h2>Jobs never placed, and why</h2>\n<table id=\"never-placed\"><tr><th>variant</th><th>reason</th><th>jobs</th></tr>\n");
-        for (v, reason, n) in never {
-            let _ = writeln!(
-                html,
-                "<tr><td>{}</td><td style=\"text-align:left\">{}</td><td>{n}</td></tr>",
-                esc(v),
-                esc(reason)
-            );
-        }
-        html.push_str("</table>\n");
+    if !rows.is_empty() {
+        html.push_str("<h2>Jobs never placed, and why</h2>\n");
+        table(
+            &mut html,
+            "never-placed",
+            &["variant", "job", "queue", "waited", "reason"],
+            &rows,
+        );
     }
     html.push_str("<h2>Over time</h2>\n<div class=\"plots\">\n");
     for plot in plots {
@@ -265,7 +436,7 @@ th:first-child,td:first-child{text-align:left}\
             html,
             "<figure class=\"plot\" id=\"plot-{}\"><figcaption>{}</figcaption>{}</figure>",
             plot.id,
-            esc(plot.title),
+            esc(&plot.title),
             plot.svg
         );
     }

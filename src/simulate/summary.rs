@@ -1,11 +1,15 @@
 //! What a replay comes to, per variant: pending times by queue and by job size,
 //! gang waits, jobs never placed and why, evictions, allocation and
-//! fragmentation over the replay; and which variant wins on what. Everything is
+//! fragmentation over the replay; work delivered and demand met; breakdowns
+//! by workload line and GPU model; and the verdict. Everything is
 //! computed in a fixed order from the replay's records, so the same replay gives
 //! the same summary, byte for byte.
 
+use super::breakdown::{self, LineFigures, ModelFigures, NeverPlaced};
 use super::observe::Sample;
 use super::replay::ReplayResult;
+use super::verdict::Standing;
+use super::work::Work;
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -94,8 +98,8 @@ pub struct VariantSummary {
     pub pending_seconds: Percentiles,
     /// The same per queue.
     pub pending_seconds_by_queue: BTreeMap<String, Percentiles>,
-    /// The same per job size (vGPUs asked, all pods together).
-    pub pending_seconds_by_size: BTreeMap<String, Percentiles>,
+    /// The same per job size (vGPUs asked, all pods together), smallest first.
+    pub pending_seconds_by_size: Vec<SizeGroup>,
     /// The same for gangs only.
     pub gang_wait_seconds: Percentiles,
     /// Jobs evicted (each time counted).
@@ -114,6 +118,46 @@ pub struct VariantSummary {
     pub queues: BTreeMap<String, QueueFigures>,
     /// Seconds replayed.
     pub seconds: f64,
+    /// What the pods held over the replay.
+    pub work: Work,
+    /// vGPU-hours delivered against those asked (each job's vGPUs × the time
+    /// it would run within the replay), percent; a job run again after an
+    /// eviction counts once.
+    pub demand_met_percent: f64,
+    /// Each workload line, in the workload's order.
+    pub lines: Vec<LineFigures>,
+    /// The line that fared worst (longest p95 wait), if any job waited.
+    pub worst_off: Option<LineFigures>,
+    /// Each GPU model.
+    pub models: BTreeMap<String, ModelFigures>,
+    /// Every job never placed, by name, with its reason.
+    pub never_placed_jobs: Vec<NeverPlaced>,
+}
+
+/// What a report is of: the cluster, the workload, how long, by which version.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Inputs {
+    /// Where the cluster came from, and its nodes, cards by model and queues.
+    pub cluster: String,
+    /// The workload file, its lines and jobs.
+    pub workload: String,
+    /// Time replayed: the horizon, or until nothing moved.
+    pub horizon: String,
+    /// Virtual time between samples.
+    pub sample_every: String,
+    /// This program's version.
+    pub version: String,
+}
+
+/// Pending times of one job-size group.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SizeGroup {
+    /// `1 vGPU`, `2-8 vGPUs`, ...
+    pub size: String,
+    /// Its pending times.
+    #[serde(flatten)]
+    pub pending: Percentiles,
 }
 
 /// The whole summary.
@@ -122,25 +166,32 @@ pub struct VariantSummary {
 pub struct Summary {
     /// The seed the workload was expanded with.
     pub seed: u64,
+    /// What was replayed.
+    pub inputs: Inputs,
     /// Every variant, in the order given.
     pub variants: Vec<VariantSummary>,
-    /// For each measure, the variant that does best (ties: the first given).
-    pub winners: BTreeMap<String, String>,
+    /// Which variant to choose, in one paragraph.
+    pub verdict: String,
+    /// Each measure: the best variant(s), ties named, and the margin.
+    pub standings: Vec<Standing>,
 }
 
-/// Job sizes as the report groups them.
+/// Job sizes as the report groups them, smallest first.
+const SIZE_CLASSES: [&str; 4] = ["1 vGPU", "2-8 vGPUs", "9-32 vGPUs", "33+ vGPUs"];
+
+/// The size group of a job of `gpus` vGPUs.
 fn size_class(gpus: u64) -> &'static str {
     match gpus {
-        0..=1 => "1 vGPU",
-        2..=8 => "2-8 vGPUs",
-        9..=32 => "9-32 vGPUs",
-        _ => "33+ vGPUs",
+        0..=1 => SIZE_CLASSES[0],
+        2..=8 => SIZE_CLASSES[1],
+        9..=32 => SIZE_CLASSES[2],
+        _ => SIZE_CLASSES[3],
     }
 }
 
 /// Rounds to microseconds (or millionths of a percent): enough for any report,
 /// and the same figures on every machine.
-fn round(v: f64) -> f64 {
+pub fn round(v: f64) -> f64 {
     (v * 1e6).round() / 1e6
 }
 
@@ -157,19 +208,37 @@ pub fn summarise(name: &str, flags: &str, replay: &ReplayResult) -> VariantSumma
         )
     };
     let mut by_queue = BTreeMap::new();
-    let mut by_size = BTreeMap::new();
     for job in &replay.jobs {
         by_queue.entry(job.queue.clone()).or_insert(());
-        by_size.entry(size_class(job.gpus)).or_insert(());
     }
     let mut never_placed = BTreeMap::new();
     for job in replay.jobs.iter().filter(|j| j.started.is_none()) {
         let reason = job
             .reason
             .clone()
-            .unwrap_or_else(|| "still waiting when the replay ended".into());
+            .unwrap_or_else(|| breakdown::STILL_WAITING.into());
         *never_placed.entry(reason).or_default() += 1;
     }
+    let mut work = Work::default();
+    for job in &replay.jobs {
+        work += job.work;
+    }
+    let demand: f64 = replay
+        .jobs
+        .iter()
+        .map(|j| breakdown::demand_vgpu_hours(j, replay.seconds))
+        .sum();
+    let met: f64 = replay
+        .jobs
+        .iter()
+        .map(|j| {
+            j.work
+                .vgpu_hours
+                .min(breakdown::demand_vgpu_hours(j, replay.seconds))
+        })
+        .sum();
+    let lines = breakdown::lines(replay);
+    let worst_off = super::verdict::worst_off(&lines).cloned();
     VariantSummary {
         name: name.to_string(),
         flags: flags.to_string(),
@@ -184,9 +253,13 @@ pub fn summarise(name: &str, flags: &str, replay: &ReplayResult) -> VariantSumma
                 (q, p)
             })
             .collect(),
-        pending_seconds_by_size: by_size
-            .into_keys()
-            .map(|s| (s.to_string(), waits(&|j| size_class(j.gpus) == s)))
+        pending_seconds_by_size: SIZE_CLASSES
+            .iter()
+            .filter(|s| replay.jobs.iter().any(|j| size_class(j.gpus) == **s))
+            .map(|s| SizeGroup {
+                size: s.to_string(),
+                pending: waits(&|j| size_class(j.gpus) == *s),
+            })
             .collect(),
         gang_wait_seconds: waits(&|j| j.gang),
         job_evictions: replay.jobs.iter().map(|j| u64::from(j.evictions)).sum(),
@@ -199,6 +272,16 @@ pub fn summarise(name: &str, flags: &str, replay: &ReplayResult) -> VariantSumma
         }),
         queues: queue_figures(replay),
         seconds: round(replay.seconds),
+        work: breakdown::rounded(work),
+        demand_met_percent: if demand > 0.0 {
+            round(100.0 * met / demand)
+        } else {
+            0.0
+        },
+        lines,
+        worst_off,
+        models: breakdown::models(replay),
+        never_placed_jobs: breakdown::never_placed(replay),
     }
 }
 
@@ -227,52 +310,14 @@ fn queue_figures(replay: &ReplayResult) -> BTreeMap<String, QueueFigures> {
         .collect()
 }
 
-/// The measures variants are compared on: name, value, whether higher is better.
-type Measure = (&'static str, fn(&VariantSummary) -> f64, bool);
-
-const MEASURES: [Measure; 7] = [
-    ("most jobs placed", |v| v.placed as f64, true),
-    (
-        "shortest p95 pending time",
-        |v| v.pending_seconds.p95,
-        false,
-    ),
-    ("shortest p95 gang wait", |v| v.gang_wait_seconds.p95, false),
-    (
-        "most GPU memory in use (mean)",
-        |v| v.memory_percent.mean,
-        true,
-    ),
-    (
-        "fewest partly used cards (mean)",
-        |v| v.partly_used_cards.mean,
-        false,
-    ),
-    (
-        "largest whole-card request that fits (mean)",
-        |v| v.largest_whole_card_request.mean,
-        true,
-    ),
-    ("fewest evictions", |v| v.pod_evictions as f64, false),
-];
-
-/// The summary of every variant, with the winner of each measure.
-pub fn compare(seed: u64, variants: Vec<VariantSummary>) -> Summary {
-    let mut winners = BTreeMap::new();
-    for (measure, value, higher) in MEASURES {
-        let best = variants.iter().reduce(|best, v| {
-            let (a, b) = (value(best), value(v));
-            let better = if higher { b > a } else { b < a };
-            if better { v } else { best }
-        });
-        if let Some(best) = best {
-            winners.insert(measure.to_string(), best.name.clone());
-        }
-    }
+/// The summary of every variant, with the verdict and each measure's standing.
+pub fn compare(seed: u64, inputs: Inputs, variants: Vec<VariantSummary>) -> Summary {
     Summary {
         seed,
+        inputs,
+        verdict: super::verdict::verdict(&variants),
+        standings: super::verdict::standings(&variants),
         variants,
-        winners,
     }
 }
 

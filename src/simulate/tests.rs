@@ -39,7 +39,7 @@ pub(super) fn setup() -> VariantSetup {
         variants: Vec::new(),
         report: "report".into(),
         seed: 1,
-        sample_every: Duration::from_secs(60),
+        sample_every: Some(Duration::from_secs(60)),
         quiet: true,
     };
     variant("default:", &args).expect("variant")

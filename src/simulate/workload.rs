@@ -138,17 +138,35 @@ impl Workload {
             serde_path_to_error::deserialize(serde_yaml_ng::Deserializer::from_str(text))
                 .map_err(|e| format!("workload: {}: {}", e.path(), e.inner()))?;
         for (i, line) in workload.arrivals.iter().enumerate() {
-            let at = |what: &str| format!("workload: arrivals[{i}] ({}): {what}", line.name);
+            // Errors name the field, as serde's do (`arrivals[0].pod.gpus`),
+            // and the line's name to find it by.
+            let at = |field: &str, what: &str| {
+                format!(
+                    "workload: arrivals[{i}].{field} (line {}): {what}",
+                    line.name
+                )
+            };
             if line.count > 1 && line.every.is_none() {
-                return Err(at("count above 1 needs every"));
+                return Err(at("every", "needed when count is above 1"));
             }
             if line.pod.gpus == 0 {
-                return Err(at("pod.gpus must be at least 1"));
+                return Err(at("pod.gpus", "must be at least 1"));
             }
-            if let Some(g) = &line.gang
-                && (g.members == 0 || g.min_member.is_some_and(|m| m == 0 || m > g.members))
-            {
-                return Err(at("gang.minMember must be between 1 and members"));
+            if let Some(cores) = line.pod.gpucores.filter(|c| *c > 100) {
+                return Err(at(
+                    "pod.gpucores",
+                    &format!(
+                        "{cores} is more than a card has: give a percent of one card, 1 to 100"
+                    ),
+                ));
+            }
+            if let Some(g) = &line.gang {
+                if g.members == 0 {
+                    return Err(at("gang.members", "must be at least 1"));
+                }
+                if g.min_member.is_some_and(|m| m == 0 || m > g.members) {
+                    return Err(at("gang.minMember", "must be between 1 and members"));
+                }
             }
             if line.name.is_empty()
                 || !line
@@ -156,7 +174,19 @@ impl Workload {
                     .chars()
                     .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
             {
-                return Err(at("name must be lower-case letters, digits and dashes"));
+                return Err(at("name", "must be lower-case letters, digits and dashes"));
+            }
+            if let (Some(horizon), Some(first)) = (workload.horizon, line.at)
+                && first > horizon
+            {
+                return Err(at(
+                    "at",
+                    &format!(
+                        "{} is after the horizon ({}): none of its jobs would arrive",
+                        humantime::format_duration(first),
+                        humantime::format_duration(horizon)
+                    ),
+                ));
             }
         }
         Ok(workload)
@@ -275,15 +305,23 @@ arrivals:
         for (text, needle) in [
             (
                 "arrivals: [{name: a, count: 2, duration: 1m, pod: {gpus: 1}}]",
-                "needs every",
+                "arrivals[0].every (line a): needed when count is above 1",
             ),
             (
                 "arrivals: [{name: a, duration: 1m, pod: {gpus: 0}}]",
-                "at least 1",
+                "arrivals[0].pod.gpus (line a): must be at least 1",
             ),
             (
                 "arrivals: [{name: a, duration: 1m, gang: {members: 2, minMember: 3}, pod: {gpus: 1}}]",
-                "minMember",
+                "arrivals[0].gang.minMember (line a)",
+            ),
+            (
+                "arrivals: [{name: a, duration: 1m, pod: {gpus: 1, gpucores: 150}}]",
+                "arrivals[0].pod.gpucores (line a): 150 is more than a card has",
+            ),
+            (
+                "horizon: 1h\narrivals: [{name: a, at: 2h, duration: 1m, pod: {gpus: 1}}]",
+                "arrivals[0].at (line a): 2h is after the horizon (1h)",
             ),
             (
                 "arrivals: [{name: a, duration: soon, pod: {gpus: 1}}]",
@@ -291,7 +329,7 @@ arrivals:
             ),
             (
                 "arrivals: [{name: A_b, duration: 1m, pod: {gpus: 1}}]",
-                "lower-case",
+                "arrivals[0].name (line A_b): must be lower-case",
             ),
             (
                 "arrivals: [{name: a, duration: 1m, pod: {gpus: 1}, colour: red}]",
