@@ -181,6 +181,96 @@ fn a_bad_workload_or_variant_is_refused_naming_it() {
     );
 }
 
+/// Runs `simulate` on the example cluster with `args` after the workload;
+/// returns (success, stderr).
+fn simulate_with(dir: &Path, workload: &str, args: &[&str]) -> (bool, String) {
+    let workload_file = dir.join("workload.yaml");
+    std::fs::write(&workload_file, workload).expect("write workload");
+    let out = Command::new(env!("CARGO_BIN_EXE_vgpu-scheduler"))
+        .current_dir(repo())
+        .args(["simulate", "--quiet", "--cluster-file", CLUSTER])
+        .arg("--workload")
+        .arg(&workload_file)
+        .arg("--report")
+        .arg(dir.join("r"))
+        .args(args)
+        .output()
+        .expect("run vgpu-scheduler simulate");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn inputs_that_would_replay_a_mistake_are_refused_pointing_at_the_field() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let ok_line = "{name: a, duration: 1m, queue: training, pod: {gpus: 1}}";
+    let one = format!("arrivals: [{ok_line}]");
+    for (workload, args, needle) in [
+        (
+            "arrivals: [{name: a, duration: 1m, queue: trainig, pod: {gpus: 1}}]".to_string(),
+            vec![],
+            "arrivals[0].queue (line a): queue \"trainig\" is not in the cluster (it has inference, notebooks, training)",
+        ),
+        (
+            "arrivals: [{name: a, duration: 1m, pod: {gpus: 1, gpucores: 150}}]".to_string(),
+            vec![],
+            "arrivals[0].pod.gpucores (line a): 150 is more than a card has",
+        ),
+        (
+            format!("horizon: 1h\narrivals: [{ok_line}, {{name: late, at: 2h, duration: 1m, pod: {{gpus: 1}}}}]"),
+            vec![],
+            "arrivals[1].at (line late): 2h is after the horizon (1h)",
+        ),
+        (one.clone(), vec!["--sample-every", "0s"], "--sample-every 0s: must be at least 1s"),
+        (
+            one.clone(),
+            vec!["--variant", "a:--http-bind=0.0.0.0:9443"],
+            "--variant a: --http-bind does nothing in a replay",
+        ),
+        (
+            one.clone(),
+            vec!["--variant", "a:--record-trace /tmp/trace"],
+            "--variant a: --record-trace does nothing in a replay",
+        ),
+        (
+            one.clone(),
+            vec!["--variant", "a:--leader-elect"],
+            "--variant a: --leader-elect does nothing in a replay",
+        ),
+        (
+            one.clone(),
+            vec!["--variant", "a:--kubeconfig k"],
+            "--variant a: --kubeconfig does nothing in a replay",
+        ),
+        (
+            one.clone(),
+            vec!["--variant", "a:", "--variant", "a:--node-scheduler-policy=spread"],
+            "two variants are named a",
+        ),
+        (
+            one.clone(),
+            vec!["--variant", "a:--scheduler-config 'no such file.yaml"],
+            "--variant a: FLAGS",
+        ),
+    ] {
+        let (ok, err) = simulate_with(dir.path(), &workload, &args);
+        assert!(!ok, "{workload} {args:?} was replayed");
+        assert!(err.contains(needle), "{args:?}: {err}");
+        assert!(!dir.path().join("r").exists(), "nothing written");
+    }
+    // A quoted value is one word: the file name with a space reaches the
+    // flag whole (and is then read, and found missing, by that name).
+    let (ok, err) = simulate_with(
+        dir.path(),
+        &one,
+        &["--variant", "a:--scheduler-config 'no such file.yaml'"],
+    );
+    assert!(!ok);
+    assert!(err.contains("no such file.yaml"), "{err}");
+}
+
 #[test]
 fn a_workload_beyond_what_one_replay_takes_on_is_refused_saying_why() {
     let dir = tempfile::tempdir().expect("temp dir");
