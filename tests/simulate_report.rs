@@ -219,11 +219,17 @@ fn inputs_that_would_replay_a_mistake_are_refused_pointing_at_the_field() {
             "arrivals[0].pod.gpucores (line a): 150 is more than a card has",
         ),
         (
-            format!("horizon: 1h\narrivals: [{ok_line}, {{name: late, at: 2h, duration: 1m, pod: {{gpus: 1}}}}]"),
+            format!(
+                "horizon: 1h\narrivals: [{ok_line}, {{name: late, at: 2h, duration: 1m, pod: {{gpus: 1}}}}]"
+            ),
             vec![],
             "arrivals[1].at (line late): 2h is after the horizon (1h)",
         ),
-        (one.clone(), vec!["--sample-every", "0s"], "--sample-every 0s: must be at least 1s"),
+        (
+            one.clone(),
+            vec!["--sample-every", "0s"],
+            "--sample-every 0s: must be at least 1s",
+        ),
         (
             one.clone(),
             vec!["--variant", "a:--http-bind=0.0.0.0:9443"],
@@ -246,7 +252,12 @@ fn inputs_that_would_replay_a_mistake_are_refused_pointing_at_the_field() {
         ),
         (
             one.clone(),
-            vec!["--variant", "a:", "--variant", "a:--node-scheduler-policy=spread"],
+            vec![
+                "--variant",
+                "a:",
+                "--variant",
+                "a:--node-scheduler-policy=spread",
+            ],
             "two variants are named a",
         ),
         (

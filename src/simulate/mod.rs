@@ -17,6 +17,7 @@ pub mod replay;
 pub mod report;
 pub mod snapshot;
 pub mod summary;
+pub mod svg_chart;
 pub mod trace_workload;
 pub mod units;
 pub mod variant_flags;

@@ -1,11 +1,15 @@
-//! The report's plots, drawn as SVG with plotters: each a measure over the
-//! replay's time (or a distribution), one line per variant.
+//! The report's plots: each a measure over the replay's time (or a
+//! distribution), one line per variant in that variant's fixed colour, drawn
+//! by [`svg_chart`](super::svg_chart). Queue shares get one small panel per
+//! queue rather than one line per variant and queue in a single tangle.
 
 use super::observe::Sample;
 use super::replay::ReplayResult;
-use plotters::prelude::*;
+use super::svg_chart::{Axes, Series, colour, line_chart};
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
 
-/// One plot: its id in the page, its title, and the SVG.
+/// One plot: its id in the page, its title, and the drawing (one or more SVGs).
 pub struct Plot {
     /// Element id (stable, for links and tests).
     pub id: &'static str,
@@ -15,7 +19,8 @@ pub struct Plot {
     pub svg: String,
 }
 
-const SIZE: (u32, u32) = (760, 340);
+const SIZE: (u32, u32) = (760, 320);
+const PANEL: (u32, u32) = (480, 220);
 
 /// A measure of the samples.
 type OfSample = fn(&Sample) -> f64;
@@ -50,121 +55,115 @@ pub fn draw(variants: &[(String, &ReplayResult)]) -> Result<Vec<Plot>, String> {
     ];
     let mut plots = Vec::new();
     for (id, title, unit, f) in over_time {
-        let series: Vec<(String, Vec<(f64, f64)>)> = variants
+        let series: Vec<Series> = variants
             .iter()
-            .map(|(name, r)| {
-                (
-                    name.clone(),
-                    r.samples
-                        .iter()
-                        .map(|s| (s.seconds / 3600.0, f(s)))
-                        .collect(),
-                )
+            .enumerate()
+            .map(|(i, (name, r))| Series {
+                name,
+                colour: colour(i),
+                points: r
+                    .samples
+                    .iter()
+                    .map(|s| (s.seconds / 3600.0, f(s)))
+                    .collect(),
             })
             .collect();
         plots.push(Plot {
             id,
             title,
-            svg: lines(title, "hours", unit, &series)?,
+            svg: line_chart(&series, &axes("hours", unit, false, SIZE)),
         });
     }
-    let mut shares: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
-    for (name, r) in variants {
-        let mut by_queue: std::collections::BTreeMap<&str, Vec<(f64, f64)>> = Default::default();
+    plots.push(Plot {
+        id: "queue-share",
+        title: "Queue share of what it deserves, one panel per queue (1 = its deserved share)",
+        svg: queue_panels(variants),
+    });
+    let waits: Vec<Series> = variants
+        .iter()
+        .enumerate()
+        .map(|(i, (name, r))| Series {
+            name,
+            colour: colour(i),
+            points: wait_distribution(r),
+        })
+        .collect();
+    plots.push(Plot {
+        id: "pending-time",
+        title: "Share of all jobs started within a wait (log scale; a line ending below 1 has jobs never placed)",
+        svg: line_chart(
+            &waits,
+            &axes("waited before starting", "share of all jobs", true, SIZE),
+        ),
+    });
+    Ok(plots)
+}
+
+fn axes<'a>(x: &'a str, y: &'a str, log: bool, size: (u32, u32)) -> Axes<'a> {
+    Axes {
+        x_label: x,
+        y_label: y,
+        x_log_seconds: log,
+        size,
+    }
+}
+
+/// One small chart per queue, each variant in its colour.
+fn queue_panels(variants: &[(String, &ReplayResult)]) -> String {
+    let mut queues: BTreeMap<&str, Vec<Series>> = BTreeMap::new();
+    for (i, (name, r)) in variants.iter().enumerate() {
+        let mut by_queue: BTreeMap<&str, Vec<(f64, f64)>> = BTreeMap::new();
         for q in &r.queue_samples {
             by_queue
                 .entry(q.queue.as_str())
                 .or_default()
                 .push((q.seconds / 3600.0, q.share));
         }
-        shares.extend(
-            by_queue
-                .into_iter()
-                .map(|(queue, points)| (format!("{name} / {queue}"), points)),
+        for (queue, points) in by_queue {
+            queues.entry(queue).or_default().push(Series {
+                name,
+                colour: colour(i),
+                points,
+            });
+        }
+    }
+    if queues.is_empty() {
+        return "<p class=\"no-data\">No queue was planned in this replay (gang scheduling off, or no gang or queue pods).</p>".into();
+    }
+    let mut html = String::from("<div class=\"panels\">");
+    for (queue, series) in queues {
+        let _ = write!(
+            html,
+            "<div class=\"panel\"><div class=\"panel-title\">queue {}</div>{}</div>",
+            queue.replace('&', "&amp;").replace('<', "&lt;"),
+            line_chart(&series, &axes("hours", "share", false, PANEL))
         );
     }
-    plots.push(Plot {
-        id: "queue-share",
-        title: "Queue share of what it deserves (1 = its deserved share)",
-        svg: lines("Queue share of deserved", "hours", "share", &shares)?,
-    });
-    let waits: Vec<(String, Vec<(f64, f64)>)> = variants
-        .iter()
-        .map(|(name, r)| (name.clone(), wait_distribution(r)))
-        .collect();
-    plots.push(Plot {
-        id: "pending-time",
-        title: "Pending time of placed jobs (share placed within)",
-        svg: lines(
-            "Pending time of placed jobs",
-            "minutes waited",
-            "share of placed jobs",
-            &waits,
-        )?,
-    });
-    Ok(plots)
+    html.push_str("</div>");
+    html
 }
 
-/// The share of placed jobs that waited at most x minutes, as steps.
+/// The share of all jobs that started within x seconds of arriving, as
+/// steps: jobs never placed never count, so their line ends below 1.
 fn wait_distribution(r: &ReplayResult) -> Vec<(f64, f64)> {
     let mut waits: Vec<f64> = r
         .jobs
         .iter()
-        .filter_map(|j| j.started.map(|s| (s - j.arrived) / 60.0))
+        .filter_map(|j| j.started.map(|s| s - j.arrived))
         .collect();
     waits.sort_by(f64::total_cmp);
-    let n = waits.len().max(1) as f64;
+    let n = r.jobs.len().max(1) as f64;
     let mut points = vec![(0.0, 0.0)];
+    let mut placed = 0.0;
     for (i, w) in waits.iter().enumerate() {
-        points.push((*w, (i + 1) as f64 / n));
-    }
-    points
-}
-
-fn lines(
-    title: &str,
-    x_label: &str,
-    y_label: &str,
-    series: &[(String, Vec<(f64, f64)>)],
-) -> Result<String, String> {
-    let mut svg = String::new();
-    {
-        let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
-        root.fill(&WHITE).map_err(|e| e.to_string())?;
-        let points = series.iter().flat_map(|(_, p)| p.iter());
-        let x_max = points.clone().map(|p| p.0).fold(0.0, f64::max).max(1e-9);
-        let y_max = points.map(|p| p.1).fold(0.0, f64::max).max(1.0) * 1.05;
-        let mut chart = ChartBuilder::on(&root)
-            .caption(title, ("sans-serif", 18))
-            .margin(12)
-            .x_label_area_size(36)
-            .y_label_area_size(56)
-            .build_cartesian_2d(0.0..x_max, 0.0..y_max)
-            .map_err(|e| e.to_string())?;
-        chart
-            .configure_mesh()
-            .x_desc(x_label)
-            .y_desc(y_label)
-            .draw()
-            .map_err(|e| e.to_string())?;
-        for (i, (name, points)) in series.iter().enumerate() {
-            let colour = Palette99::pick(i).to_rgba();
-            chart
-                .draw_series(LineSeries::new(
-                    points.iter().copied(),
-                    colour.stroke_width(2),
-                ))
-                .map_err(|e| e.to_string())?
-                .label(name.as_str())
-                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], colour));
+        // One step per distinct wait.
+        if waits.get(i + 1) == Some(w) {
+            continue;
         }
-        chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.8))
-            .border_style(BLACK)
-            .draw()
-            .map_err(|e| e.to_string())?;
-        root.present().map_err(|e| e.to_string())?;
+        points.push((*w, placed / n));
+        placed = (i + 1) as f64;
+        points.push((*w, placed / n));
     }
-    Ok(svg)
+    points.push((r.seconds.max(1.0), placed / n));
+    points
 }

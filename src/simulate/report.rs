@@ -184,6 +184,8 @@ td.text{text-align:left}\
 .plot{border:1px solid #ddd;padding:4px;margin:0}\
 .plot figcaption{font-weight:bold;margin:2px 4px}\
 .tie{font-style:italic}\
+.panels{display:flex;flex-wrap:wrap;gap:8px}\
+.panel-title{font-size:0.9em;margin:2px 4px}\
 </style></head><body>\n<h1>vgpu-scheduler simulation</h1>\n",
     );
     let i = &summary.inputs;
