@@ -12,6 +12,7 @@ pub mod kube_scheduler;
 pub mod limits;
 pub mod objects;
 pub mod observe;
+pub mod parallel;
 pub mod plots;
 pub mod replay;
 pub mod report;
@@ -30,7 +31,7 @@ use crate::config::{Cli, Command, SimulateArgs};
 use crate::device::device_config::DeviceConfig;
 use anyhow::Context;
 use clap::Parser;
-use replay::{ReplayInput, ReplayResult, VariantSetup};
+use replay::{ReplayResult, VariantSetup};
 use std::fmt::Write as _;
 use std::path::Path;
 use std::time::Duration;
@@ -118,7 +119,8 @@ pub async fn run(args: SimulateArgs) -> anyhow::Result<String> {
     Ok(text_summary(&summary, &args.report))
 }
 
-/// Replays the workload through every variant, in order.
+/// Replays the workload through every variant, side by side (see
+/// [`parallel`]); the results in the order of `setups`.
 pub async fn simulate(
     cluster: &[ClusterObject],
     workload: &Workload,
@@ -130,36 +132,22 @@ pub async fn simulate(
     limits::check(workload, sample_every).map_err(anyhow::Error::msg)?;
     let mut jobs = workload.expand(seed);
     input_checks::drop_after_horizon(workload, &mut jobs);
-    let mut results = Vec::new();
-    for setup in setups {
-        let bar = if progress {
-            indicatif::ProgressBar::new(jobs.len() as u64)
-        } else {
-            indicatif::ProgressBar::hidden()
-        };
-        bar.set_style(
-            indicatif::ProgressStyle::with_template(
-                "{prefix:>12} [{bar:40}] {pos}/{len} jobs {elapsed}",
-            )
-            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-        );
-        bar.set_prefix(setup.name.clone());
-        let tick = || bar.inc(1);
-        let input = ReplayInput {
-            cluster,
-            workload,
-            jobs: &jobs,
-            sample_every,
-            on_arrival: &tick,
-        };
-        let result = replay::replay(setup, &input)
-            .await
-            .map_err(anyhow::Error::msg)
-            .with_context(|| format!("variant {}", setup.name))?;
-        bar.finish();
-        results.push(result);
-    }
-    Ok(results)
+    let shared = parallel::Shared {
+        cluster,
+        workload,
+        jobs: &jobs,
+        sample_every,
+    };
+    let outcome = parallel::replay_all(setups, &shared, progress, parallel::threads());
+    setups
+        .iter()
+        .zip(outcome)
+        .map(|(setup, result)| {
+            result
+                .map_err(anyhow::Error::msg)
+                .with_context(|| format!("variant {}", setup.name))
+        })
+        .collect()
 }
 
 /// Reads `NAME:FLAGS` (flags as `serve` takes them, split as a shell would)

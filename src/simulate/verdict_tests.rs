@@ -179,3 +179,22 @@ arrivals:
     assert_eq!(h100.cards, 8);
     assert!((h100.work.card_hours - 2.75).abs() < 1e-3, "{h100:?}");
 }
+
+#[tokio::test]
+async fn variants_replayed_side_by_side_come_out_as_each_alone() {
+    let binpack = variant("binpack:--node-scheduler-policy=binpack", &args()).expect("variant");
+    let spread = variant("spread:--node-scheduler-policy=spread", &args()).expect("variant");
+    let together = replay(STRANDED, &[binpack.clone(), spread.clone()]).await;
+    let alone = [
+        replay(STRANDED, &[binpack]).await.remove(0),
+        replay(STRANDED, &[spread]).await.remove(0),
+    ];
+    for (name, (t, a)) in ["binpack", "spread"]
+        .iter()
+        .zip(together.iter().zip(&alone))
+    {
+        let json = |r| serde_json::to_string(&summarise(name, "", r)).expect("json");
+        assert_eq!(json(t), json(a), "{name}");
+        assert_eq!(t.bindings, a.bindings, "{name}");
+    }
+}
