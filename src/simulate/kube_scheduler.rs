@@ -10,9 +10,16 @@ use crate::extender::wire::{ExtenderArgs, ExtenderBindingArgs, HostPriority};
 use crate::scheduler::Scheduler;
 use k8s_openapi::api::core::v1::Pod;
 
-/// Why a pod was not placed this time.
+/// Why a pod was not placed this time, in the words of the step that refused
+/// it: `extender filter: 0/8 nodes are available: ...` or `extender bind: ...`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Unplaced(pub String);
+
+/// The extender's `/filter`, named as the step that refused.
+pub const FILTER: &str = "extender filter";
+
+/// The extender's `/bind`, named as the step that refused.
+pub const BIND: &str = "extender bind";
 
 /// Runs one scheduling cycle for the pod; the node it was bound to.
 pub async fn schedule_one(
@@ -27,11 +34,14 @@ pub async fn schedule_one(
     };
     let filtered = scheduler.filter(args()).await;
     if !filtered.error.is_empty() {
-        return Err(Unplaced(filtered.error));
+        return Err(Unplaced(format!("{FILTER}: {}", filtered.error)));
     }
     let kept = filtered.node_names.unwrap_or_default();
     if kept.is_empty() {
-        return Err(Unplaced(summarise(&filtered.failed_nodes)));
+        return Err(Unplaced(format!(
+            "{FILTER}: {}",
+            summarise(&filtered.failed_nodes)
+        )));
     }
     let node = if kept.len() == 1 {
         kept[0].clone()
@@ -59,7 +69,7 @@ pub async fn schedule_one(
     if bound.error.is_empty() {
         Ok(node)
     } else {
-        Err(Unplaced(bound.error))
+        Err(Unplaced(format!("{BIND}: {}", bound.error)))
     }
 }
 
@@ -80,17 +90,46 @@ pub fn pick(kept: &[String], scores: &[HostPriority]) -> String {
         .unwrap_or_default()
 }
 
-/// The most common reason among the refused nodes, as kube-scheduler summarises
-/// them (`0/8 nodes are available: 8 <reason>`).
-fn summarise(failed: &std::collections::BTreeMap<String, String>) -> String {
+/// Every reason among the refused nodes, most nodes first, as kube-scheduler
+/// summarises them (`0/8 nodes are available: 5 <reason>, 3 <reason>.`).
+pub fn summarise(failed: &std::collections::BTreeMap<String, String>) -> String {
     let mut counts: std::collections::BTreeMap<&str, usize> = Default::default();
     for reason in failed.values() {
         *counts.entry(reason.as_str()).or_default() += 1;
     }
     let mut counts: Vec<(&str, usize)> = counts.into_iter().collect();
     counts.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
-    match counts.first() {
-        Some((reason, n)) => format!("0/{} nodes are available: {n} {reason}", failed.len()),
-        None => "no node is available".into(),
+    if counts.is_empty() {
+        return "no node is available".into();
+    }
+    let each: Vec<String> = counts
+        .iter()
+        .map(|(reason, n)| format!("{n} {reason}"))
+        .collect();
+    format!(
+        "0/{} nodes are available: {}.",
+        failed.len(),
+        each.join(", ")
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_reason_is_told_with_its_nodes_most_first() {
+        let failed = [
+            ("a", "CardInsufficientMemory"),
+            ("b", "NodeUnfitPod"),
+            ("c", "NodeUnfitPod"),
+        ]
+        .into_iter()
+        .map(|(n, r)| (n.to_string(), r.to_string()))
+        .collect();
+        assert_eq!(
+            summarise(&failed),
+            "0/3 nodes are available: 2 NodeUnfitPod, 1 CardInsufficientMemory."
+        );
     }
 }

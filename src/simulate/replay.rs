@@ -412,7 +412,7 @@ impl Engine<'_> {
             let pod = match admit_pod(&pod, &self.webhook) {
                 Admission::Allow { mutated, .. } => mutated.map_or(pod, |p| *p),
                 Admission::Deny { message, .. } => {
-                    self.records[index].reason = Some(format!("refused by the webhook: {message}"));
+                    self.records[index].reason = Some(format!("admission webhook: {message}"));
                     self.remove_job(index, false).await;
                     return Ok(());
                 }
@@ -463,13 +463,13 @@ impl Engine<'_> {
             let j = &self.input.jobs[job];
             let line = &self.input.workload.arrivals[j.line];
             let gang = format!("{}/{}", line.namespace, objects::group_name(j, line));
-            if let Some(message) = view
-                .gangs
-                .iter()
-                .find(|g| g.gang == gang)
-                .and_then(|g| g.message.clone())
+            // Named as the planner's condition names it (`Unschedulable`,
+            // `NotEnoughResources`, ...), as the PodGroup would show it.
+            if let Some(g) = view.gangs.iter().find(|g| g.gang == gang)
+                && let Some(message) = &g.message
             {
-                self.records[job].reason = Some(message);
+                let step = g.reason.unwrap_or("waiting");
+                self.records[job].reason = Some(format!("Volcano planner, {step}: {message}"));
             }
         }
         let gated: Vec<(usize, u32)> = self.gated.iter().copied().collect();

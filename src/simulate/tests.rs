@@ -107,7 +107,11 @@ arrivals:
     let huge = &r.jobs[0];
     assert_eq!(huge.started, None);
     let reason = huge.reason.clone().unwrap_or_default();
-    assert!(reason.contains("nodes are available"), "{reason}");
+    // In the words of the step that refused it, every node's reason told.
+    assert!(
+        reason.starts_with("extender filter: 0/2 nodes are available: 2 "),
+        "{reason}"
+    );
 }
 
 /// Volcano's reclaim under proportion: a queue above its share gives back.
@@ -189,5 +193,8 @@ arrivals:
     assert!(r.seconds < 120.0, "replayed {}s of nothing", r.seconds);
     // The reason is the PodGroup's.
     let reason = r.jobs[0].reason.clone().unwrap_or_default();
-    assert!(reason.contains("tasks in gang unschedulable"), "{reason}");
+    assert!(
+        reason.starts_with("Volcano planner, ") && reason.contains("tasks in gang unschedulable"),
+        "{reason}"
+    );
 }
