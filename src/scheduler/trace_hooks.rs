@@ -53,9 +53,16 @@ impl Scheduler {
     /// A vGPU pod kube-scheduler asks to place: its first sight when no watch
     /// showed it before (a cluster file has no watch). kube-scheduler calls its
     /// extenders for every profile, so a pod here may be another scheduler's.
+    /// One naming no scheduler at all (only a cluster file holds such a pod:
+    /// the API server names `default-scheduler`) is placed here, so recorded.
     pub(super) fn trace_filtered(&self, pod: &Pod) {
+        let unnamed = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.scheduler_name.as_deref())
+            .is_none_or(str::is_empty);
         if let Some(trace) = self.trace.get()
-            && self.placed_here(pod)
+            && (unnamed || self.placed_here(pod))
         {
             trace.pod(self.clock.wall(), pod);
         }

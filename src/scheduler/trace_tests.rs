@@ -207,6 +207,21 @@ async fn pods_of_other_schedulers_are_not_recorded_even_when_filtered() {
     assert_eq!(kinds(&events), vec!["0 pod renamed", "0 pod watched"]);
 }
 
+#[tokio::test]
+async fn a_pod_without_a_scheduler_name_that_filter_places_is_recorded() {
+    // Only a cluster file holds such a pod (the API server names
+    // default-scheduler); kube-scheduler asked this extender, so it is ours.
+    let r = recording();
+    let mut bare = pod("bare", "", true);
+    if let Some(spec) = bare.spec.as_mut() {
+        spec.scheduler_name = None;
+    }
+    filter_only(&r.scheduler, &bare).await;
+    bind(&r.scheduler, "bare").await;
+    let events = r.finish();
+    assert_eq!(kinds(&events), vec!["0 pod bare", "0 bound ns/bare n1"]);
+}
+
 /// `/filter` of `p` over `n1`; asserts it fits.
 async fn filter_only(scheduler: &Scheduler, p: &Pod) {
     let answer = scheduler
