@@ -93,8 +93,8 @@ pub fn lines(replay: &ReplayResult) -> Vec<LineFigures> {
         by_line.entry(job.line).or_default().push(job);
     }
     by_line
-        .into_iter()
-        .map(|(_, jobs)| {
+        .into_values()
+        .map(|jobs| {
             let end = replay.seconds;
             let waits: Vec<f64> = jobs.iter().map(|j| waited(j, end)).collect();
             let long: Vec<f64> = waits.iter().copied().filter(|w| *w > WAITED).collect();

@@ -438,7 +438,7 @@ td.text{text-align:left}\
             html,
             "<figure class=\"plot\" id=\"plot-{}\"><figcaption>{}</figcaption>{}</figure>",
             plot.id,
-            esc(&plot.title),
+            esc(plot.title),
             plot.svg
         );
     }
