@@ -177,7 +177,7 @@ body{font-family:sans-serif;margin:2em;color:#222;max-width:1600px}\
 table{border-collapse:collapse;margin:1em 0}\
 td,th{border:1px solid #ccc;padding:4px 8px;text-align:right}\
 th:first-child,td:first-child{text-align:left}\
-td.text{text-align:left}\
+td:has(> .text){text-align:left}\
 #verdict{font-size:1.1em;line-height:1.5;max-width:70em;background:#f4f6fa;padding:0.8em 1em;border-left:4px solid #2c6fbb}\
 #inputs td{text-align:left}\
 .plots{display:flex;flex-wrap:wrap;gap:16px}\

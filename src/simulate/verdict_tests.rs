@@ -198,3 +198,36 @@ async fn variants_replayed_side_by_side_come_out_as_each_alone() {
         assert_eq!(t.bindings, a.bindings, "{name}");
     }
 }
+
+#[tokio::test]
+async fn job_sizes_are_listed_smallest_first() {
+    let r = replay(
+        "
+horizon: 10m
+arrivals:
+- name: huge
+  duration: 1m
+  gang: {members: 10}
+  pod: {gpus: 4}
+- name: mid
+  duration: 1m
+  gang: {members: 3}
+  pod: {gpus: 4}
+- name: pair
+  duration: 1m
+  pod: {gpus: 2}
+- name: one
+  duration: 1m
+  pod: {gpus: 1}
+",
+        &[setup()],
+    )
+    .await;
+    let v = summarise("default", "", &r[0]);
+    let sizes: Vec<&str> = v
+        .pending_seconds_by_size
+        .iter()
+        .map(|s| s.size.as_str())
+        .collect();
+    assert_eq!(sizes, ["1 vGPU", "2-8 vGPUs", "9-32 vGPUs", "33+ vGPUs"]);
+}
