@@ -34,6 +34,9 @@ pub struct LineFigures {
     pub waited_range: Option<(f64, f64)>,
     /// The reason most of those jobs were given while they waited.
     pub reason: Option<String>,
+    /// What kept them all waiting, when the samples show it: no node of the
+    /// card types they ask for had the whole cards one pod needs.
+    pub explanation: Option<String>,
     /// What its jobs' pods held.
     pub work: Work,
     /// What its jobs asked: vGPUs × the time they would run within the replay.
@@ -127,11 +130,49 @@ pub fn lines(replay: &ReplayResult) -> Vec<LineFigures> {
                     (round(low), round(high))
                 }),
                 reason,
+                explanation: no_room(replay, &jobs),
                 work: rounded(work),
                 demand_vgpu_hours: round(jobs.iter().map(|j| demand_vgpu_hours(j, end)).sum()),
             }
         })
         .collect()
+}
+
+/// `no H100 node had 8 free cards`: when every job of the line that waited
+/// asked whole cards and, at every sample while it waited, no node of the
+/// models it may use had that many idle.
+fn no_room(replay: &ReplayResult, jobs: &[&JobRecord]) -> Option<String> {
+    let end = replay.seconds;
+    let samples = &replay.model_samples;
+    let mut said = None;
+    for job in jobs.iter().filter(|j| waited(j, end) > WAITED) {
+        let cards = u64::from(job.whole_cards?);
+        let allowed = |model: &str| {
+            job.gpu_types.is_empty()
+                || job
+                    .gpu_types
+                    .iter()
+                    .any(|t| model.to_lowercase().contains(&t.to_lowercase()))
+        };
+        let until = job.started.unwrap_or(end);
+        let from = samples.partition_point(|s| s.seconds < job.arrived);
+        let window = samples[from..]
+            .iter()
+            .take_while(|s| s.seconds < until)
+            .filter(|s| allowed(&s.model));
+        let most = window.map(|s| s.largest_free_block).max()?;
+        if most >= cards {
+            return None;
+        }
+        let kind = if job.gpu_types.is_empty() {
+            String::new()
+        } else {
+            format!("{} ", job.gpu_types.join(" or "))
+        };
+        let plural = if cards == 1 { "" } else { "s" };
+        said = Some(format!("no {kind}node had {cards} free card{plural}"));
+    }
+    said
 }
 
 /// The GPU models, in name order.

@@ -18,6 +18,29 @@ pub fn pod_count(line: &ArrivalLine) -> u32 {
     line.gang.as_ref().map_or(1, |g| g.members)
 }
 
+/// Whole cards each pod asks for, when it asks for whole cards (no memory or
+/// compute share given, not a recorded pod): what a free block must hold.
+pub fn whole_cards_per_pod(line: &ArrivalLine) -> Option<u32> {
+    let shape = &line.pod;
+    (line.recorded.is_none() && shape.gpumem.is_none() && shape.gpucores.is_none())
+        .then_some(shape.gpus)
+}
+
+/// The card types the pods are limited to (`nvidia.com/use-gputype`), if any.
+pub fn gpu_types(line: &ArrivalLine) -> Vec<String> {
+    line.pod
+        .annotations
+        .get(crate::device::selectors::USE_GPU_TYPE)
+        .map(|t| {
+            t.split(',')
+                .map(str::trim)
+                .filter(|t| !t.is_empty())
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// vGPUs the job asks for, all its pods together.
 pub fn job_gpus(line: &ArrivalLine) -> u64 {
     match &line.recorded {

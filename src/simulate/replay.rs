@@ -95,6 +95,10 @@ pub struct JobRecord {
     pub queue: String,
     /// vGPUs it asks for, all pods together.
     pub gpus: u64,
+    /// Whole cards each pod asks for, when it asks for whole cards.
+    pub whole_cards: Option<u32>,
+    /// The card types its pods are limited to (none: any).
+    pub gpu_types: Vec<String>,
     /// Whether it is a gang.
     pub gang: bool,
     /// Seconds from the replay's start to its arrival.
@@ -232,6 +236,8 @@ pub async fn replay(setup: &VariantSetup, input: &ReplayInput<'_>) -> Result<Rep
                 line_name: line.name.clone(),
                 queue: line.queue.clone().unwrap_or_else(|| "default".into()),
                 gpus: objects::job_gpus(line),
+                whole_cards: objects::whole_cards_per_pod(line),
+                gpu_types: objects::gpu_types(line),
                 gang: line.gang.is_some(),
                 arrived: job.at.as_secs_f64(),
                 duration: line.duration.as_secs_f64(),

@@ -151,6 +151,19 @@ fn seconds(p: &Percentiles) -> String {
     )
 }
 
+/// What kept a line's jobs waiting, then the reason they were last given.
+fn why_they_waited(l: &super::breakdown::LineFigures) -> String {
+    let said: Vec<&str> = [l.explanation.as_deref(), l.reason.as_deref()]
+        .into_iter()
+        .flatten()
+        .collect();
+    if said.is_empty() {
+        "–".into()
+    } else {
+        said.join("; ")
+    }
+}
+
 /// A table: its id, its header cells, then rows of cells (already escaped).
 fn table(html: &mut String, id: &str, header: &[&str], rows: &[Vec<String>]) {
     let _ = write!(html, "<table id=\"{id}\"><tr>");
@@ -296,10 +309,7 @@ td:has(> .text){text-align:left}\
                 range,
                 amount(l.work.card_hours),
                 amount(l.demand_vgpu_hours),
-                format!(
-                    "<span class=\"text\">{}</span>",
-                    esc(l.reason.as_deref().unwrap_or("–"))
-                ),
+                format!("<span class=\"text\">{}</span>", esc(&why_they_waited(l))),
             ]);
         }
     }

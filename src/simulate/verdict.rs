@@ -237,9 +237,11 @@ pub fn starvation(line: &LineFigures) -> String {
     if line.never_placed > 0 {
         text.push_str(&format!(", {} of them never placed", line.never_placed));
     }
-    if let Some(reason) = &line.reason {
-        text.push_str(": ");
-        text.push_str(reason);
+    match (&line.explanation, &line.reason) {
+        (Some(why), Some(reason)) => text.push_str(&format!(": {why} ({reason})")),
+        (Some(why), None) => text.push_str(&format!(": {why}")),
+        (None, Some(reason)) => text.push_str(&format!(": {reason}")),
+        (None, None) => {}
     }
     text
 }

@@ -94,7 +94,7 @@ async fn the_verdict_chooses_the_policy_that_delivered_more_and_names_the_starve
     );
     assert!(
         s.verdict.contains(
-            "Worst off under spread: 3 of 3 jobs of whole-node in queue default waited 5.0h, 3 of them never placed: extender filter: 0/2 nodes are available"
+            "Worst off under spread: 3 of 3 jobs of whole-node in queue default waited 5.0h, 3 of them never placed: no node had 4 free cards (extender filter: 0/2 nodes are available"
         ),
         "{}",
         s.verdict
