@@ -231,3 +231,18 @@ arrivals:
         .collect();
     assert_eq!(sizes, ["1 vGPU", "2-8 vGPUs", "9-32 vGPUs", "33+ vGPUs"]);
 }
+
+#[tokio::test]
+async fn a_starved_line_limited_to_a_card_type_is_told_by_that_type() {
+    let workload = STRANDED.replace(
+        "  pod: {gpus: 4}",
+        "  pod: {gpus: 4, annotations: {nvidia.com/use-gputype: H100}}",
+    );
+    let s = verdict_of(&workload, &["spread:--node-scheduler-policy=spread"]).await;
+    assert!(
+        s.verdict
+            .contains("waited 5.0h, 3 of them never placed: no H100 node had 4 free cards ("),
+        "{}",
+        s.verdict
+    );
+}
