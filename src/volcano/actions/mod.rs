@@ -9,6 +9,8 @@ pub mod backfill;
 pub mod enqueue;
 mod make_room;
 pub mod preempt;
+#[cfg(test)]
+mod queue_limits_tests;
 pub mod reclaim;
 #[cfg(test)]
 mod reclaim_tests;
