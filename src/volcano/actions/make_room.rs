@@ -286,7 +286,15 @@ fn best_node(
             .iter()
             .filter_map(|uid| candidates.iter().find(|t| &t.uid == uid).copied())
             .collect();
-        order.sort_by_key(|t| victim_key(state, &[t]));
+        // Victims of the queues the plugins name first go first (capacity under
+        // hierarchy: the nearest queues); then the least important.
+        let queue_of = |t: &TaskInfo| state.job(&t.job).map_or("", |j| j.queue.as_str());
+        order.sort_by(|a, b| {
+            session
+                .tiers()
+                .victim_queue_order(state, queue_of(a), queue_of(b), &preemptor_job.queue)
+                .then_with(|| victim_key(state, &[a]).cmp(&victim_key(state, &[b])))
+        });
         let mut budgets = Budgets::new(state, session.evicted());
         let mut taken: BTreeSet<String> = BTreeSet::new();
         let mut released: Vec<(Arc<str>, GpuUsage)> = Vec::new();

@@ -227,3 +227,41 @@ fn capacity_reclaims_when_one_asked_dimension_is_within_deserved() {
     let o = reclaim_for_a_cpu_asker(team);
     assert_eq!(evicted(&o).len(), 1, "{o:?}");
 }
+
+/// Hierarchical capacity: queue `a1` reclaims from its sibling `a2` before it
+/// reaches into queue `b`, although `b`'s pods matter less (Volcano's victim
+/// queue order: the queues sharing the deepest ancestor first).
+#[test]
+fn hierarchical_capacity_reclaims_from_the_nearest_queue_first() {
+    let mut conf = conf("capacity", Action::Reclaim);
+    conf.tiers[1].plugins[0]
+        .flags
+        .insert("enableHierarchy".into(), true);
+    let spec = |name: &str, parent: Option<&str>, deserved: i64| QueueSpec {
+        parent: parent.map(str::to_owned),
+        deserved: Some(Resources::from_units([(GPU, deserved)])),
+        reclaimable: true,
+        ..QueueSpec::new(name)
+    };
+    let queues = vec![
+        queue(spec("a", None, 2), 3),
+        queue(spec("a1", Some("a"), 1), 1),
+        queue(spec("a2", Some("a"), 1), 2),
+        queue(spec("b", None, 2), 2),
+    ];
+    // Each node holds one pod of a2 (GPU 0) and one of b (GPU 1).
+    let jobs = vec![
+        running("a2n0", "a2", 0, 0, 1, 10),
+        running("a2n1", "a2", 1, 0, 1, 10),
+        running("bn0", "b", 0, 1, 1, 1),
+        running("bn1", "b", 1, 1, 1, 1),
+        waiting("w", "a1", 100),
+    ];
+    let o = run(&conf, queues, jobs, &Reclaim);
+    assert_eq!(evicted(&o).len(), 1, "{o:?}");
+    assert!(
+        evicted(&o).iter().all(|v| v.starts_with("a2n")),
+        "{:?}",
+        evicted(&o)
+    );
+}

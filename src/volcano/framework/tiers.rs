@@ -293,6 +293,20 @@ impl Tiers {
         })
     }
 
+    /// First non-equal answer of the plugins on which victim queue goes first.
+    pub fn victim_queue_order(
+        &self,
+        state: &SessionState,
+        a: &str,
+        b: &str,
+        preemptor: &str,
+    ) -> Ordering {
+        first_unequal(
+            self.slots()
+                .map(|s| s.plugin.victim_queue_order(state, a, b, preemptor)),
+        )
+    }
+
     /// Tasks plugins want evicted on their own account.
     pub fn victim_tasks(&self, state: &SessionState) -> Vec<String> {
         self.victims(ExtensionPoint::Victim, |p| p.victim_tasks(state))

@@ -214,6 +214,27 @@ impl Plugin for Capacity {
         Some(victims)
     }
 
+    /// Under hierarchy, as Volcano: victims of the queues nearest the preemptor's
+    /// in the tree (sharing the deepest ancestor with it) go first, so a team
+    /// takes back from its sibling before it reaches into another organisation.
+    fn victim_queue_order(&self, _: &SessionState, a: &str, b: &str, preemptor: &str) -> Ordering {
+        if !self.hierarchy {
+            return Ordering::Equal;
+        }
+        let shared = |q: &str| -> usize {
+            let (Some(i), Some(p)) = (self.tree.position(q), self.tree.position(preemptor)) else {
+                return 0;
+            };
+            let mine = &self.tree.nodes[p].ancestors;
+            self.tree.nodes[i]
+                .ancestors
+                .iter()
+                .filter(|anc| mine.contains(anc))
+                .count()
+        };
+        shared(b).cmp(&shared(a))
+    }
+
     fn describe_queue(&self, state: &SessionState, q: &QueueInfo, report: &mut QueueReport) {
         let Some(i) = self.tree.position(q.name()) else {
             return;
