@@ -5,12 +5,19 @@
 //! phases, evictions, pipelined and bound pods). Each module's documentation lists
 //! the cases it leaves out and why.
 //!
-//! Translated so far: `actions/enqueue/enqueue_test.go` ([`enqueue`]) and
-//! `actions/reclaim/reclaim_test.go` ([`reclaim`]). Not yet translated:
-//! `actions/{allocate,backfill,preempt}` and
-//! `plugins/{proportion,capacity,priority,predicates,drf,gang}`; their cases are
-//! still to be written here.
+//! Translated so far: `actions/enqueue/enqueue_test.go` ([`enqueue`]),
+//! `actions/reclaim/reclaim_test.go` ([`reclaim`], in part) and
+//! `plugins/priority/priority_test.go` ([`priority`]). Not yet translated:
+//! `actions/{allocate,preempt}` and
+//! `plugins/{proportion,capacity,predicates,drf,gang}`; their cases are still to
+//! be written here.
+//!
+//! Left out: `actions/backfill/backfill_test.go` (`TestPickUpPendingTasks`) checks
+//! the order of an internal list of Volcano's backfill (`pickUpPendingTasks`), not
+//! a decision users see; and the `*_shard_test.go` files test Volcano's node
+//! sharding between scheduler instances, which this scheduler does not have.
 
 mod enqueue;
+mod priority;
 mod reclaim;
 mod support;
