@@ -7,10 +7,11 @@
 //!
 //! Translated so far: `actions/enqueue/enqueue_test.go` ([`enqueue`]),
 //! `actions/reclaim/reclaim_test.go` ([`reclaim`], in part) and
-//! `plugins/priority/priority_test.go` ([`priority`]). Not yet translated:
-//! `actions/{allocate,preempt}` and
-//! `plugins/{proportion,capacity,predicates,drf,gang}`; their cases are still to
-//! be written here.
+//! `plugins/priority/priority_test.go` ([`priority`]) and
+//! `plugins/proportion/proportion_test.go` ([`proportion`], in part). Not yet
+//! translated: `actions/{allocate,preempt}` and
+//! `plugins/{capacity,predicates,drf,gang}`; their cases are still to be written
+//! here.
 //!
 //! Left out: `actions/backfill/backfill_test.go` (`TestPickUpPendingTasks`) checks
 //! the order of an internal list of Volcano's backfill (`pickUpPendingTasks`), not
@@ -19,5 +20,6 @@
 
 mod enqueue;
 mod priority;
+mod proportion;
 mod reclaim;
 mod support;
