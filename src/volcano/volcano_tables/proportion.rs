@@ -1,9 +1,9 @@
 //! `pkg/scheduler/plugins/proportion/proportion_test.go`: `TestEnqueueAndAllocable`
 //! (enqueue then allocate with proportion alone, its allocatable, overused and
-//! enqueue checks switched on or off as each case lists them).
+//! enqueue checks switched on or off as each case lists them) and `TestAllocate`.
 //!
 //! Not yet translated: `TestProportion` (deallocation and real-capability
-//! cases), `TestAllocate` and `TestNoDoubleCountingForInqueueJobWithBindingTasks`.
+//! cases) and `TestNoDoubleCountingForInqueueJobWithBindingTasks`.
 
 use super::support::{GroupRow, Table, closed, group, pod, queue, resources};
 use crate::volcano::actions::allocate::Allocate;
@@ -127,4 +127,50 @@ fn case4_queue_with_non_open_state_can_not_enqueue() {
         &[&Enqueue as &dyn Action, &Allocate],
     );
     assert!(binds(&o).is_empty(), "{o:?}");
+}
+
+/// `TestAllocate`: allocate then reclaim with proportion's queue order alone.
+#[test]
+#[ignore = "needs CPU-only planning (issue 24 item 1)"]
+fn case0_pods_are_assigned_according_to_the_order_of_queue_priority_in_which_pgs_are_placed() {
+    let queue_of = |name: &str, priority: i32| crate::volcano::objects::QueueSpec {
+        priority,
+        ..queue(name, 1, Some(resources("2", "4Gi")))
+    };
+    let t = Table {
+        nodes: vec![("n1", resources("2", "4Gi")), ("n2", resources("2", "4Gi"))],
+        queues: vec![queue_of("q1", 5), queue_of("q2", 1), queue_of("q3", 10)],
+        groups: vec![
+            group("pg1", "q1", 1, GangPhase::Running),
+            group("pg2", "q2", 1, GangPhase::Inqueue),
+            group("pg3", "q3", 1, GangPhase::Inqueue),
+        ],
+        pods: vec![
+            pod("p1", "n1", true, resources("2", "4Gi"), "pg1"),
+            pod("p2", "", false, resources("2", "4Gi"), "pg2"),
+            pod("p3", "", false, resources("2", "4Gi"), "pg3"),
+        ],
+    };
+    let conf = "actions: allocate, reclaim
+tiers:
+- plugins:
+  - name: proportion
+    enableJobOrder: false
+    enableJobReady: false
+    enableJobPipelined: false
+    enableJobEnqueued: false
+    enablePreemptable: false
+    enableReclaimable: false
+    enabledAllocatable: false
+    enabledOverused: false
+    enablePreemptive: false
+";
+    let o = t.run(
+        conf,
+        &[
+            &Allocate as &dyn Action,
+            &crate::volcano::actions::reclaim::Reclaim,
+        ],
+    );
+    assert_eq!(placed_on(&o), [("p3".to_string(), Some("n2".to_string()))]);
 }
