@@ -19,8 +19,10 @@ const GPU: &str = "nvidia.com/gpu";
 /// Volcano's default first tier (priority, gang, conformance), then the quota
 /// plugin alone; enqueue, allocate and `action`.
 fn conf(quota_plugin: &str, action: Action) -> SchedulerConf {
-    let mut conf = SchedulerConf::default();
-    conf.actions = vec![Action::Enqueue, Action::Allocate, action];
+    let mut conf = SchedulerConf {
+        actions: vec![Action::Enqueue, Action::Allocate, action],
+        ..SchedulerConf::default()
+    };
     conf.tiers[1].plugins = vec![PluginOption::named(quota_plugin)];
     conf
 }
