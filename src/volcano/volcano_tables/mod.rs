@@ -7,9 +7,10 @@
 //!
 //! Translated so far: `actions/enqueue/enqueue_test.go` ([`enqueue`]),
 //! `actions/reclaim/reclaim_test.go` ([`reclaim`], in part) and
+//! `actions/preempt/preempt_test.go` ([`preempt`], in part),
 //! `plugins/priority/priority_test.go` ([`priority`]) and
 //! `plugins/proportion/proportion_test.go` ([`proportion`], in part). Not yet
-//! translated: `actions/{allocate,preempt}` and
+//! translated: `actions/allocate` and
 //! `plugins/{capacity,predicates,drf,gang}`; their cases are still to be written
 //! here.
 //!
@@ -19,6 +20,7 @@
 //! sharding between scheduler instances, which this scheduler does not have.
 
 mod enqueue;
+mod preempt;
 mod priority;
 mod proportion;
 mod reclaim;
