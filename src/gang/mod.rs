@@ -12,6 +12,7 @@ pub mod barrier;
 pub mod book;
 pub mod eviction_view;
 pub mod filter_only;
+pub mod memberless_group;
 pub mod membership;
 pub mod native_group;
 pub mod pipelined_plan;

@@ -6,6 +6,7 @@
 //! without holding anything.
 
 use super::book::{GangBook, Member, MemberPhase};
+use super::memberless_group::memberless_jobs;
 use super::membership::DEFAULT_QUEUE;
 use crate::fit::{PodContext, QuotaHeadroom};
 use crate::ledger::Ledger;
@@ -137,6 +138,10 @@ pub fn build_state(input: &SnapshotInput<'_>, picture: LedgerPicture) -> Session
     let topology = Arc::new(resolve_topology(input.book, &node_set));
 
     let mut jobs = assemble_jobs(input, (&picture.holdings, &picture.pipelined), &node_set);
+    let memberless = memberless_jobs(input.book, &jobs, input.inqueue, |g| {
+        job_priority(input.book, Some(g), &[])
+    });
+    jobs.extend(memberless.into_iter().map(|j| (j.key.clone(), j)));
     let enqueue_on = input.conf.has_action(Action::Enqueue);
     for job in jobs.values_mut() {
         let c = job.counts();
@@ -413,8 +418,9 @@ fn queue_infos(
             }
         }
         // An admitted gang reserves what its minimum still needs beyond what it
-        // already holds (Volcano's `inqueue`: minResources minus allocated).
-        if input.inqueue.contains(&job.key)
+        // already holds (Volcano's `inqueue`: minResources minus allocated). A
+        // PodGroup without pods whose status reads Inqueue counts too.
+        if (input.inqueue.contains(&job.key) || (job.inqueue && job.tasks.is_empty()))
             && let Some(min) = &job.min_resources
         {
             q.inqueue.add(&min.minus(&job.allocated));

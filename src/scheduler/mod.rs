@@ -40,6 +40,8 @@ mod nodegroup_tests;
 mod placement_tests;
 mod pod_copies;
 #[cfg(test)]
+mod podgroup_before_pods_tests;
+#[cfg(test)]
 mod predicate_tests;
 #[cfg(test)]
 mod reason_wording_tests;

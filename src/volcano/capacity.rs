@@ -324,6 +324,32 @@ pub fn allocatable_excess(
         .first_excess_on(real_capability, requested_dims(candidate))
 }
 
+/// Volcano's rule for a queue that may reclaim: on at least one dimension the
+/// candidate asks for, `allocated + candidate` stays within `deserved` (a
+/// dimension without a deserved amount deserves none). Otherwise the first
+/// requested dimension, to say why not.
+pub fn within_deserved_somewhere(
+    allocated: &Resources,
+    candidate: &Resources,
+    deserved: &Resources,
+) -> Result<(), Excess> {
+    let future = allocated.plus(candidate);
+    let mut first = None;
+    for dim in requested_dims(candidate) {
+        let limit = deserved.get(dim);
+        let amount = future.get(dim);
+        if amount <= limit {
+            return Ok(());
+        }
+        first.get_or_insert(Excess {
+            dimension: dim.to_owned(),
+            amount,
+            limit,
+        });
+    }
+    first.map_or(Ok(()), Err)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -97,10 +97,30 @@ pub enum ExtensionPoint {
     JobStarving,
     /// HyperNode order (scores of the HyperNodes a gang could be placed in).
     HyperNodeOrder,
+    /// Queue overused (allocate and reclaim skip such a queue).
+    Overused,
+    /// Queue allocatable (the per-task queue limit check).
+    Allocatable,
+    /// Queue preemptive (whether a queue may reclaim from others).
+    Preemptive,
+    /// Sub-job ready (accepted; without sub-job policies Volcano asks job ready).
+    SubJobReady,
+    /// Sub-job pipelined (accepted; without sub-job policies Volcano asks job
+    /// pipelined).
+    SubJobPipelined,
+    /// Sub-job order (accepted; there are no sub-job policies here).
+    SubJobOrder,
+    /// HyperNode gradient (accepted; the search over HyperNodes is this
+    /// scheduler's own).
+    HyperNodeGradient,
 }
 
-/// Each switch as Volcano spells it (`enabledVictim` and `EnabledClusterOrder`
-/// included), and the point it controls.
+/// Each switch as Volcano's `PluginOption` spells it (`enableXxx` for the older
+/// points, `enabledXxx` for the newer ones), and the point it controls. Volcano
+/// defaults every switch to on. `EnabledClusterOrder` is how Volcano releases before
+/// `enabledClusterOrder` spelt it, and `enableHyperNodeOrder` how this scheduler
+/// first spelt `enabledHyperNodeOrder`: both still load, so a configuration that
+/// loaded once keeps loading.
 pub const SWITCHES: &[(&str, ExtensionPoint)] = &[
     ("enableJobOrder", ExtensionPoint::JobOrder),
     ("enableNamespaceOrder", ExtensionPoint::NamespaceOrder),
@@ -110,6 +130,7 @@ pub const SWITCHES: &[(&str, ExtensionPoint)] = &[
     ("enablePreemptable", ExtensionPoint::Preemptable),
     ("enableReclaimable", ExtensionPoint::Reclaimable),
     ("enableQueueOrder", ExtensionPoint::QueueOrder),
+    ("enabledClusterOrder", ExtensionPoint::ClusterOrder),
     ("EnabledClusterOrder", ExtensionPoint::ClusterOrder),
     ("enablePredicate", ExtensionPoint::Predicate),
     ("enableBestNode", ExtensionPoint::BestNode),
@@ -119,7 +140,18 @@ pub const SWITCHES: &[(&str, ExtensionPoint)] = &[
     ("enableJobEnqueued", ExtensionPoint::JobEnqueued),
     ("enabledVictim", ExtensionPoint::Victim),
     ("enableJobStarving", ExtensionPoint::JobStarving),
+    ("enabledHyperNodeOrder", ExtensionPoint::HyperNodeOrder),
     ("enableHyperNodeOrder", ExtensionPoint::HyperNodeOrder),
+    ("enabledOverused", ExtensionPoint::Overused),
+    ("enabledAllocatable", ExtensionPoint::Allocatable),
+    ("enablePreemptive", ExtensionPoint::Preemptive),
+    ("enabledSubJobReady", ExtensionPoint::SubJobReady),
+    ("enabledSubJobPipelined", ExtensionPoint::SubJobPipelined),
+    ("enabledSubJobOrder", ExtensionPoint::SubJobOrder),
+    (
+        "enabledHyperNodeGradient",
+        ExtensionPoint::HyperNodeGradient,
+    ),
 ];
 
 /// The plugin option that is an argument rather than a switch: hierarchical
@@ -635,6 +667,66 @@ configurations:
         );
         assert!(!conf.enabled("proportion"));
         assert!(conf.notes().is_empty(), "binpack runs: {:?}", conf.notes());
+    }
+
+    /// Every switch of Volcano's `PluginOption`, as its YAML tags spell them: a
+    /// configuration Volcano loads loads here, with the switch recorded.
+    #[test]
+    fn every_volcano_switch_loads() {
+        let volcano_switches = [
+            "enableJobOrder",
+            "enableHierarchy",
+            "enableJobReady",
+            "enableJobPipelined",
+            "enableTaskOrder",
+            "enablePreemptable",
+            "enableReclaimable",
+            "enablePreemptive",
+            "enableQueueOrder",
+            "enabledClusterOrder",
+            "enablePredicate",
+            "enableBestNode",
+            "enableNodeOrder",
+            "enableTargetJob",
+            "enableReservedNodes",
+            "enableJobEnqueued",
+            "enabledVictim",
+            "enableJobStarving",
+            "enabledOverused",
+            "enabledAllocatable",
+            "enabledHyperNodeOrder",
+            "enabledSubJobReady",
+            "enabledSubJobPipelined",
+            "enabledSubJobOrder",
+            "enabledHyperNodeGradient",
+        ];
+        let entries: String = volcano_switches
+            .iter()
+            .map(|k| format!("    {k}: false\n"))
+            .collect();
+        let conf = SchedulerConf::parse(&format!(
+            "actions: enqueue, allocate\ntiers:\n- plugins:\n  - name: proportion\n{entries}"
+        ))
+        .unwrap();
+        let entry = conf.plugin("proportion").unwrap();
+        for k in volcano_switches {
+            assert_eq!(entry.flags.get(k), Some(&false), "{k}");
+        }
+        for point in [
+            ExtensionPoint::Overused,
+            ExtensionPoint::Allocatable,
+            ExtensionPoint::Preemptive,
+            ExtensionPoint::ClusterOrder,
+            ExtensionPoint::HyperNodeOrder,
+            ExtensionPoint::HyperNodeGradient,
+            ExtensionPoint::SubJobOrder,
+        ] {
+            assert!(!entry.switched_on(point), "{point:?}");
+            assert!(
+                PluginOption::named("proportion").switched_on(point),
+                "{point:?} defaults on"
+            );
+        }
     }
 
     #[test]

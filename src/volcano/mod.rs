@@ -23,6 +23,8 @@ pub mod refused_plugins;
 pub mod resource_quota;
 pub mod task_topology;
 pub mod topology;
+#[cfg(test)]
+mod volcano_tables;
 pub mod waiting_time;
 /// Resource amounts (moved to the crate root; the old path stays).
 pub use crate::resources;

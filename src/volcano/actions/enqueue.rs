@@ -1,9 +1,10 @@
 //! Enqueue: admits PodGroups to their queues (Pending → Inqueue) while the queue's
 //! plugins allow it, queue by queue in queue order and job by job in job order. A
 //! job admitted reserves its minimum resources against its queue, so two gangs
-//! cannot both be admitted on the same room.
+//! cannot both be admitted on the same room. A PodGroup is admitted before its
+//! pods exist, even before the first one is created, as Volcano admits it.
 
-use super::{jobs_by_queue, next_job};
+use super::{admittable_by_queue, next_job};
 use crate::volcano::framework::{Action, GangPhase, Session};
 
 /// The enqueue action.
@@ -16,7 +17,7 @@ impl Action for Enqueue {
     }
 
     fn execute(&self, session: &mut Session) {
-        let mut waiting = jobs_by_queue(session, |job| {
+        let mut waiting = admittable_by_queue(session, |job| {
             let c = job.counts();
             // A job with anything placed is admitted already.
             !job.inqueue && c.ready == 0

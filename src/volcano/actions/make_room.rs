@@ -7,6 +7,7 @@
 use crate::fit::FitRequest;
 use crate::placement::Choice;
 use crate::usage::{GpuUsage, collapse_pod_usage};
+use crate::volcano::framework::charge::Charge;
 use crate::volcano::framework::job::GpuAsk;
 use crate::volcano::framework::outcome::EvictAction;
 use crate::volcano::framework::victims::{
@@ -37,14 +38,24 @@ pub(crate) enum Room {
     Pipelined { node: String, victims: usize },
 }
 
-/// One node's plan: the units to evict, in order.
+/// One node's plan: the units to evict, in order, and the units that may still
+/// go after them (least important first) should the preemptor's queue need more
+/// room than the node does.
 struct NodePlan {
     node: String,
     units: Vec<Vec<(GangKey, String)>>,
+    spare: Vec<Vec<(GangKey, String)>>,
     evicted: usize,
 }
 
 /// Makes room for task `uid` of `job` within `scope`, inside `statement`.
+///
+/// Preempting within a queue (`OtherJobsOfQueue`, `OwnJob`) asks the queue too, as
+/// Volcano's preemptor-fits check does: a task that fits a node as it stands but
+/// would take its queue past what its plugins allow (proportion's deserved share,
+/// capacity's real capability) is not placed; its queue's own tasks are evicted
+/// until both the node and the queue have room. Reclaim asked the queue's
+/// `preemptive` before calling.
 pub(crate) fn make_room(
     session: &mut Session,
     statement: &mut Statement,
@@ -52,14 +63,20 @@ pub(crate) fn make_room(
     uid: &str,
     scope: Scope,
 ) -> Result<Room, String> {
+    let asks_queue = scope != Scope::OtherQueues;
+    let queue_takes = |session: &Session, charge: &Charge| {
+        !asks_queue || session.allocatable(job, uid, charge).is_ok()
+    };
     // A task that fits as things are needs nobody to leave.
     if let Ok(choice) = session.choose_node(job, uid) {
         let Some(task) = session.state.task(job, uid) else {
             return Err("task is gone".into());
         };
         let charge = session.charge_for(task, choice.as_ref());
-        statement.allocate(session, job, uid, choice.as_ref(), charge);
-        return Ok(Room::Placed);
+        if queue_takes(session, &charge) {
+            statement.allocate(session, job, uid, choice.as_ref(), charge);
+            return Ok(Room::Placed);
+        }
     }
     // Nor does one that fits what this session's evictions already free.
     if let Some(choice) = fits_what_is_freed(session, job, uid) {
@@ -67,9 +84,11 @@ pub(crate) fn make_room(
             return Err("task is gone".into());
         };
         let charge = session.charge_for(task, Some(&choice));
-        let node = choice.node.clone();
-        statement.pipeline(session, job, uid, Some(&choice), charge);
-        return Ok(Room::Pipelined { node, victims: 0 });
+        if queue_takes(session, &charge) {
+            let node = choice.node.clone();
+            statement.pipeline(session, job, uid, Some(&choice), charge);
+            return Ok(Room::Pipelined { node, victims: 0 });
+        }
     }
     let plan = best_node(session, job, uid, scope)?;
     let action = match scope {
@@ -93,48 +112,80 @@ pub(crate) fn make_room(
             task.map_or(uid, |t| t.name.as_str()),
         )
     };
-    for unit in &plan.units {
+    // The node's evictions stay apart until they made room: a node that does not
+    // work out leaves the job's statement as it was.
+    let mut on_node = Statement::new();
+    let evict = |session: &mut Session, on_node: &mut Statement, unit: &[(GangKey, String)]| {
         for (victim_job, victim) in unit {
-            statement.evict(session, victim_job, victim, action, reason.clone());
+            on_node.evict(session, victim_job, victim, action, reason.clone());
         }
-    }
-    let placement = {
-        let task = session
-            .state
-            .task(job, uid)
-            .ok_or_else(|| "task is gone".to_string())?;
-        let GpuAsk::Vgpu(ctx) = &task.gpu else {
-            return Err("asks for no vGPU".into());
-        };
-        let quota = crate::placement::NodeSource::quota(&session.state.nodes, &ctx.namespace);
-        session
-            .state
-            .nodes
-            .fit_future(
-                &plan.node,
-                &[],
-                &FitRequest {
-                    request: &ctx.request,
-                    policies: &ctx.policies,
-                    selectors: &ctx.selectors,
-                    quota,
-                },
-            )
-            .map_err(|e| e.to_string())?
     };
-    let choice = Choice {
-        node: plan.node.clone(),
-        placement,
-        rank: 0.0,
+    for unit in &plan.units {
+        evict(session, &mut on_node, unit);
+    }
+    let choice = match future_choice(session, job, uid, &plan.node) {
+        Ok(choice) => choice,
+        Err(e) => {
+            on_node.discard(session);
+            return Err(e);
+        }
     };
     let Some(task) = session.state.task(job, uid) else {
+        on_node.discard(session);
         return Err("task is gone".into());
     };
     let charge = session.charge_for(task, Some(&choice));
-    statement.pipeline(session, job, uid, Some(&choice), charge);
+    let mut victims = plan.evicted;
+    let mut spare = plan.spare.iter();
+    while asks_queue && let Err(refusal) = session.allocatable(job, uid, &charge) {
+        let Some(unit) = spare.next() else {
+            on_node.discard(session);
+            return Err(format!("its queue has no room for it: {refusal}"));
+        };
+        evict(session, &mut on_node, unit);
+        victims += unit.len();
+    }
+    on_node.pipeline(session, job, uid, Some(&choice), charge);
+    statement.merge(on_node);
     Ok(Room::Pipelined {
         node: plan.node,
-        victims: plan.evicted,
+        victims,
+    })
+}
+
+/// Where the task goes on `node` once what is being evicted there is gone.
+fn future_choice(
+    session: &Session,
+    job: &GangKey,
+    uid: &str,
+    node: &str,
+) -> Result<Choice, String> {
+    let task = session
+        .state
+        .task(job, uid)
+        .ok_or_else(|| "task is gone".to_string())?;
+    let GpuAsk::Vgpu(ctx) = &task.gpu else {
+        return Err("asks for no vGPU".into());
+    };
+    let quota = crate::placement::NodeSource::quota(&session.state.nodes, &ctx.namespace);
+    let placement = session
+        .state
+        .nodes
+        .fit_future(
+            node,
+            &[],
+            &FitRequest {
+                request: &ctx.request,
+                policies: &ctx.policies,
+                selectors: &ctx.selectors,
+                quota,
+            },
+        )
+        .map_err(|e| e.to_string())?;
+    Ok(Choice {
+        node: node.to_string(),
+        placement,
+        rank: 0.0,
     })
 }
 
@@ -235,11 +286,20 @@ fn best_node(
             .iter()
             .filter_map(|uid| candidates.iter().find(|t| &t.uid == uid).copied())
             .collect();
-        order.sort_by_key(|t| victim_key(state, &[t]));
+        // Victims of the queues the plugins name first go first (capacity under
+        // hierarchy: the nearest queues); then the least important.
+        let queue_of = |t: &TaskInfo| state.job(&t.job).map_or("", |j| j.queue.as_str());
+        order.sort_by(|a, b| {
+            session
+                .tiers()
+                .victim_queue_order(state, queue_of(a), queue_of(b), &preemptor_job.queue)
+                .then_with(|| victim_key(state, &[a]).cmp(&victim_key(state, &[b])))
+        });
         let mut budgets = Budgets::new(state, session.evicted());
         let mut taken: BTreeSet<String> = BTreeSet::new();
         let mut released: Vec<(Arc<str>, GpuUsage)> = Vec::new();
         let mut units: Vec<Vec<(GangKey, String)>> = Vec::new();
+        let mut spare: Vec<Vec<(GangKey, String)>> = Vec::new();
         let mut evicted = 0usize;
         let mut fits = false;
         let mut weightiest: Option<VictimKey> = None;
@@ -251,6 +311,15 @@ fn best_node(
                 continue;
             };
             if !budgets.take(&unit) {
+                continue;
+            }
+            if fits {
+                taken.extend(unit.iter().map(|t| t.uid.clone()));
+                spare.push(
+                    unit.iter()
+                        .map(|t| (t.job.clone(), t.uid.clone()))
+                        .collect(),
+                );
                 continue;
             }
             let key = victim_key(state, &unit);
@@ -268,10 +337,7 @@ fn best_node(
                     .collect(),
             );
             match state.nodes.fit_future(node, &released, &request) {
-                Ok(_) => {
-                    fits = true;
-                    break;
-                }
+                Ok(_) => fits = true,
                 Err(e) => why = format!("evicting every allowed task still leaves: {e}"),
             }
         }
@@ -287,6 +353,7 @@ fn best_node(
                 NodePlan {
                     node: node.to_string(),
                     units: taken_units,
+                    spare,
                     evicted,
                 },
             ));

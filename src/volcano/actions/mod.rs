@@ -9,6 +9,8 @@ pub mod backfill;
 pub mod enqueue;
 mod make_room;
 pub mod preempt;
+#[cfg(test)]
+mod queue_limits_tests;
 pub mod reclaim;
 #[cfg(test)]
 mod reclaim_tests;
@@ -53,22 +55,68 @@ pub(crate) fn jobs_by_queue(
             continue;
         }
         if let Err(invalid) = session.job_valid(job) {
+            // As Volcano's job status: a job that cannot be scheduled yet keeps
+            // the Inqueue its admission gave it (a Volcano Job's controller creates
+            // the pods only once its PodGroup reads Inqueue).
             let phase = if job.is_ready() && !job.group_missing {
                 GangPhase::Running
+            } else if job.inqueue && !job.group_missing {
+                GangPhase::Inqueue
             } else {
                 GangPhase::Pending
             };
-            session.note_job(&key, Some(phase), invalid.reason, invalid.message);
+            // A job enqueue refused keeps that reason: admission is what it
+            // waits for first.
+            if phase != GangPhase::Pending || !session.has_note(&key) {
+                session.note_job(&key, Some(phase), invalid.reason, invalid.message);
+            }
             continue;
         }
         if keep(job) {
             by_queue.entry(job.queue.clone()).or_default().push(key);
         }
     }
+    in_job_order(session, by_queue)
+}
+
+/// Every queue's jobs sorted in job order.
+fn in_job_order(
+    session: &super::framework::Session,
+    mut by_queue: std::collections::BTreeMap<String, Vec<super::framework::GangKey>>,
+) -> std::collections::BTreeMap<String, Vec<super::framework::GangKey>> {
     for jobs in by_queue.values_mut() {
         jobs.sort_by(|a, b| session.job_order(a, b));
     }
     by_queue
+}
+
+/// The jobs enqueue may admit, grouped by queue in job order: those passing
+/// `keep`, within the session's scope, whose PodGroup and queue exist. Unlike the
+/// other actions, enqueue does not ask whether enough pods exist: Volcano admits a
+/// PodGroup before its pods are created (a Volcano Job's controller creates them
+/// only once the PodGroup is Inqueue).
+pub(crate) fn admittable_by_queue(
+    session: &super::framework::Session,
+    keep: impl Fn(&super::framework::JobInfo) -> bool,
+) -> std::collections::BTreeMap<String, Vec<super::framework::GangKey>> {
+    let state = &session.state;
+    let mut by_queue: std::collections::BTreeMap<String, Vec<super::framework::GangKey>> =
+        Default::default();
+    for (key, job) in &state.jobs {
+        let in_scope = state.only.as_ref().is_none_or(|o| o == key);
+        if in_scope
+            && !job.is_completed()
+            && !job.group_missing
+            && state.queue(&job.queue).is_some()
+            && keep(job)
+        {
+            by_queue
+                .entry(job.queue.clone())
+                .or_default()
+                .push(key.clone());
+        }
+    }
+    in_job_order(session, by_queue)
 }
 
 /// Says where a job's pipelined tasks wait and for how many evictions.

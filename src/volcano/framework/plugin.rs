@@ -199,6 +199,18 @@ pub trait Plugin: fmt::Debug + Send + Sync {
         None
     }
 
+    /// Which queue's tasks go first when victims of queues `a` and `b` could make
+    /// room for a preemptor of `preemptor`: `Less` evicts from `a` first.
+    fn victim_queue_order(
+        &self,
+        _state: &SessionState,
+        _a: &str,
+        _b: &str,
+        _preemptor: &str,
+    ) -> Ordering {
+        Ordering::Equal
+    }
+
     /// Tasks the plugin wants evicted regardless of any preemptor (UIDs); `None`: no
     /// opinion.
     fn victim_tasks(&self, _state: &SessionState) -> Option<Vec<String>> {

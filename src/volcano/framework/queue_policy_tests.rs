@@ -25,12 +25,9 @@ fn no_cards() -> BTreeMap<String, i64> {
     BTreeMap::new()
 }
 
-const CAPACITY: &str = "actions: enqueue, allocate\ntiers:\n- plugins:\n  - name: capacity\n";
-
-#[test]
-fn default_conf_uses_proportion_and_overcommit() {
-    // 60 GPUs, weights 1:2:3, all want 100: deserved 10/20/30.
-    let queues = (1..=3)
+/// Queues q1, q2, q3 of weights 1, 2, 3, each holding nothing and wanting 100 GPUs.
+fn weighted_queues() -> Vec<QueueInfo> {
+    (1..=3)
         .map(|w| {
             busy(
                 QueueSpec {
@@ -41,8 +38,34 @@ fn default_conf_uses_proportion_and_overcommit() {
                 100,
             )
         })
-        .collect();
-    let mut s = QueueProbe::new(&SchedulerConf::default(), gpus(60), queues);
+        .collect()
+}
+
+const CAPACITY: &str = "actions: enqueue, allocate\ntiers:\n- plugins:\n  - name: capacity\n";
+
+/// Volcano's `enabledAllocatable: false` and `enabledOverused: false` on
+/// proportion's entry: a queue may take more than it deserves, and allocate no
+/// longer sets it aside once it holds its share.
+#[test]
+fn proportion_switches_turn_its_queue_checks_off() {
+    let on = conf("actions: enqueue, allocate\ntiers:\n- plugins:\n  - name: proportion\n");
+    let mut s = QueueProbe::new(&on, gpus(60), weighted_queues());
+    assert!(s.allocatable("q1", &gpus(11), &no_cards()).is_err());
+    s.allocate("q1", &gpus(10), &no_cards());
+    assert!(s.overused("q1"));
+    let off = conf(
+        "actions: enqueue, allocate\ntiers:\n- plugins:\n  - name: proportion\n    enabledAllocatable: false\n    enabledOverused: false\n",
+    );
+    let mut s = QueueProbe::new(&off, gpus(60), weighted_queues());
+    assert!(s.allocatable("q1", &gpus(11), &no_cards()).is_ok());
+    s.allocate("q1", &gpus(10), &no_cards());
+    assert!(!s.overused("q1"));
+}
+
+#[test]
+fn default_conf_uses_proportion_and_overcommit() {
+    // 60 GPUs, weights 1:2:3, all want 100: deserved 10/20/30.
+    let mut s = QueueProbe::new(&SchedulerConf::default(), gpus(60), weighted_queues());
     assert_eq!(
         s.session.tiers().names(),
         [
@@ -96,18 +119,7 @@ fn default_conf_uses_proportion_and_overcommit() {
     let mut s = QueueProbe::new(
         &conf("actions: enqueue\ntiers:\n- plugins:\n  - name: proportion\n"),
         gpus(60),
-        (1..=3)
-            .map(|w| {
-                busy(
-                    QueueSpec {
-                        weight: w,
-                        ..spec(&format!("q{w}"))
-                    },
-                    0,
-                    100,
-                )
-            })
-            .collect(),
+        weighted_queues(),
     );
     s.mark_inqueue("q3", &gpus(40));
     let e = s.enqueueable("q3", &gpus(30)).unwrap_err();

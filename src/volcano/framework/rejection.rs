@@ -38,6 +38,21 @@ impl Rejection {
 
     /// An amount over a limit: `<dim> would be <amount> > <label> <limit><suffix>`,
     /// where the suffix names an ancestor queue whose limit it is.
+    /// Refuses for a queue that is not Open: a Closed or Closing queue takes
+    /// nothing new, neither by allocation nor by reclaiming from others (Volcano's
+    /// proportion and capacity check the state in both).
+    pub fn unless_open(plugin: &'static str, q: &super::queue::QueueInfo) -> Result<(), Self> {
+        if q.spec.state == crate::volcano::objects::QueueState::Open {
+            return Ok(());
+        }
+        Err(Self {
+            plugin,
+            queue: q.name().to_owned(),
+            dimension: "state".to_owned(),
+            message: format!("state is {}, not Open", q.spec.state.as_str()),
+        })
+    }
+
     pub fn exceeded(
         plugin: &'static str,
         queue: &str,

@@ -133,6 +133,13 @@ impl Statement {
         }
     }
 
+    /// Appends `other`'s operations, as if they had been made through this
+    /// statement: a node's tentative evictions join the job's statement once they
+    /// made room.
+    pub fn merge(&mut self, other: Statement) {
+        self.operations.extend(other.operations);
+    }
+
     /// Takes every operation back, last first.
     pub fn discard(self, session: &mut Session) {
         for op in self.operations.into_iter().rev() {

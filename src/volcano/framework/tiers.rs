@@ -244,7 +244,7 @@ impl Tiers {
         queue: &QueueInfo,
         task: &TaskInfo,
     ) -> Result<(), Rejection> {
-        for s in self.slots() {
+        for s in self.slots_on(ExtensionPoint::Allocatable) {
             s.plugin.allocatable(state, queue, task)?;
         }
         Ok(())
@@ -252,7 +252,8 @@ impl Tiers {
 
     /// Whether any plugin finds the queue overused.
     pub fn overused(&self, state: &SessionState, queue: &QueueInfo) -> bool {
-        self.slots().any(|s| s.plugin.overused(state, queue))
+        self.slots_on(ExtensionPoint::Overused)
+            .any(|s| s.plugin.overused(state, queue))
     }
 
     /// Whether the queue may reclaim for the task: every plugin must agree.
@@ -262,7 +263,7 @@ impl Tiers {
         queue: &QueueInfo,
         task: &TaskInfo,
     ) -> Result<(), Rejection> {
-        for s in self.slots() {
+        for s in self.slots_on(ExtensionPoint::Preemptive) {
             s.plugin.preemptive(state, queue, task)?;
         }
         Ok(())
@@ -290,6 +291,20 @@ impl Tiers {
         self.victims(ExtensionPoint::Reclaimable, |p| {
             p.reclaimable(state, reclaimer, candidates)
         })
+    }
+
+    /// First non-equal answer of the plugins on which victim queue goes first.
+    pub fn victim_queue_order(
+        &self,
+        state: &SessionState,
+        a: &str,
+        b: &str,
+        preemptor: &str,
+    ) -> Ordering {
+        first_unequal(
+            self.slots()
+                .map(|s| s.plugin.victim_queue_order(state, a, b, preemptor)),
+        )
     }
 
     /// Tasks plugins want evicted on their own account.

@@ -301,7 +301,18 @@ fn checks_need_every_plugin() {
     );
     // Job ready honours its switch; with no opinion left the job is ready.
     let s = session(&a, &b, &c, &[("c", "enableJobReady")]);
-    assert!(s.job_ready(&j()));
+    assert!(s.job_ready(&j())); // Allocatable and preemptive honour Volcano's switches for them.
+    let s = session(
+        &a,
+        &b,
+        &c,
+        &[("b", "enabledAllocatable"), ("c", "enabledAllocatable")],
+    );
+    assert!(s.allocatable(&j(), "uid-t1", &charge).is_ok());
+    let s = session(&a, &b, &c, &[("c", "enablePreemptive")]);
+    let q = s.state.queue("q").unwrap();
+    let t = &s.state.job(&j()).unwrap().tasks[0];
+    assert!(s.tiers().preemptive(&s.state, q, t).is_ok());
 }
 
 #[test]
@@ -359,6 +370,7 @@ fn overused_when_any_plugin_says_so() {
     assert!(!session(&a, &b, &c, &[]).overused("q"));
     c.overused = true;
     assert!(session(&a, &b, &c, &[]).overused("q"));
+    assert!(!session(&a, &b, &c, &[("c", "enabledOverused")]).overused("q"));
 }
 
 #[test]

@@ -6,14 +6,13 @@
 
 use super::proportion::without_cards;
 use super::queue_tree::QueueTree;
-use crate::volcano::capacity::{allocatable_excess, share};
+use crate::volcano::capacity::{allocatable_excess, share, within_deserved_somewhere};
 use crate::volcano::conf::ConfError;
 use crate::volcano::framework::plugin::{Plugin, Vote};
 use crate::volcano::framework::registry::BuildContext;
 use crate::volcano::framework::{
     JobInfo, QueueInfo, QueueReport, Rejection, SessionState, TaskInfo,
 };
-use crate::volcano::proportion::allocatable_excess as allocated_excess;
 use crate::volcano::proportion::enqueue_excess;
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
@@ -148,7 +147,11 @@ impl Plugin for Capacity {
         Vote::Permit
     }
 
-    /// A queue may reclaim for a task while it stays within its deserved amount.
+    /// An Open queue may reclaim for a task as Volcano's capacity decides: the
+    /// task must fit the queue's real capability on every dimension it asks
+    /// for, and the queue must stay within its deserved amount on at least one of
+    /// them (a queue short on GPUs may reclaim GPUs although its CPU is past its
+    /// deserved amount).
     fn preemptive(
         &self,
         state: &SessionState,
@@ -159,17 +162,30 @@ impl Plugin for Capacity {
             return Ok(());
         };
         self.check_queue(i)?;
+        Rejection::unless_open("capacity", q)?;
         let allocated = self.tree.sum(state, i, |q| &q.allocated);
-        let deserved = &self.tree.nodes[i].deserved;
-        match allocated_excess(&allocated, &without_cards(&task.resreq), deserved) {
-            Some(x) => Err(Rejection::exceeded(
+        let candidate = without_cards(&task.resreq);
+        let node = &self.tree.nodes[i];
+        if let Some(real) = &node.real_capability
+            && let Some(x) = allocatable_excess(&allocated, &candidate, real)
+        {
+            return Err(Rejection::exceeded(
+                "capacity",
+                q.name(),
+                x,
+                "capability",
+                None,
+            ));
+        }
+        match within_deserved_somewhere(&allocated, &candidate, &node.deserved) {
+            Ok(()) => Ok(()),
+            Err(x) => Err(Rejection::exceeded(
                 "capacity",
                 q.name(),
                 x,
                 "deserved",
                 None,
             )),
-            None => Ok(()),
         }
     }
 
@@ -196,6 +212,27 @@ impl Plugin for Capacity {
             }
         }
         Some(victims)
+    }
+
+    /// Under hierarchy, as Volcano: victims of the queues nearest the preemptor's
+    /// in the tree (sharing the deepest ancestor with it) go first, so a team
+    /// takes back from its sibling before it reaches into another organisation.
+    fn victim_queue_order(&self, _: &SessionState, a: &str, b: &str, preemptor: &str) -> Ordering {
+        if !self.hierarchy {
+            return Ordering::Equal;
+        }
+        let shared = |q: &str| -> usize {
+            let (Some(i), Some(p)) = (self.tree.position(q), self.tree.position(preemptor)) else {
+                return 0;
+            };
+            let mine = &self.tree.nodes[p].ancestors;
+            self.tree.nodes[i]
+                .ancestors
+                .iter()
+                .filter(|anc| mine.contains(anc))
+                .count()
+        };
+        shared(b).cmp(&shared(a))
     }
 
     fn describe_queue(&self, state: &SessionState, q: &QueueInfo, report: &mut QueueReport) {

@@ -134,13 +134,15 @@ impl Plugin for Proportion {
         }
     }
 
-    /// A queue may reclaim for a task while it stays within its deserved share.
+    /// An Open queue may reclaim for a task while it stays within its deserved
+    /// share.
     fn preemptive(
         &self,
         _: &SessionState,
         q: &QueueInfo,
         task: &TaskInfo,
     ) -> Result<(), Rejection> {
+        Rejection::unless_open("proportion", q)?;
         if let Some(deserved) = self.deserved(q.name())
             && let Some(x) =
                 allocatable_excess(&q.allocated, &without_cards(&task.resreq), deserved)

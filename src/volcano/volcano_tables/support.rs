@@ -1,0 +1,238 @@
+//! A cluster as Volcano's test helper (`uthelper.TestCommonStruct`) describes
+//! one: nodes with CPU, memory and a pod count, queues, PodGroups and pods, in
+//! the units of Volcano's `util.Build*` helpers; then a session over it with the
+//! given plugins and actions, and what users would see of its outcome.
+
+use crate::node_load::NodeResources;
+use crate::resources::{Resources, parse_milli};
+use crate::volcano::conf::SchedulerConf;
+use crate::volcano::framework::job::{TaskPlacement, TaskStatus};
+use crate::volcano::framework::nodes::{NodeSet, SessionNode};
+use crate::volcano::framework::outcome::SessionOutcome;
+use crate::volcano::framework::queue::QueueInfo;
+use crate::volcano::framework::testing::{job, state, task};
+use crate::volcano::framework::{Action, GangKey, GangPhase, JobInfo, Session, registry};
+use crate::volcano::objects::{QueueSpec, QueueState};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// `api.BuildResourceList(cpu, memory)` (plus `pods` when given).
+pub fn resources(cpu: &str, memory: &str) -> Resources {
+    let mut r = Resources::default();
+    for (dim, q) in [("cpu", cpu), ("memory", memory)] {
+        if let Ok(v) = parse_milli(dim, q) {
+            r.set(dim, v);
+        }
+    }
+    r
+}
+
+/// One pod of a table: namespace `ns`, its PodGroup, phase and request.
+#[derive(Debug, Clone)]
+pub struct PodRow {
+    /// `metadata.name`.
+    pub name: &'static str,
+    /// Its PodGroup.
+    pub group: &'static str,
+    /// The node it is bound to (`""`: none).
+    pub node: &'static str,
+    /// Running or Pending.
+    pub running: bool,
+    /// CPU and memory.
+    pub request: Resources,
+    /// Pod priority.
+    pub priority: i32,
+    /// `preemptionPolicy: Never`.
+    pub never_preempts: bool,
+    /// `volcano.sh/preemptable`: false.
+    pub not_preemptable: bool,
+}
+
+/// `util.BuildPod(ns, name, node, phase, request, group, …)`.
+pub fn pod(
+    name: &'static str,
+    node: &'static str,
+    running: bool,
+    request: Resources,
+    group: &'static str,
+) -> PodRow {
+    PodRow {
+        name,
+        group,
+        node,
+        running,
+        request,
+        priority: 0,
+        never_preempts: false,
+        not_preemptable: false,
+    }
+}
+
+/// One PodGroup of a table.
+#[derive(Debug, Clone)]
+pub struct GroupRow {
+    /// `metadata.name`.
+    pub name: &'static str,
+    /// `spec.queue`.
+    pub queue: &'static str,
+    /// `spec.minMember`.
+    pub min_member: usize,
+    /// `spec.minResources`.
+    pub min_resources: Option<Resources>,
+    /// `status.phase`.
+    pub phase: GangPhase,
+    /// Priority (from its PriorityClass).
+    pub priority: i32,
+}
+
+/// `util.BuildPodGroup(name, ns, queue, minMember, …, phase)`.
+pub fn group(
+    name: &'static str,
+    queue: &'static str,
+    min_member: usize,
+    phase: GangPhase,
+) -> GroupRow {
+    GroupRow {
+        name,
+        queue,
+        min_member,
+        min_resources: None,
+        phase,
+        priority: 0,
+    }
+}
+
+/// One queue of a table.
+pub fn queue(name: &str, weight: u32, capability: Option<Resources>) -> QueueSpec {
+    QueueSpec {
+        weight,
+        capability,
+        reclaimable: true,
+        ..QueueSpec::new(name)
+    }
+}
+
+/// A closed queue.
+pub fn closed(mut q: QueueSpec) -> QueueSpec {
+    q.state = QueueState::Closed;
+    q
+}
+
+/// A cluster of a table.
+#[derive(Debug, Default)]
+pub struct Table {
+    /// Nodes: name and allocatable.
+    pub nodes: Vec<(&'static str, Resources)>,
+    /// Queues.
+    pub queues: Vec<QueueSpec>,
+    /// PodGroups.
+    pub groups: Vec<GroupRow>,
+    /// Pods.
+    pub pods: Vec<PodRow>,
+}
+
+fn key(name: &str) -> GangKey {
+    GangKey {
+        namespace: "c1".into(),
+        name: name.into(),
+        single: false,
+    }
+}
+
+impl Table {
+    fn jobs(&self) -> Vec<JobInfo> {
+        self.groups
+            .iter()
+            .map(|g| {
+                let k = key(g.name);
+                let tasks = self
+                    .pods
+                    .iter()
+                    .filter(|p| p.group == g.name)
+                    .map(|p| {
+                        let mut t = task(&k, p.name, p.request.clone());
+                        t.namespace = "c1".into();
+                        t.priority = p.priority;
+                        t.never_preempts = p.never_preempts;
+                        t.preemptable = !p.not_preemptable;
+                        if p.running {
+                            t.status = TaskStatus::Running;
+                            t.gated = false;
+                            t.placement = Some(TaskPlacement {
+                                node: p.node.to_string(),
+                                devices: Vec::new(),
+                                init_count: 0,
+                            });
+                        }
+                        t
+                    })
+                    .collect();
+                let mut j = job(g.name, g.queue, g.min_member, tasks);
+                j.key = k;
+                j.min_resources = g.min_resources.clone();
+                j.priority = g.priority;
+                j.inqueue = g.phase != GangPhase::Pending;
+                j
+            })
+            .collect()
+    }
+
+    /// Runs `actions` with the plugins of `conf` on the table.
+    pub fn run(&self, conf: &str, actions: &[&dyn Action]) -> SessionOutcome {
+        let conf = SchedulerConf::parse(conf).expect("configuration");
+        let jobs = self.jobs();
+        let mut total = Resources::default();
+        let mut requested: BTreeMap<&str, Resources> = BTreeMap::new();
+        for p in self.pods.iter().filter(|p| p.running) {
+            requested.entry(p.node).or_default().add(&p.request);
+        }
+        let nodes = self
+            .nodes
+            .iter()
+            .map(|(name, alloc)| {
+                total.add(alloc);
+                SessionNode {
+                    name: name.to_string(),
+                    gpus: Default::default(),
+                    resources: NodeResources {
+                        allocatable: alloc.clone(),
+                        requested: requested.get(name).cloned().unwrap_or_default(),
+                        traits: None,
+                    },
+                }
+            })
+            .collect();
+        let mut queues: Vec<QueueInfo> = self.queues.iter().cloned().map(QueueInfo::idle).collect();
+        for q in &mut queues {
+            for j in jobs.iter().filter(|j| j.queue == q.spec.name) {
+                for t in &j.tasks {
+                    q.request.add(&t.resreq);
+                    if t.status.holds_resources() {
+                        q.allocated.add(&t.resreq);
+                    }
+                }
+                if j.inqueue
+                    && let Some(min) = &j.min_resources
+                {
+                    q.inqueue.add(&min.minus(&j.allocated));
+                }
+            }
+        }
+        let mut st = state(total, queues, jobs);
+        st.nodes = NodeSet::new(nodes, BTreeMap::new());
+        let mut session = Session::open(st, registry::build(&conf).expect("plugins build"));
+        for action in actions {
+            action.execute(&mut session);
+        }
+        session.close()
+    }
+}
+
+/// `c1/<pod>` of every evicted pod.
+pub fn evicted(o: &SessionOutcome) -> BTreeSet<String> {
+    o.evictions().map(|e| format!("c1/{}", e.name)).collect()
+}
+
+/// The phase of PodGroup `c1/<name>`.
+pub fn phase(o: &SessionOutcome, name: &str) -> Option<GangPhase> {
+    o.verdicts.get(&key(name)).map(|v| v.phase)
+}
