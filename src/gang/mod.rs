@@ -14,6 +14,7 @@ pub mod eviction_view;
 pub mod filter_only;
 pub mod membership;
 pub mod native_group;
+pub mod native_sources;
 pub mod pipelined_plan;
 pub mod plan;
 pub mod priority_classes;
@@ -23,6 +24,7 @@ pub mod snapshot;
 pub mod status;
 pub mod victim_facts;
 pub mod view;
+pub mod workload_template;
 
 pub use view::GangView;
 

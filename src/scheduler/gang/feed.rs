@@ -41,20 +41,51 @@ impl Scheduler {
         }
     }
 
-    /// Applies one of Kubernetes' own PodGroups (`scheduling.k8s.io`).
+    /// Applies one of Kubernetes' own PodGroups (`scheduling.k8s.io`), completed
+    /// from the Workload template it was made from where that is known.
     pub fn apply_native_podgroup(&self, object: &serde_json::Value) {
+        let completed = self.gang.native_sources.lock().podgroup(object);
+        self.read_native_podgroup(&completed);
+        self.gang.wake.notify_one();
+    }
+
+    fn read_native_podgroup(&self, object: &serde_json::Value) {
         match crate::gang::native_group::podgroup_from_json(object) {
-            Ok(group) => {
-                self.gang.book.write().apply_native_group(group);
-                self.gang.wake.notify_one();
-            }
+            Ok(group) => self.gang.book.write().apply_native_group(group),
             Err(e) => tracing::warn!(error = %e, "ignoring unreadable scheduling.k8s.io PodGroup"),
         }
     }
 
     /// Forgets one of Kubernetes' own PodGroups.
     pub fn forget_native_podgroup(&self, namespace: &str, name: &str) {
+        self.gang
+            .native_sources
+            .lock()
+            .forget_podgroup(namespace, name);
         self.gang.book.write().forget_native_group(namespace, name);
+        self.gang.wake.notify_one();
+    }
+
+    /// Applies a Workload (`scheduling.k8s.io`): the PodGroups made from its
+    /// templates are read again, completed from them.
+    pub fn apply_workload(&self, object: &serde_json::Value) {
+        let podgroups = self.gang.native_sources.lock().workload(object);
+        for podgroup in &podgroups {
+            self.read_native_podgroup(podgroup);
+        }
+        self.gang.wake.notify_one();
+    }
+
+    /// Forgets a Workload: the PodGroups made from it are read as they are.
+    pub fn forget_workload(&self, namespace: &str, name: &str) {
+        let podgroups = self
+            .gang
+            .native_sources
+            .lock()
+            .forget_workload(namespace, name);
+        for podgroup in &podgroups {
+            self.read_native_podgroup(podgroup);
+        }
         self.gang.wake.notify_one();
     }
 
