@@ -44,6 +44,15 @@ pub struct NativeGroup {
     pub queue_named: bool,
 }
 
+impl NativeGroup {
+    /// Whether the group may only be disrupted as a whole: Kubernetes'
+    /// `DisruptionModePodGroup`, "the whole PodGroup needs to be disrupted or
+    /// preempted together".
+    pub fn disrupted_whole(&self) -> bool {
+        self.disruption_mode == "PodGroup"
+    }
+}
+
 /// `spec` of a native PodGroup, in both served shapes (unknown fields ignored).
 #[derive(Deserialize, Default)]
 #[serde(rename_all = "camelCase")]
