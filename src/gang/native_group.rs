@@ -109,6 +109,24 @@ struct Object {
     spec: Spec,
 }
 
+/// Whether `object` is one of Kubernetes' own PodGroups rather than Volcano's,
+/// by its `apiVersion` (a cluster file or a trace holds both).
+pub fn is_native(object: &Value) -> bool {
+    object
+        .get("apiVersion")
+        .and_then(Value::as_str)
+        .is_some_and(|v| v.starts_with("scheduling.k8s.io/"))
+}
+
+/// Reads a PodGroup of either API, told apart by [`is_native`].
+pub fn any_podgroup_from_json(value: &Value) -> Result<PodGroupSpec, ObjectError> {
+    if is_native(value) {
+        podgroup_from_json(value)
+    } else {
+        PodGroupSpec::from_json(value)
+    }
+}
+
 /// Reads a native PodGroup as the planner's group: minMember is the gang's
 /// `minCount` (1 for a `basic` group, whose pods are scheduled one by one), the
 /// queue comes from the Volcano queue annotation when the group has one.

@@ -30,11 +30,7 @@ impl Scheduler {
     /// Applies a PodGroup of either API, told apart by its `apiVersion` (the
     /// cluster file holds both).
     pub fn apply_any_podgroup(&self, object: &serde_json::Value) {
-        let native = object
-            .get("apiVersion")
-            .and_then(|v| v.as_str())
-            .is_some_and(|v| v.starts_with("scheduling.k8s.io/"));
-        if native {
+        if crate::gang::native_group::is_native(object) {
             self.apply_native_podgroup(object);
         } else {
             self.apply_podgroup(object);
@@ -51,7 +47,11 @@ impl Scheduler {
 
     fn read_native_podgroup(&self, object: &serde_json::Value) {
         match crate::gang::native_group::podgroup_from_json(object) {
-            Ok(group) => self.gang.book.write().apply_native_group(group),
+            Ok(group) => {
+                // Recorded as completed, so a replay needs no Workload.
+                self.trace_podgroup(&group.namespace, &group.name, object);
+                self.gang.book.write().apply_native_group(group);
+            }
             Err(e) => tracing::warn!(error = %e, "ignoring unreadable scheduling.k8s.io PodGroup"),
         }
     }
@@ -62,6 +62,7 @@ impl Scheduler {
             .native_sources
             .lock()
             .forget_podgroup(namespace, name);
+        self.trace_forget_podgroup(namespace, name);
         self.gang.book.write().forget_native_group(namespace, name);
         self.gang.wake.notify_one();
     }
