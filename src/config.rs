@@ -326,9 +326,9 @@ pub struct ServeArgs {
     pub busy_node_tolerance: BusyNodeTolerance,
     /// Which of HAMi's placement events are recorded: `all` (FilteringSucceed and
     /// BindingSucceed too, as HAMi does), `failures` (FilteringFailed,
-    /// BindingFailed), or `none`. Each event is a write to the API server; a
-    /// repeat of the same event about the same pod within 10 minutes is not
-    /// written again.
+    /// BindingFailed), or `none`. Each event is a write to the API server: at
+    /// most one per pod and outcome is written in 10 minutes, whatever its
+    /// message.
     #[arg(long = "placement-events", value_enum, default_value = "failures")]
     pub placement_events: crate::scheduler::PlacementEvents,
     /// Rewrite spec.schedulerName of vGPU pods that name default-scheduler.

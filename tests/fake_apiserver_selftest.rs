@@ -775,6 +775,66 @@ async fn pod_updates_follow_the_real_rules() {
 }
 
 #[tokio::test]
+async fn a_pods_scheduling_group_cannot_be_changed_set_or_removed() {
+    let api = Api::start().await;
+    api.server.set_workload_apis(true);
+    let mut member = pod("default", "m", json!({}));
+    member["spec"]["schedulingGates"] = json!([{"name": "vgpu.io/gang"}]);
+    member["spec"]["schedulingGroup"] = json!({"podGroupName": "train"});
+    api.server.create(member);
+    api.server.create(pod("default", "loner", json!({})));
+    let immutable = |code: u16, body: &Value| {
+        assert_eq!(code, 422, "{body}");
+        assert_eq!(
+            body["details"]["causes"][0]["field"],
+            "spec.schedulingGroup"
+        );
+        assert!(
+            body["message"]
+                .as_str()
+                .unwrap()
+                .ends_with("field is immutable"),
+            "{body}"
+        );
+    };
+    let path = "/api/v1/namespaces/default/pods/m";
+    let (code, body) = api
+        .patch(
+            path,
+            MERGE,
+            &json!({"spec": {"schedulingGroup": {"podGroupName": "other"}}}),
+        )
+        .await;
+    immutable(code, &body);
+    let (code, body) = api
+        .patch(
+            path,
+            JSON_PATCH,
+            &json!([{"op": "remove", "path": "/spec/schedulingGroup"}]),
+        )
+        .await;
+    immutable(code, &body);
+    let (code, body) = api
+        .patch(
+            "/api/v1/namespaces/default/pods/loner",
+            STRATEGIC,
+            &json!({"spec": {"schedulingGroup": {"podGroupName": "train"}}}),
+        )
+        .await;
+    immutable(code, &body);
+    // The same group written again is no change; lifting the gate still works.
+    let (code, patched) = api
+        .patch(
+            path,
+            MERGE,
+            &json!({"spec": {"schedulingGroup": {"podGroupName": "train"}, "schedulingGates": null}}),
+        )
+        .await;
+    assert_eq!(code, 200, "{patched}");
+    assert_eq!(patched["spec"]["schedulingGroup"]["podGroupName"], "train");
+}
+
+#[tokio::test]
 async fn binding_checks_uid_and_existing_assignment() {
     let api = Api::start().await;
     let p = api.server.create(pod("default", "p", json!({})));

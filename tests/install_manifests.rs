@@ -1306,6 +1306,7 @@ fn server_grants() -> BTreeSet<Grant> {
         ("topology.volcano.sh", "hypernodes", &["list", "watch"], ""),
         // Kubernetes' own gangs (src/cluster/kube/native_group_watch.rs).
         ("scheduling.k8s.io", "podgroups", &["list", "watch"], ""),
+        ("scheduling.k8s.io", "workloads", &["list", "watch"], ""),
         // The usage plugin lists nodes' measured usage from metrics-server
         // (src/cluster/kube/node_metrics_poll.rs).
         ("metrics.k8s.io", "nodes", &["list"], ""),

@@ -83,6 +83,27 @@ async fn gang_view(server: &LiveServer, gang: &str) -> Value {
     }
 }
 
+/// The members `p0` and `p1` of a gang of two that fits are released together,
+/// each binds on the node its plan wrote, one per node.
+async fn pair_binds_as_planned(api: &FakeApiServer, server: &LiveServer) {
+    wait_for(server, "both gates lifted", || {
+        (0..2).all(|i| !gang_gated(api, NS, &format!("p{i}")))
+    })
+    .await;
+    let mut nodes = Vec::new();
+    for i in 0..2 {
+        let name = format!("p{i}");
+        let planned = annotation(&api_pod(api, NS, &name), "hami.io/vgpu-node")
+            .expect("planned node written before the gate is lifted")
+            .to_string();
+        let node = server.schedule(api, NS, &name, &["n1", "n2"]).await;
+        assert_eq!(node, planned, "{name} follows its plan");
+        nodes.push(node);
+    }
+    nodes.sort();
+    assert_eq!(nodes, ["n1", "n2"]);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_native_gang_that_fits_is_planned_released_together_and_binds_whole() {
     let api = start_api();
@@ -94,22 +115,7 @@ async fn a_native_gang_that_fits_is_planned_released_together_and_binds_whole() 
         create_pod(&api, native_member(&format!("p{i}"), "pair", 50000, true));
     }
     let server = LiveServer::start(&api, ARGS).await;
-    wait_for(&server, "both gates lifted", || {
-        (0..2).all(|i| !gang_gated(&api, NS, &format!("p{i}")))
-    })
-    .await;
-    let mut nodes = Vec::new();
-    for i in 0..2 {
-        let name = format!("p{i}");
-        let planned = annotation(&api_pod(&api, NS, &name), "hami.io/vgpu-node")
-            .expect("planned node written before the gate is lifted")
-            .to_string();
-        let node = server.schedule(&api, NS, &name, &["n1", "n2"]).await;
-        assert_eq!(node, planned, "{name} follows its plan");
-        nodes.push(node);
-    }
-    nodes.sort();
-    assert_eq!(nodes, ["n1", "n2"]);
+    pair_binds_as_planned(&api, &server).await;
     let g = gang_view(&server, "ml/pair").await;
     assert_eq!(g["api"], "scheduling.k8s.io/v1alpha2", "{g}");
     assert_eq!(g["minMember"], 2, "{g}");
@@ -261,4 +267,71 @@ async fn without_the_workload_apis_the_server_works_as_before() {
         "no watch of kinds the server does not serve: {}",
         server.log_tail(30)
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_podgroup_takes_what_it_leaves_unsaid_from_its_workload_template() {
+    let api = start_api();
+    add_node(&api, "n1", 1, 1);
+    // The controller copied the gang policy but not the disruption mode.
+    let mut group = native_podgroup("job-0", 2);
+    group["spec"]["podGroupTemplateRef"]["workload"]["workloadName"] = json!("job");
+    group["spec"]
+        .as_object_mut()
+        .expect("spec")
+        .remove("disruptionMode");
+    api.create(group);
+    for i in 0..2 {
+        create_pod(&api, native_member(&format!("j{i}"), "job-0", 50000, true));
+    }
+    let server = LiveServer::start(&api, ARGS).await;
+    let g = gang_view(&server, "ml/job-0").await;
+    assert_eq!(g["disruptionMode"], "Pod", "the API's default: {g}");
+    // The Workload arrives after its PodGroup, as the watches may deliver them.
+    let mut job = workload("job", 2);
+    job["spec"]["podGroupTemplates"][0]["disruptionMode"] = json!("PodGroup");
+    api.create(job);
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    loop {
+        let g = gang_view(&server, "ml/job-0").await;
+        if g["disruptionMode"] == "PodGroup" {
+            assert_eq!(g["workload"], "ml/job", "{g}");
+            assert_eq!(g["minMember"], 2, "what the PodGroup says wins: {g}");
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the template's disruption mode never applied: {g}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_serving_v1beta1_is_discovered_and_its_gang_binds_whole() {
+    let api = start_api();
+    api.set_workload_api_version("v1beta1");
+    add_node(&api, "n1", 1, 1);
+    add_node(&api, "n2", 1, 1);
+    api.create(json!({
+        "apiVersion": "scheduling.k8s.io/v1beta1", "kind": "Workload",
+        "metadata": {"name": "pair", "namespace": NS},
+        "spec": {"podGroupTemplates": [{"name": "workers",
+            "schedulingPolicy": {"gang": {"minCount": 2}}, "disruptionMode": {"all": {}}}]}
+    }));
+    api.create(json!({
+        "apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
+        "metadata": {"name": "pair", "namespace": NS},
+        "spec": {"workloadRef": {"workloadName": "pair", "templateName": "workers"},
+                 "schedulingPolicy": {"gang": {"minCount": 2}}}
+    }));
+    for i in 0..2 {
+        create_pod(&api, native_member(&format!("p{i}"), "pair", 50000, true));
+    }
+    let server = LiveServer::start(&api, ARGS).await;
+    pair_binds_as_planned(&api, &server).await;
+    let g = gang_view(&server, "ml/pair").await;
+    assert_eq!(g["api"], "scheduling.k8s.io/v1beta1", "{g}");
+    assert_eq!(g["workload"], "ml/pair", "{g}");
+    assert_eq!(g["disruptionMode"], "PodGroup", "{g}");
 }

@@ -1,6 +1,7 @@
 //! Which events the extender writes (`--placement-events`): by default a placed
 //! pod costs no event of ours, a failure is recorded once however often
-//! kube-scheduler retries the pod, and `none` records no placement event at all.
+//! kube-scheduler retries the pod (whatever its message then says), and `none`
+//! records no placement event at all.
 
 mod support;
 
@@ -46,6 +47,29 @@ async fn by_default_a_placed_pod_gets_no_event_and_a_failure_is_recorded_once() 
         "no event for a placed pod: {:?}",
         state.events()
     );
+    assert_eq!(
+        count(&state, "too-big", "FilteringFailed"),
+        1,
+        "{:?}",
+        state.events()
+    );
+}
+
+#[tokio::test]
+async fn a_failure_is_one_event_per_pod_even_when_its_message_changes() {
+    let mut nodes = cluster();
+    nodes.push(node("gpu-b", &[h100(&gpu_uuid("gpu-b", 0), 0)], &[]));
+    let server = Server::start(nodes, &[]).await;
+    // The reasons name the nodes tried: another set of nodes, another message.
+    for names in [&["gpu-a"][..], &["gpu-a", "gpu-b"], &["gpu-b"]] {
+        let answer = server.filter(&too_big(), names).await;
+        assert!(
+            answer["FailedNodes"]["gpu-a"].is_string()
+                || answer["FailedNodes"]["gpu-b"].is_string(),
+            "{answer}"
+        );
+    }
+    let state = server.state().await;
     assert_eq!(
         count(&state, "too-big", "FilteringFailed"),
         1,

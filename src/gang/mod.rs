@@ -15,6 +15,7 @@ pub mod filter_only;
 pub mod memberless_group;
 pub mod membership;
 pub mod native_group;
+pub mod native_sources;
 pub mod pipelined_plan;
 pub mod plan;
 pub mod priority_classes;
@@ -24,6 +25,7 @@ pub mod snapshot;
 pub mod status;
 pub mod victim_facts;
 pub mod view;
+pub mod workload_template;
 
 pub use view::GangView;
 

@@ -44,6 +44,15 @@ pub struct NativeGroup {
     pub queue_named: bool,
 }
 
+impl NativeGroup {
+    /// Whether the group may only be disrupted as a whole: Kubernetes'
+    /// `DisruptionModePodGroup`, "the whole PodGroup needs to be disrupted or
+    /// preempted together".
+    pub fn disrupted_whole(&self) -> bool {
+        self.disruption_mode == "PodGroup"
+    }
+}
+
 /// `spec` of a native PodGroup, in both served shapes (unknown fields ignored).
 #[derive(Deserialize, Default)]
 #[serde(rename_all = "camelCase")]
@@ -98,6 +107,24 @@ struct Object {
     metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
     #[serde(default)]
     spec: Spec,
+}
+
+/// Whether `object` is one of Kubernetes' own PodGroups rather than Volcano's,
+/// by its `apiVersion` (a cluster file or a trace holds both).
+pub fn is_native(object: &Value) -> bool {
+    object
+        .get("apiVersion")
+        .and_then(Value::as_str)
+        .is_some_and(|v| v.starts_with("scheduling.k8s.io/"))
+}
+
+/// Reads a PodGroup of either API, told apart by [`is_native`].
+pub fn any_podgroup_from_json(value: &Value) -> Result<PodGroupSpec, ObjectError> {
+    if is_native(value) {
+        podgroup_from_json(value)
+    } else {
+        PodGroupSpec::from_json(value)
+    }
 }
 
 /// Reads a native PodGroup as the planner's group: minMember is the gang's

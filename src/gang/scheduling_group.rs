@@ -55,6 +55,36 @@ pub fn strip(pod: &mut Pod) {
     }
 }
 
+/// The pod as the API shows it: its scheduling group back in
+/// `spec.schedulingGroup` rather than in the in-memory annotation, so what is
+/// written out (a trace) reads back through [`pod_from_value`] the same.
+pub fn to_api_value(pod: &Pod) -> Result<Value, serde_json::Error> {
+    let group = pod
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(SCHEDULING_GROUP))
+        .cloned();
+    let Some(group) = group else {
+        return serde_json::to_value(pod);
+    };
+    let mut bare = pod.clone();
+    strip(&mut bare);
+    let mut value = serde_json::to_value(&bare)?;
+    if let Some(object) = value.as_object_mut() {
+        let spec = object
+            .entry("spec")
+            .or_insert_with(|| Value::Object(Default::default()));
+        if let Some(spec) = spec.as_object_mut() {
+            spec.insert(
+                "schedulingGroup".into(),
+                serde_json::json!({ "podGroupName": group }),
+            );
+        }
+    }
+    Ok(value)
+}
+
 /// Decodes a pod, keeping its scheduling group.
 pub fn pod_from_value(raw: &Value) -> Result<Pod, serde_json::Error> {
     let mut pod = Pod::deserialize(raw)?;

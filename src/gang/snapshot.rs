@@ -237,6 +237,9 @@ fn assemble_jobs(
                 group_missing: !key.single && group.is_none(),
                 inqueue: input.inqueue.contains(key),
                 network_topology: group.and_then(|g| g.network_topology.clone()),
+                disrupted_whole: group
+                    .and_then(|g| g.native.as_ref())
+                    .is_some_and(crate::gang::native_group::NativeGroup::disrupted_whole),
                 tasks,
                 allocated: allocated.without_zeros(),
             };

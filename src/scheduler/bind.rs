@@ -172,6 +172,21 @@ impl Scheduler {
                 .await;
             return Err(e.to_string());
         }
+        // Under the lock, against what the watch shows now: while this bind
+        // waited, a pod another replica placed may have been bound to the GPUs
+        // chosen here, and displaced this pod's reservation (see
+        // `yielding_reservations`). Choose again on this node, or fail cleanly.
+        let devices = match (&ctx, devices) {
+            (Some(ctx), Some(_)) => match self.ensure_reservation(ctx, node) {
+                Ok(devices) => Some(devices),
+                Err(e) => {
+                    self.roll_back(Some(ctx), ns, name, node, locked, carried)
+                        .await;
+                    return Err(e);
+                }
+            },
+            (_, devices) => devices,
+        };
         let patch = bind_patch(
             pod,
             devices.as_ref().map(|devices| Held { node, devices }),

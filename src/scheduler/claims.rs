@@ -124,38 +124,50 @@ impl Scheduler {
             || self.config.previous_schedulers.iter().any(|p| p == name)
     }
 
-    /// Whether the ledger books `entry`, read from `pod`'s annotations. Pods that
-    /// are not ours are ignored silently (their annotations mean nothing to this
-    /// scheduler); claims beyond a GPU's capacity are reported.
-    /// `mig_problems` are what checking its MIG holds against the node found (see
-    /// `mig_claims`); a claim booked with some is reported as such.
+    /// Whether the ledger books `entry`, read from `pod`'s annotations, and the
+    /// reservations it displaces to be booked (see `yielding_reservations`);
+    /// `None`: not booked. Pods that are not ours are ignored silently (their
+    /// annotations mean nothing to this scheduler); claims beyond a GPU's
+    /// capacity are reported. `mig_problems` are what checking its MIG holds
+    /// against the node found (see `mig_claims`); a claim booked with some is
+    /// reported as such.
     pub(crate) fn admit_claim(
         &self,
         ledger: &Ledger,
         pod: &Pod,
         entry: &PodEntry,
         mig_problems: Vec<String>,
-    ) -> bool {
+    ) -> Option<Vec<String>> {
         let held = ledger.pod(&entry.uid).is_some();
         if !held && !self.placed_here(pod) {
-            return false;
+            return None;
         }
         if !held && !entry.usage.is_empty() && !self.asks_for_vgpu(pod) {
             self.report_conflict(entry, NO_VGPU_ASKED.to_owned(), false);
-            return false;
+            return None;
         }
-        match over_capacity(ledger, entry) {
+        let mut displaced = Vec::new();
+        let mut over = over_capacity(ledger, entry, &displaced);
+        if over.is_some() {
+            let in_the_way =
+                super::yielding_reservations::in_the_way(ledger, pod, entry, self.clock.now());
+            if over_capacity(ledger, entry, &in_the_way).is_none() {
+                displaced = in_the_way;
+                over = None;
+            }
+        }
+        match over {
             None if mig_problems.is_empty() => {
                 self.claims.forget(&entry.uid);
-                true
+                Some(displaced)
             }
             None => {
                 self.report_conflict(entry, mig_problems.join("; "), true);
-                true
+                Some(displaced)
             }
             Some(reason) => {
                 self.report_conflict(entry, reason, false);
-                false
+                None
             }
         }
     }
@@ -217,18 +229,25 @@ impl Scheduler {
 
 /// Why booking `entry` would take a GPU of its node past what it registered, if
 /// it would. Its own current hold (an update of a pod the ledger holds) is not
-/// counted twice. A node not registered (yet) has nothing to check against.
-fn over_capacity(ledger: &Ledger, entry: &PodEntry) -> Option<String> {
+/// counted twice, nor the holds of the `displaced` pods. A node not registered
+/// (yet) has nothing to check against.
+fn over_capacity(ledger: &Ledger, entry: &PodEntry, displaced: &[String]) -> Option<String> {
     let node = ledger.node(&entry.node)?;
     let previous = ledger.pod(&entry.uid).filter(|p| p.node == entry.node);
+    let gone: Vec<&PodEntry> = previous
+        .into_iter()
+        .chain(displaced.iter().filter_map(|uid| ledger.pod(uid)))
+        .collect();
     for (uuid, claim) in &entry.usage {
         let Some(i) = node.devices.iter().position(|d| d.id == *uuid) else {
             continue;
         };
         let device = &node.devices[i];
         let mut usage = node.usage.get(i).copied().unwrap_or_default();
-        if let Some((_, own)) = previous.and_then(|p| p.usage.iter().find(|(u, _)| u == uuid)) {
-            usage.sub(own);
+        for p in &gone {
+            if let Some((_, held)) = p.usage.iter().find(|(u, _)| u == uuid) {
+                usage.sub(held);
+            }
         }
         if let Some(slice) = usage.mig.shared_with(&claim.mig) {
             return Some(format!(

@@ -3,9 +3,20 @@
 //! scheduler's own `Scheduled` event; at the burst rates kube-scheduler reaches,
 //! two success events of ours per pod cost more than the rest of the extender's
 //! writes together. So success events are opt-in (`--placement-events=all`, what
-//! HAMi does), and an event repeated about the same pod (a pod kube-scheduler
-//! retries every few seconds while nothing fits) is recorded once per window, as
-//! client-go's event recorder folds repeats into one Event.
+//! HAMi does), and an outcome repeated about the same pod (a pod kube-scheduler
+//! retries every few seconds while nothing fits) is recorded once per window:
+//! at most one Event per pod and outcome (reason) in ten minutes, whatever its
+//! message says.
+//!
+//! client-go's recorder folds the same repeats into one Event too, but keeps
+//! writing: each repeat is a PATCH of the Event's `count` and `lastTimestamp`,
+//! and events differing only in their message are combined into one after a
+//! few. Here a repeat writes nothing at all. kube-scheduler already records
+//! every failed attempt itself (`FailedScheduling`, aggregated by its own
+//! recorder, with our reasons in it), so a count on our Event would say again
+//! what its Event says, at the cost of one write per retry: exactly the kind of
+//! write this scheduler avoids. The first Event of each outcome stays, with the
+//! message of its first occurrence.
 
 use super::Scheduler;
 use crate::cluster::api::{EventType, SchedulerEvent};
@@ -46,26 +57,26 @@ impl PlacementEvents {
     }
 }
 
-/// How long an event is not repeated for the same pod, reason and message:
-/// client-go's recorder folds repeats within ten minutes into one Event.
+/// How long an event is not repeated for the same pod and reason: client-go's
+/// recorder folds repeats within ten minutes into one Event.
 pub const REPEAT_WINDOW: Duration = Duration::from_secs(600);
 
 /// Distinct recent events kept at most; past it, the oldest window's entries go
 /// first and, if all are recent, a repeat may be recorded again.
 const RECENT_EVENTS_MAX: usize = 50_000;
 
-/// Events recorded lately, by pod UID (or namespace/name), reason and message.
+/// Events recorded lately, by pod UID (or namespace/name) and reason.
 #[derive(Debug, Default)]
 pub(crate) struct RecentEvents {
-    seen: Mutex<HashMap<(String, String, String), Instant>>,
+    seen: Mutex<HashMap<(String, String), Instant>>,
 }
 
 impl RecentEvents {
     /// Whether the event is new at `now` (and then remembers it): not the same
-    /// pod, reason and message as one recorded within [`REPEAT_WINDOW`].
-    fn first_in_window(&self, pod: &str, reason: &str, message: &str, now: Instant) -> bool {
+    /// pod and reason (outcome) as one recorded within [`REPEAT_WINDOW`].
+    fn first_in_window(&self, pod: &str, reason: &str, now: Instant) -> bool {
         let mut seen = self.seen.lock();
-        let key = (pod.to_string(), reason.to_string(), message.to_string());
+        let key = (pod.to_string(), reason.to_string());
         if seen
             .get(&key)
             .is_some_and(|at| now.saturating_duration_since(*at) < REPEAT_WINDOW)
@@ -85,7 +96,8 @@ impl RecentEvents {
 
 impl Scheduler {
     /// Records an event about a pod, unless `--placement-events` leaves it out or
-    /// the same event about the same pod was recorded within [`REPEAT_WINDOW`].
+    /// an event of the same reason about the same pod was recorded within
+    /// [`REPEAT_WINDOW`].
     pub(super) async fn event(
         &self,
         (ns, pod, uid): (&str, &str, &str),
@@ -103,7 +115,7 @@ impl Scheduler {
         };
         if !self
             .recent_events
-            .first_in_window(&who, reason, &message, self.clock.now())
+            .first_in_window(&who, reason, self.clock.now())
         {
             return;
         }
@@ -126,18 +138,17 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_repeat_is_recorded_again_only_after_the_window() {
+    fn an_outcome_is_recorded_once_per_pod_in_the_window_whatever_its_message() {
         let recent = RecentEvents::default();
         let t0 = Instant::now();
-        assert!(recent.first_in_window("uid-a", "FilteringFailed", "no fit", t0));
+        assert!(recent.first_in_window("uid-a", "FilteringFailed", t0));
         let soon = t0 + Duration::from_secs(5);
-        assert!(!recent.first_in_window("uid-a", "FilteringFailed", "no fit", soon));
-        // Another message, reason or pod is another event.
-        assert!(recent.first_in_window("uid-a", "FilteringFailed", "other", soon));
-        assert!(recent.first_in_window("uid-a", "BindingFailed", "no fit", soon));
-        assert!(recent.first_in_window("uid-b", "FilteringFailed", "no fit", soon));
+        assert!(!recent.first_in_window("uid-a", "FilteringFailed", soon));
+        // Another outcome or pod is another event.
+        assert!(recent.first_in_window("uid-a", "BindingFailed", soon));
+        assert!(recent.first_in_window("uid-b", "FilteringFailed", soon));
         let later = t0 + REPEAT_WINDOW;
-        assert!(recent.first_in_window("uid-a", "FilteringFailed", "no fit", later));
+        assert!(recent.first_in_window("uid-a", "FilteringFailed", later));
     }
 
     #[test]

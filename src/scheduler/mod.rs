@@ -56,6 +56,7 @@ mod trace_tests;
 pub mod tracking;
 #[cfg(test)]
 mod usage_tests;
+mod yielding_reservations;
 
 pub use crate::fit::PodContext;
 pub use crate::gang::GangView;
@@ -410,7 +411,11 @@ impl Scheduler {
                         _ => {}
                     }
                 }
-                if self.admit_claim(&ledger, pod, &entry, mig_problems) {
+                if let Some(displaced) = self.admit_claim(&ledger, pod, &entry, mig_problems) {
+                    for uid in &displaced {
+                        tracing::info!(pod = %entry.name, node = %entry.node, displaced = %uid, "a pod bound to GPUs this replica had reserved for another takes them; the other chooses again at its bind");
+                        ledger.remove_pod(uid);
+                    }
                     ledger.add_pod(entry);
                 }
             }

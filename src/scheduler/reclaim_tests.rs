@@ -80,17 +80,27 @@ fn inference(c: &Cluster, name: &str) {
 /// An inference service pod of one GPU in queue `inference`, gated, not yet
 /// added (a gang of one: no PodGroup).
 pub(super) fn inference_pod(name: &str) -> Pod {
-    let mut pod = member(name, "unused", 30);
+    outside_volcano_groups(
+        name,
+        30,
+        &[
+            ("scheduling.volcano.sh/queue-name", "inference"),
+            ("volcano.sh/service.type", "inference"),
+        ],
+    )
+}
+
+/// A gated one-GPU pod in no Volcano PodGroup, with these annotations.
+fn outside_volcano_groups(name: &str, created: u32, annotations: &[(&str, &str)]) -> Pod {
+    let mut pod = member(name, "unused", created);
     let anns = pod
         .metadata
         .annotations
         .get_or_insert_with(Default::default);
     anns.remove("scheduling.k8s.io/group-name");
-    anns.insert(
-        "scheduling.volcano.sh/queue-name".into(),
-        "inference".into(),
-    );
-    anns.insert("volcano.sh/service.type".into(), "inference".into());
+    for (k, v) in annotations {
+        anns.insert((*k).into(), (*v).into());
+    }
     pod
 }
 
@@ -218,6 +228,36 @@ async fn training_never_takes_gpus_from_inference() {
     assert!(evict_events(&c).is_empty());
     assert!(c.gated("train-0").await);
     assert_eq!(c.verdict("ml/train").phase, GangPhase::Inqueue);
+}
+
+#[tokio::test]
+async fn a_native_group_disrupted_only_whole_is_reclaimed_whole_above_its_minimum() {
+    let c = tidal_cluster(1);
+    // Kubernetes' own PodGroup: a minimum of one, but its members go together.
+    c.s.apply_native_podgroup(&json!({
+        "apiVersion": "scheduling.k8s.io/v1alpha2", "kind": "PodGroup",
+        "metadata": {"name": "pair", "namespace": "ml", "uid": "pg-pair",
+            "annotations": {"scheduling.volcano.sh/queue-name": "training",
+                            "volcano.sh/service.type": "training"}},
+        "spec": {"schedulingPolicy": {"gang": {"minCount": 1}}, "disruptionMode": "PodGroup"}
+    }));
+    for i in 0..2 {
+        c.add(&outside_volcano_groups(
+            &format!("pair-{i}"),
+            i,
+            &[(crate::gang::scheduling_group::SCHEDULING_GROUP, "pair")],
+        ));
+    }
+    start(&c, "pair", 2).await;
+    assert_eq!(c.held(), 2, "the node is full of the group");
+    inference(&c, "svc");
+    c.s.run_gang_cycle().await;
+    assert!(
+        !exists(&c, "pair-0").await && !exists(&c, "pair-1").await,
+        "the whole group goes, not one member: {:?}",
+        evict_events(&c)
+    );
+    assert_eq!(evict_events(&c).len(), 2);
 }
 
 #[tokio::test]

@@ -186,6 +186,49 @@ async fn a_podgroup_is_recorded_once_and_again_when_created_anew() {
 }
 
 #[tokio::test]
+async fn a_native_podgroup_is_recorded_completed_from_its_workload_and_its_members_name_it() {
+    let r = recording();
+    r.scheduler.apply_workload(&json!({
+        "apiVersion": "scheduling.k8s.io/v1alpha2", "kind": "Workload",
+        "metadata": {"name": "job", "namespace": "ns"},
+        "spec": {"podGroupTemplates": [{"name": "workers",
+            "schedulingPolicy": {"gang": {"minCount": 2}}, "disruptionMode": "PodGroup"}]}
+    }));
+    r.scheduler.apply_native_podgroup(&json!({
+        "apiVersion": "scheduling.k8s.io/v1alpha2", "kind": "PodGroup",
+        "metadata": {"name": "train", "namespace": "ns", "uid": "pg-1"},
+        "spec": {"podGroupTemplateRef": {"workload": {"workloadName": "job", "podGroupTemplateName": "workers"}},
+                 "schedulingPolicy": {"gang": {"minCount": 2}}}
+    }));
+    let mut member = pod("w0", "vgpu-scheduler", true);
+    crate::gang::scheduling_group::keep(
+        &json!({"spec": {"schedulingGroup": {"podGroupName": "train"}}}),
+        &mut member,
+    );
+    r.scheduler.apply_pod(&member);
+    let path = r.path.clone();
+    r.writer.finish();
+    let text = std::fs::read_to_string(&path).unwrap();
+    let lines: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let group = &lines[0]["podGroup"];
+    assert_eq!(group["apiVersion"], "scheduling.k8s.io/v1alpha2", "{text}");
+    assert_eq!(group["spec"]["disruptionMode"], "PodGroup", "{text}");
+    let recorded = &lines[1]["pod"];
+    assert_eq!(
+        recorded["spec"]["schedulingGroup"],
+        json!({"podGroupName": "train"}),
+        "{text}"
+    );
+    assert!(
+        !text.contains(crate::gang::scheduling_group::SCHEDULING_GROUP),
+        "{text}"
+    );
+}
+
+#[tokio::test]
 async fn pods_of_other_schedulers_are_not_recorded_even_when_filtered() {
     let r = recording();
     let filter = |p: Pod| {

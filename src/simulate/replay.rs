@@ -396,7 +396,7 @@ impl Engine<'_> {
         let line = &self.input.workload.arrivals[job.line];
         let wall = self.clock_wall();
         if let Some(group) = objects::pod_group(job, line, wall) {
-            self.scheduler.apply_podgroup(&group);
+            self.scheduler.apply_any_podgroup(&group);
         }
         let count = objects::pod_count(line);
         let needed = line
@@ -596,8 +596,18 @@ impl Engine<'_> {
                 .forget_pod(&objects::pod_uid(line, i, &name, attempt));
         }
         if line.gang.is_some() {
-            self.scheduler
-                .forget_podgroup(&line.namespace, objects::group_name(job, line));
+            let group = objects::group_name(job, line);
+            let native = line
+                .recorded
+                .as_ref()
+                .and_then(|r| r.pod_group.as_ref())
+                .is_some_and(crate::gang::native_group::is_native);
+            if native {
+                self.scheduler
+                    .forget_native_podgroup(&line.namespace, group);
+            } else {
+                self.scheduler.forget_podgroup(&line.namespace, group);
+            }
         }
         self.live.remove(&index);
     }

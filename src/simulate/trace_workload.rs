@@ -16,6 +16,8 @@
 
 use super::workload::{ArrivalLine, GangShape, PodShape, RecordedJob, Workload};
 use crate::gang::membership::{GROUP_NAME, Membership, VOLCANO_GROUP_NAME};
+use crate::gang::native_group::any_podgroup_from_json;
+use crate::gang::scheduling_group::SCHEDULING_GROUP;
 use crate::gang::victim_facts::SERVICE_TYPE;
 use crate::trace::{Trace, TraceEvent};
 use crate::volcano::objects::PodGroupSpec;
@@ -103,7 +105,7 @@ fn recorded(trace: &Trace) -> Result<Recorded, String> {
                 None => strangers += 1,
             },
             TraceEvent::PodGroup(group) => {
-                let spec = PodGroupSpec::from_json(group)
+                let spec = any_podgroup_from_json(group)
                     .map_err(|e| format!("trace: unreadable PodGroup: {e}"))?;
                 // A server started again on the same file records its PodGroups
                 // again: one UID is one PodGroup, and its members one gang. Without
@@ -313,7 +315,7 @@ fn drafts(
 fn member_of(pod: &Pod, group: Option<&str>) -> Pod {
     let mut pod = pod.clone();
     if let (Some(group), Some(annotations)) = (group, pod.metadata.annotations.as_mut()) {
-        for key in [GROUP_NAME, VOLCANO_GROUP_NAME] {
+        for key in [GROUP_NAME, VOLCANO_GROUP_NAME, SCHEDULING_GROUP] {
             if let Some(value) = annotations.get_mut(key) {
                 *value = group.to_string();
             }

@@ -166,6 +166,58 @@ fn the_recorded_pods_are_created_as_recorded_with_replay_uids() {
     assert_ne!(group["metadata"]["uid"], "pg-1", "a replay's own UID");
 }
 
+/// A gang of Kubernetes' own PodGroup, its members naming it in
+/// `spec.schedulingGroup`, as `serve --record-trace` writes them.
+fn native_trace() -> String {
+    let group = json!({
+        "apiVersion": "scheduling.k8s.io/v1alpha2", "kind": "PodGroup",
+        "metadata": {"name": "train", "namespace": "ml", "uid": "pg-1"},
+        "spec": {"schedulingPolicy": {"gang": {"minCount": 2}}, "disruptionMode": "PodGroup"}
+    });
+    let member = |name: &str| {
+        let mut p = pod(name, 1, json!({}));
+        p["spec"]["schedulingGroup"] = json!({"podGroupName": "train"});
+        // The planner judges node selectors; the test's nodes have no labels.
+        p["spec"].as_object_mut().unwrap().remove("nodeSelector");
+        p
+    };
+    [
+        line(0, "podGroup", group),
+        line(1, "pod", member("w0")),
+        line(2, "pod", member("w1")),
+        bound(3, "w0", "n1"),
+        bound(4, "w1", "n1"),
+        gone(64, "w0"),
+        gone(64, "w1"),
+    ]
+    .join("\n")
+}
+
+#[tokio::test]
+async fn a_native_gang_in_a_trace_replays_as_one_gang() {
+    let (workload, _) = Workload::read(&native_trace()).unwrap();
+    let names: Vec<&str> = workload.arrivals.iter().map(|l| l.name.as_str()).collect();
+    assert_eq!(names, ["ml/train"]);
+    let train = &workload.arrivals[0];
+    let gang = train.gang.as_ref().unwrap();
+    assert_eq!((gang.members, gang.min_member), (2, Some(2)));
+    assert_eq!(train.queue.as_deref(), Some("default"));
+    let jobs = workload.expand(1);
+    let now = super::replay::replay_epoch();
+    let group = objects::pod_group(&jobs[0], train, now).unwrap();
+    assert_eq!(group["apiVersion"], "scheduling.k8s.io/v1alpha2");
+    let replayed_pods = replayed(&native_trace()).await;
+    let mut placed: Vec<&str> = replayed_pods
+        .bindings
+        .iter()
+        .map(|b| b.pod.as_str())
+        .collect();
+    placed.sort();
+    assert_eq!(placed, ["ml/w0", "ml/w1"]);
+    assert_eq!(replayed_pods.jobs.len(), 1, "one gang job");
+    assert!(replayed_pods.jobs[0].started.is_some());
+}
+
 #[test]
 fn a_yaml_workload_is_still_read_as_arrivals() {
     let (workload, notes) =

@@ -8,6 +8,7 @@
 //! {"at":"2025-06-01T09:59:59.900Z","podGroup":{"apiVersion":"scheduling.volcano.sh/v1beta1",...}}
 //! ```
 
+use crate::gang::scheduling_group::{pod_from_value, to_api_value};
 use chrono::{DateTime, SecondsFormat, Utc};
 use k8s_openapi::api::core::v1::Pod;
 use serde_json::{Map, Value, json};
@@ -84,7 +85,7 @@ impl TraceLine {
     pub fn to_value(&self) -> Result<Value, serde_json::Error> {
         let at = self.at.to_rfc3339_opts(SecondsFormat::Millis, true);
         Ok(match &self.event {
-            TraceEvent::Pod(pod) => json!({"at": at, "pod": serde_json::to_value(pod)?}),
+            TraceEvent::Pod(pod) => json!({"at": at, "pod": to_api_value(pod)?}),
             TraceEvent::Bound { pod, uid, node } => {
                 json!({"at": at, "bound": pod, "uid": uid, "node": node})
             }
@@ -139,7 +140,7 @@ impl TraceLine {
         };
         let event = match kind {
             "pod" => {
-                let pod: Pod = serde_json::from_value(object["pod"].clone())
+                let pod: Pod = pod_from_value(&object["pod"])
                     .map_err(|e| LineError::Invalid(format!("`pod` is not a Pod: {e}")))?;
                 if pod.metadata.name.as_deref().is_none_or(str::is_empty) {
                     return Err(LineError::Invalid("`pod` has no metadata.name".into()));

@@ -1,6 +1,6 @@
 //! `/version`, `/api`, `/apis` and the per-group-version resource lists.
 
-use super::resources::{RESOURCES, Resource, Storage, workload_api};
+use super::resources::{RESOURCES, Resource, Storage, is_served};
 use serde_json::{Value, json};
 
 pub fn version() -> Value {
@@ -40,18 +40,18 @@ fn groups() -> Vec<&'static str> {
 }
 
 /// Whether `group/version` is served (the workload APIs only with their gate).
-pub fn served(group: &str, version: &str, workload_apis: bool) -> bool {
+pub fn served(group: &str, version: &str, workload_version: Option<&str>) -> bool {
     RESOURCES
         .iter()
-        .any(|r| r.group == group && r.version == version && (workload_apis || !workload_api(r)))
+        .any(|r| r.group == group && r.version == version && is_served(r, workload_version))
 }
 
 /// The versions of a group, as the real server lists them: the stable one
 /// first (it is the preferred version), then the others.
-fn versions(name: &str, workload_apis: bool) -> Vec<&'static str> {
+fn versions(name: &str, workload_version: Option<&str>) -> Vec<&'static str> {
     let mut versions: Vec<&str> = Vec::new();
     for r in RESOURCES.iter().filter(|r| r.group == name) {
-        if (workload_apis || !workload_api(r)) && !versions.contains(&r.version) {
+        if is_served(r, workload_version) && !versions.contains(&r.version) {
             versions.push(r.version);
         }
     }
@@ -61,8 +61,8 @@ fn versions(name: &str, workload_apis: bool) -> Vec<&'static str> {
     versions
 }
 
-pub fn group(name: &str, workload_apis: bool) -> Value {
-    let gvs: Vec<Value> = versions(name, workload_apis)
+pub fn group(name: &str, workload_version: Option<&str>) -> Value {
+    let gvs: Vec<Value> = versions(name, workload_version)
         .into_iter()
         .map(|version| json!({"groupVersion": format!("{name}/{version}"), "version": version}))
         .collect();
@@ -75,11 +75,11 @@ pub fn group(name: &str, workload_apis: bool) -> Value {
     })
 }
 
-pub fn group_list(workload_apis: bool) -> Value {
+pub fn group_list(workload_version: Option<&str>) -> Value {
     let groups: Vec<Value> = groups()
         .into_iter()
         .map(|g| {
-            let mut v = group(g, workload_apis);
+            let mut v = group(g, workload_version);
             if let Some(m) = v.as_object_mut() {
                 m.remove("kind");
                 m.remove("apiVersion");

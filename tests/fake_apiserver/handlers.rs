@@ -122,15 +122,15 @@ async fn dispatch(
     req: Request,
 ) -> Result<Response, ApiError> {
     let route = routes::route(path);
-    let workload_apis = state.config.lock().workload_apis;
+    let workload_version = state.config.lock().workload_version();
     let route = match route {
         Route::Collection { res, .. } | Route::Object { res, .. }
-            if resources::workload_api(res) && !workload_apis =>
+            if !resources::is_served(res, workload_version) =>
         {
             Route::NotFound
         }
         Route::Discovery(Discovery::Resources(g, v))
-            if !discovery::served(&g, &v, workload_apis) =>
+            if !discovery::served(&g, &v, workload_version) =>
         {
             Route::NotFound
         }
@@ -208,7 +208,7 @@ fn discovery(state: &Shared, d: Discovery, r: &Req) -> Result<Response, ApiError
         Discovery::Health => text_response("ok"),
         Discovery::Api => json_response(200, &discovery::api_versions(&state.address)),
         Discovery::Apis => {
-            let mut groups = discovery::group_list(state.config.lock().workload_apis);
+            let mut groups = discovery::group_list(state.config.lock().workload_version());
             if let (Some(entry), Some(list)) = (
                 node_metrics::group_entry(state),
                 groups["groups"].as_array_mut(),
@@ -219,7 +219,7 @@ fn discovery(state: &Shared, d: Discovery, r: &Req) -> Result<Response, ApiError
         }
         Discovery::Group(g) => json_response(
             200,
-            &discovery::group(&g, state.config.lock().workload_apis),
+            &discovery::group(&g, state.config.lock().workload_version()),
         ),
         Discovery::Resources(g, v) => json_response(200, &discovery::resource_list(&g, &v)),
     })

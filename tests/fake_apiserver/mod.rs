@@ -500,6 +500,12 @@ impl FakeApiServer {
         self.state.config.lock().workload_apis = on;
     }
 
+    /// Serves the workload APIs in `version` instead: `v1beta1` as Kubernetes
+    /// 1.37 does (`v1alpha2` is no longer served there), or `v1alpha2`.
+    pub fn set_workload_api_version(&self, version: &'static str) {
+        self.state.config.lock().workload_api_version = version;
+    }
+
     /// When on, DELETE of a pod bound to a node (and not finished) only sets
     /// deletionTimestamp, as on a real cluster; [`FakeApiServer::finish_deletion`]
     /// plays the kubelet. Off by default: pods vanish at once.

@@ -189,6 +189,22 @@ pub fn validate_update(old: &Value, new: &Value) -> Result<(), ApiError> {
     let res = resources::canonical(Storage::Pods);
     let old_spec = old.get("spec").cloned().unwrap_or(json!({}));
     let mut new_spec = new.get("spec").cloned().unwrap_or(json!({}));
+    // `spec.schedulingGroup` ties a pod to its PodGroup for good (KEP-4671): the
+    // real validation refuses any change, gated or not, including setting it
+    // on a pod created without it.
+    let old_group = old_spec.get("schedulingGroup").unwrap_or(&Value::Null);
+    let new_group = new_spec.get("schedulingGroup").unwrap_or(&Value::Null);
+    if old_group != new_group {
+        return Err(ApiError::invalid_object(
+            res,
+            name,
+            vec![Cause::invalid(
+                "spec.schedulingGroup",
+                new_group,
+                "field is immutable",
+            )],
+        ));
+    }
     let old_gates = gate_names(&old_spec);
     let new_gates = gate_names(&new_spec);
     if let Some(added) = new_gates.iter().find(|g| !old_gates.contains(g)) {

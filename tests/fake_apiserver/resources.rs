@@ -374,45 +374,68 @@ pub static RESOURCES: &[Resource] = &[
         create_on_update: false,
         custom: true,
     },
-    // Kubernetes 1.36's workload APIs: built in, served only with the
-    // GenericWorkload feature gate on (see `Config::workload_apis`). A PodGroup's
-    // status (conditions written by kube-scheduler) is a subresource; a Workload
-    // has none.
-    Resource {
-        group: "scheduling.k8s.io",
-        version: "v1alpha2",
-        plural: "podgroups",
-        singular: "podgroup",
-        kind: "PodGroup",
-        namespaced: true,
-        storage: Storage::NativePodGroups,
-        status_subresource: true,
-        returns_deleted_object: false,
-        field_labels: META,
-        short_names: &[],
-        create_on_update: false,
-        custom: false,
-    },
-    Resource {
-        group: "scheduling.k8s.io",
-        version: "v1alpha2",
-        plural: "workloads",
-        singular: "workload",
-        kind: "Workload",
-        namespaced: true,
-        storage: Storage::Workloads,
-        status_subresource: false,
-        returns_deleted_object: false,
-        field_labels: META,
-        short_names: &[],
-        create_on_update: false,
-        custom: false,
-    },
+    // Kubernetes' workload APIs: built in, served only with the GenericWorkload
+    // feature gate on and in one version (see `Config::workload_version`):
+    // `v1alpha2` in 1.36, `v1beta1` in 1.37.
+    native_podgroups("v1alpha2"),
+    workloads("v1alpha2"),
+    native_podgroups("v1beta1"),
+    workloads("v1beta1"),
 ];
+
+/// `scheduling.k8s.io` PodGroups in `version`: their status (conditions
+/// written by kube-scheduler) is a subresource.
+const fn native_podgroups(version: &'static str) -> Resource {
+    workload_api_kind(
+        version,
+        "podgroups",
+        "PodGroup",
+        Storage::NativePodGroups,
+        true,
+    )
+}
+
+/// `scheduling.k8s.io` Workloads in `version`: no status subresource.
+const fn workloads(version: &'static str) -> Resource {
+    workload_api_kind(version, "workloads", "Workload", Storage::Workloads, false)
+}
+
+const fn workload_api_kind(
+    version: &'static str,
+    plural: &'static str,
+    kind: &'static str,
+    storage: Storage,
+    status_subresource: bool,
+) -> Resource {
+    Resource {
+        group: "scheduling.k8s.io",
+        version,
+        plural,
+        singular: match storage {
+            Storage::NativePodGroups => "podgroup",
+            _ => "workload",
+        },
+        kind,
+        namespaced: true,
+        storage,
+        status_subresource,
+        returns_deleted_object: false,
+        field_labels: META,
+        short_names: &[],
+        create_on_update: false,
+        custom: false,
+    }
+}
 
 /// Whether a resource is served only with the GenericWorkload feature gate.
 pub fn workload_api(r: &Resource) -> bool {
     matches!(r.storage, Storage::NativePodGroups | Storage::Workloads)
+}
+
+/// Whether the server serves `r`, given the version its workload APIs are
+/// served in (`None`: the GenericWorkload gate is off).
+pub fn is_served(r: &Resource, workload_version: Option<&str>) -> bool {
+    !workload_api(r) || workload_version == Some(r.version)
 }
 
 /// The resource served at `group/version/plural`.

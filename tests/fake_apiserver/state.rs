@@ -19,6 +19,16 @@ pub struct Config {
     /// gate on. Off, like an older server: the paths are unknown and the pod field
     /// is dropped on create.
     pub workload_apis: bool,
+    /// The version of `scheduling.k8s.io` that serves PodGroups and Workloads
+    /// when `workload_apis` is on: `v1alpha2` (1.36) or `v1beta1` (1.37).
+    pub workload_api_version: &'static str,
+}
+
+impl Config {
+    /// The version the workload APIs are served in, if they are.
+    pub fn workload_version(&self) -> Option<&'static str> {
+        self.workload_apis.then_some(self.workload_api_version)
+    }
 }
 
 impl Default for Config {
@@ -28,6 +38,7 @@ impl Default for Config {
             graceful_pod_deletion: false,
             require_auth: true,
             workload_apis: false,
+            workload_api_version: "v1alpha2",
         }
     }
 }

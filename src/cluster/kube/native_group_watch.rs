@@ -1,5 +1,5 @@
-//! The watch of Kubernetes' own PodGroups (`scheduling.k8s.io`, KEP-4671), started
-//! only where the API server serves them.
+//! The watches of Kubernetes' own PodGroups and Workloads (`scheduling.k8s.io`,
+//! KEP-4671), started only where the API server serves them.
 //!
 //! The kinds exist from Kubernetes 1.36 behind the GenericWorkload feature gate,
 //! in `v1alpha2`, and as `v1beta1` later. The server is asked which version it
@@ -69,12 +69,30 @@ pub fn start(client: Client, scheduler: Arc<Scheduler>) -> JoinHandle<()> {
         };
         tracing::info!(
             version,
-            "watching Kubernetes' own PodGroups (scheduling.k8s.io)"
+            "watching Kubernetes' own PodGroups and Workloads (scheduling.k8s.io)"
         );
-        let resource = resource(API_GROUP, version, "PodGroup", "podgroups");
-        let api: Api<DynamicObject> = Api::all_with(client, &resource);
-        let apply = |o: &DynamicObject| scheduler.apply_native_podgroup(&to_json(o, &resource));
-        let forget = |k: &(String, String)| scheduler.forget_native_podgroup(&k.0, &k.1);
-        follow(api, "scheduling.k8s.io PodGroup", apply, forget).await;
+        let podgroups = resource(API_GROUP, version, "PodGroup", "podgroups");
+        let workloads = resource(API_GROUP, version, "Workload", "workloads");
+        let podgroup_api: Api<DynamicObject> = Api::all_with(client.clone(), &podgroups);
+        let workload_api: Api<DynamicObject> = Api::all_with(client, &workloads);
+        let apply_podgroup =
+            |o: &DynamicObject| scheduler.apply_native_podgroup(&to_json(o, &podgroups));
+        let forget_podgroup = |k: &(String, String)| scheduler.forget_native_podgroup(&k.0, &k.1);
+        let apply_workload = |o: &DynamicObject| scheduler.apply_workload(&to_json(o, &workloads));
+        let forget_workload = |k: &(String, String)| scheduler.forget_workload(&k.0, &k.1);
+        tokio::join!(
+            follow(
+                podgroup_api,
+                "scheduling.k8s.io PodGroup",
+                apply_podgroup,
+                forget_podgroup
+            ),
+            follow(
+                workload_api,
+                "scheduling.k8s.io Workload",
+                apply_workload,
+                forget_workload
+            ),
+        );
     })
 }

@@ -315,11 +315,15 @@ impl Scheduler {
 /// which API a waiting gang came from.
 fn name_native_groups(book: &GangBook, verdicts: &mut BTreeMap<GangKey, GangVerdict>) {
     for (key, v) in verdicts.iter_mut() {
-        v.api = book
+        let native = book
             .groups
             .get(&(key.namespace.clone(), key.name.clone()))
-            .and_then(|g| g.native.as_ref())
-            .map(|n| n.api_version.clone());
+            .and_then(|g| g.native.as_ref());
+        v.api = native.map(|n| n.api_version.clone());
+        v.workload = native
+            .and_then(|n| n.workload.as_ref())
+            .map(|w| format!("{}/{w}", key.namespace));
+        v.disruption_mode = native.map(|n| n.disruption_mode.clone());
     }
 }
 

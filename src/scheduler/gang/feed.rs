@@ -30,23 +30,27 @@ impl Scheduler {
     /// Applies a PodGroup of either API, told apart by its `apiVersion` (the
     /// cluster file holds both).
     pub fn apply_any_podgroup(&self, object: &serde_json::Value) {
-        let native = object
-            .get("apiVersion")
-            .and_then(|v| v.as_str())
-            .is_some_and(|v| v.starts_with("scheduling.k8s.io/"));
-        if native {
+        if crate::gang::native_group::is_native(object) {
             self.apply_native_podgroup(object);
         } else {
             self.apply_podgroup(object);
         }
     }
 
-    /// Applies one of Kubernetes' own PodGroups (`scheduling.k8s.io`).
+    /// Applies one of Kubernetes' own PodGroups (`scheduling.k8s.io`), completed
+    /// from the Workload template it was made from where that is known.
     pub fn apply_native_podgroup(&self, object: &serde_json::Value) {
+        let completed = self.gang.native_sources.lock().podgroup(object);
+        self.read_native_podgroup(&completed);
+        self.gang.wake.notify_one();
+    }
+
+    fn read_native_podgroup(&self, object: &serde_json::Value) {
         match crate::gang::native_group::podgroup_from_json(object) {
             Ok(group) => {
+                // Recorded as completed, so a replay needs no Workload.
+                self.trace_podgroup(&group.namespace, &group.name, object);
                 self.gang.book.write().apply_native_group(group);
-                self.gang.wake.notify_one();
             }
             Err(e) => tracing::warn!(error = %e, "ignoring unreadable scheduling.k8s.io PodGroup"),
         }
@@ -54,7 +58,35 @@ impl Scheduler {
 
     /// Forgets one of Kubernetes' own PodGroups.
     pub fn forget_native_podgroup(&self, namespace: &str, name: &str) {
+        self.gang
+            .native_sources
+            .lock()
+            .forget_podgroup(namespace, name);
+        self.trace_forget_podgroup(namespace, name);
         self.gang.book.write().forget_native_group(namespace, name);
+        self.gang.wake.notify_one();
+    }
+
+    /// Applies a Workload (`scheduling.k8s.io`): the PodGroups made from its
+    /// templates are read again, completed from them.
+    pub fn apply_workload(&self, object: &serde_json::Value) {
+        let podgroups = self.gang.native_sources.lock().workload(object);
+        for podgroup in &podgroups {
+            self.read_native_podgroup(podgroup);
+        }
+        self.gang.wake.notify_one();
+    }
+
+    /// Forgets a Workload: the PodGroups made from it are read as they are.
+    pub fn forget_workload(&self, namespace: &str, name: &str) {
+        let podgroups = self
+            .gang
+            .native_sources
+            .lock()
+            .forget_workload(namespace, name);
+        for podgroup in &podgroups {
+            self.read_native_podgroup(podgroup);
+        }
         self.gang.wake.notify_one();
     }
 

@@ -28,6 +28,7 @@ use crate::gang::GangView;
 use crate::gang::barrier::Barriers;
 use crate::gang::book::{GangBook, GangKey};
 use crate::gang::filter_only::FilterOnlyPods;
+use crate::gang::native_sources::NativeSources;
 use crate::placement::NodeJudge;
 use crate::volcano::conf::SchedulerConf;
 use crate::volcano::framework::{Tiers, registry};
@@ -89,6 +90,9 @@ pub(crate) struct GangState {
     filter_only: Mutex<FilterOnlyPods>,
     barriers: Barriers,
     wake: Arc<tokio::sync::Notify>,
+    /// Kubernetes' own PodGroups and Workloads as served, to read a PodGroup
+    /// again when its Workload changes. Locked before the book, never after.
+    native_sources: Mutex<NativeSources>,
 }
 
 impl Default for GangState {
@@ -105,6 +109,7 @@ impl Default for GangState {
             filter_only: Mutex::new(FilterOnlyPods::default()),
             barriers: Barriers::default(),
             wake: Arc::new(tokio::sync::Notify::new()),
+            native_sources: Mutex::new(NativeSources::default()),
         }
     }
 }

@@ -237,19 +237,21 @@ fn protected_pods_are_never_victims_whatever_the_configuration() {
 
 #[test]
 fn a_gang_member_that_may_not_go_keeps_its_whole_gang() {
-    let mut a = training_gang("a", 0, 2, 20000);
-    a.tasks[1].preemptable = false;
-    let o = run(
-        TIDAL,
-        vec![
-            a,
-            training_gang("b", 1, 2, 30000),
-            waiting("svc", "inference", "inference", 1, 80000),
-        ],
-        &Reclaim,
-    );
-    // a cannot go whole: b goes although its priority is higher.
-    assert_eq!(evicted(&o), BTreeSet::from(["b-0".into(), "b-1".into()]));
+    // A gang at its minimum, and one above it that is disrupted only whole.
+    for mut a in [training_gang("a", 0, 2, 20000), disrupted_whole("a")] {
+        a.tasks[1].preemptable = false;
+        let o = run(
+            TIDAL,
+            vec![
+                a,
+                training_gang("b", 1, 2, 30000),
+                waiting("svc", "inference", "inference", 1, 80000),
+            ],
+            &Reclaim,
+        );
+        // a cannot go whole: b goes although its priority is higher.
+        assert_eq!(evicted(&o), BTreeSet::from(["b-0".into(), "b-1".into()]));
+    }
 }
 
 #[test]
@@ -268,6 +270,34 @@ fn an_elastic_gang_gives_up_only_what_it_has_beyond_its_minimum() {
     assert_eq!(
         evicted(&o).len(),
         1,
+        "{:?}",
+        o.evictions().collect::<Vec<_>>()
+    );
+}
+
+/// A gang of two above its minimum of one whose PodGroup says it is disrupted
+/// only whole (`disruptionMode: PodGroup`).
+fn disrupted_whole(name: &str) -> JobInfo {
+    let mut j = training_gang(name, 0, 2, 20000);
+    j.min_member = 1;
+    j.disrupted_whole = true;
+    j
+}
+
+#[test]
+fn a_group_disrupted_only_whole_goes_whole_even_above_its_minimum() {
+    let o = run(
+        TIDAL,
+        vec![
+            disrupted_whole("a"),
+            training_gang("b", 1, 2, 30000),
+            waiting("svc", "inference", "inference", 1, 80000),
+        ],
+        &Reclaim,
+    );
+    assert_eq!(
+        evicted(&o),
+        BTreeSet::from(["a-0".into(), "a-1".into()]),
         "{:?}",
         o.evictions().collect::<Vec<_>>()
     );

@@ -231,6 +231,11 @@ pub struct JobInfo {
     pub inqueue: bool,
     /// How far apart on the network its members may be (`spec.networkTopology`).
     pub network_topology: Option<TopologyConstraint>,
+    /// Its members may only be disrupted together (a native PodGroup's
+    /// `disruptionMode: PodGroup`, v1beta1 `{all: {}}`): preemption and reclaim
+    /// evict all of its running members or none, even where it would keep its
+    /// minimum without some of them.
+    pub disrupted_whole: bool,
     /// Tasks in a stable order (priority, age, name).
     pub tasks: Vec<TaskInfo>,
     /// What the tasks holding resources are charged, summed.

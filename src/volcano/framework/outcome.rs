@@ -140,6 +140,13 @@ pub struct GangVerdict {
     /// plain pods.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub api: Option<String>,
+    /// `namespace/name` of the Workload a native PodGroup was made from.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub workload: Option<String>,
+    /// How a native PodGroup may be disrupted: `Pod` (members one by one) or
+    /// `PodGroup` (all together, or none).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub disruption_mode: Option<String>,
 }
 
 /// What a session decided.

@@ -690,6 +690,8 @@ impl Session {
             reason: note.map(|n| n.reason),
             message: note.map(|n| n.message.clone()),
             api: None,
+            workload: None,
+            disruption_mode: None,
         }
     }
 

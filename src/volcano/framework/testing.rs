@@ -92,6 +92,7 @@ pub fn job(name: &str, queue: &str, min_member: usize, tasks: Vec<TaskInfo>) -> 
         task_topology: None,
         inqueue: true,
         network_topology: None,
+        disrupted_whole: false,
         tasks,
         allocated,
     }

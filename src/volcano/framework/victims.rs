@@ -111,7 +111,7 @@ pub fn take_with<'s>(
         .map(|t| t.uid.as_str())
         .collect();
     gone.insert(victim.uid.as_str());
-    if job.key.single || keeps_minimum(job, &gone) {
+    if goes_alone(job, &gone) {
         return Some(vec![victim]);
     }
     if holds_off_node(job) {
@@ -124,6 +124,13 @@ pub fn take_with<'s>(
     rest.iter()
         .all(|t| allowed.contains(t.uid.as_str()))
         .then_some(rest)
+}
+
+/// Whether the tasks in `gone` may leave their job without the rest of it: a
+/// gang of one always, a job disrupted only whole never, any other while it
+/// keeps its minimum without them.
+fn goes_alone(job: &JobInfo, gone: &BTreeSet<&str>) -> bool {
+    job.key.single || (!job.disrupted_whole && keeps_minimum(job, gone))
 }
 
 /// Tasks of a job that count toward its minimum.
@@ -185,7 +192,7 @@ pub fn gang_units<'s>(state: &'s SessionState, victims: &[String]) -> Vec<Vec<&'
     for (key, tasks) in by_job {
         let Some(job) = state.job(key) else { continue };
         let gone: BTreeSet<&str> = tasks.iter().map(|t| t.uid.as_str()).collect();
-        if job.key.single || keeps_minimum(job, &gone) {
+        if goes_alone(job, &gone) {
             units.extend(tasks.into_iter().map(|t| vec![t]));
             continue;
         }
@@ -223,7 +230,7 @@ pub fn with_whole_gangs<'s>(
         let Some(job) = state.job(&t.job) else {
             continue;
         };
-        if job.key.single || keeps_minimum(job, &BTreeSet::from([t.uid.as_str()])) {
+        if goes_alone(job, &BTreeSet::from([t.uid.as_str()])) {
             continue;
         }
         for member in whole_gang(job) {
