@@ -18,9 +18,11 @@ pub mod pipelined_plan;
 pub mod plan;
 pub mod priority_classes;
 pub mod queue_metrics;
+pub mod queueing_hints;
 pub mod scheduling_group;
 pub mod snapshot;
 pub mod status;
+pub mod task_cache;
 pub mod victim_facts;
 pub mod view;
 
