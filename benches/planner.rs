@@ -1,15 +1,15 @@
 //! Gang planning cycle time against cluster size: one cycle that enqueues and places
 //! every waiting gang (8 members of one vGPU each) over nodes of 8 H100s that already
 //! run 10 vGPU pods each, two weighted queues, commits included; and the cycle that
-//! follows a change to one gang while 2,000 gangs of 10 wait for whole cards that
-//! no node has free (the steady state of a full cluster).
+//! follows a change to one gang while 2,000 gangs of 10 wait for whole cards on a
+//! cluster they filled (the steady state of a full cluster).
 
 #[path = "support/running_cluster.rs"]
 mod running_cluster;
 
 use criterion::{BatchSize, BenchmarkId, Criterion, criterion_group, criterion_main};
 use k8s_openapi::api::core::v1::Pod;
-use running_cluster::running_cluster;
+use running_cluster::{GPUS_PER_NODE, running_cluster};
 use std::sync::Arc;
 use vgpu_scheduler::cluster::file::ClusterObjects;
 use vgpu_scheduler::cluster::memory::MemoryCluster;
@@ -120,20 +120,27 @@ fn cycle_after_one_change(c: &mut Criterion) {
         .expect("runtime");
     let mut group = c.benchmark_group("gang_cycle_after_one_change");
     group.sample_size(10);
-    let (nodes, gangs) = (1000, 2000);
-    // Every card already runs a pod: a whole card fits nowhere, so every gang waits.
-    let objects = gang_cluster(nodes, gangs, WAITING_MEMBERS, "80000");
+    let (nodes, waiting) = (1000, 2000);
+    // A whole card each: the first 800 gangs fill every card, the rest wait.
+    let placed = nodes * GPUS_PER_NODE / WAITING_MEMBERS;
+    let objects = gang_cluster(nodes, placed + waiting, WAITING_MEMBERS, "80000");
     let (s, _memory) = scheduler(&objects);
-    assert_eq!(rt.block_on(s.run_gang_cycle()), 0, "no gang fits");
+    assert_eq!(
+        rt.block_on(s.run_gang_cycle()),
+        placed,
+        "the cluster fills up"
+    );
+    assert_eq!(rt.block_on(s.run_gang_cycle()), 0, "no more gang fits");
+    let last = format!("job-{}-0", placed + waiting - 1);
     let mut member: Pod = objects
         .pods
         .iter()
-        .find(|p| p.metadata.name.as_deref() == Some("job-0-0"))
+        .find(|p| p.metadata.name.as_deref() == Some(last.as_str()))
         .cloned()
-        .expect("member job-0-0");
+        .expect("a waiting member");
     let mut round = 0u64;
     group.bench_function(
-        BenchmarkId::new(format!("{gangs}x{WAITING_MEMBERS}_waiting"), nodes),
+        BenchmarkId::new(format!("{waiting}x{WAITING_MEMBERS}_waiting"), nodes),
         |b| {
             b.iter(|| {
                 round += 1;
