@@ -94,6 +94,11 @@ pub struct Metrics {
     eviction_series: parking_lot::Mutex<std::collections::HashSet<EvictionLabels>>,
     /// Pipelined plans that lapsed because their victims did not leave in time.
     pub pipelined_plans_expired: Counter,
+    /// Member tasks the gang planner built anew rather than kept from its last
+    /// cycle: what a cycle cost in pod parses.
+    pub planner_tasks_built: Counter,
+    /// Waiting jobs a cycle did not try again: nothing they wait for changed.
+    pub planner_jobs_skipped: Counter,
     /// Trace events not written (`serve --record-trace`): the writer was behind,
     /// or too many pods were followed at once.
     pub trace_dropped: Counter,
@@ -213,6 +218,18 @@ impl Metrics {
             "Evictions asked of the API server by preemption and reclaim, by action, victim queue, victim service type and outcome",
             evictions.clone(),
         );
+        let planner_tasks_built = Counter::default();
+        registry.register(
+            "vgpu_scheduler_planner_tasks_built",
+            "Gang and queue member tasks the planner built anew because the pod, its holding or its node changed; the others are kept from the last cycle",
+            planner_tasks_built.clone(),
+        );
+        let planner_jobs_skipped = Counter::default();
+        registry.register(
+            "vgpu_scheduler_planner_jobs_skipped",
+            "Waiting gangs the planner did not try again because nothing that could let them in changed since they last failed (queueing hints)",
+            planner_jobs_skipped.clone(),
+        );
         let pipelined_plans_expired = Counter::default();
         registry.register(
             "vgpu_scheduler_pipelined_plans_expired",
@@ -255,6 +272,8 @@ impl Metrics {
             evictions,
             eviction_series: Default::default(),
             pipelined_plans_expired,
+            planner_tasks_built,
+            planner_jobs_skipped,
             trace_dropped,
             filter_only_pods,
             filter_only_dropped,

@@ -14,6 +14,7 @@ use chrono::{DateTime, Utc};
 use k8s_openapi::api::core::v1::Pod;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The scheduling gate our webhook puts on gang and queue pods; removed by the
 /// planner when the pod's whole gang has a place.
@@ -81,6 +82,18 @@ pub struct Member {
     pub terminating: bool,
     /// The pod itself, for the GPU fit (metadata trimmed).
     pub pod: Arc<Pod>,
+    /// Changes whenever anything above does (a new version of the pod, or a change
+    /// made in place through [`GangBook::member_mut`]): what the planner keeps of
+    /// the member between cycles is rebuilt only when this moved.
+    pub generation: u64,
+}
+
+/// Generations come from one counter for the whole process, so a member that is
+/// dropped and comes back, or a book built anew, never repeats an old one.
+static GENERATIONS: AtomicU64 = AtomicU64::new(1);
+
+fn next_generation() -> u64 {
+    GENERATIONS.fetch_add(1, Ordering::Relaxed)
 }
 
 impl Member {
@@ -132,6 +145,14 @@ impl GangBook {
                 self.members.remove(uid);
             }
         }
+    }
+
+    /// A member to change in place; its generation moves, so what was built from
+    /// it before is built again.
+    pub fn member_mut(&mut self, uid: &str) -> Option<&mut Member> {
+        let member = self.members.get_mut(uid)?;
+        member.generation = next_generation();
+        Some(member)
     }
 
     /// Forgets a deleted pod.
@@ -301,5 +322,6 @@ pub fn member_of(pod: &Pod) -> Option<Member> {
         service_type: victim_facts::service_type(annotations),
         terminating: pod.metadata.deletion_timestamp.is_some(),
         pod: Arc::new(trimmed),
+        generation: next_generation(),
     })
 }

@@ -57,6 +57,9 @@ pub fn memberless_jobs(
                 created: g.creation_timestamp,
                 waiting_time: waiting_time(&g.annotations, &key.to_string()),
                 group_missing: false,
+                // Only Kubernetes' own PodGroups say how they may be disrupted,
+                // and those are left out above.
+                disrupted_whole: false,
                 service_type: crate::gang::victim_facts::service_type(Some(&g.annotations)),
                 task_topology: TopologyAnnotations::of(&g.annotations),
                 inqueue: inqueue.contains(&key) || g.phase.as_deref() == Some("Inqueue"),

@@ -4,11 +4,24 @@
 
 use crate::volcano::actions;
 use crate::volcano::conf::SchedulerConf;
+use crate::volcano::framework::GangKey;
+use crate::volcano::framework::allocate_hints::AllocateHints;
 use crate::volcano::framework::registry;
 use crate::volcano::framework::{Session, SessionOutcome, SessionState, Tiers};
+use std::collections::BTreeMap;
 
 /// Runs the configured actions over `state` with the configured plugins.
 pub fn plan(state: SessionState, conf: &SchedulerConf) -> SessionOutcome {
+    plan_with_hints(state, conf, AllocateHints::default()).0
+}
+
+/// Like [`plan`], with allocate skipping the jobs `hints` says are still blocked;
+/// also returns the jobs allocate tried and could not place.
+pub fn plan_with_hints(
+    state: SessionState,
+    conf: &SchedulerConf,
+    hints: AllocateHints,
+) -> (SessionOutcome, BTreeMap<GangKey, String>) {
     // The configuration was checked when it loaded; a plugin that still fails to
     // build leaves the session without plugins rather than without a plan.
     let tiers = registry::build(conf).unwrap_or_else(|e| {
@@ -16,8 +29,10 @@ pub fn plan(state: SessionState, conf: &SchedulerConf) -> SessionOutcome {
         Tiers::default()
     });
     let mut session = Session::open(state, tiers);
+    session.hints = hints;
     for action in actions::configured(conf) {
         action.execute(&mut session);
     }
-    session.close()
+    let unplaced = std::mem::take(&mut session.hints.unplaced);
+    (session.close(), unplaced)
 }

@@ -8,6 +8,7 @@
 use super::book::{GangBook, Member, MemberPhase};
 use super::memberless_group::memberless_jobs;
 use super::membership::DEFAULT_QUEUE;
+use super::task_cache::{TaskCache, TaskInputs};
 use crate::fit::{PodContext, QuotaHeadroom};
 use crate::ledger::Ledger;
 use crate::node_metrics::NodeMetricsBook;
@@ -121,8 +122,18 @@ impl LedgerPicture {
     }
 }
 
-/// The session state over a picture of the ledger.
+/// The session state over a picture of the ledger, every task built anew.
 pub fn build_state(input: &SnapshotInput<'_>, picture: LedgerPicture) -> SessionState {
+    build_state_with(input, picture, &mut TaskCache::default())
+}
+
+/// The session state over a picture of the ledger, with the tasks of members that
+/// did not change since the last cycle taken from `tasks`.
+pub fn build_state_with(
+    input: &SnapshotInput<'_>,
+    picture: LedgerPicture,
+    tasks: &mut TaskCache,
+) -> SessionState {
     let mut total = Resources::default();
     for dim in ["cpu", "memory"] {
         if picture.allocatable.contains(dim) {
@@ -137,7 +148,12 @@ pub fn build_state(input: &SnapshotInput<'_>, picture: LedgerPicture) -> Session
         NodeSet::new(picture.nodes, picture.quotas).with_measured(picture.measured, input.now);
     let topology = Arc::new(resolve_topology(input.book, &node_set));
 
-    let mut jobs = assemble_jobs(input, (&picture.holdings, &picture.pipelined), &node_set);
+    let mut jobs = assemble_jobs(
+        input,
+        (&picture.holdings, &picture.pipelined),
+        &node_set,
+        tasks,
+    );
     let memberless = memberless_jobs(input.book, &jobs, input.inqueue, |g| {
         job_priority(input.book, Some(g), &[])
     });
@@ -166,6 +182,7 @@ fn assemble_jobs(
     input: &SnapshotInput<'_>,
     (holdings, pipelined): (&HashMap<String, TaskPlacement>, &HashSet<String>),
     nodes: &NodeSet,
+    cache: &mut TaskCache,
 ) -> BTreeMap<GangKey, JobInfo> {
     let book = input.book;
     let largest_card = largest_card_mib(nodes.iter().map(|n| &*n.gpus));
@@ -198,13 +215,19 @@ fn assemble_jobs(
                 .iter()
                 .map(|m| {
                     let held = holdings.get(&m.uid);
-                    task_of(
-                        input,
+                    let is_pipelined = pipelined.contains(&m.uid);
+                    let inputs = TaskInputs {
                         held,
-                        pipelined.contains(&m.uid),
-                        (nodes, largest_card),
-                        m,
-                    )
+                        pipelined: is_pipelined,
+                        node: held.and_then(|p| nodes.get(&p.node)).map(|n| &n.gpus),
+                        largest_card,
+                    };
+                    let mut task = cache.task(m, inputs, || {
+                        task_of(input, held, is_pipelined, (nodes, largest_card), m)
+                    });
+                    // PriorityClasses are not part of the member: read again.
+                    task.priority = member_priority(input.book, m);
+                    task
                 })
                 .collect();
             let mut allocated = Resources::default();
@@ -294,10 +317,7 @@ fn task_of(
         name: m.name.clone(),
         job: m.gang.clone(),
         role: m.role.clone(),
-        priority: input
-            .book
-            .priority_classes
-            .resolve(m.priority_class.as_deref(), m.spec_priority),
+        priority: member_priority(input.book, m),
         created: m.created,
         status,
         gated: m.gated,
@@ -314,6 +334,12 @@ fn task_of(
         owner_kind: m.owner_kind.clone(),
         pod: m.pod.clone(),
     }
+}
+
+/// A member's priority: its own, or its PriorityClass's.
+fn member_priority(book: &GangBook, m: &Member) -> i32 {
+    book.priority_classes
+        .resolve(m.priority_class.as_deref(), m.spec_priority)
 }
 
 /// The book's HyperNodes resolved against the session's nodes (their labels, for

@@ -13,8 +13,8 @@ use super::{PlannerMemory, off_the_workers};
 use crate::fit::{FitRequest, fit_pod};
 use crate::gang::GangView;
 use crate::gang::book::{GangBook, GangKey};
-use crate::gang::plan::plan;
-use crate::gang::snapshot::{LedgerPicture, SnapshotInput, build_state};
+use crate::gang::plan::plan_with_hints;
+use crate::gang::snapshot::{LedgerPicture, SnapshotInput, build_state_with};
 use crate::gang::status::QueueCounts;
 use crate::ledger::{Ledger, PodEntry, PodPhase};
 use crate::resources::VgpuDims;
@@ -47,7 +47,8 @@ impl Scheduler {
         only: Option<&GangKey>,
     ) -> SessionOutcome {
         let (mut outcome, book) = self.plan_on_picture(memory, only);
-        self.reserve_commits(&mut outcome, &book);
+        let all_booked = self.reserve_commits(&mut outcome, &book);
+        memory.hints.lock().committed(all_booked);
         outcome
     }
 
@@ -72,17 +73,33 @@ impl Scheduler {
             now: self.clock.wall(),
         };
         let picture = LedgerPicture::take(&self.ledger.read(), &book);
-        let state = build_state(&input, picture);
-        let outcome = off_the_workers(|| plan(state, &conf.conf));
+        let state = {
+            let mut tasks = memory.tasks.lock();
+            let state = build_state_with(&input, picture, &mut tasks);
+            self.metrics()
+                .planner_tasks_built
+                .inc_by(tasks.sweep() as u64);
+            state
+        };
+        let (skips, opened) = memory.hints.lock().open(&state, &conf.conf);
+        self.metrics()
+            .planner_jobs_skipped
+            .inc_by(skips.skip.len() as u64);
+        let (outcome, unplaced) =
+            off_the_workers(|| plan_with_hints(state, &conf.conf, skips.clone()));
+        // Only a cycle over every job says which jobs are blocked.
+        if only.is_none() {
+            memory.hints.lock().planned(opened, skips, unplaced);
+        }
         (outcome, book)
     }
 
     /// Books every committed gang in the live ledger, member by member, checking
     /// each against the node as it is now; a gang that no longer fits whole is
-    /// taken back whole and reported.
-    fn reserve_commits(&self, outcome: &mut SessionOutcome, book: &GangBook) {
+    /// taken back whole and reported. True when every commit was booked.
+    fn reserve_commits(&self, outcome: &mut SessionOutcome, book: &GangBook) -> bool {
         if outcome.commits.is_empty() {
-            return;
+            return true;
         }
         let deadline = self.clock.now() + self.config.gang.timeout;
         let mut overtaken: Vec<(GangKey, usize)> = Vec::new();
@@ -197,6 +214,7 @@ impl Scheduler {
                 false
             });
         }
+        let all_booked = overtaken.is_empty();
         for (gang, planned) in overtaken {
             if let Some(v) = outcome.verdicts.get_mut(&gang) {
                 v.ready = v.ready.saturating_sub(planned);
@@ -207,6 +225,7 @@ impl Scheduler {
                 v.message = Some(OVERTAKEN.to_string());
             }
         }
+        all_booked
     }
 
     /// Whether a planned member may be booked: `Ok(true)` when the node is exactly

@@ -182,7 +182,7 @@ impl Scheduler {
             self.forget_pod(uid);
             return;
         }
-        if let Some(m) = self.gang.book.write().members.get_mut(uid) {
+        if let Some(m) = self.gang.book.write().member_mut(uid) {
             m.terminating = true;
         }
     }

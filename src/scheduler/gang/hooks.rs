@@ -167,7 +167,7 @@ impl Scheduler {
             let mut book = self.gang.book.write();
             // Bound through the API: the pod exists, whatever taught us of it.
             self.gang.filter_only.lock().forget(uid);
-            book.members.get_mut(uid).map(|m| {
+            book.member_mut(uid).map(|m| {
                 m.phase = MemberPhase::Placed;
                 let _ = node;
                 m.gang.clone()

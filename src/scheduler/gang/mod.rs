@@ -17,8 +17,12 @@ mod hooks;
 mod pipelined;
 mod policy_feed;
 mod publish;
+#[cfg(test)]
+mod queueing_hints_tests;
 mod quota_feed;
 mod report;
+#[cfg(test)]
+mod task_cache_tests;
 mod topology_feed;
 mod topology_view;
 mod watchdog;
@@ -29,6 +33,8 @@ use crate::gang::barrier::Barriers;
 use crate::gang::book::{GangBook, GangKey};
 use crate::gang::filter_only::FilterOnlyPods;
 use crate::gang::native_sources::NativeSources;
+use crate::gang::queueing_hints::QueueingHints;
+use crate::gang::task_cache::TaskCache;
 use crate::placement::NodeJudge;
 use crate::volcano::conf::SchedulerConf;
 use crate::volcano::framework::{Tiers, registry};
@@ -49,6 +55,12 @@ pub(crate) struct PlannerMemory {
     told: HashMap<GangKey, String>,
     /// The evictions asked: when each victim was last asked, and the last few.
     evictions: evict::EvictionLog,
+    /// Members' tasks kept from the last cycle (locked only by the cycle that
+    /// holds this memory).
+    tasks: Mutex<TaskCache>,
+    /// Jobs allocate could not place and need not try until something changes
+    /// (locked only by the cycle that holds this memory).
+    hints: Mutex<QueueingHints>,
 }
 
 /// The configuration in force and the plugins built from it, swapped together.

@@ -171,7 +171,7 @@ impl Scheduler {
         for (ns, name, uid) in pods {
             match self.api.remove_scheduling_gate(&ns, &name, GANG_GATE).await {
                 Ok(()) => {
-                    if let Some(member) = self.gang.book.write().members.get_mut(&uid) {
+                    if let Some(member) = self.gang.book.write().member_mut(&uid) {
                         member.gated = false;
                     }
                 }

@@ -28,6 +28,12 @@ impl Action for Allocate {
     fn execute(&self, session: &mut Session) {
         let mut waiting = jobs_by_queue(session, |job| job.inqueue);
         while let Some(key) = next_job(session, &mut waiting, true) {
+            // Still blocked for the reason it waited with: trying it again would
+            // fail the same way (see `AllocateHints`).
+            if let Some(message) = session.hints.skip.get(&key).cloned() {
+                session.note_job(&key, None, "NotEnoughResources", message);
+                continue;
+            }
             if allocate_job(session, &key)
                 && let Some(queue) = session.state.job(&key).map(|j| j.queue.clone())
             {
@@ -74,6 +80,7 @@ fn allocate_job(session: &mut Session, key: &GangKey) -> bool {
     }
     let message = attempt.shortfall(session, key);
     attempt.statement.discard(session);
+    session.hints.unplaced.insert(key.clone(), message.clone());
     session.note_job(key, None, "NotEnoughResources", message);
     false
 }

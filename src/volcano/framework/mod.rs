@@ -13,6 +13,7 @@
 //! clock. The caller builds the state, runs the session and writes what it decided.
 
 pub mod action;
+pub mod allocate_hints;
 pub mod arguments;
 pub mod charge;
 pub mod job;

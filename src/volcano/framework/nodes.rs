@@ -117,6 +117,16 @@ impl NodeSet {
         self
     }
 
+    /// Each namespace's quota headroom as the session opened with it.
+    pub fn quotas(&self) -> &BTreeMap<String, QuotaHeadroom> {
+        &self.quotas
+    }
+
+    /// The nodes' measured usage the session judges by.
+    pub fn measured(&self) -> &Arc<NodeMetricsBook> {
+        &self.measured
+    }
+
     /// The nodes, sorted by name.
     pub fn iter(&self) -> impl Iterator<Item = &SessionNode> {
         self.nodes.iter()

@@ -47,6 +47,8 @@ pub struct Session {
     notes: BTreeMap<GangKey, JobNote>,
     /// Tasks evicted by this session's statements (committed or not).
     evicted: std::collections::BTreeSet<String>,
+    /// Jobs allocate may skip, and those it could not place.
+    pub(crate) hints: super::allocate_hints::AllocateHints,
 }
 
 /// What a statement needs to take an operation back.
@@ -69,6 +71,7 @@ impl Session {
             enqueued: Vec::new(),
             notes: BTreeMap::new(),
             evicted: Default::default(),
+            hints: Default::default(),
         }
     }
 

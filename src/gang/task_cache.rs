@@ -1,0 +1,105 @@
+//! Tasks kept from one planning cycle to the next. Building a member's task parses
+//! its pod's vGPU request and works out what it is charged; with thousands of
+//! members waiting that costs more than the session itself, although between two
+//! cycles almost none of them changed. A member's task is rebuilt only when
+//! something it is built from changed: the member itself (its generation in the
+//! book: a new pod version, a gate lifted, a bind seen, an eviction started), what
+//! the ledger holds for it, or the node its GPUs are on. Everything else a task
+//! says is read again each cycle (its priority, from PriorityClasses that may have
+//! changed).
+
+use super::book::Member;
+use crate::ledger::NodeEntry;
+use crate::volcano::framework::TaskInfo;
+use crate::volcano::framework::job::TaskPlacement;
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+/// What a task was built from, besides the member's generation.
+#[derive(Clone)]
+pub struct TaskInputs<'a> {
+    /// What the ledger holds (or has promised) for the member.
+    pub held: Option<&'a TaskPlacement>,
+    /// The holding is a pipelined plan waiting for its victims.
+    pub pipelined: bool,
+    /// The node entry the held GPUs are on (card types, MIG sizes).
+    pub node: Option<&'a Arc<NodeEntry>>,
+    /// The largest card in the cluster (what a share-of-card request is charged).
+    pub largest_card: u64,
+}
+
+/// One member's task with what it was built from.
+struct Cached {
+    generation: u64,
+    held: Option<TaskPlacement>,
+    pipelined: bool,
+    node: Option<Arc<NodeEntry>>,
+    largest_card: u64,
+    task: TaskInfo,
+}
+
+impl Cached {
+    fn built_from(&self, member: &Member, inputs: &TaskInputs<'_>) -> bool {
+        self.generation == member.generation
+            && self.pipelined == inputs.pipelined
+            && self.largest_card == inputs.largest_card
+            && self.held.as_ref() == inputs.held
+            // The node entry is replaced whenever the node changes; the entry
+            // kept here keeps its address from being reused.
+            && match (&self.node, inputs.node) {
+                (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+                (None, None) => true,
+                _ => false,
+            }
+    }
+}
+
+/// Members' tasks by pod UID, kept between cycles.
+#[derive(Default)]
+pub struct TaskCache {
+    entries: HashMap<String, Cached>,
+    /// UIDs asked for since the last sweep.
+    seen: HashSet<String>,
+    /// Tasks built (not taken from the cache) since the last sweep.
+    built: usize,
+}
+
+impl TaskCache {
+    /// The member's task: the one kept when nothing it was built from changed,
+    /// otherwise a new one from `build` (kept for the next cycle).
+    pub fn task(
+        &mut self,
+        member: &Member,
+        inputs: TaskInputs<'_>,
+        build: impl FnOnce() -> TaskInfo,
+    ) -> TaskInfo {
+        self.seen.insert(member.uid.clone());
+        if let Some(cached) = self.entries.get(&member.uid)
+            && cached.built_from(member, &inputs)
+        {
+            return cached.task.clone();
+        }
+        let task = build();
+        self.built += 1;
+        self.entries.insert(
+            member.uid.clone(),
+            Cached {
+                generation: member.generation,
+                held: inputs.held.cloned(),
+                pipelined: inputs.pipelined,
+                node: inputs.node.cloned(),
+                largest_card: inputs.largest_card,
+                task: task.clone(),
+            },
+        );
+        task
+    }
+
+    /// Ends a cycle: forgets members that were not asked for (gone from the book)
+    /// and returns how many tasks had to be built.
+    pub fn sweep(&mut self) -> usize {
+        let seen = std::mem::take(&mut self.seen);
+        self.entries.retain(|uid, _| seen.contains(uid));
+        std::mem::take(&mut self.built)
+    }
+}
