@@ -45,7 +45,8 @@ pub fn allocatable_of(node: &Node) -> Resources {
     r
 }
 
-/// The node a pod occupies and what it requests there, if it occupies one: bound
+/// The node a pod occupies and what it takes there (its requests and a pod
+/// slot), if it occupies one: bound
 /// (`spec.nodeName`) and not finished.
 pub fn occupancy_of(pod: &Pod) -> Option<(String, Resources)> {
     let node = pod
@@ -57,7 +58,13 @@ pub fn occupancy_of(pod: &Pod) -> Option<(String, Resources)> {
         pod.status.as_ref().and_then(|s| s.phase.as_deref()),
         Some("Succeeded") | Some("Failed")
     );
-    (!finished).then(|| (node.to_string(), pod_requests_of(pod, None)))
+    // Each pod also takes one of the node's pod slots (`allocatable.pods`).
+    (!finished).then(|| {
+        (
+            node.to_string(),
+            crate::placement::resource_fit::pod_footprint(pod),
+        )
+    })
 }
 
 impl NodeLoad {

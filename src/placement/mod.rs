@@ -12,6 +12,7 @@ mod judge;
 pub mod node_predicates;
 pub mod node_preferences;
 mod rejection;
+pub mod resource_fit;
 mod source;
 mod subset;
 

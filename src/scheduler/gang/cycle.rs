@@ -111,6 +111,10 @@ impl Scheduler {
                     let Some(placement) = m.placement.as_mut() else {
                         continue;
                     };
+                    // Nothing to book: the pod carries its node as its pin.
+                    if placement.without_gpus() {
+                        continue;
+                    }
                     if m.pipelined {
                         let entry = PodEntry::new(
                             m.uid.clone(),

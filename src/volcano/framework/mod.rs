@@ -18,6 +18,7 @@ pub mod charge;
 pub mod job;
 pub mod nodes;
 pub mod outcome;
+pub mod plain_choice;
 pub mod plugin;
 pub mod queue;
 pub mod registry;

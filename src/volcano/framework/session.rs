@@ -236,8 +236,11 @@ impl Session {
         Ok(())
     }
 
-    /// The best node for a task that asks for vGPUs, through the one node-choice
-    /// path `/filter` uses; `Ok(None)` for a task that asks for none.
+    /// The best node for a task: through the one node-choice path `/filter` uses
+    /// for a task that asks for vGPUs, by its requests and the plugins' predicates
+    /// and scores for one that does not (see [`super::plain_choice`]). `Ok(None)`
+    /// is never returned today; callers keep handling it for tasks placed without
+    /// a node.
     pub fn choose_node(&self, job: &GangKey, uid: &str) -> Result<Option<Choice>, String> {
         self.choose_node_among(job, uid, None)
     }
@@ -255,7 +258,24 @@ impl Session {
             .task(job, uid)
             .ok_or_else(|| format!("task {uid} is not in job {job}"))?;
         match &task.gpu {
-            super::job::GpuAsk::None => Ok(None),
+            super::job::GpuAsk::None => {
+                let facts = self.task_facts(job, task, None);
+                super::plain_choice::choose_plain_node(
+                    &self.state.nodes,
+                    within,
+                    &facts,
+                    &crate::placement::resource_fit::pod_footprint(&task.pod),
+                    &self.tiers,
+                )
+                .map(Some)
+                .map_err(|failed| {
+                    if failed.is_empty() {
+                        "no node is known yet".to_string()
+                    } else {
+                        summarise_node_reasons(&failed)
+                    }
+                })
+            }
             super::job::GpuAsk::Invalid(e) => Err(format!("invalid request: {e}")),
             super::job::GpuAsk::Vgpu(ctx) => {
                 let facts = self.task_facts(job, task, Some(&**ctx));
@@ -424,11 +444,11 @@ impl Session {
             devices: c.placement.devices.clone(),
             init_count,
         });
-        let (resreq, cards, namespace, requests) = (
+        let (resreq, cards, namespace, footprint) = (
             task.resreq.clone(),
             task.cards.clone(),
             task.namespace.clone(),
-            task.requests.clone(),
+            crate::placement::resource_fit::pod_footprint(&task.pod),
         );
         j.allocated.add(&resreq);
         j.allocated.prune_zeros();
@@ -443,7 +463,7 @@ impl Session {
                 &c.node,
                 &c.placement.devices,
                 init_count,
-                &requests,
+                &footprint,
             )
         });
         self.fire(job, uid, &queue, true);
@@ -508,10 +528,16 @@ impl Session {
         };
         self.fire(job, uid, &queue, false);
         let released = before.placement.as_ref().and_then(|p| {
-            let namespace = self.state.task(job, uid).map(|t| t.namespace.clone())?;
-            self.state
-                .nodes
-                .release(&namespace, &p.node, &p.devices, p.init_count)
+            let task = self.state.task(job, uid)?;
+            let namespace = task.namespace.clone();
+            let footprint = crate::placement::resource_fit::pod_footprint(&task.pod);
+            self.state.nodes.release(
+                &namespace,
+                &p.node,
+                &p.devices,
+                p.init_count,
+                &footprint,
+            )
         });
         self.evicted.insert(uid.to_string());
         let j = self.state.jobs.get_mut(job)?;
