@@ -4,7 +4,7 @@
 //! (binpack, usage, and the queue totals) read it.
 
 use crate::node_metrics::NodeMetricsBook;
-use crate::resources::{Resources, parse_milli, pod_requests_of};
+use crate::resources::{Resources, parse_milli};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use rustc_hash::FxHashMap;
 use std::sync::Arc;

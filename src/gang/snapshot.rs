@@ -115,6 +115,11 @@ impl LedgerPicture {
                 continue;
             }
             if let Some(node) = node_without_gpus(m) {
+                // A plan interrupted before the gate was lifted, onto a node that is
+                // gone since: the member is still gated, so it is planned again.
+                if m.gated && !nodes.iter().any(|n| n.name == node) {
+                    continue;
+                }
                 holdings.insert(
                     m.uid.clone(),
                     TaskPlacement {

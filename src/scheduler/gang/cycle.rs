@@ -293,6 +293,7 @@ impl Scheduler {
                 .is_some_and(|v| v.phase != GangPhase::Completed)
         });
         self.gang_watchdog().await;
+        self.release_broken_pins().await;
         self.write_statuses(&mut memory, &outcome).await;
         self.tell_waiting_members(&mut memory, &outcome.verdicts)
             .await;

@@ -97,7 +97,21 @@ pub fn job(name: &str, queue: &str, min_member: usize, tasks: Vec<TaskInfo>) -> 
     }
 }
 
-/// A session state with these queues and jobs and no nodes.
+/// A node without GPUs whose CPU and memory were never reported: it takes any
+/// task that asks for no vGPU (such tasks need a node to be planned onto).
+pub fn roomy_node() -> NodeSet {
+    NodeSet::new(
+        vec![super::nodes::SessionNode {
+            name: "node-roomy".into(),
+            gpus: Arc::default(),
+            resources: Default::default(),
+        }],
+        BTreeMap::new(),
+    )
+}
+
+/// A session state with these queues and jobs and one node without GPUs (see
+/// [`roomy_node`]).
 pub fn state(total: Resources, queues: Vec<QueueInfo>, jobs: Vec<JobInfo>) -> SessionState {
     SessionState {
         jobs: jobs.into_iter().map(|j| (j.key.clone(), j)).collect(),
@@ -105,7 +119,7 @@ pub fn state(total: Resources, queues: Vec<QueueInfo>, jobs: Vec<JobInfo>) -> Se
             .into_iter()
             .map(|q| (q.spec.name.clone(), q))
             .collect(),
-        nodes: NodeSet::default(),
+        nodes: roomy_node(),
         total,
         dims: VgpuDims::default(),
         now: chrono::DateTime::UNIX_EPOCH,

@@ -1,0 +1,162 @@
+//! Gang members that ask for no vGPU, end to end against the fake
+//! kube-apiserver. kube-scheduler never asks the extender about such a pod, so
+//! the planner fits it by its requests and pins it to its planned node in the
+//! update that lifts its gate: a gang of GPU workers and a CPU-only launcher
+//! starts whole or not at all, and every member lands where it was planned.
+
+mod fake_apiserver;
+mod live_support;
+mod support;
+
+use fake_apiserver::FakeApiServer;
+use live_support::*;
+use serde_json::{Value, json};
+use std::time::Duration;
+
+const NS: &str = "ml";
+const PLANNED_NODE: &str = "vgpu-scheduler.io/planned-node";
+
+/// A pod bound to `node` requesting `cpu` CPUs, started by someone else.
+fn running_cpu_pod(name: &str, node: &str, cpu: u32) -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": NS},
+        "spec": {"nodeName": node, "containers": [{"name": "app", "image": "nginx:1.27",
+            "resources": {"requests": {"cpu": cpu.to_string(), "memory": "1Gi"}}}]},
+        "status": {"phase": "Running"}
+    })
+}
+
+/// A gated gang member asking only for CPU and memory, as the webhook leaves it.
+fn cpu_member(name: &str, group: &str, cpu: u32) -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": NS,
+            "annotations": {"scheduling.k8s.io/group-name": group}},
+        "spec": {"schedulerName": SCHEDULER,
+            "schedulingGates": [{"name": GANG_GATE}],
+            "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution":
+                {"nodeSelectorTerms": [{"matchExpressions":
+                    [{"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]}]}]}}},
+            "containers": [{"name": "launcher", "image": "mpioperator/openmpi:0.6.0",
+                "resources": {"requests": {"cpu": cpu.to_string(), "memory": "4Gi"}}}]}
+    })
+}
+
+/// Whether `node` satisfies one requirement of a node selector term.
+fn requirement_holds(r: &Value, node: &Value, by_field: bool) -> bool {
+    let value = if by_field {
+        (r["key"] == "metadata.name")
+            .then(|| node["metadata"]["name"].as_str())
+            .flatten()
+    } else {
+        r["key"]
+            .as_str()
+            .and_then(|k| node["metadata"]["labels"][k].as_str())
+    };
+    let values: Vec<&str> = r["values"]
+        .as_array()
+        .map(|v| v.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    match r["operator"].as_str() {
+        Some("In") => value.is_some_and(|v| values.contains(&v)),
+        Some("NotIn") => value.is_none_or(|v| !values.contains(&v)),
+        Some("Exists") => value.is_some(),
+        Some("DoesNotExist") => value.is_none(),
+        other => panic!("operator {other:?} not expected in these pods"),
+    }
+}
+
+/// The nodes kube-scheduler's NodeAffinity filter lets the pod onto.
+fn nodes_affinity_allows(api: &FakeApiServer, pod: &Value, nodes: &[&str]) -> Vec<String> {
+    let terms = pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+        ["nodeSelectorTerms"]
+        .as_array()
+        .cloned();
+    nodes
+        .iter()
+        .filter(|name| {
+            let node = api.get("Node", None, name).expect("node");
+            let term_holds = |t: &Value| {
+                let all = |field: &str, by_field: bool| {
+                    t[field].as_array().into_iter().flatten().all(|r| requirement_holds(r, &node, by_field))
+                };
+                all("matchExpressions", false) && all("matchFields", true)
+            };
+            terms.as_ref().is_none_or(|ts| ts.iter().any(term_holds))
+        })
+        .map(|n| n.to_string())
+        .collect()
+}
+
+/// Binds the pod as kube-scheduler does for a pod the extender is not asked
+/// about: through `pods/binding`.
+async fn kube_scheduler_binds(api: &FakeApiServer, name: &str, node: &str) {
+    let pod = api_pod(api, NS, name);
+    let binding = json!({"apiVersion": "v1", "kind": "Binding",
+        "metadata": {"name": name, "namespace": NS, "uid": uid_of(&pod)},
+        "target": {"apiVersion": "v1", "kind": "Node", "name": node}});
+    let response = reqwest::Client::new()
+        .post(format!("{}/api/v1/namespaces/{NS}/pods/{name}/binding", api.url()))
+        .bearer_auth(api.token())
+        .json(&binding)
+        .send()
+        .await
+        .expect("binding request");
+    assert_eq!(response.status().as_u16(), 201, "binding {name} to {node}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gang_with_a_cpu_only_launcher_starts_whole_or_not_at_all_where_it_was_planned() {
+    let api = FakeApiServer::start().await;
+    add_node(&api, "n1", 1, 1);
+    add_node(&api, "n2", 1, 1);
+    // 63 CPUs allocatable each; 61 taken: room for a one-CPU worker on each
+    // node, none for a four-CPU launcher.
+    api.create(running_cpu_pod("busy-n1", "n1", 61));
+    api.create(running_cpu_pod("busy-n2", "n2", 61));
+    api.create(gang_podgroup(NS, "mpi", 3));
+    create_pod(&api, gated_member(NS, "worker-0", "mpi"));
+    create_pod(&api, gated_member(NS, "worker-1", "mpi"));
+    create_pod(&api, cpu_member("launcher", "mpi", 4));
+    let server = LiveServer::start(&api, &["--schedule-period", "200ms"]).await;
+
+    wait_for(&server, "the PodGroup to say why it waits", || {
+        api.get("PodGroup", Some(NS), "mpi").is_some_and(|g| {
+            g["status"]["conditions"][0]["reason"] == "NotEnoughResources"
+                && g["status"]["conditions"][0]["message"]
+                    .as_str()
+                    .is_some_and(|m| m.contains("Insufficient cpu"))
+        })
+    })
+    .await;
+    for name in ["worker-0", "worker-1", "launcher"] {
+        assert!(gang_gated(&api, NS, name), "{name} must not start alone");
+        assert!(annotation(&api_pod(&api, NS, name), PLANNED_NODE).is_none());
+    }
+
+    // Room on n2: the whole gang is planned and released, the launcher pinned.
+    api.delete("Pod", Some(NS), "busy-n2");
+    wait_for(&server, "every gate lifted", || {
+        ["worker-0", "worker-1", "launcher"]
+            .iter()
+            .all(|name| !gang_gated(&api, NS, name))
+    })
+    .await;
+    let launcher = api_pod(&api, NS, "launcher");
+    assert_eq!(annotation(&launcher, PLANNED_NODE), Some("n2"), "{launcher}");
+    assert_eq!(
+        nodes_affinity_allows(&api, &launcher, &["n1", "n2"]),
+        vec!["n2".to_string()],
+        "the launcher's own affinity kept, narrowed to its planned node: {launcher}"
+    );
+    kube_scheduler_binds(&api, "launcher", "n2").await;
+    for worker in ["worker-0", "worker-1"] {
+        let planned = annotation(&api_pod(&api, NS, worker), "hami.io/vgpu-node")
+            .expect("planned node")
+            .to_string();
+        let node = server.schedule(&api, NS, worker, &["n1", "n2"]).await;
+        assert_eq!(node, planned, "{worker} follows its plan");
+    }
+    assert_eq!(api_pod(&api, NS, "launcher")["spec"]["nodeName"], "n2");
+}
