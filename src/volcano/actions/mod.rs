@@ -8,6 +8,8 @@ mod allocate_in_topology_tests;
 pub mod backfill;
 pub mod enqueue;
 mod make_room;
+#[cfg(test)]
+mod plain_tasks_tests;
 pub mod preempt;
 pub mod reclaim;
 #[cfg(test)]
