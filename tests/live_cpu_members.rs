@@ -11,7 +11,6 @@ mod support;
 use fake_apiserver::FakeApiServer;
 use live_support::*;
 use serde_json::{Value, json};
-use std::time::Duration;
 
 const NS: &str = "ml";
 const PLANNED_NODE: &str = "vgpu-scheduler.io/planned-node";
