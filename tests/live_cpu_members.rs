@@ -159,3 +159,48 @@ async fn a_gang_with_a_cpu_only_launcher_starts_whole_or_not_at_all_where_it_was
     }
     assert_eq!(api_pod(&api, NS, "launcher")["spec"]["nodeName"], "n2");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_pinned_to_a_node_that_then_refuses_it_is_evicted_and_its_replacement_planned_elsewhere()
+ {
+    let api = FakeApiServer::start().await;
+    let n1 = add_node(&api, "n1", 1, 1);
+    api.create(gang_podgroup(NS, "ps", 1));
+    let mut owned = cpu_member("ps-0", "ps", 2);
+    owned["metadata"]["ownerReferences"] = json!([{"apiVersion": "batch.volcano.sh/v1alpha1",
+        "kind": "Job", "name": "ps", "uid": "6f1d3c0e-8a47-4b7e-9d1c-2f3a4b5c6d7e", "controller": true}]);
+    create_pod(&api, owned);
+    let server = LiveServer::start(&api, &["--schedule-period", "200ms"]).await;
+    wait_for(&server, "ps-0 released and pinned", || {
+        !gang_gated(&api, NS, "ps-0")
+    })
+    .await;
+    let pinned = api_pod(&api, NS, "ps-0");
+    assert_eq!(nodes_affinity_allows(&api, &pinned, &["n1"]), vec!["n1".to_string()]);
+
+    // Before kube-scheduler binds it, n1 is tainted against it: the pod can be
+    // neither gated again nor re-pinned, so it goes for its controller to recreate.
+    let mut tainted = api.get("Node", None, "n1").unwrap_or(n1);
+    tainted["spec"]["taints"] = json!([{"key": "maintenance", "value": "true", "effect": "NoSchedule"}]);
+    api.update(tainted);
+    wait_for(&server, "ps-0 evicted", || {
+        api.evicted_pods().iter().any(|p| *p == format!("{NS}/ps-0"))
+    })
+    .await;
+    assert!(api.get("Pod", Some(NS), "ps-0").is_none(), "a Pending pod goes at once");
+
+    // The controller's replacement is gated by the webhook and planned again, on a
+    // node that takes it.
+    add_node(&api, "n2", 1, 1);
+    create_pod(&api, cpu_member("ps-0-retry", "ps", 2));
+    wait_for(&server, "the replacement released", || {
+        !gang_gated(&api, NS, "ps-0-retry")
+    })
+    .await;
+    let replacement = api_pod(&api, NS, "ps-0-retry");
+    assert_eq!(annotation(&replacement, PLANNED_NODE), Some("n2"));
+    assert_eq!(
+        nodes_affinity_allows(&api, &replacement, &["n1", "n2"]),
+        vec!["n2".to_string()]
+    );
+}
