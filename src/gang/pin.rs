@@ -58,6 +58,24 @@ pub fn pinned_selector(spec: &PodSpec, node: &str) -> NodeSelector {
     }
 }
 
+/// Whether the pod is pinned to `node`: every term of its required node
+/// affinity names it. A member released without our gate (planned at its first
+/// `/filter`) carries a planned node but no pin, and kube-scheduler may place it
+/// anywhere.
+pub fn is_pinned_to(spec: &PodSpec, node: &str) -> bool {
+    let pin = pin_requirement(node);
+    spec.affinity
+        .as_ref()
+        .and_then(|a| a.node_affinity.as_ref())
+        .and_then(|n| n.required_during_scheduling_ignored_during_execution.as_ref())
+        .is_some_and(|r| {
+            !r.node_selector_terms.is_empty()
+                && r.node_selector_terms
+                    .iter()
+                    .all(|t| t.match_fields.as_ref().is_some_and(|f| f.contains(&pin)))
+        })
+}
+
 /// Pins the pod to `node` (see the module documentation).
 pub fn pin_to_node(spec: &mut PodSpec, node: &str) {
     let selector = pinned_selector(spec, node);
@@ -94,7 +112,10 @@ mod tests {
     fn a_pod_without_node_affinity_gets_one_term_naming_the_node() {
         let mut p = pod(serde_json::json!({"containers": []}));
         assert!(allowed(&p, "n2", "a"));
+        assert!(!is_pinned_to(p.spec.as_ref().expect("spec"), "n1"));
         pin_to_node(p.spec.as_mut().expect("spec"), "n1");
+        assert!(is_pinned_to(p.spec.as_ref().expect("spec"), "n1"));
+        assert!(!is_pinned_to(p.spec.as_ref().expect("spec"), "n2"));
         assert!(allowed(&p, "n1", "a"));
         assert!(!allowed(&p, "n2", "a"));
     }

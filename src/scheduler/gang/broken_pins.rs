@@ -47,6 +47,14 @@ impl Scheduler {
                 .filter(|m| m.phase == MemberPhase::Pending && !m.gated && !m.terminating)
                 .filter_map(|m| {
                     let node = m.planned_node.as_deref()?;
+                    if !m
+                        .pod
+                        .spec
+                        .as_ref()
+                        .is_some_and(|s| crate::gang::pin::is_pinned_to(s, node))
+                    {
+                        return None;
+                    }
                     let why = pin_refused(&ledger, m, node)?;
                     Some(BrokenPin {
                         namespace: m.namespace.clone(),
