@@ -792,7 +792,10 @@ async fn a_gated_pod_may_only_have_its_node_selection_narrowed_and_only_while_ga
     let pin = json!({"key": "metadata.name", "operator": "In", "values": ["n1"]});
     // Widening: a requirement dropped, a term added, a selector value changed.
     for (widening, words) in [
-        (terms(json!([{"matchFields": [pin]}])), "only additions are allowed"),
+        (
+            terms(json!([{"matchFields": [pin]}])),
+            "only additions are allowed",
+        ),
         (
             terms(json!([{"matchExpressions": [pool]}, {"matchFields": [pin]}])),
             "no additions/deletions to non-empty NodeSelectorTerms list are allowed",

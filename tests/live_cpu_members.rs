@@ -78,7 +78,11 @@ fn nodes_affinity_allows(api: &FakeApiServer, pod: &Value, nodes: &[&str]) -> Ve
             let node = api.get("Node", None, name).expect("node");
             let term_holds = |t: &Value| {
                 let all = |field: &str, by_field: bool| {
-                    t[field].as_array().into_iter().flatten().all(|r| requirement_holds(r, &node, by_field))
+                    t[field]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .all(|r| requirement_holds(r, &node, by_field))
                 };
                 all("matchExpressions", false) && all("matchFields", true)
             };
@@ -96,7 +100,10 @@ async fn kube_scheduler_binds(api: &FakeApiServer, name: &str, node: &str) {
         "metadata": {"name": name, "namespace": NS, "uid": uid_of(&pod)},
         "target": {"apiVersion": "v1", "kind": "Node", "name": node}});
     let response = reqwest::Client::new()
-        .post(format!("{}/api/v1/namespaces/{NS}/pods/{name}/binding", api.url()))
+        .post(format!(
+            "{}/api/v1/namespaces/{NS}/pods/{name}/binding",
+            api.url()
+        ))
         .bearer_auth(api.token())
         .json(&binding)
         .send()
@@ -143,7 +150,11 @@ async fn a_gang_with_a_cpu_only_launcher_starts_whole_or_not_at_all_where_it_was
     })
     .await;
     let launcher = api_pod(&api, NS, "launcher");
-    assert_eq!(annotation(&launcher, PLANNED_NODE), Some("n2"), "{launcher}");
+    assert_eq!(
+        annotation(&launcher, PLANNED_NODE),
+        Some("n2"),
+        "{launcher}"
+    );
     assert_eq!(
         nodes_affinity_allows(&api, &launcher, &["n1", "n2"]),
         vec!["n2".to_string()],
@@ -176,18 +187,27 @@ async fn a_member_pinned_to_a_node_that_then_refuses_it_is_evicted_and_its_repla
     })
     .await;
     let pinned = api_pod(&api, NS, "ps-0");
-    assert_eq!(nodes_affinity_allows(&api, &pinned, &["n1"]), vec!["n1".to_string()]);
+    assert_eq!(
+        nodes_affinity_allows(&api, &pinned, &["n1"]),
+        vec!["n1".to_string()]
+    );
 
     // Before kube-scheduler binds it, n1 is tainted against it: the pod can be
     // neither gated again nor re-pinned, so it goes for its controller to recreate.
     let mut tainted = api.get("Node", None, "n1").unwrap_or(n1);
-    tainted["spec"]["taints"] = json!([{"key": "maintenance", "value": "true", "effect": "NoSchedule"}]);
+    tainted["spec"]["taints"] =
+        json!([{"key": "maintenance", "value": "true", "effect": "NoSchedule"}]);
     api.update(tainted);
     wait_for(&server, "ps-0 evicted", || {
-        api.evicted_pods().iter().any(|p| *p == format!("{NS}/ps-0"))
+        api.evicted_pods()
+            .iter()
+            .any(|p| *p == format!("{NS}/ps-0"))
     })
     .await;
-    assert!(api.get("Pod", Some(NS), "ps-0").is_none(), "a Pending pod goes at once");
+    assert!(
+        api.get("Pod", Some(NS), "ps-0").is_none(),
+        "a Pending pod goes at once"
+    );
 
     // The controller's replacement is gated by the webhook and planned again, on a
     // node that takes it.

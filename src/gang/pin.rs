@@ -32,7 +32,10 @@ pub fn pinned_selector(spec: &PodSpec, node: &str) -> NodeSelector {
         .affinity
         .as_ref()
         .and_then(|a| a.node_affinity.as_ref())
-        .and_then(|n| n.required_during_scheduling_ignored_during_execution.as_ref())
+        .and_then(|n| {
+            n.required_during_scheduling_ignored_during_execution
+                .as_ref()
+        })
         .map(|r| r.node_selector_terms.clone())
         .unwrap_or_default();
     let pin = pin_requirement(node);
@@ -67,7 +70,10 @@ pub fn is_pinned_to(spec: &PodSpec, node: &str) -> bool {
     spec.affinity
         .as_ref()
         .and_then(|a| a.node_affinity.as_ref())
-        .and_then(|n| n.required_during_scheduling_ignored_during_execution.as_ref())
+        .and_then(|n| {
+            n.required_during_scheduling_ignored_during_execution
+                .as_ref()
+        })
         .is_some_and(|r| {
             !r.node_selector_terms.is_empty()
                 && r.node_selector_terms
@@ -89,8 +95,8 @@ pub fn pin_to_node(spec: &mut PodSpec, node: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::placement::node_predicates::admits;
     use crate::placement::node_predicates::NodeTraits;
+    use crate::placement::node_predicates::admits;
     use crate::resources::Resources;
     use k8s_openapi::api::core::v1::Pod;
 
@@ -122,11 +128,13 @@ mod tests {
 
     #[test]
     fn every_existing_term_keeps_its_requirements_and_gains_the_pin() {
-        let mut p = pod(serde_json::json!({"containers": [], "affinity": {"nodeAffinity": {
+        let mut p = pod(
+            serde_json::json!({"containers": [], "affinity": {"nodeAffinity": {
             "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
                 {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]},
                 {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["b"]}]}
-            ]}}}}));
+            ]}}}}),
+        );
         let before = p.clone();
         let spec = p.spec.as_mut().expect("spec");
         pin_to_node(spec, "n1");

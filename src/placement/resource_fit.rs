@@ -60,7 +60,12 @@ mod tests {
 
     #[test]
     fn every_requested_resource_and_the_pod_slot_must_fit() {
-        let allocatable = node(&[("cpu", 4), ("memory", 8), ("pods", 2), ("example.com/fpga", 1)]);
+        let allocatable = node(&[
+            ("cpu", 4),
+            ("memory", 8),
+            ("pods", 2),
+            ("example.com/fpga", 1),
+        ]);
         let want = node(&[("cpu", 2), ("pods", 1)]);
         assert_eq!(fits_node(&allocatable, &node(&[("cpu", 2)]), &want), Ok(()));
         assert_eq!(
@@ -72,7 +77,10 @@ mod tests {
             Err("Too many pods".into())
         );
         let fpga = node(&[("example.com/fpga", 1), ("pods", 1)]);
-        assert_eq!(fits_node(&allocatable, &Resources::default(), &fpga), Ok(()));
+        assert_eq!(
+            fits_node(&allocatable, &Resources::default(), &fpga),
+            Ok(())
+        );
         let tpu = node(&[("example.com/tpu", 1), ("pods", 1)]);
         assert_eq!(
             fits_node(&allocatable, &Resources::default(), &tpu),
@@ -83,7 +91,10 @@ mod tests {
     #[test]
     fn a_node_never_seen_is_not_judged() {
         let want = node(&[("cpu", 64), ("pods", 1)]);
-        assert_eq!(fits_node(&Resources::default(), &Resources::default(), &want), Ok(()));
+        assert_eq!(
+            fits_node(&Resources::default(), &Resources::default(), &want),
+            Ok(())
+        );
     }
 
     #[test]

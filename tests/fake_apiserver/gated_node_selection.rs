@@ -10,13 +10,16 @@
 use super::status::Cause;
 use serde_json::{Value, json};
 
-const TERMS: &str = "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms";
+const TERMS: &str =
+    "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms";
 
 fn required_terms(spec: &Value) -> Vec<Value> {
-    spec.pointer("/affinity/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution/nodeSelectorTerms")
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default()
+    spec.pointer(
+        "/affinity/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution/nodeSelectorTerms",
+    )
+    .and_then(Value::as_array)
+    .cloned()
+    .unwrap_or_default()
 }
 
 fn list<'a>(term: &'a Value, field: &str) -> Vec<&'a Value> {
@@ -28,10 +31,12 @@ fn list<'a>(term: &'a Value, field: &str) -> Vec<&'a Value> {
 
 /// Whether `new` keeps every requirement of `old` (it may add more).
 fn only_additions(old: &Value, new: &Value) -> bool {
-    ["matchExpressions", "matchFields"].into_iter().all(|field| {
-        let kept = list(new, field);
-        list(old, field).iter().all(|r| kept.contains(r))
-    })
+    ["matchExpressions", "matchFields"]
+        .into_iter()
+        .all(|field| {
+            let kept = list(new, field);
+            list(old, field).iter().all(|r| kept.contains(r))
+        })
 }
 
 /// Why the change from `old` to `new` (both pod specs, `old` gated) is refused.

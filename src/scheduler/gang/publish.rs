@@ -3,9 +3,9 @@
 //! cannot be written whole is rolled back whole.
 
 use crate::cluster::api::{EventType, MetadataPatch};
-use crate::gang::{PLAN_DEADLINE, PLANNED_NODE};
 use crate::gang::book::{GANG_GATE, GangKey, MemberPhase};
 use crate::gang::pipelined_plan::PIPELINED_PLAN;
+use crate::gang::{PLAN_DEADLINE, PLANNED_NODE};
 use crate::scheduler::{Scheduler, allocation_patch, clear_allocation_patch};
 use crate::volcano::framework::outcome::{JobCommit, PlannedTask};
 use crate::volcano::framework::{GangPhase, GangVerdict};
@@ -143,22 +143,18 @@ impl Scheduler {
             tracing::info!(gang = %commit.gang, queue = %commit.queue, members = commit.members.len(), pipelined = waiting.len(), evicted = commit.evictions.len(), "gang planned; waiting for evicted pods to leave");
             return Ok(());
         }
-        self.lift_gates(
-            commit
-                .members
-                .iter()
-                .filter(|m| m.gated)
-                .map(|m| GateToLift {
-                    namespace: m.namespace.clone(),
-                    name: m.name.clone(),
-                    uid: m.uid.clone(),
-                    pin: m
-                        .placement
-                        .as_ref()
-                        .filter(|p| p.without_gpus())
-                        .map(|p| p.node.clone()),
-                }),
-        )
+        self.lift_gates(commit.members.iter().filter(|m| m.gated).map(|m| {
+            GateToLift {
+                namespace: m.namespace.clone(),
+                name: m.name.clone(),
+                uid: m.uid.clone(),
+                pin: m
+                    .placement
+                    .as_ref()
+                    .filter(|p| p.without_gpus())
+                    .map(|p| p.node.clone()),
+            }
+        }))
         .await;
         tracing::info!(gang = %commit.gang, queue = %commit.queue, members = commit.members.len(), "gang planned and released to kube-scheduler");
         for m in &commit.members {

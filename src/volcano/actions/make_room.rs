@@ -181,9 +181,7 @@ fn fits_what_is_freed(session: &Session, job: &GangKey, uid: &str) -> Option<Cho
     let want = Want::of(session, task).ok()?;
     session.state.nodes.releasing_nodes().find_map(|node| {
         session.node_allowed(job, uid, node).ok()?;
-        let placement = want
-            .fit_future(session, node, &Released::default())
-            .ok()?;
+        let placement = want.fit_future(session, node, &Released::default()).ok()?;
         Some(Choice {
             node: node.to_string(),
             placement,

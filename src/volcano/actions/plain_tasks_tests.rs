@@ -162,7 +162,11 @@ fn a_cpu_only_preemptor_that_does_not_fit_evicts_a_lower_priority_pod() {
     preemptor.priority = 100;
     let mut urgent = job("urgent", "q", 1, vec![preemptor]);
     urgent.priority = 100;
-    let o = run(&[("a", 8, 110)], vec![batch, urgent], &[&Allocate, &Preempt]);
+    let o = run(
+        &[("a", 8, 110)],
+        vec![batch, urgent],
+        &[&Allocate, &Preempt],
+    );
     let evicted: Vec<&str> = o.evictions().map(|e| e.name.as_str()).collect();
     assert_eq!(evicted, vec!["batch-0"]);
     assert_eq!(

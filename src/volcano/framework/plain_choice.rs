@@ -50,7 +50,11 @@ pub fn choose_plain_node(
             failed.insert(node.name.to_string(), NodeRejection::Predicate(reason));
             continue;
         }
-        let score = if scores { judge.score(task, &node) } else { 0.0 };
+        let score = if scores {
+            judge.score(task, &node)
+        } else {
+            0.0
+        };
         if best.is_none_or(|(s, _)| score > s) {
             best = Some((score, i));
         }

@@ -531,13 +531,9 @@ impl Session {
             let task = self.state.task(job, uid)?;
             let namespace = task.namespace.clone();
             let footprint = crate::placement::resource_fit::pod_footprint(&task.pod);
-            self.state.nodes.release(
-                &namespace,
-                &p.node,
-                &p.devices,
-                p.init_count,
-                &footprint,
-            )
+            self.state
+                .nodes
+                .release(&namespace, &p.node, &p.devices, p.init_count, &footprint)
         });
         self.evicted.insert(uid.to_string());
         let j = self.state.jobs.get_mut(job)?;
