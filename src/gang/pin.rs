@@ -11,6 +11,7 @@
 //! It is set in the update that lifts the gate: that update is judged against the
 //! pod as it was, gated.
 
+use crate::placement::node_predicates::required_node_selector;
 use k8s_openapi::api::core::v1::{
     Affinity, NodeAffinity, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm, PodSpec,
 };
@@ -28,14 +29,7 @@ fn pin_requirement(node: &str) -> NodeSelectorRequirement {
 
 /// The pod's required node selector narrowed to `node`.
 pub fn pinned_selector(spec: &PodSpec, node: &str) -> NodeSelector {
-    let existing = spec
-        .affinity
-        .as_ref()
-        .and_then(|a| a.node_affinity.as_ref())
-        .and_then(|n| {
-            n.required_during_scheduling_ignored_during_execution
-                .as_ref()
-        })
+    let existing = required_node_selector(spec)
         .map(|r| r.node_selector_terms.clone())
         .unwrap_or_default();
     let pin = pin_requirement(node);
@@ -67,19 +61,12 @@ pub fn pinned_selector(spec: &PodSpec, node: &str) -> NodeSelector {
 /// anywhere.
 pub fn is_pinned_to(spec: &PodSpec, node: &str) -> bool {
     let pin = pin_requirement(node);
-    spec.affinity
-        .as_ref()
-        .and_then(|a| a.node_affinity.as_ref())
-        .and_then(|n| {
-            n.required_during_scheduling_ignored_during_execution
-                .as_ref()
-        })
-        .is_some_and(|r| {
-            !r.node_selector_terms.is_empty()
-                && r.node_selector_terms
-                    .iter()
-                    .all(|t| t.match_fields.as_ref().is_some_and(|f| f.contains(&pin)))
-        })
+    required_node_selector(spec).is_some_and(|r| {
+        !r.node_selector_terms.is_empty()
+            && r.node_selector_terms
+                .iter()
+                .all(|t| t.match_fields.as_ref().is_some_and(|f| f.contains(&pin)))
+    })
 }
 
 /// Pins the pod to `node` (see the module documentation).

@@ -13,8 +13,8 @@ use crate::volcano::conf::SchedulerConf;
 use crate::volcano::framework::job::{JobInfo, TaskInfo, TaskPlacement};
 use crate::volcano::framework::nodes::{NodeSet, SessionNode};
 use crate::volcano::framework::outcome::SessionOutcome;
-use crate::volcano::framework::testing::{job, state, task};
-use crate::volcano::framework::{Action, GangKey, QueueInfo, Session, TaskStatus, registry};
+use crate::volcano::framework::testing::{gang_key, job, state, task};
+use crate::volcano::framework::{Action, QueueInfo, Session, TaskStatus, registry};
 use crate::volcano::objects::QueueSpec;
 use k8s_openapi::api::core::v1::Pod;
 use std::collections::BTreeMap;
@@ -29,14 +29,6 @@ tiers:
   - name: predicates
 ";
 
-fn key(name: &str) -> GangKey {
-    GangKey {
-        namespace: "ns".into(),
-        name: name.into(),
-        single: false,
-    }
-}
-
 /// A gated task whose pod requests `cpu` CPUs.
 fn cpu_task(job: &str, name: &str, cpu: i64) -> TaskInfo {
     let pod: Pod = serde_json::from_value(serde_json::json!({
@@ -45,7 +37,7 @@ fn cpu_task(job: &str, name: &str, cpu: i64) -> TaskInfo {
     }))
     .expect("pod");
     let requests = Resources::from_units([("cpu", cpu)]);
-    let mut t = task(&key(job), name, requests);
+    let mut t = task(&gang_key(job), name, requests);
     t.pod = Arc::new(pod);
     t
 }
@@ -123,7 +115,7 @@ fn a_cpu_only_gang_that_does_not_fit_whole_is_not_placed_at_all() {
     );
     let o = run(&[("a", 8, 110)], vec![gang], &[&Allocate]);
     assert!(o.commits.is_empty(), "{:?}", planned(&o));
-    let verdict = &o.verdicts[&key("mpi")];
+    let verdict = &o.verdicts[&gang_key("mpi")];
     let message = verdict.message.as_deref().unwrap_or("");
     assert!(message.contains("Insufficient cpu"), "{message}");
 }

@@ -59,6 +59,15 @@ pub fn task(job: &GangKey, name: &str, resreq: Resources) -> TaskInfo {
     }
 }
 
+/// The key of the PodGroup job `name` in namespace `ns` (what [`job`] builds).
+pub fn gang_key(name: &str) -> GangKey {
+    GangKey {
+        namespace: "ns".into(),
+        name: name.into(),
+        single: false,
+    }
+}
+
 /// A PodGroup job in `queue` with these tasks.
 pub fn job(name: &str, queue: &str, min_member: usize, tasks: Vec<TaskInfo>) -> JobInfo {
     let key = GangKey {
