@@ -60,6 +60,16 @@ impl<'a> Want<'a> {
         }
     }
 
+    /// Whether evicting `victim` frees anything this need counts: a pod holding
+    /// no GPU frees nothing for a vGPU task (its CPU and memory are
+    /// kube-scheduler's to judge there), so it is never evicted for one.
+    fn freed_by(&self, victim: &TaskInfo) -> bool {
+        match self {
+            Want::Gpus(_) => victim.placement.as_ref().is_some_and(|p| !p.without_gpus()),
+            Want::Requests(_) => true,
+        }
+    }
+
     /// The placement on `node` once what the session evicts, and `released`
     /// besides, is gone.
     fn fit_future(
@@ -220,7 +230,11 @@ fn best_node(
         if !in_scope {
             continue;
         }
-        for t in other.tasks.iter().filter(|t| evictable(t, state.now)) {
+        for t in other
+            .tasks
+            .iter()
+            .filter(|t| evictable(t, state.now) && want.freed_by(t))
+        {
             if scope == Scope::OwnJob && t.priority >= task.priority {
                 continue;
             }

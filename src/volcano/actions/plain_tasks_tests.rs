@@ -1,7 +1,8 @@
 //! Tasks that ask for no vGPU, through a session: they are placed by what they
 //! request of a node (CPU, memory, a pod slot), counted on it once placed, whole
-//! gangs or none; and a preemptor among them that does not fit makes room like a
-//! vGPU one.
+//! gangs or none; a preemptor among them that does not fit makes room like a
+//! vGPU one; and they are never evicted for a vGPU preemptor, which they free
+//! nothing for.
 
 use super::allocate::Allocate;
 use super::preempt::Preempt;
@@ -165,5 +166,37 @@ fn a_cpu_only_preemptor_that_does_not_fit_evicts_a_lower_priority_pod() {
         planned(&o).get("urgent-0"),
         Some(&Some("a".to_string())),
         "pipelined where the room is made"
+    );
+}
+
+#[test]
+fn a_pod_holding_no_gpu_is_not_evicted_for_a_vgpu_preemptor() {
+    use crate::volcano::framework::testing::{gpu_nodes, gpu_task, placed_state, running_task};
+    let mut cpu_pod = running(cpu_task("web", "web-0", 2), "node-0");
+    cpu_pod.priority = 1;
+    let mut web = job("web", "q", 1, vec![cpu_pod]);
+    web.priority = 1;
+    let mut gpu_pod = running_task(&gang_key("train"), "train-0", 0, 0);
+    gpu_pod.priority = 50;
+    let mut train = job("train", "q", 1, vec![gpu_pod]);
+    train.priority = 50;
+    let mut preemptor = gpu_task(&gang_key("urgent"), "urgent-0", 1);
+    preemptor.priority = 100;
+    let mut urgent = job("urgent", "q", 1, vec![preemptor]);
+    urgent.priority = 100;
+    let conf = SchedulerConf::parse(CONF).expect("conf");
+    let st = placed_state(
+        gpu_nodes(1, 1, 1),
+        vec![QueueInfo::idle(QueueSpec::new("q"))],
+        vec![web, train, urgent],
+    );
+    let mut session = Session::open(st, registry::build(&conf).expect("builds"));
+    Preempt.execute(&mut session);
+    let o = session.close();
+    let evicted: Vec<&str> = o.evictions().map(|e| e.name.as_str()).collect();
+    assert_eq!(
+        evicted,
+        vec!["train-0"],
+        "the lower-priority CPU pod frees no GPU"
     );
 }
