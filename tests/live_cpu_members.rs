@@ -224,3 +224,48 @@ async fn a_member_pinned_to_a_node_that_then_refuses_it_is_evicted_and_its_repla
         vec!["n2".to_string()]
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_member_is_released_before_the_launcher_is_pinned() {
+    let api = FakeApiServer::start().await;
+    add_node(&api, "n1", 1, 1);
+    api.create(gang_podgroup(NS, "mpi", 2));
+    create_pod(&api, gated_member(NS, "worker-0", "mpi"));
+    create_pod(&api, cpu_member("launcher", "mpi", 4));
+    // The launcher's plan is written; the update that pins it and lifts its
+    // gate fails once.
+    let launcher_patch = format!("PATCH /api/v1/namespaces/{NS}/pods/launcher");
+    api.inject_errors_after(&launcher_patch, 1, 500, 1);
+    let server = LiveServer::start(&api, &["--schedule-period", "200ms"]).await;
+    wait_for(&server, "every gate lifted", || {
+        !gang_gated(&api, NS, "worker-0") && !gang_gated(&api, NS, "launcher")
+    })
+    .await;
+    let patches = |pod: &str| -> Vec<(usize, u16)> {
+        let path = format!("/api/v1/namespaces/{NS}/pods/{pod}");
+        api.request_log()
+            .iter()
+            .enumerate()
+            .filter(|(_, (method, p, _))| method == "PATCH" && p.split('?').next() == Some(&path))
+            .map(|(i, (_, _, status))| (i, *status))
+            .collect()
+    };
+    let launcher = patches("launcher");
+    let statuses: Vec<u16> = launcher.iter().map(|(_, s)| *s).collect();
+    assert_eq!(
+        statuses,
+        vec![200, 500, 200],
+        "plan, refused pin, pin: {launcher:?}"
+    );
+    let worker = patches("worker-0");
+    let (worker_gate, _) = *worker.last().expect("the worker's gate was lifted");
+    assert!(
+        worker_gate > launcher[2].0,
+        "the worker's gate is lifted only after the launcher is pinned: launcher {launcher:?}, worker {worker:?}"
+    );
+    let pinned = api_pod(&api, NS, "launcher");
+    assert_eq!(
+        nodes_affinity_allows(&api, &pinned, &["n1"]),
+        vec!["n1".to_string()]
+    );
+}

@@ -210,7 +210,13 @@ impl Scheduler {
 
     /// Removes our gate from each pod, pinning it to its planned node when it has
     /// one: nothing else holds such a pod to its plan.
+    ///
+    /// Pinned pods go first, and a pin the API server refuses stops the rest: the
+    /// gang then stays gated rather than starting without that member, and its
+    /// gates are tried again next cycle (see [`Self::finish_interrupted_commits`]).
     async fn lift_gates(&self, pods: impl Iterator<Item = GateToLift>) {
+        let mut pods: Vec<GateToLift> = pods.collect();
+        pods.sort_by_key(|g| g.pin.is_none());
         for GateToLift {
             namespace: ns,
             name,
@@ -232,6 +238,10 @@ impl Scheduler {
                             member.planned_node = pin;
                         }
                     }
+                }
+                Err(e) if pin.is_some() => {
+                    tracing::warn!(pod = %format!("{ns}/{name}"), error = %e, "could not pin the member to its planned node; its gang stays gated");
+                    return;
                 }
                 Err(e) => {
                     tracing::warn!(pod = %format!("{ns}/{name}"), error = %e, "could not lift the gang gate")
