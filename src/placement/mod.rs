@@ -10,6 +10,7 @@
 mod choose;
 mod judge;
 pub mod node_predicates;
+pub mod pod_affinity;
 pub mod node_preferences;
 mod rejection;
 pub mod resource_fit;

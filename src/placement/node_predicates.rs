@@ -3,9 +3,9 @@
 //! kube-scheduler would refuse, or the member's planned node is rejected later and
 //! the gang loses its co-placement. These are the filters a node's own facts
 //! decide: unschedulable, node selector and required node affinity, taints and
-//! tolerations, and CPU/memory fit. Inter-pod (anti-)affinity and topology spread
-//! depend on every other pod's labels and are left to kube-scheduler: a member
-//! whose planned node fails them is placed again at `/filter`.
+//! tolerations, and CPU/memory fit. Required inter-pod (anti-)affinity depends on
+//! the other pods' labels and is checked by `pod_affinity`; topology spread is
+//! left to kube-scheduler.
 //!
 //! Reasons use kube-scheduler's words, so users see the messages they know.
 

@@ -8,6 +8,7 @@ use super::allocate::Allocate;
 use super::preempt::Preempt;
 use crate::node_load::NodeResources;
 use crate::placement::node_predicates::NodeTraits;
+use crate::placement::pod_affinity::AffinityPod;
 use crate::placement::resource_fit::pod_footprint;
 use crate::resources::Resources;
 use crate::volcano::conf::SchedulerConf;
@@ -31,7 +32,7 @@ tiers:
 ";
 
 /// A gated task whose pod requests `cpu` CPUs.
-fn cpu_task(job: &str, name: &str, cpu: i64) -> TaskInfo {
+pub(super) fn cpu_task(job: &str, name: &str, cpu: i64) -> TaskInfo {
     let pod: Pod = serde_json::from_value(serde_json::json!({
         "metadata": {"name": name, "namespace": "ns", "uid": format!("uid-{name}")},
         "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": cpu.to_string()}}}]}
@@ -44,7 +45,7 @@ fn cpu_task(job: &str, name: &str, cpu: i64) -> TaskInfo {
 }
 
 /// The same task running on `node`.
-fn running(mut t: TaskInfo, node: &str) -> TaskInfo {
+pub(super) fn running(mut t: TaskInfo, node: &str) -> TaskInfo {
     t.status = TaskStatus::Running;
     t.gated = false;
     t.placement = Some(TaskPlacement {
@@ -58,13 +59,25 @@ fn running(mut t: TaskInfo, node: &str) -> TaskInfo {
 /// Nodes without GPUs of `cpu` CPUs and `pods` pod slots each, holding what the
 /// running tasks on them request (as the pod watch counts them).
 fn cpu_nodes(nodes: &[(&str, i64, i64)], jobs: &[JobInfo]) -> NodeSet {
+    labelled_cpu_nodes(nodes, &|_| BTreeMap::new(), jobs)
+}
+
+/// [`cpu_nodes`] whose labels `labels` gives by node name; the running tasks on
+/// them are also seen as the pod watch keeps them for inter-pod affinity.
+pub(super) fn labelled_cpu_nodes(
+    nodes: &[(&str, i64, i64)],
+    labels: &dyn Fn(&str) -> BTreeMap<String, String>,
+    jobs: &[JobInfo],
+) -> NodeSet {
     let nodes = nodes
         .iter()
         .map(|(name, cpu, pods)| {
             let mut requested = Resources::default();
+            let mut on_node = Vec::new();
             for t in jobs.iter().flat_map(|j| &j.tasks) {
                 if t.placement.as_ref().is_some_and(|p| p.node == *name) {
                     requested.add(&pod_footprint(&t.pod));
+                    on_node.push(Arc::new(AffinityPod::of(&t.pod)));
                 }
             }
             SessionNode {
@@ -73,7 +86,11 @@ fn cpu_nodes(nodes: &[(&str, i64, i64)], jobs: &[JobInfo]) -> NodeSet {
                 resources: NodeResources {
                     allocatable: Resources::from_units([("cpu", *cpu), ("pods", *pods)]),
                     requested,
-                    traits: Some(Arc::new(NodeTraits::default())),
+                    traits: Some(Arc::new(NodeTraits {
+                        labels: labels(name),
+                        ..NodeTraits::default()
+                    })),
+                    pods: Arc::new(on_node),
                 },
             }
         })
@@ -82,13 +99,19 @@ fn cpu_nodes(nodes: &[(&str, i64, i64)], jobs: &[JobInfo]) -> NodeSet {
 }
 
 fn run(nodes: &[(&str, i64, i64)], jobs: Vec<JobInfo>, actions: &[&dyn Action]) -> SessionOutcome {
+    let nodes = cpu_nodes(nodes, &jobs);
+    run_on(nodes, jobs, actions)
+}
+
+/// Runs `actions` in a session over `nodes` and `jobs`, with [`CONF`].
+pub(super) fn run_on(nodes: NodeSet, jobs: Vec<JobInfo>, actions: &[&dyn Action]) -> SessionOutcome {
     let conf = SchedulerConf::parse(CONF).expect("conf");
     let mut st = state(
         Resources::from_units([("cpu", 64)]),
         vec![QueueInfo::idle(QueueSpec::new("q"))],
         Vec::new(),
     );
-    st.nodes = cpu_nodes(nodes, &jobs);
+    st.nodes = nodes;
     st.jobs = jobs.into_iter().map(|j| (j.key.clone(), j)).collect();
     let mut session = Session::open(st, registry::build(&conf).expect("builds"));
     for action in actions {
@@ -98,7 +121,7 @@ fn run(nodes: &[(&str, i64, i64)], jobs: Vec<JobInfo>, actions: &[&dyn Action]) 
 }
 
 /// Where each planned member of the outcome goes, by name.
-fn planned(o: &SessionOutcome) -> BTreeMap<String, Option<String>> {
+pub(super) fn planned(o: &SessionOutcome) -> BTreeMap<String, Option<String>> {
     o.commits
         .iter()
         .flat_map(|c| &c.members)

@@ -20,6 +20,7 @@ pub mod nodes;
 pub mod outcome;
 pub mod plain_choice;
 pub mod plugin;
+pub mod pod_affinity_view;
 pub mod queue;
 pub mod registry;
 pub mod rejection;

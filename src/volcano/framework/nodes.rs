@@ -66,6 +66,10 @@ pub struct NodeSet {
     /// "now" it is judged at.
     measured: Arc<NodeMetricsBook>,
     now: DateTime<Utc>,
+    /// Whether some pod on some node has required pod anti-affinity: only then
+    /// must a task without pod (anti-)affinity of its own be checked against the
+    /// pods on the nodes.
+    anti_affine_pods: bool,
 }
 
 impl NodeChange {
@@ -104,7 +108,12 @@ impl NodeSet {
             .map(|(i, n)| (n.name.clone(), i))
             .collect();
         let changed = vec![None; nodes.len()];
+        let anti_affine_pods = nodes
+            .iter()
+            .flat_map(|n| n.resources.pods.iter())
+            .any(|p| !p.anti_affinity.is_empty());
         Self {
+            anti_affine_pods,
             nodes,
             index,
             changed,
@@ -120,6 +129,11 @@ impl NodeSet {
         self.measured = measured;
         self.now = now;
         self
+    }
+
+    /// Whether some pod on some node has required pod anti-affinity.
+    pub fn has_anti_affine_pods(&self) -> bool {
+        self.anti_affine_pods
     }
 
     /// The nodes, sorted by name.

@@ -259,7 +259,9 @@ impl Session {
             .ok_or_else(|| format!("task {uid} is not in job {job}"))?;
         match &task.gpu {
             super::job::GpuAsk::None => {
-                let facts = self.task_facts(job, task, None);
+                let affinity = self.pod_affinity(task);
+                let mut facts = self.task_facts(job, task, None);
+                facts.pod_affinity = affinity.as_ref();
                 super::plain_choice::choose_plain_node(
                     &self.state.nodes,
                     within,
@@ -278,7 +280,9 @@ impl Session {
             }
             super::job::GpuAsk::Invalid(e) => Err(format!("invalid request: {e}")),
             super::job::GpuAsk::Vgpu(ctx) => {
-                let facts = self.task_facts(job, task, Some(&**ctx));
+                let affinity = self.pod_affinity(task);
+                let mut facts = self.task_facts(job, task, Some(&**ctx));
+                facts.pod_affinity = affinity.as_ref();
                 let chosen = match within {
                     None => choose_node(&self.state.nodes, ctx, &facts, &self.tiers),
                     Some(positions) => choose_node(
@@ -310,7 +314,9 @@ impl Session {
             super::job::GpuAsk::Vgpu(ctx) => Some(&**ctx),
             _ => None,
         };
-        let facts = self.task_facts(job, task, ctx);
+        let affinity = self.pod_affinity(task);
+        let mut facts = self.task_facts(job, task, ctx);
+        facts.pod_affinity = affinity.as_ref();
         let nodes = &self.state.nodes;
         // Room is being made: what the node's pods request now is not what it will
         // hold once the victims are gone, so CPU and memory are not judged here
@@ -324,6 +330,14 @@ impl Session {
             // Nothing to judge: the fit refuses a node the session does not have.
             None => Ok(()),
         }
+    }
+
+    /// The task's inter-pod affinity check, when a predicate may read it.
+    fn pod_affinity(&self, task: &TaskInfo) -> Option<crate::placement::pod_affinity::InterPodAffinity> {
+        if !self.tiers.filters() {
+            return None;
+        }
+        super::pod_affinity_view::inter_pod_affinity(&self.state, task)
     }
 
     /// What the plugins see of a task when they judge nodes for it.
@@ -341,6 +355,7 @@ impl Session {
             pod: Some(&task.pod),
             queue: self.state.job(job).map(|j| j.queue.as_str()),
             dims: &self.state.dims,
+            pod_affinity: None,
         }
     }
 
