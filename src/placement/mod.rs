@@ -10,8 +10,8 @@
 mod choose;
 mod judge;
 pub mod node_predicates;
-pub mod pod_affinity;
 pub mod node_preferences;
+pub mod pod_affinity;
 mod rejection;
 pub mod resource_fit;
 mod source;

@@ -130,11 +130,17 @@ fn required_terms(pod: &Pod, anti: bool) -> &[PodAffinityTerm] {
     let required = if anti {
         affinity
             .and_then(|a| a.pod_anti_affinity.as_ref())
-            .and_then(|a| a.required_during_scheduling_ignored_during_execution.as_ref())
+            .and_then(|a| {
+                a.required_during_scheduling_ignored_during_execution
+                    .as_ref()
+            })
     } else {
         affinity
             .and_then(|a| a.pod_affinity.as_ref())
-            .and_then(|a| a.required_during_scheduling_ignored_during_execution.as_ref())
+            .and_then(|a| {
+                a.required_during_scheduling_ignored_during_execution
+                    .as_ref()
+            })
     };
     required.map(Vec::as_slice).unwrap_or_default()
 }

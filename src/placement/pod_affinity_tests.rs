@@ -87,7 +87,10 @@ fn a_term_without_a_label_selector_selects_no_pod() {
         {"topologyKey": "host"}]}});
     let mut check = InterPodAffinity::new(&pod("ns", "new", json!({}), term));
     let node = labels(&[("host", "a")]);
-    check.add(&AffinityPod::of(&pod("ns", "old", json!({}), Value::Null)), &node);
+    check.add(
+        &AffinityPod::of(&pod("ns", "old", json!({}), Value::Null)),
+        &node,
+    );
     assert_eq!(check.admits(&node), Ok(()));
 }
 
@@ -107,12 +110,17 @@ fn a_running_pods_anti_affinity_refuses_the_pod_it_selects() {
 
 #[test]
 fn affinity_needs_a_selected_pod_in_the_nodes_domain() {
-    let term = affine(json!({"labelSelector": {"matchLabels": {"role": "launcher"}},
-        "topologyKey": "zone"}));
+    let term = affine(
+        json!({"labelSelector": {"matchLabels": {"role": "launcher"}},
+        "topologyKey": "zone"}),
+    );
     let mut check = InterPodAffinity::new(&pod("ns", "new", json!({"role": "worker"}), term));
     let launcher = AffinityPod::of(&pod("ns", "l", json!({"role": "launcher"}), Value::Null));
     check.add(&launcher, &labels(&[("zone", "z2"), ("host", "b")]));
-    assert_eq!(check.admits(&labels(&[("zone", "z2"), ("host", "c")])), Ok(()));
+    assert_eq!(
+        check.admits(&labels(&[("zone", "z2"), ("host", "c")])),
+        Ok(())
+    );
     assert_eq!(check.admits(&labels(&[("zone", "z1")])), Err(AFFINITY));
     // Every topology label must be on the node.
     assert_eq!(check.admits(&labels(&[("host", "b")])), Err(AFFINITY));

@@ -10,6 +10,8 @@ pub mod enqueue;
 mod make_room;
 #[cfg(test)]
 mod plain_tasks_tests;
+#[cfg(test)]
+mod pod_affinity_tests;
 pub mod preempt;
 pub mod reclaim;
 #[cfg(test)]

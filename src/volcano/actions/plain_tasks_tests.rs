@@ -104,7 +104,11 @@ fn run(nodes: &[(&str, i64, i64)], jobs: Vec<JobInfo>, actions: &[&dyn Action]) 
 }
 
 /// Runs `actions` in a session over `nodes` and `jobs`, with [`CONF`].
-pub(super) fn run_on(nodes: NodeSet, jobs: Vec<JobInfo>, actions: &[&dyn Action]) -> SessionOutcome {
+pub(super) fn run_on(
+    nodes: NodeSet,
+    jobs: Vec<JobInfo>,
+    actions: &[&dyn Action],
+) -> SessionOutcome {
     let conf = SchedulerConf::parse(CONF).expect("conf");
     let mut st = state(
         Resources::from_units([("cpu", 64)]),

@@ -333,7 +333,10 @@ impl Session {
     }
 
     /// The task's inter-pod affinity check, when a predicate may read it.
-    fn pod_affinity(&self, task: &TaskInfo) -> Option<crate::placement::pod_affinity::InterPodAffinity> {
+    fn pod_affinity(
+        &self,
+        task: &TaskInfo,
+    ) -> Option<crate::placement::pod_affinity::InterPodAffinity> {
         if !self.tiers.filters() {
             return None;
         }
