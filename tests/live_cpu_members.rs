@@ -2,7 +2,9 @@
 //! kube-apiserver. kube-scheduler never asks the extender about such a pod, so
 //! the planner fits it by its requests and pins it to its planned node in the
 //! update that lifts its gate: a gang of GPU workers and a CPU-only launcher
-//! starts whole or not at all, and every member lands where it was planned.
+//! starts whole or not at all, and every member lands where it was planned;
+//! members whose required pod anti-affinity repels each other are planned (and
+//! pinned) onto different nodes.
 
 mod fake_apiserver;
 mod live_support;
@@ -268,4 +270,51 @@ async fn no_member_is_released_before_the_launcher_is_pinned() {
         nodes_affinity_allows(&api, &pinned, &["n1"]),
         vec!["n1".to_string()]
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_members_that_repel_each_other_are_pinned_to_two_nodes_where_binpack_would_stack_them()
+{
+    let api = FakeApiServer::start().await;
+    add_node(&api, "n1", 1, 1);
+    add_node(&api, "n2", 1, 1);
+    // n1 is the fuller node: binpack alone puts both members there.
+    api.create(running_cpu_pod("busy-n1", "n1", 30));
+    api.create(gang_podgroup(NS, "ps", 2));
+    for name in ["ps-0", "ps-1"] {
+        let mut member = cpu_member(name, "ps", 2);
+        member["metadata"]["labels"] = json!({"app": "ps"});
+        member["spec"]["affinity"]["podAntiAffinity"] = json!({
+            "requiredDuringSchedulingIgnoredDuringExecution": [{
+                "labelSelector": {"matchLabels": {"app": "ps"}},
+                "topologyKey": "kubernetes.io/hostname"}]});
+        create_pod(&api, member);
+    }
+    let conf = SchedulerConfFile::new(
+        "actions: \"enqueue, allocate, backfill\"
+tiers:
+- plugins:
+  - name: priority
+  - name: gang
+- plugins:
+  - name: predicates
+  - name: binpack
+",
+    );
+    let server = LiveServer::start_planning(&api, &conf).await;
+    wait_for(&server, "both members released", || {
+        !gang_gated(&api, NS, "ps-0") && !gang_gated(&api, NS, "ps-1")
+    })
+    .await;
+    let mut pinned_to = Vec::new();
+    for name in ["ps-0", "ps-1"] {
+        let pod = api_pod(&api, NS, name);
+        let allowed = nodes_affinity_allows(&api, &pod, &["n1", "n2"]);
+        assert_eq!(allowed.len(), 1, "{name} pinned to one node: {pod}");
+        assert_eq!(annotation(&pod, PLANNED_NODE), Some(allowed[0].as_str()));
+        kube_scheduler_binds(&api, name, &allowed[0]).await;
+        pinned_to.push(allowed[0].clone());
+    }
+    pinned_to.sort();
+    assert_eq!(pinned_to, vec!["n1".to_string(), "n2".to_string()]);
 }
