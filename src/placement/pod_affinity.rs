@@ -125,7 +125,7 @@ impl AffinityPod {
 }
 
 /// A pod's required affinity (`anti` false) or anti-affinity terms.
-fn required_terms(pod: &Pod, anti: bool) -> &[PodAffinityTerm] {
+pub fn required_terms(pod: &Pod, anti: bool) -> &[PodAffinityTerm] {
     let affinity = pod.spec.as_ref().and_then(|s| s.affinity.as_ref());
     let required = if anti {
         affinity

@@ -7,27 +7,32 @@
 
 use super::job::{TaskInfo, TaskStatus};
 use super::state::SessionState;
-use crate::placement::pod_affinity::{AffinityPod, InterPodAffinity};
+use crate::placement::pod_affinity::{AffinityPod, InterPodAffinity, required_terms};
 use std::collections::{BTreeMap, HashSet};
 
 /// The inter-pod affinity check for `task`, or `None` when nothing applies to it
 /// (no terms of its own, and no pod anywhere with required anti-affinity).
 pub fn inter_pod_affinity(state: &SessionState, task: &TaskInfo) -> Option<InterPodAffinity> {
     let mut check = InterPodAffinity::new(&task.pod);
-    let planned: Vec<(&TaskInfo, AffinityPod)> = state
-        .jobs
-        .values()
-        .flat_map(|j| &j.tasks)
-        .filter(|t| t.uid != task.uid && t.placement.is_some() && on_a_node(t.status))
-        .map(|t| (t, AffinityPod::of(&t.pod)))
-        .collect();
     let every_pod = check.has_own_terms();
+    let placed = || {
+        state
+            .jobs
+            .values()
+            .flat_map(|j| &j.tasks)
+            .filter(|t| t.uid != task.uid && t.placement.is_some() && on_a_node(t.status))
+    };
     if !every_pod
         && !state.nodes.has_anti_affine_pods()
-        && planned.iter().all(|(_, p)| p.anti_affinity.is_empty())
+        && !placed().any(|t| !required_terms(&t.pod, true).is_empty())
     {
         return None;
     }
+    // Only the pods that can change the verdict are read.
+    let planned: Vec<(&TaskInfo, AffinityPod)> = placed()
+        .filter(|t| every_pod || !required_terms(&t.pod, true).is_empty())
+        .map(|t| (t, AffinityPod::of(&t.pod)))
+        .collect();
     let no_labels = BTreeMap::new();
     let labels_of = |node: &str| {
         state
@@ -36,9 +41,10 @@ pub fn inter_pod_affinity(state: &SessionState, task: &TaskInfo) -> Option<Inter
             .and_then(|n| n.resources.traits.as_deref())
             .map_or(&no_labels, |t| &t.labels)
     };
-    let mut seen: HashSet<&str> = HashSet::new();
+    // A planned task the watch also saw bound is counted once, as the plan has it.
+    let mut seen: HashSet<&str> = placed().map(|t| t.uid.as_str()).collect();
+    seen.insert(&task.uid);
     for (t, pod) in &planned {
-        seen.insert(&t.uid);
         if let Some(p) = &t.placement {
             check.add(pod, labels_of(&p.node));
         }
@@ -46,7 +52,7 @@ pub fn inter_pod_affinity(state: &SessionState, task: &TaskInfo) -> Option<Inter
     for node in state.nodes.iter() {
         let labels = labels_of(&node.name);
         for pod in node.resources.pods.iter() {
-            if seen.contains(&*pod.uid) || (!every_pod && pod.anti_affinity.is_empty()) {
+            if (!every_pod && pod.anti_affinity.is_empty()) || seen.contains(&*pod.uid) {
                 continue;
             }
             check.add(pod, labels);
