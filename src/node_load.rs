@@ -174,6 +174,11 @@ impl NodeLoad {
         self.nodes.get(node)
     }
 
+    /// Every node's resources, traits and pods.
+    pub fn nodes(&self) -> impl Iterator<Item = (&str, &NodeResources)> {
+        self.nodes.iter().map(|(name, n)| (name.as_str(), n))
+    }
+
     /// Allocatable CPU and memory of every node, summed.
     pub fn total_allocatable(&self) -> Resources {
         let mut total = Resources::default();

@@ -318,3 +318,63 @@ tiers:
     pinned_to.sort();
     assert_eq!(pinned_to, vec!["n1".to_string(), "n2".to_string()]);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pinned_member_repelled_by_a_pod_bound_to_its_node_since_is_evicted_and_planned_elsewhere()
+ {
+    let api = FakeApiServer::start().await;
+    add_node(&api, "n1", 1, 1);
+    api.create(gang_podgroup(NS, "ps", 1));
+    let mut owned = cpu_member("ps-0", "ps", 2);
+    owned["metadata"]["labels"] = json!({"app": "ps"});
+    owned["metadata"]["ownerReferences"] = json!([{"apiVersion": "batch.volcano.sh/v1alpha1",
+        "kind": "Job", "name": "ps", "uid": "6f1d3c0e-8a47-4b7e-9d1c-2f3a4b5c6d7e", "controller": true}]);
+    create_pod(&api, owned);
+    let server = LiveServer::start(&api, &["--schedule-period", "200ms"]).await;
+    wait_for(&server, "ps-0 released and pinned", || {
+        !gang_gated(&api, NS, "ps-0")
+    })
+    .await;
+    assert_eq!(
+        annotation(&api_pod(&api, NS, "ps-0"), PLANNED_NODE),
+        Some("n1")
+    );
+
+    // Before ps-0 is bound, kube-scheduler (which did not see the unbound ps-0
+    // on n1) binds a pod there that repels it.
+    let mut guard = running_cpu_pod("guard", "n1", 1);
+    guard["spec"]["affinity"] = json!({"podAntiAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": [{
+            "labelSelector": {"matchLabels": {"app": "ps"}},
+            "topologyKey": "kubernetes.io/hostname"}]}});
+    api.create(guard);
+    wait_for(&server, "ps-0 evicted", || {
+        api.evicted_pods()
+            .iter()
+            .any(|p| *p == format!("{NS}/ps-0"))
+    })
+    .await;
+    let said = api.events_for(NS, "ps-0");
+    assert!(
+        said.iter().any(|e| {
+            let text = format!("{} {}", e["message"], e["note"]);
+            text.contains("didn't satisfy existing pods anti-affinity rules")
+        }),
+        "the eviction says why: {said:?}"
+    );
+
+    add_node(&api, "n2", 1, 1);
+    let mut retry = cpu_member("ps-0-retry", "ps", 2);
+    retry["metadata"]["labels"] = json!({"app": "ps"});
+    create_pod(&api, retry);
+    wait_for(&server, "the replacement released", || {
+        !gang_gated(&api, NS, "ps-0-retry")
+    })
+    .await;
+    let replacement = api_pod(&api, NS, "ps-0-retry");
+    assert_eq!(annotation(&replacement, PLANNED_NODE), Some("n2"));
+    assert_eq!(
+        nodes_affinity_allows(&api, &replacement, &["n1", "n2"]),
+        vec!["n2".to_string()]
+    );
+}

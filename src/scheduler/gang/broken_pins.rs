@@ -1,9 +1,11 @@
 //! Members pinned to a node that can no longer take them. A pod that asks for no
 //! vGPU is pinned to its planned node when its gate is lifted (`gang::pin`), and
 //! a pod without gates can never be gated again nor have its node affinity
-//! changed: if that node is deleted, cordoned or tainted against it before the pod
-//! is bound, kube-scheduler will never place it. Such a pod is evicted (it is
-//! still Pending, so no PodDisruptionBudget is consulted) for its controller to
+//! changed: if, before the pod is bound, that node is deleted, cordoned or tainted
+//! against it, kube-scheduler will never place it; if a pod bound there since
+//! repels it (or is repelled by it) through required pod anti-affinity,
+//! kube-scheduler will not place it while that pod runs. Such a pod is evicted (it
+//! is still Pending, so no PodDisruptionBudget is consulted) for its controller to
 //! recreate; the new pod is gated by the webhook and planned again with its gang.
 //! A pod no controller owns would be lost by that, so it is left in place with a
 //! Warning event saying it must be recreated.
@@ -12,8 +14,10 @@ use crate::cluster::api::EventType;
 use crate::gang::book::{Member, MemberPhase};
 use crate::ledger::Ledger;
 use crate::placement::node_predicates::admits;
+use crate::placement::pod_affinity::{AFFINITY, InterPodAffinity};
 use crate::resources::Resources;
 use crate::scheduler::Scheduler;
+use std::collections::BTreeMap;
 
 /// A pinned member whose node refuses it.
 struct BrokenPin {
@@ -32,7 +36,31 @@ fn pin_refused(ledger: &Ledger, m: &Member, node: &str) -> Option<String> {
         return Some("the node is gone".to_string());
     };
     let nothing = Resources::default();
-    admits(&m.pod, node, traits, &nothing, &nothing, &nothing).err()
+    admits(&m.pod, node, traits, &nothing, &nothing, &nothing)
+        .err()
+        .or_else(|| repelled(ledger, m, &traits.labels))
+}
+
+/// Why pod anti-affinity keeps `m` off a node with `labels`, if it does: a pod
+/// bound there since the pin (kube-scheduler did not see the unbound member)
+/// repels it, or is one it repels. Pod affinity is not judged: the pods it
+/// follows may be planned members not bound yet, and kube-scheduler waits for them.
+fn repelled(ledger: &Ledger, m: &Member, labels: &BTreeMap<String, String>) -> Option<String> {
+    let mut check = InterPodAffinity::new(&m.pod);
+    let every_pod = check.has_own_terms();
+    let no_labels = BTreeMap::new();
+    for (_, n) in ledger.load().nodes() {
+        let node_labels = n.traits.as_deref().map_or(&no_labels, |t| &t.labels);
+        for pod in n.pods.iter() {
+            if every_pod || !pod.anti_affinity.is_empty() {
+                check.add(pod, node_labels);
+            }
+        }
+    }
+    match check.admits(labels) {
+        Err(reason) if reason != AFFINITY => Some(reason.to_string()),
+        _ => None,
+    }
 }
 
 impl Scheduler {
