@@ -1,7 +1,9 @@
 //! Required pod affinity and anti-affinity, through a session: judged against the
 //! pods on the nodes (as the pod watch keeps them) and the members the planner
 //! has already put on nodes, in both directions, for tasks that ask for vGPUs and
-//! tasks that do not.
+//! tasks that do not. The two cases of Volcano's `plugins/predicates` tests that
+//! use pod anti-affinity (`TestEventHandler`, `TestPodAntiAffinity`) are among
+//! them, with Volcano's expectations.
 
 use super::allocate::Allocate;
 use super::plain_tasks_tests::{cpu_task, labelled_cpu_nodes, planned, run_on, running};
@@ -276,4 +278,97 @@ fn the_pod_watch_keeps_what_inter_pod_affinity_needs_of_a_bound_pod() {
     assert_eq!(kept[0].anti_affinity.len(), 1);
     load.set_pod("uid-p", None);
     assert!(load.get("a").is_none_or(|n| n.pods.is_empty()));
+}
+
+/// Volcano's `getWorkerAffinity`: required anti-affinity to `role In [worker]`
+/// per hostname.
+fn worker_anti_affinity() -> Value {
+    json!({"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{
+        "labelSelector": {"matchExpressions": [
+            {"key": "role", "operator": "In", "values": ["worker"]}]},
+        "topologyKey": HOSTNAME}]}})
+}
+
+/// Volcano's predicates `TestEventHandler` "pod-deallocate": pg1 (higher priority,
+/// minMember 2) places worker-1 on node1 (its node selector allows no other),
+/// then worker-2 fits nowhere (node1 holds a worker it repels, node2 is too
+/// small), so pg1 is taken back whole; worker-3 of pg2 then finds node1 free of
+/// workers.
+#[test]
+fn volcano_predicates_pod_deallocate_a_discarded_gang_repels_no_one() {
+    let mut w1 = shaped(
+        cpu_task("pg1", "worker-1", 3),
+        json!({"role": "worker"}),
+        worker_anti_affinity(),
+    );
+    Arc::make_mut(&mut w1.pod)
+        .spec
+        .as_mut()
+        .expect("spec")
+        .node_selector = Some(BTreeMap::from([("selector".into(), "worker".into())]));
+    let w2 = shaped(
+        cpu_task("pg1", "worker-2", 5),
+        json!({"role": "worker"}),
+        worker_anti_affinity(),
+    );
+    let w3 = shaped(
+        cpu_task("pg2", "worker-3", 4),
+        json!({"role": "worker"}),
+        worker_anti_affinity(),
+    );
+    let mut pg1 = job("pg1", "q", 2, vec![w1, w2]);
+    pg1.priority = 2;
+    let mut pg2 = job("pg2", "q", 1, vec![w3]);
+    pg2.priority = 1;
+    let labels = |node: &str| {
+        let mut l = BTreeMap::from([(HOSTNAME.to_string(), node.to_string())]);
+        if node == "node1" {
+            l.insert("selector".into(), "worker".into());
+        }
+        l
+    };
+    let nodes = labelled_cpu_nodes(&[("node1", 14, 10), ("node2", 3, 10)], &labels, &[]);
+    let o = run_on(nodes, vec![pg1, pg2], &[&Allocate]);
+    assert_eq!(
+        planned(&o),
+        BTreeMap::from([("worker-3".into(), Some("node1".into()))])
+    );
+}
+
+/// Volcano's predicates `TestPodAntiAffinity` "pod-anti-affinity": worker-3 is
+/// repelled from n1 by the running worker-1 (which it repels too); evicting the
+/// lower-priority worker-2 would free a pod slot but not that, so nobody is
+/// evicted and nothing is pipelined.
+#[test]
+fn volcano_predicates_pod_anti_affinity_no_eviction_that_cannot_help() {
+    use super::preempt::Preempt;
+    let mut w1 = running(
+        shaped(
+            cpu_task("pg1", "worker-1", 3),
+            json!({"role": "worker"}),
+            worker_anti_affinity(),
+        ),
+        "n1",
+    );
+    w1.priority = 100_000;
+    let mut w2 = running(
+        shaped(cpu_task("pg1", "worker-2", 3), json!({}), Value::Null),
+        "n1",
+    );
+    w2.priority = 10;
+    let mut w3 = shaped(
+        cpu_task("pg2", "worker-3", 3),
+        json!({"role": "worker"}),
+        worker_anti_affinity(),
+    );
+    w3.priority = 100_000;
+    let mut pg1 = job("pg1", "q", 0, vec![w1, w2]);
+    pg1.priority = 10;
+    let mut pg2 = job("pg2", "q", 1, vec![w3]);
+    pg2.priority = 100_000;
+    let labels = |_: &str| BTreeMap::from([(HOSTNAME.to_string(), "node1".to_string())]);
+    let nodes = labelled_cpu_nodes(&[("n1", 12, 2)], &labels, std::slice::from_ref(&pg1));
+    let o = run_on(nodes, vec![pg1, pg2], &[&Allocate, &Preempt]);
+    assert_eq!(o.evictions().count(), 0, "{:?}", planned(&o));
+    assert!(planned(&o).is_empty(), "{:?}", planned(&o));
 }
