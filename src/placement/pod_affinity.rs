@@ -20,7 +20,7 @@
 
 use k8s_openapi::api::core::v1::{Pod, PodAffinityTerm};
 use kube::core::{Selector, SelectorExt};
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// The label every namespace carries, holding its name.
 const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
@@ -84,11 +84,38 @@ impl AffinityTerm {
         in_namespace && pods.matches(labels)
     }
 
-    /// The topology domain of a node with `labels`, if it has one for this term.
-    fn domain(&self, labels: &BTreeMap<String, String>) -> Option<(String, String)> {
-        labels
-            .get(&self.topology_key)
-            .map(|v| (self.topology_key.clone(), v.clone()))
+    /// The value of this term's topology label on a node with `labels`: its
+    /// domain, if it has one.
+    fn domain<'l>(&self, labels: &'l BTreeMap<String, String>) -> Option<&'l str> {
+        labels.get(&self.topology_key).map(String::as_str)
+    }
+}
+
+/// Topology domains: values of topology labels, by label.
+#[derive(Debug, Clone, Default)]
+struct Domains(HashMap<String, HashSet<String>>);
+
+impl Domains {
+    fn insert(&mut self, key: &str, value: &str) {
+        self.0
+            .entry(key.to_string())
+            .or_default()
+            .insert(value.to_string());
+    }
+
+    fn contains(&self, key: &str, value: &str) -> bool {
+        self.0.get(key).is_some_and(|values| values.contains(value))
+    }
+
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Whether a node with `labels` lies in one of the domains.
+    fn holds_node(&self, labels: &BTreeMap<String, String>) -> bool {
+        self.0
+            .iter()
+            .any(|(key, values)| labels.get(key).is_some_and(|v| values.contains(v)))
     }
 }
 
@@ -152,11 +179,11 @@ pub struct InterPodAffinity {
     incoming: AffinityPod,
     affinity: Vec<AffinityTerm>,
     /// Domains holding a pod that matches every affinity term.
-    affine_domains: HashSet<(String, String)>,
+    affine_domains: Domains,
     /// Domains holding a pod some anti-affinity term of the incoming pod selects.
-    repelled_domains: HashSet<(String, String)>,
+    repelled_domains: Domains,
     /// Domains holding a pod whose own anti-affinity selects the incoming pod.
-    repelling_domains: HashSet<(String, String)>,
+    repelling_domains: Domains,
 }
 
 impl InterPodAffinity {
@@ -170,9 +197,9 @@ impl InterPodAffinity {
         Self {
             incoming,
             affinity,
-            affine_domains: HashSet::new(),
-            repelled_domains: HashSet::new(),
-            repelling_domains: HashSet::new(),
+            affine_domains: Domains::default(),
+            repelled_domains: Domains::default(),
+            repelling_domains: Domains::default(),
         }
     }
 
@@ -193,21 +220,24 @@ impl InterPodAffinity {
                 .iter()
                 .all(|t| t.selects(&other.namespace, &other.labels))
         {
-            self.affine_domains
-                .extend(self.affinity.iter().filter_map(|t| t.domain(node_labels)));
+            for term in &self.affinity {
+                if let Some(value) = term.domain(node_labels) {
+                    self.affine_domains.insert(&term.topology_key, value);
+                }
+            }
         }
         for term in self.incoming.anti_affinity.iter() {
             if term.selects(&other.namespace, &other.labels)
-                && let Some(d) = term.domain(node_labels)
+                && let Some(value) = term.domain(node_labels)
             {
-                self.repelled_domains.insert(d);
+                self.repelled_domains.insert(&term.topology_key, value);
             }
         }
         for term in other.anti_affinity.iter() {
             if term.selects(&self.incoming.namespace, &self.incoming.labels)
-                && let Some(d) = term.domain(node_labels)
+                && let Some(value) = term.domain(node_labels)
             {
-                self.repelling_domains.insert(d);
+                self.repelling_domains.insert(&term.topology_key, value);
             }
         }
     }
@@ -215,21 +245,19 @@ impl InterPodAffinity {
     /// Whether the incoming pod may run on a node with `labels`; kube-scheduler's
     /// reason otherwise.
     pub fn admits(&self, labels: &BTreeMap<String, String>) -> Result<(), &'static str> {
-        if labels
-            .iter()
-            .any(|(k, v)| self.repelling_domains.contains(&(k.clone(), v.clone())))
-        {
+        if self.repelling_domains.holds_node(labels) {
             return Err(EXISTING_ANTI_AFFINITY);
         }
-        let mut domains = Vec::with_capacity(self.affinity.len());
+        let mut all_present = true;
         for term in &self.affinity {
             // Every topology label must be on the node.
             match term.domain(labels) {
-                Some(d) => domains.push(d),
+                Some(value) => {
+                    all_present &= self.affine_domains.contains(&term.topology_key, value);
+                }
                 None => return Err(AFFINITY),
             }
         }
-        let all_present = domains.iter().all(|d| self.affine_domains.contains(d));
         let first_of_its_group = self.affine_domains.is_empty()
             && !self.affinity.is_empty()
             && self
@@ -239,13 +267,10 @@ impl InterPodAffinity {
         if !all_present && !first_of_its_group {
             return Err(AFFINITY);
         }
-        if self
-            .incoming
-            .anti_affinity
-            .iter()
-            .filter_map(|t| t.domain(labels))
-            .any(|d| self.repelled_domains.contains(&d))
-        {
+        if self.incoming.anti_affinity.iter().any(|t| {
+            t.domain(labels)
+                .is_some_and(|value| self.repelled_domains.contains(&t.topology_key, value))
+        }) {
             return Err(ANTI_AFFINITY);
         }
         Ok(())
