@@ -197,6 +197,7 @@ impl Table {
                         allocatable: alloc.clone(),
                         requested: requested.get(name).cloned().unwrap_or_default(),
                         traits: None,
+                        pods: Default::default(),
                     },
                 }
             })
