@@ -832,6 +832,9 @@ async fn a_pods_scheduling_group_cannot_be_changed_set_or_removed() {
         .await;
     assert_eq!(code, 200, "{patched}");
     assert_eq!(patched["spec"]["schedulingGroup"]["podGroupName"], "train");
+}
+
+#[tokio::test]
 async fn a_gated_pod_may_only_have_its_node_selection_narrowed_and_only_while_gated() {
     let api = Api::start().await;
     let mut gated = pod("default", "g", json!({}));
