@@ -4,7 +4,8 @@
 //! (binpack, usage, and the queue totals) read it.
 
 use crate::node_metrics::NodeMetricsBook;
-use crate::resources::{Resources, parse_milli, pod_requests_of};
+use crate::placement::pod_affinity::AffinityPod;
+use crate::resources::{Resources, parse_milli};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use rustc_hash::FxHashMap;
 use std::sync::Arc;
@@ -19,6 +20,20 @@ pub struct NodeResources {
     /// Labels, taints and cordon, for kube-scheduler's node filters in the
     /// planner; `None` until the Node is seen. Shared: sessions copy it per cycle.
     pub traits: Option<std::sync::Arc<crate::placement::node_predicates::NodeTraits>>,
+    /// The pods bound to the node, as inter-pod affinity sees them (namespace,
+    /// labels, required anti-affinity). Shared: sessions copy it per cycle.
+    pub pods: Arc<Vec<Arc<AffinityPod>>>,
+}
+
+/// Where a pod sits and what it takes there.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Occupancy {
+    /// Its node.
+    pub node: String,
+    /// Its requests and a pod slot.
+    pub requests: Resources,
+    /// What inter-pod affinity needs of it.
+    pub pod: Arc<AffinityPod>,
 }
 
 /// CPU and memory of every node.
@@ -45,9 +60,10 @@ pub fn allocatable_of(node: &Node) -> Resources {
     r
 }
 
-/// The node a pod occupies and what it requests there, if it occupies one: bound
+/// The node a pod occupies and what it takes there (its requests and a pod
+/// slot), if it occupies one: bound
 /// (`spec.nodeName`) and not finished.
-pub fn occupancy_of(pod: &Pod) -> Option<(String, Resources)> {
+pub fn occupancy_of(pod: &Pod) -> Option<Occupancy> {
     let node = pod
         .spec
         .as_ref()
@@ -57,7 +73,12 @@ pub fn occupancy_of(pod: &Pod) -> Option<(String, Resources)> {
         pod.status.as_ref().and_then(|s| s.phase.as_deref()),
         Some("Succeeded") | Some("Failed")
     );
-    (!finished).then(|| (node.to_string(), pod_requests_of(pod, None)))
+    // Each pod also takes one of the node's pod slots (`allocatable.pods`).
+    (!finished).then(|| Occupancy {
+        node: node.to_string(),
+        requests: crate::placement::resource_fit::pod_footprint(pod),
+        pod: Arc::new(AffinityPod::of(pod)),
+    })
 }
 
 impl NodeLoad {
@@ -85,27 +106,36 @@ impl NodeLoad {
         if let Some(n) = self.nodes.get_mut(node) {
             n.allocatable = Resources::default();
             n.traits = None;
-            if n.requested.is_empty() {
+            if n.requested.is_empty() && n.pods.is_empty() {
                 self.nodes.remove(node);
             }
         }
     }
 
     /// Records where a pod sits now (`None`: on no node, or finished).
-    pub fn set_pod(&mut self, uid: &str, occupancy: Option<(String, Resources)>) {
+    pub fn set_pod(&mut self, uid: &str, occupancy: Option<Occupancy>) {
         if let Some((node, requests)) = self.pods.remove(uid)
             && let Some(n) = self.nodes.get_mut(&node)
         {
             n.requested.saturating_sub(&requests);
             n.requested.prune_zeros();
-            if n.requested.is_empty() && n.allocatable.is_empty() {
+            if n.pods.iter().any(|p| &*p.uid == uid) {
+                Arc::make_mut(&mut n.pods).retain(|p| &*p.uid != uid);
+            }
+            if n.requested.is_empty() && n.allocatable.is_empty() && n.pods.is_empty() {
                 self.nodes.remove(&node);
             }
         }
-        if let Some((node, requests)) = occupancy {
+        if let Some(Occupancy {
+            node,
+            requests,
+            pod,
+        }) = occupancy
+        {
             let n = self.nodes.entry(node.clone()).or_default();
             n.requested.add(&requests);
             n.requested.prune_zeros();
+            Arc::make_mut(&mut n.pods).push(pod);
             self.pods.insert(uid.into(), (node, requests));
         }
     }

@@ -775,6 +775,83 @@ async fn pod_updates_follow_the_real_rules() {
 }
 
 #[tokio::test]
+async fn a_gated_pod_may_only_have_its_node_selection_narrowed_and_only_while_gated() {
+    let api = Api::start().await;
+    let mut gated = pod("default", "g", json!({}));
+    gated["spec"]["schedulingGates"] = json!([{"name": "vgpu.io/gang"}]);
+    gated["spec"]["nodeSelector"] = json!({"zone": "a"});
+    gated["spec"]["affinity"] = json!({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution":
+        {"nodeSelectorTerms": [{"matchExpressions": [{"key": "pool", "operator": "In", "values": ["x"]}]}]}}});
+    api.server.create(gated);
+    let path = "/api/v1/namespaces/default/pods/g";
+    let terms = |t: Value| {
+        json!({"spec": {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution":
+            {"nodeSelectorTerms": t}}}}})
+    };
+    let pool = json!({"key": "pool", "operator": "In", "values": ["x"]});
+    let pin = json!({"key": "metadata.name", "operator": "In", "values": ["n1"]});
+    // Widening: a requirement dropped, a term added, a selector value changed.
+    for (widening, words) in [
+        (
+            terms(json!([{"matchFields": [pin]}])),
+            "only additions are allowed",
+        ),
+        (
+            terms(json!([{"matchExpressions": [pool]}, {"matchFields": [pin]}])),
+            "no additions/deletions to non-empty NodeSelectorTerms list are allowed",
+        ),
+        (
+            json!({"spec": {"nodeSelector": {"zone": "b"}}}),
+            "only additions to spec.nodeSelector are allowed",
+        ),
+    ] {
+        let (code, body) = api.patch(path, MERGE, &widening).await;
+        assert_eq!(code, 422, "{widening}: {body}");
+        assert!(body["message"].as_str().unwrap().contains(words), "{body}");
+    }
+    // Pod affinity is not node selection: never changed.
+    let (code, _) = api
+        .patch(
+            path,
+            MERGE,
+            &json!({"spec": {"affinity": {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": []}}}}),
+        )
+        .await;
+    assert_eq!(code, 422);
+    // Narrowing in the update that lifts the last gate: judged on the gated pod.
+    let mut narrowing = terms(json!([{"matchExpressions": [pool], "matchFields": [pin]}]));
+    narrowing["spec"]["schedulingGates"] = Value::Null;
+    narrowing["spec"]["nodeSelector"] = json!({"zone": "a", "rack": "r1"});
+    let (code, patched) = api.patch(path, MERGE, &narrowing).await;
+    assert_eq!(code, 200, "{patched}");
+    assert!(patched["spec"].get("schedulingGates").is_none());
+    assert_eq!(
+        patched["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+            ["nodeSelectorTerms"][0]["matchFields"][0]["values"],
+        json!(["n1"])
+    );
+    // No gate left: no change at all, not even a narrowing one.
+    let mut more = json!({"spec": {"nodeSelector": {"zone": "a", "rack": "r1", "row": "2"}}});
+    let (code, _) = api.patch(path, MERGE, &more).await;
+    assert_eq!(code, 422);
+    more = terms(json!([{"matchExpressions": [pool.clone(), pool], "matchFields": [pin]}]));
+    let (code, _) = api.patch(path, MERGE, &more).await;
+    assert_eq!(code, 422);
+    // A gated pod with no required terms may have any set.
+    let mut free = pod("default", "f", json!({}));
+    free["spec"]["schedulingGates"] = json!([{"name": "vgpu.io/gang"}]);
+    api.server.create(free);
+    let (code, body) = api
+        .patch(
+            "/api/v1/namespaces/default/pods/f",
+            MERGE,
+            &terms(json!([{"matchFields": [pin]}])),
+        )
+        .await;
+    assert_eq!(code, 200, "{body}");
+}
+
+#[tokio::test]
 async fn binding_checks_uid_and_existing_assignment() {
     let api = Api::start().await;
     let p = api.server.create(pod("default", "p", json!({})));

@@ -103,12 +103,15 @@ pub trait ClusterApi: Send + Sync {
     /// Records an event.
     async fn record_event(&self, event: SchedulerEvent);
     /// Removes one scheduling gate from a pod (no-op when it is not there), so
-    /// kube-scheduler starts scheduling it.
+    /// kube-scheduler starts scheduling it. With `pin`, the same update narrows
+    /// the pod's required node affinity to that node (see `gang::pin`): the only
+    /// moment Kubernetes still accepts it.
     async fn remove_scheduling_gate(
         &self,
         namespace: &str,
         name: &str,
         gate: &str,
+        pin: Option<&str>,
     ) -> Result<(), ApiError>;
     /// Whether the scheduler hears of changes through watches (a live cluster).
     /// When it does not (a cluster file), it applies its own writes itself.

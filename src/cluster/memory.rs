@@ -542,11 +542,21 @@ impl ClusterApi for MemoryCluster {
         namespace: &str,
         name: &str,
         gate: &str,
+        pin: Option<&str>,
     ) -> Result<(), ApiError> {
         let key = key(namespace, name);
         let mut pods = self.pods.lock(&key);
         let stored = stored_pod(&mut pods, &key)?;
         let mut pod = stored.pod()?;
+        if let Some(spec) = pod.spec.as_mut()
+            && let Some(node) = pin
+            && spec
+                .scheduling_gates
+                .as_ref()
+                .is_some_and(|g| g.iter().any(|g| g.name == gate))
+        {
+            crate::gang::pin::pin_to_node(spec, node);
+        }
         if let Some(gates) = pod.spec.as_mut().and_then(|s| s.scheduling_gates.as_mut()) {
             gates.retain(|g| g.name != gate);
             if gates.is_empty()

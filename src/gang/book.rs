@@ -63,6 +63,8 @@ pub struct Member {
     pub phase: MemberPhase,
     /// When the planner's reservation for it ends (Unix seconds), if it was planned.
     pub plan_deadline: Option<i64>,
+    /// The node planned for it when it asks for no vGPU ([`super::PLANNED_NODE`]).
+    pub planned_node: Option<String>,
     /// CPU and memory requests (milli-units), as queues count them.
     pub requests: Resources,
     /// Whether it may be evicted for another pod (`volcano.sh/preemptable`).
@@ -292,6 +294,10 @@ pub fn member_of(pod: &Pod) -> Option<Member> {
             .as_ref()
             .and_then(|a| a.get(super::PLAN_DEADLINE))
             .and_then(|v| v.parse().ok()),
+        planned_node: annotations
+            .and_then(|a| a.get(super::PLANNED_NODE))
+            .filter(|n| !n.is_empty())
+            .cloned(),
         requests: pod_requests(pod),
         preemptable: victim_facts::preemptable(pod),
         never_preempts: victim_facts::never_preempts(pod),

@@ -15,6 +15,7 @@ pub mod filter_only;
 pub mod memberless_group;
 pub mod membership;
 pub mod native_group;
+pub mod pin;
 pub mod pipelined_plan;
 pub mod plan;
 pub mod priority_classes;
@@ -30,6 +31,12 @@ pub use view::GangView;
 /// Pod annotation: when the planner's reservation for the pod ends (Unix seconds).
 /// It survives restarts, so a rebuilt ledger keeps the reservation exactly as long.
 pub const PLAN_DEADLINE: &str = "vgpu-scheduler.io/gang-plan-deadline";
+
+/// Pod annotation on a gang or queue pod that asks for no vGPU: the node the
+/// planner chose for it. Written before its gate is lifted (with the pin, see
+/// [`pin`]), so the plan survives a restart and the next cycles count the pod on
+/// that node until it is bound there.
+pub const PLANNED_NODE: &str = "vgpu-scheduler.io/planned-node";
 
 /// PodGroup annotation: `"true"` holds every member at `/bind` until minMember
 /// members arrived there (all-or-nothing start), `"false"` opts out of the flag.

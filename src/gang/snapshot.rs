@@ -70,7 +70,7 @@ pub struct LedgerPicture {
 impl LedgerPicture {
     /// Takes the picture (call with the ledger locked for reading).
     pub fn take(ledger: &Ledger, book: &GangBook) -> Self {
-        let nodes = ledger
+        let mut nodes: Vec<SessionNode> = ledger
             .snapshot_nodes()
             .into_iter()
             .map(|(name, gpus)| SessionNode {
@@ -110,6 +110,28 @@ impl LedgerPicture {
                 ))
             })
             .collect();
+        let mut holdings: HashMap<String, TaskPlacement> = holdings;
+        for m in book.members.values() {
+            if holdings.contains_key(&m.uid) {
+                continue;
+            }
+            if let Some(node) = node_without_gpus(m) {
+                // A plan interrupted before the gate was lifted, onto a node that is
+                // gone since: the member is still gated, so it is planned again.
+                if m.gated && !nodes.iter().any(|n| n.name == node) {
+                    continue;
+                }
+                holdings.insert(
+                    m.uid.clone(),
+                    TaskPlacement {
+                        node,
+                        devices: Vec::new(),
+                        init_count: 0,
+                    },
+                );
+            }
+        }
+        count_planned_on_nodes(&mut nodes, book, &holdings);
         Self {
             nodes,
             quotas,
@@ -117,6 +139,49 @@ impl LedgerPicture {
             pipelined,
             allocatable: ledger.load().total_allocatable(),
             measured: ledger.load().measured().clone(),
+        }
+    }
+}
+
+/// The node of a member the ledger holds nothing for: the one it is bound to,
+/// or the one planned for it (a pod that asks for no vGPU).
+fn node_without_gpus(m: &Member) -> Option<String> {
+    match m.phase {
+        MemberPhase::Placed => m
+            .pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.node_name.clone())
+            .filter(|n| !n.is_empty()),
+        MemberPhase::Pending => m.planned_node.clone(),
+        MemberPhase::Succeeded | MemberPhase::Failed => None,
+    }
+}
+
+/// Counts what members planned onto a node but not yet bound there will take of
+/// it (bound pods are counted already, from the pod watch): otherwise the next
+/// cycle would plan the same room again before they arrive.
+fn count_planned_on_nodes(
+    nodes: &mut [SessionNode],
+    book: &GangBook,
+    holdings: &HashMap<String, TaskPlacement>,
+) {
+    let index: HashMap<String, usize> = nodes
+        .iter()
+        .enumerate()
+        .map(|(i, n)| (n.name.clone(), i))
+        .collect();
+    for m in book.members.values() {
+        if m.phase != MemberPhase::Pending {
+            continue;
+        }
+        let Some(held) = holdings.get(&m.uid) else {
+            continue;
+        };
+        if let Some(node) = index.get(&held.node).map(|&i| &mut nodes[i]) {
+            node.resources
+                .requested
+                .add(&crate::placement::resource_fit::pod_footprint(&m.pod));
         }
     }
 }

@@ -25,6 +25,10 @@ pub struct TaskFacts<'a> {
     pub queue: Option<&'a str>,
     /// The names its vGPU dimensions go by in `resreq`.
     pub dims: &'a VgpuDims,
+    /// Its required pod (anti-)affinity and the other pods' anti-affinity against
+    /// it, gathered over the pods on the nodes; `None` when neither applies (or
+    /// no predicate runs).
+    pub pod_affinity: Option<&'a super::pod_affinity::InterPodAffinity>,
 }
 
 /// A candidate node, as plugins see it.

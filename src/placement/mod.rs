@@ -11,7 +11,9 @@ mod choose;
 mod judge;
 pub mod node_predicates;
 pub mod node_preferences;
+pub mod pod_affinity;
 mod rejection;
+pub mod resource_fit;
 mod source;
 mod subset;
 

@@ -3,15 +3,15 @@
 //! kube-scheduler would refuse, or the member's planned node is rejected later and
 //! the gang loses its co-placement. These are the filters a node's own facts
 //! decide: unschedulable, node selector and required node affinity, taints and
-//! tolerations, and CPU/memory fit. Inter-pod (anti-)affinity and topology spread
-//! depend on every other pod's labels and are left to kube-scheduler: a member
-//! whose planned node fails them is placed again at `/filter`.
+//! tolerations, and CPU/memory fit. Required inter-pod (anti-)affinity depends on
+//! the other pods' labels and is checked by `pod_affinity`; topology spread is
+//! left to kube-scheduler.
 //!
 //! Reasons use kube-scheduler's words, so users see the messages they know.
 
 use crate::resources::Resources;
 use k8s_openapi::api::core::v1::{
-    NodeSelectorRequirement, NodeSelectorTerm, Pod, PodSpec, Taint, Toleration,
+    NodeSelector, NodeSelectorRequirement, NodeSelectorTerm, Pod, PodSpec, Taint, Toleration,
 };
 use std::collections::BTreeMap;
 
@@ -117,14 +117,7 @@ fn matches_node_selector(
         .iter()
         .flatten()
         .all(|(k, v)| labels.get(k) == Some(v));
-    let required = spec
-        .affinity
-        .as_ref()
-        .and_then(|a| a.node_affinity.as_ref())
-        .and_then(|n| {
-            n.required_during_scheduling_ignored_during_execution
-                .as_ref()
-        });
+    let required = required_node_selector(spec);
     // Terms are ORed; an empty list of terms matches no node.
     let affinity_holds = required.is_none_or(|r| {
         r.node_selector_terms
@@ -132,6 +125,17 @@ fn matches_node_selector(
             .any(|term| term_matches(term, node_name, labels))
     });
     selector_holds && affinity_holds
+}
+
+/// The pod's required node affinity (`requiredDuringSchedulingIgnoredDuringExecution`).
+pub fn required_node_selector(spec: &PodSpec) -> Option<&NodeSelector> {
+    spec.affinity
+        .as_ref()
+        .and_then(|a| a.node_affinity.as_ref())
+        .and_then(|n| {
+            n.required_during_scheduling_ignored_during_execution
+                .as_ref()
+        })
 }
 
 /// A term's requirements are ANDed; a term with none matches no node.

@@ -159,6 +159,7 @@ impl PodFacts {
             pod,
             queue: self.queue.as_deref(),
             dims: &self.dims,
+            pod_affinity: None,
         }
     }
 }

@@ -226,8 +226,11 @@ impl ClusterApi for SlowEvictions {
         namespace: &str,
         name: &str,
         gate: &str,
+        pin: Option<&str>,
     ) -> Result<(), ApiError> {
-        self.0.remove_scheduling_gate(namespace, name, gate).await
+        self.0
+            .remove_scheduling_gate(namespace, name, gate, pin)
+            .await
     }
     fn reports_changes(&self) -> bool {
         true

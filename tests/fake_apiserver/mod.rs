@@ -40,6 +40,7 @@ mod disruption;
 mod events;
 mod eviction;
 mod faults;
+mod gated_node_selection;
 mod handlers;
 mod kubeconfig;
 mod lists;

@@ -201,6 +201,12 @@ pub fn validate_update(old: &Value, new: &Value) -> Result<(), ApiError> {
             )],
         ));
     }
+    if !old_gates.is_empty() {
+        let causes = super::gated_node_selection::narrowing_causes(&old_spec, &new_spec);
+        if !causes.is_empty() {
+            return Err(ApiError::invalid_object(res, name, causes));
+        }
+    }
     // Fields an update may change: copy them back from the old spec and compare.
     let Some(ns) = new_spec.as_object_mut() else {
         return Err(ApiError::invalid_object(
@@ -209,7 +215,7 @@ pub fn validate_update(old: &Value, new: &Value) -> Result<(), ApiError> {
             vec![Cause::forbidden("spec", SPEC_FORBIDDEN)],
         ));
     };
-    let mut allowed = vec![
+    let allowed = vec![
         "schedulingGates",
         "activeDeadlineSeconds",
         "tolerations",
@@ -217,7 +223,7 @@ pub fn validate_update(old: &Value, new: &Value) -> Result<(), ApiError> {
     ];
     if !old_gates.is_empty() {
         // Gated pods may get their node selection narrowed (1.30+).
-        allowed.extend(["nodeSelector", "affinity"]);
+        super::gated_node_selection::restore_node_selection(&old_spec, ns);
     }
     for f in allowed {
         match old_spec.get(f) {

@@ -298,6 +298,7 @@ impl ClusterApi for KubeCluster {
         namespace: &str,
         name: &str,
         gate: &str,
+        pin: Option<&str>,
     ) -> Result<(), ApiError> {
         let api: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
         let shown = format!("{namespace}/{name}");
@@ -329,10 +330,18 @@ impl ClusterApi for KubeCluster {
                 .filter(|g| g.name != gate)
                 .map(|g| json!({ "name": g.name }))
                 .collect();
-            let body = json!({
+            let mut body = json!({
                 "metadata": { "resourceVersion": pod.metadata.resource_version },
                 "spec": { "schedulingGates": if remaining.is_empty() { Value::Null } else { Value::Array(remaining) } }
             });
+            // The terms list is replaced whole by a merge patch: send it narrowed
+            // from the version read, which the resourceVersion guards.
+            if let (Some(node), Some(spec)) = (pin, pod.spec.as_ref()) {
+                let selector = crate::gang::pin::pinned_selector(spec, node);
+                body["spec"]["affinity"] = json!({ "nodeAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": selector
+                }});
+            }
             self.admit().await;
             match api
                 .patch(name, &PatchParams::default(), &Patch::Merge(&body))

@@ -111,6 +111,10 @@ impl Scheduler {
                     let Some(placement) = m.placement.as_mut() else {
                         continue;
                     };
+                    // Nothing to book: the pod carries its node as its pin.
+                    if placement.without_gpus() {
+                        continue;
+                    }
                     if m.pipelined {
                         let entry = PodEntry::new(
                             m.uid.clone(),
@@ -289,6 +293,7 @@ impl Scheduler {
                 .is_some_and(|v| v.phase != GangPhase::Completed)
         });
         self.gang_watchdog().await;
+        self.release_broken_pins().await;
         self.write_statuses(&mut memory, &outcome).await;
         self.tell_waiting_members(&mut memory, &outcome.verdicts)
             .await;

@@ -4,9 +4,11 @@
 //! victims (`evict`) and following plans that wait for them (`pipelined`),
 //! priorities and disruption budgets (`policy_feed`), namespace ResourceQuotas
 //! (`quota_feed`), PodGroup and
-//! Queue status (`report`), the watchdog (`watchdog`), the `/filter` and `/bind`
+//! Queue status (`report`), the watchdog (`watchdog`), members pinned to a node
+//! that no longer takes them (`broken_pins`), the `/filter` and `/bind`
 //! hooks (`hooks`) and the loop that runs cycles (`driver`).
 
+mod broken_pins;
 mod cycle;
 pub mod driver;
 mod evict;

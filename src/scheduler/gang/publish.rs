@@ -3,13 +3,22 @@
 //! cannot be written whole is rolled back whole.
 
 use crate::cluster::api::{EventType, MetadataPatch};
-use crate::gang::PLAN_DEADLINE;
 use crate::gang::book::{GANG_GATE, GangKey, MemberPhase};
 use crate::gang::pipelined_plan::PIPELINED_PLAN;
+use crate::gang::{PLAN_DEADLINE, PLANNED_NODE};
 use crate::scheduler::{Scheduler, allocation_patch, clear_allocation_patch};
 use crate::volcano::framework::outcome::{JobCommit, PlannedTask};
 use crate::volcano::framework::{GangPhase, GangVerdict};
 use std::collections::BTreeMap;
+
+/// A pod whose gang gate is to be lifted.
+struct GateToLift {
+    namespace: String,
+    name: String,
+    uid: String,
+    /// The node to pin it to (a pod that asks for no vGPU).
+    pin: Option<String>,
+}
 
 impl Scheduler {
     /// Writes the plan onto the members, evicts the victims it makes room with,
@@ -32,6 +41,24 @@ impl Scheduler {
             let Some(p) = &m.placement else {
                 continue;
             };
+            if p.without_gpus() {
+                let mut patch = MetadataPatch::default();
+                patch
+                    .annotations
+                    .insert(PLANNED_NODE.to_string(), Some(p.node.clone()));
+                match self
+                    .api
+                    .patch_pod_metadata(&m.namespace, &m.name, &patch)
+                    .await
+                {
+                    Ok(()) => patched.push(m),
+                    Err(e) => {
+                        failure = Some(format!("patch pod {}/{}: {e}", m.namespace, m.name));
+                        break;
+                    }
+                }
+                continue;
+            }
             let plan = self
                 .ledger
                 .read()
@@ -78,7 +105,11 @@ impl Scheduler {
         // Written on every member: from now on `/filter` answers the plan.
         {
             let mut planned = self.gang.planned.lock();
-            for m in commit.members.iter().filter(|m| m.placement.is_some()) {
+            for m in commit
+                .members
+                .iter()
+                .filter(|m| m.placement.as_ref().is_some_and(|p| !p.without_gpus()))
+            {
                 if !waiting.iter().any(|(w, _)| w.uid == m.uid) {
                     planned.insert(m.uid.clone());
                 }
@@ -112,13 +143,18 @@ impl Scheduler {
             tracing::info!(gang = %commit.gang, queue = %commit.queue, members = commit.members.len(), pipelined = waiting.len(), evicted = commit.evictions.len(), "gang planned; waiting for evicted pods to leave");
             return Ok(());
         }
-        self.lift_gates(
-            commit
-                .members
-                .iter()
-                .filter(|m| m.gated)
-                .map(|m| (m.namespace.clone(), m.name.clone(), m.uid.clone())),
-        )
+        self.lift_gates(commit.members.iter().filter(|m| m.gated).map(|m| {
+            GateToLift {
+                namespace: m.namespace.clone(),
+                name: m.name.clone(),
+                uid: m.uid.clone(),
+                pin: m
+                    .placement
+                    .as_ref()
+                    .filter(|p| p.without_gpus())
+                    .map(|p| p.node.clone()),
+            }
+        }))
         .await;
         tracing::info!(gang = %commit.gang, queue = %commit.queue, members = commit.members.len(), "gang planned and released to kube-scheduler");
         for m in &commit.members {
@@ -158,22 +194,54 @@ impl Scheduler {
             }
         }
         let clear = clear_allocation_patch();
+        let mut unplanned = MetadataPatch::default();
+        unplanned.annotations.insert(PLANNED_NODE.to_string(), None);
         for m in patched {
+            let clear = match &m.placement {
+                Some(p) if p.without_gpus() => &unplanned,
+                _ => &clear,
+            };
             let _ = self
                 .api
-                .patch_pod_metadata(&m.namespace, &m.name, &clear)
+                .patch_pod_metadata(&m.namespace, &m.name, clear)
                 .await;
         }
     }
 
-    /// Removes our gate from each pod (namespace, name, UID).
-    async fn lift_gates(&self, pods: impl Iterator<Item = (String, String, String)>) {
-        for (ns, name, uid) in pods {
-            match self.api.remove_scheduling_gate(&ns, &name, GANG_GATE).await {
+    /// Removes our gate from each pod, pinning it to its planned node when it has
+    /// one: nothing else holds such a pod to its plan.
+    ///
+    /// Pinned pods go first, and a pin the API server refuses stops the rest: the
+    /// gang then stays gated rather than starting without that member, and its
+    /// gates are tried again next cycle (see [`Self::finish_interrupted_commits`]).
+    async fn lift_gates(&self, pods: impl Iterator<Item = GateToLift>) {
+        let mut pods: Vec<GateToLift> = pods.collect();
+        pods.sort_by_key(|g| g.pin.is_none());
+        for GateToLift {
+            namespace: ns,
+            name,
+            uid,
+            pin,
+        } in pods
+        {
+            match self
+                .api
+                .remove_scheduling_gate(&ns, &name, GANG_GATE, pin.as_deref())
+                .await
+            {
                 Ok(()) => {
                     if let Some(member) = self.gang.book.write().members.get_mut(&uid) {
                         member.gated = false;
+                        // Counted on its node from the next cycle on, even before
+                        // the watch shows the update.
+                        if pin.is_some() {
+                            member.planned_node = pin;
+                        }
                     }
+                }
+                Err(e) if pin.is_some() => {
+                    tracing::warn!(pod = %format!("{ns}/{name}"), error = %e, "could not pin the member to its planned node; its gang stays gated");
+                    return;
                 }
                 Err(e) => {
                     tracing::warn!(pod = %format!("{ns}/{name}"), error = %e, "could not lift the gang gate")
@@ -190,7 +258,7 @@ impl Scheduler {
         &self,
         verdicts: &BTreeMap<GangKey, GangVerdict>,
     ) {
-        let stuck: Vec<(String, String, String)> = {
+        let stuck: Vec<GateToLift> = {
             let book = self.gang.book.read();
             let ledger = self.ledger.read();
             book.members
@@ -201,12 +269,17 @@ impl Scheduler {
                         .get(&m.gang)
                         .is_some_and(|v| v.phase == GangPhase::Running)
                 })
-                .filter(|m| ledger.pod(&m.uid).is_some())
-                .map(|m| (m.namespace.clone(), m.name.clone(), m.uid.clone()))
+                .filter(|m| ledger.pod(&m.uid).is_some() || m.planned_node.is_some())
+                .map(|m| GateToLift {
+                    namespace: m.namespace.clone(),
+                    name: m.name.clone(),
+                    uid: m.uid.clone(),
+                    pin: m.planned_node.clone(),
+                })
                 .collect()
         };
-        for (ns, name, _) in &stuck {
-            tracing::info!(pod = %format!("{ns}/{name}"), "lifting the gate of a planned member (its gang is placed whole)");
+        for gate in &stuck {
+            tracing::info!(pod = %format!("{}/{}", gate.namespace, gate.name), "lifting the gate of a planned member (its gang is placed whole)");
         }
         self.lift_gates(stuck.into_iter()).await;
     }

@@ -1,7 +1,7 @@
 //! Backfill: starts best-effort tasks (no vGPU, no CPU or memory request) of
 //! admitted jobs that allocate left waiting, for instance because their queue was
-//! overused: they take nothing from anyone. A job's backfilled tasks commit only
-//! when the job is ready with them.
+//! overused: they take nothing from anyone but a pod slot on the node chosen for
+//! them. A job's backfilled tasks commit only when the job is ready with them.
 
 use super::jobs_by_queue;
 use crate::volcano::framework::{Action, Session, Statement};
@@ -27,9 +27,17 @@ impl Action for Backfill {
                     if !session.state.plannable(task) || !task.is_best_effort() {
                         continue;
                     }
-                    let charge = session.charge_for(task, None);
+                    // Even a pod asking for nothing needs a node with a pod slot
+                    // left that its predicates allow: it is pinned there.
+                    let Ok(choice) = session.choose_node(key, &uid) else {
+                        continue;
+                    };
+                    let Some(task) = session.state.task(key, &uid) else {
+                        continue;
+                    };
+                    let charge = session.charge_for(task, choice.as_ref());
                     if session.allocatable(key, &uid, &charge).is_ok() {
-                        statement.allocate(session, key, &uid, None, charge);
+                        statement.allocate(session, key, &uid, choice.as_ref(), charge);
                     }
                 }
                 if statement.is_empty() {

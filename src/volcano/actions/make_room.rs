@@ -4,8 +4,10 @@
 //! the node as it will be once they are gone, and pipeline it there. The node that
 //! needs the fewest evictions wins.
 
-use crate::fit::FitRequest;
+use crate::fit::{FitRequest, Placement};
 use crate::placement::Choice;
+use crate::placement::resource_fit::pod_footprint;
+use crate::resources::Resources;
 use crate::usage::{GpuUsage, collapse_pod_usage};
 use crate::volcano::framework::charge::Charge;
 use crate::volcano::framework::job::GpuAsk;
@@ -36,6 +38,67 @@ pub(crate) enum Room {
     Placed,
     /// Victims evicted; the task is pipelined onto this node.
     Pipelined { node: String, victims: usize },
+}
+
+/// What the task needs of a node: GPUs (the GPU fit decides), or only what it
+/// requests (the resource fit decides).
+enum Want<'a> {
+    Gpus(FitRequest<'a>),
+    Requests(Resources),
+}
+
+impl<'a> Want<'a> {
+    fn of(session: &'a Session, task: &'a TaskInfo) -> Result<Self, String> {
+        match &task.gpu {
+            GpuAsk::Vgpu(ctx) => Ok(Want::Gpus(FitRequest {
+                request: &ctx.request,
+                policies: &ctx.policies,
+                selectors: &ctx.selectors,
+                quota: crate::placement::NodeSource::quota(&session.state.nodes, &ctx.namespace),
+            })),
+            GpuAsk::None => Ok(Want::Requests(pod_footprint(&task.pod))),
+            GpuAsk::Invalid(e) => Err(format!("invalid request: {e}")),
+        }
+    }
+
+    /// Whether evicting `victim` frees anything this need counts: a pod holding
+    /// no GPU frees nothing for a vGPU task (its CPU and memory are
+    /// kube-scheduler's to judge there), so it is never evicted for one.
+    fn freed_by(&self, victim: &TaskInfo) -> bool {
+        match self {
+            Want::Gpus(_) => victim.placement.as_ref().is_some_and(|p| !p.without_gpus()),
+            Want::Requests(_) => true,
+        }
+    }
+
+    /// The placement on `node` once what the session evicts, and `released`
+    /// besides, is gone.
+    fn fit_future(
+        &self,
+        session: &Session,
+        node: &str,
+        released: &Released,
+    ) -> Result<Placement, String> {
+        let nodes = &session.state.nodes;
+        match self {
+            Want::Gpus(request) => nodes
+                .fit_future(node, &released.gpus, request)
+                .map_err(|e| e.to_string()),
+            Want::Requests(footprint) => nodes
+                .fit_requests(node, Some(&released.requests), footprint)
+                .map(|()| Placement {
+                    devices: Vec::new(),
+                    node_score: 0.0,
+                }),
+        }
+    }
+}
+
+/// What the victims chosen so far free on one node.
+#[derive(Default)]
+struct Released {
+    gpus: Vec<(Arc<str>, GpuUsage)>,
+    requests: Resources,
 }
 
 /// One node's plan: the units to evict, in order, and the units that may still
@@ -164,24 +227,7 @@ fn future_choice(
         .state
         .task(job, uid)
         .ok_or_else(|| "task is gone".to_string())?;
-    let GpuAsk::Vgpu(ctx) = &task.gpu else {
-        return Err("asks for no vGPU".into());
-    };
-    let quota = crate::placement::NodeSource::quota(&session.state.nodes, &ctx.namespace);
-    let placement = session
-        .state
-        .nodes
-        .fit_future(
-            node,
-            &[],
-            &FitRequest {
-                request: &ctx.request,
-                policies: &ctx.policies,
-                selectors: &ctx.selectors,
-                quota,
-            },
-        )
-        .map_err(|e| e.to_string())?;
+    let placement = Want::of(session, task)?.fit_future(session, node, &Released::default())?;
     Ok(Choice {
         node: node.to_string(),
         placement,
@@ -193,20 +239,10 @@ fn future_choice(
 /// is gone.
 fn fits_what_is_freed(session: &Session, job: &GangKey, uid: &str) -> Option<Choice> {
     let task = session.state.task(job, uid)?;
-    let GpuAsk::Vgpu(ctx) = &task.gpu else {
-        return None;
-    };
-    let nodes = &session.state.nodes;
-    let quota = crate::placement::NodeSource::quota(nodes, &ctx.namespace);
-    let request = FitRequest {
-        request: &ctx.request,
-        policies: &ctx.policies,
-        selectors: &ctx.selectors,
-        quota,
-    };
-    nodes.releasing_nodes().find_map(|node| {
+    let want = Want::of(session, task).ok()?;
+    session.state.nodes.releasing_nodes().find_map(|node| {
         session.node_allowed(job, uid, node).ok()?;
-        let placement = nodes.fit_future(node, &[], &request).ok()?;
+        let placement = want.fit_future(session, node, &Released::default()).ok()?;
         Some(Choice {
             node: node.to_string(),
             placement,
@@ -225,18 +261,9 @@ fn best_node(
 ) -> Result<NodePlan, String> {
     let state = &session.state;
     let task = state.task(job, uid).ok_or("task is gone")?;
-    let GpuAsk::Vgpu(ctx) = &task.gpu else {
-        return Err("asks for no vGPU".into());
-    };
+    let want = Want::of(session, task)?;
     let Some(preemptor_job) = state.job(job) else {
         return Err("job is gone".into());
-    };
-    let quota = crate::placement::NodeSource::quota(&state.nodes, &ctx.namespace);
-    let request = FitRequest {
-        request: &ctx.request,
-        policies: &ctx.policies,
-        selectors: &ctx.selectors,
-        quota,
     };
     // Candidates per node, by scope.
     let mut by_node: BTreeMap<&str, Vec<&TaskInfo>> = BTreeMap::new();
@@ -254,7 +281,11 @@ fn best_node(
         if !in_scope {
             continue;
         }
-        for t in other.tasks.iter().filter(|t| evictable(t, state.now)) {
+        for t in other
+            .tasks
+            .iter()
+            .filter(|t| evictable(t, state.now) && want.freed_by(t))
+        {
             if scope == Scope::OwnJob && t.priority >= task.priority {
                 continue;
             }
@@ -297,7 +328,7 @@ fn best_node(
         });
         let mut budgets = Budgets::new(state, session.evicted());
         let mut taken: BTreeSet<String> = BTreeSet::new();
-        let mut released: Vec<(Arc<str>, GpuUsage)> = Vec::new();
+        let mut released = Released::default();
         let mut units: Vec<Vec<(GangKey, String)>> = Vec::new();
         let mut spare: Vec<Vec<(GangKey, String)>> = Vec::new();
         let mut evicted = 0usize;
@@ -327,7 +358,10 @@ fn best_node(
             for t in &unit {
                 taken.insert(t.uid.clone());
                 if let Some(p) = t.placement.as_ref().filter(|p| p.node == node) {
-                    released.extend(collapse_pod_usage(&p.devices, p.init_count));
+                    released
+                        .gpus
+                        .extend(collapse_pod_usage(&p.devices, p.init_count));
+                    released.requests.add(&pod_footprint(&t.pod));
                 }
             }
             evicted += unit.len();
@@ -336,7 +370,7 @@ fn best_node(
                     .map(|t| (t.job.clone(), t.uid.clone()))
                     .collect(),
             );
-            match state.nodes.fit_future(node, &released, &request) {
+            match want.fit_future(session, node, &released) {
                 Ok(_) => fits = true,
                 Err(e) => why = format!("evicting every allowed task still leaves: {e}"),
             }

@@ -8,6 +8,10 @@ mod allocate_in_topology_tests;
 pub mod backfill;
 pub mod enqueue;
 mod make_room;
+#[cfg(test)]
+mod plain_tasks_tests;
+#[cfg(test)]
+mod pod_affinity_tests;
 pub mod preempt;
 #[cfg(test)]
 mod queue_limits_tests;

@@ -89,10 +89,20 @@ pub struct TaskPlacement {
     pub init_count: usize,
 }
 
+impl TaskPlacement {
+    /// A node and no GPUs: the placement of a task that asks for no vGPU, which
+    /// the ledger does not book (it books GPUs) and the pod carries as its pin.
+    pub fn without_gpus(&self) -> bool {
+        self.devices.is_empty()
+    }
+}
+
 /// What a task asks of the GPUs.
 #[derive(Debug, Clone)]
 pub enum GpuAsk {
-    /// No vGPU: kube-scheduler alone places it.
+    /// No vGPU: placed by its requests (CPU, memory, pod slots, extended
+    /// resources) and pinned to its node, since kube-scheduler never asks the
+    /// extender about it.
     None,
     /// A parsed vGPU request.
     Vgpu(Box<PodContext>),

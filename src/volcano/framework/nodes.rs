@@ -9,6 +9,7 @@ use crate::fit::{FitRequest, NodeView, Placement, QuotaHeadroom, fit_pod, node_s
 use crate::ledger::NodeEntry;
 use crate::node_load::NodeResources;
 use crate::node_metrics::{MeasuredUsage, NodeMetricsBook};
+use crate::placement::resource_fit::fits_node;
 use crate::placement::{NodeFacts, NodeRejection, NodeSource, RankFacts};
 use crate::resources::Resources;
 use crate::usage::{GpuUsage, collapse_pod_usage, usage_totals};
@@ -37,6 +38,9 @@ struct NodeChange {
     /// Usage of the tasks the session evicts from the node: still held now, free
     /// once they are gone (Volcano's "releasing").
     releasing: Vec<GpuUsage>,
+    /// What the evicted tasks request of the node (CPU, memory, pod slots...):
+    /// taken now, free once they are gone.
+    releasing_requests: Resources,
 }
 
 /// One tentative placement's effect, kept to take it back exactly.
@@ -62,6 +66,10 @@ pub struct NodeSet {
     /// "now" it is judged at.
     measured: Arc<NodeMetricsBook>,
     now: DateTime<Utc>,
+    /// Whether some pod on some node has required pod anti-affinity: only then
+    /// must a task without pod (anti-)affinity of its own be checked against the
+    /// pods on the nodes.
+    anti_affine_pods: bool,
 }
 
 impl NodeChange {
@@ -70,6 +78,7 @@ impl NodeChange {
         self.usage == usage
             && self.requested == *requested
             && self.releasing.iter().all(|r| *r == GpuUsage::default())
+            && self.releasing_requests.is_empty()
     }
 }
 
@@ -99,7 +108,12 @@ impl NodeSet {
             .map(|(i, n)| (n.name.clone(), i))
             .collect();
         let changed = vec![None; nodes.len()];
+        let anti_affine_pods = nodes
+            .iter()
+            .flat_map(|n| n.resources.pods.iter())
+            .any(|p| !p.anti_affinity.is_empty());
         Self {
+            anti_affine_pods,
             nodes,
             index,
             changed,
@@ -115,6 +129,11 @@ impl NodeSet {
         self.measured = measured;
         self.now = now;
         self
+    }
+
+    /// Whether some pod on some node has required pod anti-affinity.
+    pub fn has_anti_affine_pods(&self) -> bool {
+        self.anti_affine_pods
     }
 
     /// The nodes, sorted by name.
@@ -185,14 +204,15 @@ impl NodeSet {
         self.apply(placed, false);
     }
 
-    /// Marks a placed task's GPUs as being freed (its eviction): they stay used now
-    /// and count as free for pipelining.
+    /// Marks a placed task's GPUs and requests as being freed (its eviction): they
+    /// stay used now and count as free for pipelining.
     pub fn release(
         &mut self,
         namespace: &str,
         node: &str,
         devices: &PodDevices,
         init_count: usize,
+        requests: &Resources,
     ) -> Option<PlacedUsage> {
         let &i = self.index.get(node)?;
         let released = PlacedUsage {
@@ -201,7 +221,7 @@ impl NodeSet {
             usage: collapse_pod_usage(devices, init_count)
                 .into_iter()
                 .collect(),
-            requests: Resources::new(),
+            requests: requests.clone(),
         };
         self.apply_release(&released, true);
         Some(released)
@@ -220,6 +240,7 @@ impl NodeSet {
             score: entry.score,
             requested: node.resources.requested.clone(),
             releasing: vec![GpuUsage::default(); entry.devices.len()],
+            releasing_requests: Resources::new(),
         });
         for (uuid, u) in &released.usage {
             if let Some(d) = entry.devices.iter().position(|d| d.id == *uuid) {
@@ -230,6 +251,12 @@ impl NodeSet {
                 }
             }
         }
+        if add {
+            change.releasing_requests.add(&released.requests);
+        } else {
+            change.releasing_requests.saturating_sub(&released.requests);
+        }
+        change.releasing_requests.prune_zeros();
         if change.unchanged(&entry.effective, &node.resources.requested) {
             self.changed[released.node] = None;
         }
@@ -252,6 +279,26 @@ impl NodeSet {
             }
         }
         Some(usage)
+    }
+
+    /// Whether a pod taking `want` (see `placement::resource_fit`) fits the
+    /// node: as it is now, or, with `future`, once what the session evicts from it
+    /// and `future`'s requests are gone (the fit a pipelined task needs).
+    pub fn fit_requests(
+        &self,
+        node: &str,
+        future: Option<&Resources>,
+        want: &Resources,
+    ) -> Result<(), String> {
+        let &i = self.index.get(node).ok_or("node(s) were not found")?;
+        let mut requested = self.requested_of(i).clone();
+        if let Some(also) = future {
+            if let Some(c) = &self.changed[i] {
+                requested.saturating_sub(&c.releasing_requests);
+            }
+            requested.saturating_sub(also);
+        }
+        fits_node(&self.nodes[i].resources.allocatable, &requested, want)
     }
 
     /// Fits a pod on the node as it will be once what the session evicts from it
@@ -288,6 +335,7 @@ impl NodeSet {
             score: entry.score,
             requested: node.resources.requested.clone(),
             releasing: vec![GpuUsage::default(); entry.devices.len()],
+            releasing_requests: Resources::new(),
         });
         for (uuid, u) in &placed.usage {
             if let Some(d) = entry.devices.iter().position(|d| d.id == *uuid) {
@@ -331,8 +379,10 @@ impl NodeSet {
             .iter()
             .enumerate()
             .filter(|(_, c)| {
-                c.as_ref()
-                    .is_some_and(|c| c.releasing.iter().any(|r| *r != GpuUsage::default()))
+                c.as_ref().is_some_and(|c| {
+                    c.releasing.iter().any(|r| *r != GpuUsage::default())
+                        || !c.releasing_requests.is_empty()
+                })
             })
             .map(|(i, _)| self.nodes[i].name.as_str())
     }

@@ -89,6 +89,7 @@ fn session(conf: &str) -> Session {
                 allocatable: Resources::from_units([("cpu", 64)]),
                 requested: Resources::new(),
                 traits: None,
+                pods: Default::default(),
             },
         })
         .collect();

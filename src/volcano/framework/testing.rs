@@ -59,6 +59,15 @@ pub fn task(job: &GangKey, name: &str, resreq: Resources) -> TaskInfo {
     }
 }
 
+/// The key of the PodGroup job `name` in namespace `ns` (what [`job`] builds).
+pub fn gang_key(name: &str) -> GangKey {
+    GangKey {
+        namespace: "ns".into(),
+        name: name.into(),
+        single: false,
+    }
+}
+
 /// A PodGroup job in `queue` with these tasks.
 pub fn job(name: &str, queue: &str, min_member: usize, tasks: Vec<TaskInfo>) -> JobInfo {
     let key = GangKey {
@@ -97,7 +106,21 @@ pub fn job(name: &str, queue: &str, min_member: usize, tasks: Vec<TaskInfo>) -> 
     }
 }
 
-/// A session state with these queues and jobs and no nodes.
+/// A node without GPUs whose CPU and memory were never reported: it takes any
+/// task that asks for no vGPU (such tasks need a node to be planned onto).
+pub fn roomy_node() -> NodeSet {
+    NodeSet::new(
+        vec![super::nodes::SessionNode {
+            name: "node-roomy".into(),
+            gpus: Arc::default(),
+            resources: Default::default(),
+        }],
+        BTreeMap::new(),
+    )
+}
+
+/// A session state with these queues and jobs and one node without GPUs (see
+/// [`roomy_node`]).
 pub fn state(total: Resources, queues: Vec<QueueInfo>, jobs: Vec<JobInfo>) -> SessionState {
     SessionState {
         jobs: jobs.into_iter().map(|j| (j.key.clone(), j)).collect(),
@@ -105,7 +128,7 @@ pub fn state(total: Resources, queues: Vec<QueueInfo>, jobs: Vec<JobInfo>) -> Se
             .into_iter()
             .map(|q| (q.spec.name.clone(), q))
             .collect(),
-        nodes: NodeSet::default(),
+        nodes: roomy_node(),
         total,
         dims: VgpuDims::default(),
         now: chrono::DateTime::UNIX_EPOCH,

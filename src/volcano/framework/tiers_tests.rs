@@ -430,6 +430,7 @@ fn predicates_rule_out_and_node_scores_add_up() {
         pod: None,
         queue: None,
         dims: &dims,
+        pod_affinity: None,
     };
     let (devices, usage, cordoned) = (Vec::new(), Vec::new(), Default::default());
     let (vendor, models) = (Vec::new(), Vec::new());

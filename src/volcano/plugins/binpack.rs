@@ -273,6 +273,7 @@ mod tests {
                         pod: None,
                         queue: None,
                         dims: &dims,
+                        pod_affinity: None,
                     };
                     let score = b.score(&task, &facts);
                     assert!(

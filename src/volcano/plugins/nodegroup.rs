@@ -396,6 +396,7 @@ mod tests {
             pod: None,
             queue,
             dims: &dims,
+            pod_affinity: None,
         };
         let (devices, usage, cordoned) = (Vec::new(), Vec::new(), Default::default());
         let (vendor, models) = (Vec::new(), Vec::new());

@@ -4,7 +4,9 @@
 //! kube-scheduler sees them, and a planned node kube-scheduler refuses later
 //! breaks the gang's placement. See `placement::node_predicates` for what is
 //! checked (unschedulable, node selector and required node affinity, taints and
-//! tolerations, CPU and memory fit) and what is left to kube-scheduler.
+//! tolerations, CPU and memory fit) and what is left to kube-scheduler, and
+//! `placement::pod_affinity` for required pod affinity and anti-affinity, which
+//! the session gathers over the pods on the nodes and the tasks it has planned.
 //!
 //! Volcano's `predicate.*` arguments (GPU sharing, caching, proportional
 //! resources) tune filters this scheduler does differently or not at all: they are
@@ -46,14 +48,20 @@ impl Plugin for Predicates {
 
     fn predicate(&self, task: &TaskFacts<'_>, node: &NodeFacts<'_>) -> Result<(), String> {
         match (task.pod, node.traits) {
-            (Some(pod), Some(traits)) => admits(
-                pod,
-                node.name,
-                traits,
-                node.allocatable,
-                node.requested,
-                task.resreq,
-            ),
+            (Some(pod), Some(traits)) => {
+                admits(
+                    pod,
+                    node.name,
+                    traits,
+                    node.allocatable,
+                    node.requested,
+                    task.resreq,
+                )?;
+                match task.pod_affinity {
+                    Some(check) => check.admits(&traits.labels).map_err(String::from),
+                    None => Ok(()),
+                }
+            }
             // A node never seen as an object has nothing to check against.
             _ => Ok(()),
         }

@@ -4,7 +4,8 @@
 //! given plugins and actions, and what users would see of its outcome.
 
 use crate::node_load::NodeResources;
-use crate::resources::{Resources, parse_milli};
+use crate::placement::resource_fit::{POD_COUNT, pod_footprint};
+use crate::resources::{Resources, parse_milli, quantity_text};
 use crate::volcano::conf::SchedulerConf;
 use crate::volcano::framework::job::{TaskPlacement, TaskStatus};
 use crate::volcano::framework::nodes::{NodeSet, SessionNode};
@@ -24,6 +25,34 @@ pub fn resources(cpu: &str, memory: &str) -> Resources {
         }
     }
     r
+}
+
+/// `api.BuildResourceList(cpu, memory, {pods: n})`: a node's allocatable.
+pub fn node_alloc(cpu: &str, memory: &str, pods: i64) -> Resources {
+    let mut r = resources(cpu, memory);
+    r.set(POD_COUNT, pods.saturating_mul(1000));
+    r
+}
+
+/// The Pod object of a table's pod: its requests in one container, as
+/// `util.BuildPod` writes them, so the planner sees what Volcano's session does.
+fn pod_object(row: &PodRow) -> k8s_openapi::api::core::v1::Pod {
+    let requests: serde_json::Map<String, serde_json::Value> = row
+        .request
+        .iter()
+        .map(|(dim, milli)| (dim.to_string(), quantity_text(milli).into()))
+        .collect();
+    let mut spec = serde_json::json!({
+        "containers": [{"name": "c", "resources": {"requests": requests}}]
+    });
+    if !row.node.is_empty() {
+        spec["nodeName"] = row.node.into();
+    }
+    serde_json::from_value(serde_json::json!({
+        "metadata": {"name": row.name, "namespace": "c1", "uid": format!("uid-{}", row.name)},
+        "spec": spec,
+    }))
+    .unwrap_or_default()
 }
 
 /// One pod of a table: namespace `ns`, its PodGroup, phase and request.
@@ -151,6 +180,7 @@ impl Table {
                     .map(|p| {
                         let mut t = task(&k, p.name, p.request.clone());
                         t.namespace = "c1".into();
+                        t.pod = std::sync::Arc::new(pod_object(p));
                         t.priority = p.priority;
                         t.never_preempts = p.never_preempts;
                         t.preemptable = !p.not_preemptable;
@@ -183,7 +213,10 @@ impl Table {
         let mut total = Resources::default();
         let mut requested: BTreeMap<&str, Resources> = BTreeMap::new();
         for p in self.pods.iter().filter(|p| p.running) {
-            requested.entry(p.node).or_default().add(&p.request);
+            requested
+                .entry(p.node)
+                .or_default()
+                .add(&pod_footprint(&pod_object(p)));
         }
         let nodes = self
             .nodes
@@ -197,6 +230,7 @@ impl Table {
                         allocatable: alloc.clone(),
                         requested: requested.get(name).cloned().unwrap_or_default(),
                         traits: None,
+                        pods: Default::default(),
                     },
                 }
             })

@@ -117,6 +117,7 @@ fn task<'a>(resreq: &'a Resources, pod: Option<&'a Pod>, dims: &'a VgpuDims) -> 
         pod,
         queue: None,
         dims,
+        pod_affinity: None,
     }
 }
 

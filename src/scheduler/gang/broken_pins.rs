@@ -1,0 +1,108 @@
+//! Members pinned to a node that can no longer take them. A pod that asks for no
+//! vGPU is pinned to its planned node when its gate is lifted (`gang::pin`), and
+//! a pod without gates can never be gated again nor have its node affinity
+//! changed: if that node is deleted, cordoned or tainted against it before the pod
+//! is bound, kube-scheduler will never place it. Such a pod is evicted (it is
+//! still Pending, so no PodDisruptionBudget is consulted) for its controller to
+//! recreate; the new pod is gated by the webhook and planned again with its gang.
+//! A pod no controller owns would be lost by that, so it is left in place with a
+//! Warning event saying it must be recreated.
+
+use crate::cluster::api::EventType;
+use crate::gang::book::{Member, MemberPhase};
+use crate::ledger::Ledger;
+use crate::placement::node_predicates::admits;
+use crate::resources::Resources;
+use crate::scheduler::Scheduler;
+
+/// A pinned member whose node refuses it.
+struct BrokenPin {
+    namespace: String,
+    name: String,
+    uid: String,
+    node: String,
+    why: String,
+    owned: bool,
+}
+
+/// Why the node `m` is pinned to will not take it, if it will not. Room is not
+/// judged: a full node frees up as its pods finish.
+fn pin_refused(ledger: &Ledger, m: &Member, node: &str) -> Option<String> {
+    let Some(traits) = ledger.load().get(node).and_then(|n| n.traits.as_deref()) else {
+        return Some("the node is gone".to_string());
+    };
+    let nothing = Resources::default();
+    admits(&m.pod, node, traits, &nothing, &nothing, &nothing).err()
+}
+
+impl Scheduler {
+    /// Evicts owned members pinned to a node that refuses them; warns about the
+    /// others (see the module documentation).
+    pub(super) async fn release_broken_pins(&self) {
+        let broken: Vec<BrokenPin> = {
+            let book = self.gang.book.read();
+            let ledger = self.ledger.read();
+            book.members
+                .values()
+                .filter(|m| m.phase == MemberPhase::Pending && !m.gated && !m.terminating)
+                .filter_map(|m| {
+                    let node = m.planned_node.as_deref()?;
+                    if !m
+                        .pod
+                        .spec
+                        .as_ref()
+                        .is_some_and(|s| crate::gang::pin::is_pinned_to(s, node))
+                    {
+                        return None;
+                    }
+                    let why = pin_refused(&ledger, m, node)?;
+                    Some(BrokenPin {
+                        namespace: m.namespace.clone(),
+                        name: m.name.clone(),
+                        uid: m.uid.clone(),
+                        node: node.to_string(),
+                        why,
+                        owned: m.owner_kind.is_some(),
+                    })
+                })
+                .collect()
+        };
+        for pin in broken {
+            let pod = format!("{}/{}", pin.namespace, pin.name);
+            if !pin.owned {
+                self.event(
+                    (&pin.namespace, &pin.name, &pin.uid),
+                    EventType::Warning,
+                    "PinnedNodeRefuses",
+                    format!(
+                        "planned onto node {} which now refuses it ({}); no controller owns this pod, so it is left in place: delete and recreate it to have it planned again",
+                        pin.node, pin.why
+                    ),
+                )
+                .await;
+                continue;
+            }
+            tracing::warn!(%pod, node = %pin.node, why = %pin.why, "pinned member's node refuses it; evicting it for its controller to recreate");
+            match self.api.evict_pod(&pin.namespace, &pin.name).await {
+                Ok(()) => {
+                    self.event(
+                        (&pin.namespace, &pin.name, &pin.uid),
+                        EventType::Warning,
+                        "PinnedNodeRefuses",
+                        format!(
+                            "planned onto node {} which now refuses it ({}); evicted so that its controller recreates it and it is planned again",
+                            pin.node, pin.why
+                        ),
+                    )
+                    .await;
+                    if !self.api.reports_changes() {
+                        self.forget_pod(&pin.uid);
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(%pod, error = %e, "could not evict a member whose pinned node refuses it")
+                }
+            }
+        }
+    }
+}

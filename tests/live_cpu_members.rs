@@ -1,0 +1,271 @@
+//! Gang members that ask for no vGPU, end to end against the fake
+//! kube-apiserver. kube-scheduler never asks the extender about such a pod, so
+//! the planner fits it by its requests and pins it to its planned node in the
+//! update that lifts its gate: a gang of GPU workers and a CPU-only launcher
+//! starts whole or not at all, and every member lands where it was planned.
+
+mod fake_apiserver;
+mod live_support;
+mod support;
+
+use fake_apiserver::FakeApiServer;
+use live_support::*;
+use serde_json::{Value, json};
+
+const NS: &str = "ml";
+const PLANNED_NODE: &str = "vgpu-scheduler.io/planned-node";
+
+/// A pod bound to `node` requesting `cpu` CPUs, started by someone else.
+fn running_cpu_pod(name: &str, node: &str, cpu: u32) -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": NS},
+        "spec": {"nodeName": node, "containers": [{"name": "app", "image": "nginx:1.27",
+            "resources": {"requests": {"cpu": cpu.to_string(), "memory": "1Gi"}}}]},
+        "status": {"phase": "Running"}
+    })
+}
+
+/// A gated gang member asking only for CPU and memory, as the webhook leaves it.
+fn cpu_member(name: &str, group: &str, cpu: u32) -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": NS,
+            "annotations": {"scheduling.k8s.io/group-name": group}},
+        "spec": {"schedulerName": SCHEDULER,
+            "schedulingGates": [{"name": GANG_GATE}],
+            "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution":
+                {"nodeSelectorTerms": [{"matchExpressions":
+                    [{"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]}]}]}}},
+            "containers": [{"name": "launcher", "image": "mpioperator/openmpi:0.6.0",
+                "resources": {"requests": {"cpu": cpu.to_string(), "memory": "4Gi"}}}]}
+    })
+}
+
+/// Whether `node` satisfies one requirement of a node selector term.
+fn requirement_holds(r: &Value, node: &Value, by_field: bool) -> bool {
+    let value = if by_field {
+        (r["key"] == "metadata.name")
+            .then(|| node["metadata"]["name"].as_str())
+            .flatten()
+    } else {
+        r["key"]
+            .as_str()
+            .and_then(|k| node["metadata"]["labels"][k].as_str())
+    };
+    let values: Vec<&str> = r["values"]
+        .as_array()
+        .map(|v| v.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    match r["operator"].as_str() {
+        Some("In") => value.is_some_and(|v| values.contains(&v)),
+        Some("NotIn") => value.is_none_or(|v| !values.contains(&v)),
+        Some("Exists") => value.is_some(),
+        Some("DoesNotExist") => value.is_none(),
+        other => panic!("operator {other:?} not expected in these pods"),
+    }
+}
+
+/// The nodes kube-scheduler's NodeAffinity filter lets the pod onto.
+fn nodes_affinity_allows(api: &FakeApiServer, pod: &Value, nodes: &[&str]) -> Vec<String> {
+    let terms = pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+        ["nodeSelectorTerms"]
+        .as_array()
+        .cloned();
+    nodes
+        .iter()
+        .filter(|name| {
+            let node = api.get("Node", None, name).expect("node");
+            let term_holds = |t: &Value| {
+                let all = |field: &str, by_field: bool| {
+                    t[field]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .all(|r| requirement_holds(r, &node, by_field))
+                };
+                all("matchExpressions", false) && all("matchFields", true)
+            };
+            terms.as_ref().is_none_or(|ts| ts.iter().any(term_holds))
+        })
+        .map(|n| n.to_string())
+        .collect()
+}
+
+/// Binds the pod as kube-scheduler does for a pod the extender is not asked
+/// about: through `pods/binding`.
+async fn kube_scheduler_binds(api: &FakeApiServer, name: &str, node: &str) {
+    let pod = api_pod(api, NS, name);
+    let binding = json!({"apiVersion": "v1", "kind": "Binding",
+        "metadata": {"name": name, "namespace": NS, "uid": uid_of(&pod)},
+        "target": {"apiVersion": "v1", "kind": "Node", "name": node}});
+    let response = reqwest::Client::new()
+        .post(format!(
+            "{}/api/v1/namespaces/{NS}/pods/{name}/binding",
+            api.url()
+        ))
+        .bearer_auth(api.token())
+        .json(&binding)
+        .send()
+        .await
+        .expect("binding request");
+    assert_eq!(response.status().as_u16(), 201, "binding {name} to {node}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gang_with_a_cpu_only_launcher_starts_whole_or_not_at_all_where_it_was_planned() {
+    let api = FakeApiServer::start().await;
+    add_node(&api, "n1", 1, 1);
+    add_node(&api, "n2", 1, 1);
+    // 63 CPUs allocatable each; 61 taken: room for a one-CPU worker on each
+    // node, none for a four-CPU launcher.
+    api.create(running_cpu_pod("busy-n1", "n1", 61));
+    api.create(running_cpu_pod("busy-n2", "n2", 61));
+    api.create(gang_podgroup(NS, "mpi", 3));
+    create_pod(&api, gated_member(NS, "worker-0", "mpi"));
+    create_pod(&api, gated_member(NS, "worker-1", "mpi"));
+    create_pod(&api, cpu_member("launcher", "mpi", 4));
+    let server = LiveServer::start(&api, &["--schedule-period", "200ms"]).await;
+
+    wait_for(&server, "the PodGroup to say why it waits", || {
+        api.get("PodGroup", Some(NS), "mpi").is_some_and(|g| {
+            g["status"]["conditions"][0]["reason"] == "NotEnoughResources"
+                && g["status"]["conditions"][0]["message"]
+                    .as_str()
+                    .is_some_and(|m| m.contains("Insufficient cpu"))
+        })
+    })
+    .await;
+    for name in ["worker-0", "worker-1", "launcher"] {
+        assert!(gang_gated(&api, NS, name), "{name} must not start alone");
+        assert!(annotation(&api_pod(&api, NS, name), PLANNED_NODE).is_none());
+    }
+
+    // Room on n2: the whole gang is planned and released, the launcher pinned.
+    api.delete("Pod", Some(NS), "busy-n2");
+    wait_for(&server, "every gate lifted", || {
+        ["worker-0", "worker-1", "launcher"]
+            .iter()
+            .all(|name| !gang_gated(&api, NS, name))
+    })
+    .await;
+    let launcher = api_pod(&api, NS, "launcher");
+    assert_eq!(
+        annotation(&launcher, PLANNED_NODE),
+        Some("n2"),
+        "{launcher}"
+    );
+    assert_eq!(
+        nodes_affinity_allows(&api, &launcher, &["n1", "n2"]),
+        vec!["n2".to_string()],
+        "the launcher's own affinity kept, narrowed to its planned node: {launcher}"
+    );
+    kube_scheduler_binds(&api, "launcher", "n2").await;
+    for worker in ["worker-0", "worker-1"] {
+        let planned = annotation(&api_pod(&api, NS, worker), "hami.io/vgpu-node")
+            .expect("planned node")
+            .to_string();
+        let node = server.schedule(&api, NS, worker, &["n1", "n2"]).await;
+        assert_eq!(node, planned, "{worker} follows its plan");
+    }
+    assert_eq!(api_pod(&api, NS, "launcher")["spec"]["nodeName"], "n2");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_pinned_to_a_node_that_then_refuses_it_is_evicted_and_its_replacement_planned_elsewhere()
+ {
+    let api = FakeApiServer::start().await;
+    let n1 = add_node(&api, "n1", 1, 1);
+    api.create(gang_podgroup(NS, "ps", 1));
+    let mut owned = cpu_member("ps-0", "ps", 2);
+    owned["metadata"]["ownerReferences"] = json!([{"apiVersion": "batch.volcano.sh/v1alpha1",
+        "kind": "Job", "name": "ps", "uid": "6f1d3c0e-8a47-4b7e-9d1c-2f3a4b5c6d7e", "controller": true}]);
+    create_pod(&api, owned);
+    let server = LiveServer::start(&api, &["--schedule-period", "200ms"]).await;
+    wait_for(&server, "ps-0 released and pinned", || {
+        !gang_gated(&api, NS, "ps-0")
+    })
+    .await;
+    let pinned = api_pod(&api, NS, "ps-0");
+    assert_eq!(
+        nodes_affinity_allows(&api, &pinned, &["n1"]),
+        vec!["n1".to_string()]
+    );
+
+    // Before kube-scheduler binds it, n1 is tainted against it: the pod can be
+    // neither gated again nor re-pinned, so it goes for its controller to recreate.
+    let mut tainted = api.get("Node", None, "n1").unwrap_or(n1);
+    tainted["spec"]["taints"] =
+        json!([{"key": "maintenance", "value": "true", "effect": "NoSchedule"}]);
+    api.update(tainted);
+    wait_for(&server, "ps-0 evicted", || {
+        api.evicted_pods()
+            .iter()
+            .any(|p| *p == format!("{NS}/ps-0"))
+    })
+    .await;
+    assert!(
+        api.get("Pod", Some(NS), "ps-0").is_none(),
+        "a Pending pod goes at once"
+    );
+
+    // The controller's replacement is gated by the webhook and planned again, on a
+    // node that takes it.
+    add_node(&api, "n2", 1, 1);
+    create_pod(&api, cpu_member("ps-0-retry", "ps", 2));
+    wait_for(&server, "the replacement released", || {
+        !gang_gated(&api, NS, "ps-0-retry")
+    })
+    .await;
+    let replacement = api_pod(&api, NS, "ps-0-retry");
+    assert_eq!(annotation(&replacement, PLANNED_NODE), Some("n2"));
+    assert_eq!(
+        nodes_affinity_allows(&api, &replacement, &["n1", "n2"]),
+        vec!["n2".to_string()]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_member_is_released_before_the_launcher_is_pinned() {
+    let api = FakeApiServer::start().await;
+    add_node(&api, "n1", 1, 1);
+    api.create(gang_podgroup(NS, "mpi", 2));
+    create_pod(&api, gated_member(NS, "worker-0", "mpi"));
+    create_pod(&api, cpu_member("launcher", "mpi", 4));
+    // The launcher's plan is written; the update that pins it and lifts its
+    // gate fails once.
+    let launcher_patch = format!("PATCH /api/v1/namespaces/{NS}/pods/launcher");
+    api.inject_errors_after(&launcher_patch, 1, 500, 1);
+    let server = LiveServer::start(&api, &["--schedule-period", "200ms"]).await;
+    wait_for(&server, "every gate lifted", || {
+        !gang_gated(&api, NS, "worker-0") && !gang_gated(&api, NS, "launcher")
+    })
+    .await;
+    let patches = |pod: &str| -> Vec<(usize, u16)> {
+        let path = format!("/api/v1/namespaces/{NS}/pods/{pod}");
+        api.request_log()
+            .iter()
+            .enumerate()
+            .filter(|(_, (method, p, _))| method == "PATCH" && p.split('?').next() == Some(&path))
+            .map(|(i, (_, _, status))| (i, *status))
+            .collect()
+    };
+    let launcher = patches("launcher");
+    let statuses: Vec<u16> = launcher.iter().map(|(_, s)| *s).collect();
+    assert_eq!(
+        statuses,
+        vec![200, 500, 200],
+        "plan, refused pin, pin: {launcher:?}"
+    );
+    let worker = patches("worker-0");
+    let (worker_gate, _) = *worker.last().expect("the worker's gate was lifted");
+    assert!(
+        worker_gate > launcher[2].0,
+        "the worker's gate is lifted only after the launcher is pinned: launcher {launcher:?}, worker {worker:?}"
+    );
+    let pinned = api_pod(&api, NS, "launcher");
+    assert_eq!(
+        nodes_affinity_allows(&api, &pinned, &["n1"]),
+        vec!["n1".to_string()]
+    );
+}
