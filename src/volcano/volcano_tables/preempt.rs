@@ -9,7 +9,7 @@
 //! `TestTopologyAwarePreempt` (Volcano's topology-aware preemption option, which
 //! this scheduler does not have).
 
-use super::support::{GroupRow, PodRow, Table, evicted, group, pod, queue, resources};
+use super::support::{GroupRow, PodRow, Table, evicted, group, node_alloc, pod, queue, resources};
 use crate::resources::Resources;
 use crate::volcano::actions::preempt::Preempt;
 use crate::volcano::framework::GangPhase;
@@ -46,7 +46,7 @@ fn prio_group(name: &'static str, min: usize, priority: i32) -> GroupRow {
 fn run(cpu: &str, cap: Option<Resources>, groups: Vec<GroupRow>, pods: Vec<PodRow>) -> usize {
     let memory = format!("{cpu}G");
     let t = Table {
-        nodes: vec![("n1", resources(cpu, &memory))],
+        nodes: vec![("n1", node_alloc(cpu, &memory, 10))],
         queues: vec![queue("q1", 1, cap)],
         groups,
         pods,
@@ -94,7 +94,6 @@ fn do_not_preempt_if_job_is_pipelined() {
 
 /// The node has room; the queue (capability 4 CPUs) does not: Volcano evicts.
 #[test]
-#[ignore = "needs CPU-only planning (issue 24 item 1)"]
 fn preempt_low_priority_job_in_same_queue() {
     let evictions = run(
         "12",

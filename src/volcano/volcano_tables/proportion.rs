@@ -5,7 +5,7 @@
 //! Not yet translated: `TestProportion` (deallocation and real-capability
 //! cases) and `TestNoDoubleCountingForInqueueJobWithBindingTasks`.
 
-use super::support::{GroupRow, Table, closed, group, pod, queue, resources};
+use super::support::{GroupRow, Table, closed, group, node_alloc, pod, queue, resources};
 use crate::volcano::actions::allocate::Allocate;
 use crate::volcano::actions::enqueue::Enqueue;
 use crate::volcano::framework::outcome::SessionOutcome;
@@ -42,7 +42,10 @@ fn run(
 ) -> SessionOutcome {
     let (pod_name, pg, q, r) = waiting;
     let t = Table {
-        nodes: vec![("n1", resources("2", "2G")), ("n2", resources("2", "2G"))],
+        nodes: vec![
+            ("n1", node_alloc("2", "2G", 10)),
+            ("n2", node_alloc("2", "2G", 10)),
+        ],
         queues: vec![
             queue("q1", 1, Some(resources("2", "2G"))),
             queue("q2", 1, Some(resources("3", "3G"))),
@@ -83,7 +86,6 @@ fn binds(o: &SessionOutcome) -> Vec<String> {
 }
 
 #[test]
-#[ignore = "needs CPU-only planning (issue 24 item 1)"]
 fn case0_memory_exceed_derserved_job_only_request_cpu_can_be_enqueued_and_allocated() {
     let o = run(("pod3", "pg3", "q1", ("1", "0G")), true, true, true);
     assert_eq!(
@@ -93,7 +95,6 @@ fn case0_memory_exceed_derserved_job_only_request_cpu_can_be_enqueued_and_alloca
 }
 
 #[test]
-#[ignore = "needs CPU-only planning (issue 24 item 1)"]
 fn case1_cpu_exceed_derserved_job_only_request_memory_can_be_enqueued_and_allocated() {
     let o = run(("pod4", "pg4", "q2", ("0", "1G")), true, true, true);
     assert_eq!(
@@ -117,7 +118,10 @@ fn case3_exceed_deserved_can_not_allocate() {
 #[test]
 fn case4_queue_with_non_open_state_can_not_enqueue() {
     let t = Table {
-        nodes: vec![("n1", resources("2", "2G")), ("n2", resources("2", "2G"))],
+        nodes: vec![
+            ("n1", node_alloc("2", "2G", 10)),
+            ("n2", node_alloc("2", "2G", 10)),
+        ],
         queues: vec![closed(queue("q3", 1, Some(resources("3", "3G"))))],
         groups: vec![single("pg6", "q3", GangPhase::Pending, ("1", "1G"))],
         pods: vec![pod("pod6", "", false, resources("1", "1G"), "pg6")],
@@ -131,14 +135,16 @@ fn case4_queue_with_non_open_state_can_not_enqueue() {
 
 /// `TestAllocate`: allocate then reclaim with proportion's queue order alone.
 #[test]
-#[ignore = "needs CPU-only planning (issue 24 item 1)"]
 fn case0_pods_are_assigned_according_to_the_order_of_queue_priority_in_which_pgs_are_placed() {
     let queue_of = |name: &str, priority: i32| crate::volcano::objects::QueueSpec {
         priority,
         ..queue(name, 1, Some(resources("2", "4Gi")))
     };
     let t = Table {
-        nodes: vec![("n1", resources("2", "4Gi")), ("n2", resources("2", "4Gi"))],
+        nodes: vec![
+            ("n1", node_alloc("2", "4Gi", 10)),
+            ("n2", node_alloc("2", "4Gi", 10)),
+        ],
         queues: vec![queue_of("q1", 5), queue_of("q2", 1), queue_of("q3", 10)],
         groups: vec![
             group("pg1", "q1", 1, GangPhase::Running),

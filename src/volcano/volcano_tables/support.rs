@@ -6,7 +6,7 @@
 use crate::node_load::NodeResources;
 use crate::placement::resource_fit::{POD_COUNT, pod_footprint};
 use crate::resources::{Resources, parse_milli, quantity_text};
-use crate::volcano::conf::SchedulerConf;
+use crate::volcano::conf::{SWITCHES, SchedulerConf};
 use crate::volcano::framework::job::{TaskPlacement, TaskStatus};
 use crate::volcano::framework::nodes::{NodeSet, SessionNode};
 use crate::volcano::framework::outcome::SessionOutcome;
@@ -25,6 +25,32 @@ pub fn resources(cpu: &str, memory: &str) -> Resources {
         }
     }
     r
+}
+
+/// A `volcano-scheduler.conf` as Volcano's tests build their tiers: each plugin
+/// with the switches named on (Volcano's `EnabledXxx` without its prefix, e.g.
+/// `"JobStarving"`) and every other switch off, since a test's `conf.PluginOption`
+/// leaves them unset and Volcano reads an unset switch as off there. Plugins a
+/// case does not register are simply not listed.
+pub fn tiers_conf(actions: &str, tiers: &[&[(&str, &[&str])]]) -> String {
+    let mut text = format!("actions: {actions}\ntiers:\n");
+    for tier in tiers {
+        text.push_str("- plugins:\n");
+        for (plugin, on) in *tier {
+            text.push_str(&format!("  - name: {plugin}\n"));
+            let mut seen = BTreeSet::new();
+            for (switch, point) in SWITCHES {
+                if !seen.insert(point) {
+                    continue;
+                }
+                let name = switch
+                    .trim_start_matches("enabled")
+                    .trim_start_matches("enable");
+                text.push_str(&format!("    {switch}: {}\n", on.contains(&name)));
+            }
+        }
+    }
+    text
 }
 
 /// `api.BuildResourceList(cpu, memory, {pods: n})`: a node's allocatable.
@@ -197,7 +223,10 @@ impl Table {
                     })
                     .collect();
                 let mut j = job(g.name, g.queue, g.min_member, tasks);
-                j.key = k;
+                j.key = k.clone();
+                for t in &mut j.tasks {
+                    t.job = k.clone();
+                }
                 j.min_resources = g.min_resources.clone();
                 j.priority = g.priority;
                 j.inqueue = g.phase != GangPhase::Pending;
