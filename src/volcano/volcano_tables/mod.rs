@@ -19,6 +19,7 @@
 //! a decision users see; and the `*_shard_test.go` files test Volcano's node
 //! sharding between scheduler instances, which this scheduler does not have.
 
+mod drf;
 mod enqueue;
 mod preempt;
 mod priority;
