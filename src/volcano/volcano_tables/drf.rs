@@ -85,6 +85,7 @@ fn rescaling_test() {
             make_pods(10, "0", "1G", "pg22"),
         ]
         .concat(),
+        ..Table::default()
     };
     assert_eq!(placed(&t), expect(&[("pg1", 5), ("pg21", 5), ("pg22", 5)]));
 }
@@ -115,6 +116,7 @@ fn blocking_nodes_test() {
             make_pods(30, "0", "1G", "pg4"),
         ]
         .concat(),
+        ..Table::default()
     };
     assert_eq!(
         placed(&t),

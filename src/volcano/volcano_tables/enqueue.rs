@@ -70,6 +70,7 @@ fn when_podgroup_status_is_running() {
             pod("p2", "n1", true, resources("1", "1G"), "pg1"),
         ],
         queues: queues(&["c1"]),
+        ..Table::default()
     };
     let o = t.run(CONF, &[&Enqueue]);
     assert_eq!(super::support::phase(&o, "pg1"), Some(GangPhase::Running));

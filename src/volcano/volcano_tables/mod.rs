@@ -12,11 +12,12 @@
 //! `plugins/priority/priority_test.go` `TestPreempt` ([`priority`]) and
 //! `plugins/drf/hdrf_test.go` ([`drf`]). In part:
 //! `plugins/proportion/proportion_test.go` ([`proportion`]:
-//! `TestEnqueueAndAllocable` and `TestAllocate`).
+//! `TestEnqueueAndAllocable` and `TestAllocate`) and
+//! `plugins/predicates/predicates_test.go` ([`predicates`]: the tests that run
+//! sessions).
 //!
-//! Not yet translated: `actions/allocate/allocate_test.go`,
-//! `plugins/capacity/capacity_test.go` and `plugins/predicates/predicates_test.go`;
-//! their cases are still to be written here.
+//! Not yet translated: `actions/allocate/allocate_test.go` and
+//! `plugins/capacity/capacity_test.go`; their cases are still to be written here.
 //!
 //! Left out:
 //! - `actions/backfill/backfill_test.go` (`TestPickUpPendingTasks`) checks the
@@ -30,6 +31,7 @@
 
 mod drf;
 mod enqueue;
+mod predicates;
 mod preempt;
 mod priority;
 mod proportion;

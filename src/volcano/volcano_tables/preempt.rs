@@ -71,6 +71,7 @@ fn run(
         queues: vec![queue("q1", 1, cap)],
         groups,
         pods,
+        ..Table::default()
     };
     evicted(&t.run(&conf(), &[&Preempt]))
 }
@@ -258,6 +259,7 @@ fn can_not_preempt_resources_when_task_preemption_policy_is_never() {
         queues: vec![queue("q1", 1, None)],
         groups: low_and_high(0),
         pods: vec![one_g("preemptee1", "n1", true, "pg1"), preemptor],
+        ..Table::default()
     };
     assert_eq!(evicted(&t.run(&conf(), &[&Preempt])), set(&[]));
 }
@@ -297,6 +299,7 @@ fn only_commit_evictions_on_the_node_where_preemption_succeeds() {
             pod("preemptee2", "n2", true, resources("4", "4G"), "pg3"),
             pod("preemptor1", "", false, resources("3", "3G"), "pg2"),
         ],
+        ..Table::default()
     };
     assert_eq!(evicted(&t.run(&conf(), &[&Preempt])), set(&["preemptee2"]));
 }
@@ -319,6 +322,7 @@ fn multi_queue_preemptor_tasks_must_not_be_overwritten_by_intra_job_preemption_o
             one_g("q2-preemptee1", "n1", true, "pg2"),
             one_g("q2-preemptor1", "", false, "pg3"),
         ],
+        ..Table::default()
     };
     assert_eq!(
         evicted(&t.run(&conf(), &[&Preempt])),

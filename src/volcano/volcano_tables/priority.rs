@@ -50,6 +50,7 @@ fn table(nodes: [(&'static str, &str, &str); 2], preemptee2: super::support::Pod
             preemptee2,
             pod("preemptor1", "", false, resources("3", "3G"), "pg2"),
         ],
+        ..Table::default()
     }
 }
 

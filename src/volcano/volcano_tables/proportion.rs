@@ -69,6 +69,7 @@ fn run(
             pod("pod2", "n2", true, resources("2", "1G"), "pg2"),
             pod(pod_name, "", false, resources(r.0, r.1), pg),
         ],
+        ..Table::default()
     };
     t.run(
         &conf(allocatable, overused, enqueued),
@@ -134,6 +135,7 @@ fn case4_queue_with_non_open_state_can_not_enqueue() {
         queues: vec![closed(queue("q3", 1, Some(resources("3", "3G"))))],
         groups: vec![single("pg6", "q3", GangPhase::Pending, ("1", "1G"))],
         pods: vec![pod("pod6", "", false, resources("1", "1G"), "pg6")],
+        ..Table::default()
     };
     let o = t.run(
         &conf(false, false, true),
@@ -165,6 +167,7 @@ fn case0_pods_are_assigned_according_to_the_order_of_queue_priority_in_which_pgs
             pod("p2", "", false, resources("2", "4Gi"), "pg2"),
             pod("p3", "", false, resources("2", "4Gi"), "pg3"),
         ],
+        ..Table::default()
     };
     let conf = "actions: allocate, reclaim
 tiers:

@@ -59,6 +59,7 @@ fn one_overusing_queue(reclaimer_closed: bool) -> Table {
         ],
         groups: vec![pg1, pg2],
         pods,
+        ..Table::default()
     }
 }
 
@@ -104,6 +105,7 @@ fn sort_reclaimees_when_reclaiming_from_overusing_queue() {
             .collect(),
         groups,
         pods,
+        ..Table::default()
     };
     let o = t.run(
         &conf(&["conformance", "gang", "priority", "proportion"]),
@@ -131,6 +133,7 @@ fn sort_reclaimees_when_reclaiming_from_overusing_queues_with_different_queue_pr
             group("pg3", "q3", 1, GangPhase::Inqueue),
         ],
         pods,
+        ..Table::default()
     };
     let o = t.run(&conf(&["conformance", "gang", "proportion"]), &[&Reclaim]);
     assert_eq!(evicted(&o), set(&["c1/preemptee1-1"]));
@@ -152,6 +155,7 @@ fn can_not_reclaim_resources_when_task_preemption_policy_is_never() {
             pod("preemptee1", "n1", true, resources("1", "1G"), "pg1"),
             preemptor,
         ],
+        ..Table::default()
     };
     let o = t.run(&conf(&["conformance", "gang", "proportion"]), &[&Reclaim]);
     assert!(evicted(&o).is_empty(), "{o:?}");
@@ -195,6 +199,7 @@ fn node_available_resources_should_be_included_in_reclaimed_resources() {
             pod("preemptee2-1", "n1", true, resources("1", "1G"), "pg2"),
             pod("preemptor1", "", false, resources("2", "1G"), "pg3"),
         ],
+        ..Table::default()
     };
     let o = t.run(
         &conf(&["conformance", "gang", "priority", "proportion"]),
@@ -241,6 +246,7 @@ fn reclaim_succeeds_for_second_task_when_first_task_has_preemption_policy_never(
                 "pg-preemptor",
             ),
         ],
+        ..Table::default()
     };
     let o = t.run(
         &conf(&["conformance", "gang", "proportion", "priority"]),
@@ -268,6 +274,7 @@ fn only_commit_evictions_on_the_node_where_reclaim_succeeds() {
                 "pg-preemptor",
             ),
         ],
+        ..Table::default()
     };
     let o = t.run(&conf(&["conformance", "gang", "proportion"]), &[&Reclaim]);
     assert!(evicted(&o).is_empty(), "{o:?}");

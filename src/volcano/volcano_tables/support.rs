@@ -4,6 +4,8 @@
 //! given plugins and actions, and what users would see of its outcome.
 
 use crate::node_load::NodeResources;
+use crate::placement::node_predicates::NodeTraits;
+use crate::placement::pod_affinity::AffinityPod;
 use crate::placement::resource_fit::{POD_COUNT, pod_footprint};
 use crate::resources::{Resources, parse_milli, quantity_text};
 use crate::volcano::conf::{SWITCHES, SchedulerConf};
@@ -15,6 +17,7 @@ use crate::volcano::framework::testing::{job, state, task};
 use crate::volcano::framework::{Action, GangKey, GangPhase, JobInfo, Session, registry};
 use crate::volcano::objects::{QueueSpec, QueueState};
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 /// `api.BuildResourceList(cpu, memory)` (plus `pods` when given).
 pub fn resources(cpu: &str, memory: &str) -> Resources {
@@ -74,8 +77,22 @@ fn pod_object(row: &PodRow) -> k8s_openapi::api::core::v1::Pod {
     if !row.node.is_empty() {
         spec["nodeName"] = row.node.into();
     }
+    let pairs = |p: &[(&str, &str)]| -> serde_json::Map<String, serde_json::Value> {
+        p.iter()
+            .map(|(k, v)| (k.to_string(), (*v).into()))
+            .collect()
+    };
+    spec["nodeSelector"] = pairs(&row.node_selector).into();
+    if let Some(affinity) = &row.affinity {
+        spec["affinity"] = affinity.clone();
+    }
     serde_json::from_value(serde_json::json!({
-        "metadata": {"name": row.name, "namespace": "c1", "uid": format!("uid-{}", row.name)},
+        "metadata": {
+            "name": row.name,
+            "namespace": "c1",
+            "uid": format!("uid-{}", row.name),
+            "labels": pairs(&row.labels),
+        },
         "spec": spec,
     }))
     .unwrap_or_default()
@@ -100,6 +117,12 @@ pub struct PodRow {
     pub never_preempts: bool,
     /// `volcano.sh/preemptable`: false.
     pub not_preemptable: bool,
+    /// `metadata.labels`.
+    pub labels: Vec<(&'static str, &'static str)>,
+    /// `spec.nodeSelector`.
+    pub node_selector: Vec<(&'static str, &'static str)>,
+    /// `spec.affinity`, as JSON.
+    pub affinity: Option<serde_json::Value>,
 }
 
 /// `util.BuildPod(ns, name, node, phase, request, group, …)`.
@@ -119,6 +142,9 @@ pub fn pod(
         priority: 0,
         never_preempts: false,
         not_preemptable: false,
+        labels: Vec::new(),
+        node_selector: Vec::new(),
+        affinity: None,
     }
 }
 
@@ -183,6 +209,8 @@ pub struct Table {
     pub groups: Vec<GroupRow>,
     /// Pods.
     pub pods: Vec<PodRow>,
+    /// Node labels: node, key, value.
+    pub node_labels: Vec<(&'static str, &'static str, &'static str)>,
 }
 
 fn key(name: &str) -> GangKey {
@@ -206,7 +234,7 @@ impl Table {
                     .map(|p| {
                         let mut t = task(&k, p.name, p.request.clone());
                         t.namespace = "c1".into();
-                        t.pod = std::sync::Arc::new(pod_object(p));
+                        t.pod = Arc::new(pod_object(p));
                         t.priority = p.priority;
                         t.never_preempts = p.never_preempts;
                         t.preemptable = !p.not_preemptable;
@@ -241,11 +269,17 @@ impl Table {
         let jobs = self.jobs();
         let mut total = Resources::default();
         let mut requested: BTreeMap<&str, Resources> = BTreeMap::new();
+        let mut bound: BTreeMap<&str, Vec<Arc<AffinityPod>>> = BTreeMap::new();
         for p in self.pods.iter().filter(|p| p.running) {
+            let object = pod_object(p);
             requested
                 .entry(p.node)
                 .or_default()
-                .add(&pod_footprint(&pod_object(p)));
+                .add(&pod_footprint(&object));
+            bound
+                .entry(p.node)
+                .or_default()
+                .push(Arc::new(AffinityPod::of(&object)));
         }
         let nodes = self
             .nodes
@@ -258,8 +292,17 @@ impl Table {
                     resources: NodeResources {
                         allocatable: alloc.clone(),
                         requested: requested.get(name).cloned().unwrap_or_default(),
-                        traits: None,
-                        pods: Default::default(),
+                        traits: Some(Arc::new(NodeTraits {
+                            labels: self
+                                .node_labels
+                                .iter()
+                                .filter(|(n, _, _)| n == name)
+                                .map(|(_, k, v)| (k.to_string(), v.to_string()))
+                                .collect(),
+                            taints: Vec::new(),
+                            unschedulable: false,
+                        })),
+                        pods: Arc::new(bound.remove(name).unwrap_or_default()),
                     },
                 }
             })
@@ -298,4 +341,18 @@ pub fn evicted(o: &SessionOutcome) -> BTreeSet<String> {
 /// The phase of PodGroup `c1/<name>`.
 pub fn phase(o: &SessionOutcome, name: &str) -> Option<GangPhase> {
     o.verdicts.get(&key(name)).map(|v| v.phase)
+}
+
+/// `c1/<pod>` → node of every pod the session binds (placed, not pipelined), as
+/// Volcano's `ExpectBindMap` lists them.
+pub fn bound(o: &SessionOutcome) -> BTreeMap<String, String> {
+    o.commits
+        .iter()
+        .flat_map(|c| &c.members)
+        .filter(|m| !m.pipelined)
+        .filter_map(|m| {
+            let node = m.placement.as_ref()?.node.clone();
+            Some((format!("c1/{}", m.name), node))
+        })
+        .collect()
 }
