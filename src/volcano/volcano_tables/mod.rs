@@ -29,6 +29,7 @@
 //! - The `*_shard_test.go` files test Volcano's node sharding between scheduler
 //!   instances, which this scheduler does not have.
 
+mod capacity;
 mod drf;
 mod enqueue;
 mod predicates;
