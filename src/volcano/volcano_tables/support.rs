@@ -356,3 +356,26 @@ pub fn bound(o: &SessionOutcome) -> BTreeMap<String, String> {
         })
         .collect()
 }
+
+/// `c1/<group>` → nodes of the pods the session pipelines, as Volcano's
+/// `ExpectPipeLined` lists them.
+pub fn pipelined(o: &SessionOutcome) -> BTreeMap<String, Vec<String>> {
+    let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for c in &o.commits {
+        for m in c.members.iter().filter(|m| m.pipelined) {
+            if let Some(p) = &m.placement {
+                out.entry(format!("c1/{}", c.gang.name))
+                    .or_default()
+                    .push(p.node.clone());
+            }
+        }
+    }
+    out
+}
+
+/// `r` with `amount` whole units of the extended resource `name` added
+/// (`api.ScalarResource`).
+pub fn with(mut r: Resources, name: &str, amount: i64) -> Resources {
+    r.set(name, amount.saturating_mul(1000));
+    r
+}
