@@ -4,11 +4,6 @@
 //! `Test_capacityPlugin_OnSessionOpenWithoutHierarchy` (allocate then reclaim
 //! with capacity, predicates and gang).
 //!
-//! One case shows a divergence and is ignored with its reason until capacity
-//! follows it: case8 (Volcano takes a pod holding only a dimension its queue's
-//! deserved lacks, here a GPU, as an immediate victim, and skips victims sharing
-//! no dimension with the reclaimer; this scheduler finds no victim).
-//!
 //! Not yet translated: `Test_capacityPlugin_OnSessionOpenWithHierarchy`, the ancestor reclaim scenarios and the DRA tests. Left out:
 //! `Test_updateQueueAttrShare` and `Test_buildHierarchicalQueueAttrs_nilSafety`
 //! call Go internals of the plugin on hand-built queue attributes;
@@ -404,7 +399,6 @@ fn n8() -> Vec<(&'static str, Resources)> {
 }
 
 #[test]
-#[ignore = "diverges: capacity's reclaimable does not yet take a pod holding only a dimension its queue's deserved lacks as an immediate victim, nor skip victims sharing no dimension with the reclaimer"]
 fn case8_reclaimer_dimensions_are_considered_properly_while_evicting_reclaimees() {
     let gpu = |cpu: &str, mem: &str| with(r(cpu, mem), "nvidia.com/gpu", 1);
     let c = Case {
