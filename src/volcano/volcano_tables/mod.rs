@@ -14,9 +14,10 @@
 //! `plugins/proportion/proportion_test.go` ([`proportion`]:
 //! `TestEnqueueAndAllocable` and `TestAllocate`) and
 //! `plugins/predicates/predicates_test.go` ([`predicates`]: the tests that run
-//! sessions).
+//! sessions) and `plugins/capacity/capacity_test.go` ([`capacity`]:
+//! `TestEnqueueAndAllocatable` and `Test_capacityPlugin_OnSessionOpenWithoutHierarchy`).
 //!
-//! Not yet translated: `actions/allocate/allocate_test.go` and
+//! Not yet translated: `actions/allocate/allocate_test.go` and the rest of
 //! `plugins/capacity/capacity_test.go`; their cases are still to be written here.
 //!
 //! Left out:
