@@ -153,7 +153,7 @@ pub(crate) fn make_room(
             return Ok(Room::Pipelined { node, victims: 0 });
         }
     }
-    let plan = best_node(session, job, uid, scope)?;
+    let plans = node_plans(session, job, uid, scope)?;
     let action = match scope {
         Scope::OtherQueues => EvictAction::Reclaim,
         _ => EvictAction::Preempt,
@@ -175,12 +175,46 @@ pub(crate) fn make_room(
             task.map_or(uid, |t| t.name.as_str()),
         )
     };
-    // The node's evictions stay apart until they made room: a node that does not
-    // work out leaves the job's statement as it was.
+    // Nodes in order of cost, as Volcano tries its nodes one after another: a node
+    // whose evictions still leave the queue without room is given up for the next.
+    let mut why = String::new();
+    for plan in plans {
+        match room_on(session, job, uid, &plan, asks_queue, action, &reason) {
+            Ok(on_node) => {
+                statement.merge(on_node.statement);
+                return Ok(Room::Pipelined {
+                    node: plan.node,
+                    victims: on_node.victims,
+                });
+            }
+            Err(e) => why = e,
+        }
+    }
+    Err(why)
+}
+
+/// The evictions that made room on one node, with the task pipelined there.
+struct OnNode {
+    statement: Statement,
+    victims: usize,
+}
+
+/// Evicts `plan`'s victims (and spare ones while the queue still has no room) and
+/// pipelines the task on its node, in a statement of its own; nothing is left
+/// evicted when the node does not work out.
+fn room_on(
+    session: &mut Session,
+    job: &GangKey,
+    uid: &str,
+    plan: &NodePlan,
+    asks_queue: bool,
+    action: EvictAction,
+    reason: &str,
+) -> Result<OnNode, String> {
     let mut on_node = Statement::new();
     let evict = |session: &mut Session, on_node: &mut Statement, unit: &[(GangKey, String)]| {
         for (victim_job, victim) in unit {
-            on_node.evict(session, victim_job, victim, action, reason.clone());
+            on_node.evict(session, victim_job, victim, action, reason.to_string());
         }
     };
     for unit in &plan.units {
@@ -209,9 +243,8 @@ pub(crate) fn make_room(
         victims += unit.len();
     }
     on_node.pipeline(session, job, uid, Some(&choice), charge);
-    statement.merge(on_node);
-    Ok(Room::Pipelined {
-        node: plan.node,
+    Ok(OnNode {
+        statement: on_node,
         victims,
     })
 }
@@ -251,14 +284,14 @@ fn fits_what_is_freed(session: &Session, job: &GangKey, uid: &str) -> Option<Cho
     })
 }
 
-/// The node where the fewest evictions let the task fit (ties: the less important
-/// victims, then the node's name).
-fn best_node(
+/// Every node where evictions let the task fit, the fewest evictions first (ties:
+/// the less important victims, then the node's name).
+fn node_plans(
     session: &Session,
     job: &GangKey,
     uid: &str,
     scope: Scope,
-) -> Result<NodePlan, String> {
+) -> Result<Vec<NodePlan>, String> {
     let state = &session.state;
     let task = state.task(job, uid).ok_or("task is gone")?;
     let want = Want::of(session, task)?;
@@ -294,7 +327,7 @@ fn best_node(
             }
         }
     }
-    let mut best: Option<((usize, VictimKey), NodePlan)> = None;
+    let mut plans: Vec<((usize, VictimKey), NodePlan)> = Vec::new();
     let mut why = "no running task may make room for it".to_string();
     for (node, candidates) in by_node {
         // Evicting anyone from a node the task may not use frees nothing for it.
@@ -380,18 +413,20 @@ fn best_node(
             continue;
         }
         let cost = (evicted, weightiest.unwrap_or_default());
-        let better = best.as_ref().is_none_or(|(c, _)| cost < *c);
-        if better {
-            best = Some((
-                cost,
-                NodePlan {
-                    node: node.to_string(),
-                    units: taken_units,
-                    spare,
-                    evicted,
-                },
-            ));
-        }
+        plans.push((
+            cost,
+            NodePlan {
+                node: node.to_string(),
+                units: taken_units,
+                spare,
+                evicted,
+            },
+        ));
     }
-    best.map(|(_, plan)| plan).ok_or(why)
+    if plans.is_empty() {
+        return Err(why);
+    }
+    // Nodes come by name; a stable sort keeps the name as the last tie-break.
+    plans.sort_by(|(a, _), (b, _)| a.cmp(b));
+    Ok(plans.into_iter().map(|(_, plan)| plan).collect())
 }

@@ -194,7 +194,7 @@ impl Plugin for Capacity {
     fn reclaimable(
         &self,
         state: &SessionState,
-        _: &TaskInfo,
+        reclaimer: &TaskInfo,
         candidates: &[&TaskInfo],
     ) -> Option<Vec<String>> {
         let mut allocated: BTreeMap<usize, crate::resources::Resources> = BTreeMap::new();
@@ -203,10 +203,27 @@ impl Plugin for Capacity {
             let Some(i) = state.job(&c.job).and_then(|j| self.tree.position(&j.queue)) else {
                 continue;
             };
+            // As Volcano: evicting a pod that holds none of what the reclaimer asks
+            // for frees nothing for it; a pod holding only what its queue's deserved
+            // amount does not name is beyond that amount whatever its queue holds.
+            if !shares_a_dimension(&c.resreq, &reclaimer.resreq) {
+                continue;
+            }
+            let deserved = &self.tree.nodes[i].deserved;
+            if !shares_a_dimension(&c.resreq, deserved) {
+                victims.push(c.uid.clone());
+                continue;
+            }
             let held = allocated
                 .entry(i)
                 .or_insert_with(|| self.tree.sum(state, i, |q| &q.allocated));
-            if held.first_excess(&self.tree.nodes[i].deserved).is_some() {
+            // Over its deserved amount on a dimension the two share.
+            let shared = c
+                .resreq
+                .iter()
+                .filter(|(dim, amount)| *amount > 0 && reclaimer.resreq.get(dim) > 0)
+                .map(|(dim, _)| dim);
+            if held.first_excess_on(deserved, shared).is_some() {
                 held.saturating_sub(&c.resreq);
                 victims.push(c.uid.clone());
             }
@@ -252,4 +269,9 @@ impl Plugin for Capacity {
         report.cards_allocated = self.tree.cards(state, i);
         report.share = self.share(state, i);
     }
+}
+
+/// Whether `a` and `b` both ask a positive amount of one dimension.
+fn shares_a_dimension(a: &crate::resources::Resources, b: &crate::resources::Resources) -> bool {
+    a.iter().any(|(dim, amount)| amount > 0 && b.get(dim) > 0)
 }

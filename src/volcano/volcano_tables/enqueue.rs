@@ -4,7 +4,7 @@
 //! a PodGroup whose queue does not exist; here that PodGroup is simply not
 //! admitted (it stays Pending, which is what its status already says).
 
-use super::support::{Table, group, pod, queue, resources};
+use super::support::{Table, group, node_alloc, pod, queue, resources};
 use crate::volcano::actions::enqueue::Enqueue;
 use crate::volcano::framework::GangPhase;
 
@@ -63,13 +63,14 @@ fn when_podgroup_status_is_pending() {
 #[test]
 fn when_podgroup_status_is_running() {
     let t = Table {
-        nodes: vec![("n1", resources("4", "4G"))],
+        nodes: vec![("n1", node_alloc("4", "4G", 10))],
         groups: vec![group("pg1", "c1", 2, GangPhase::Running)],
         pods: vec![
             pod("p1", "n1", true, resources("1", "1G"), "pg1"),
             pod("p2", "n1", true, resources("1", "1G"), "pg1"),
         ],
         queues: queues(&["c1"]),
+        ..Table::default()
     };
     let o = t.run(CONF, &[&Enqueue]);
     assert_eq!(super::support::phase(&o, "pg1"), Some(GangPhase::Running));

@@ -2,24 +2,38 @@
 //! `pkg/scheduler/actions/*/…_test.go`, `pkg/scheduler/plugins/*/…_test.go`),
 //! translated case by case into sessions of this scheduler: one module per Go
 //! file, each case under Volcano's name and with Volcano's expectation (PodGroup
-//! phases, evictions, pipelined and bound pods). Each module's documentation lists
-//! the cases it leaves out and why.
+//! phases, evictions, pipelined and bound pods). Each case runs with the plugins
+//! it registers and the switches of its tier ([`support::tiers_conf`]). Each
+//! module's documentation lists the cases it leaves out and why.
 //!
-//! Translated so far: `actions/enqueue/enqueue_test.go` ([`enqueue`]),
-//! `actions/reclaim/reclaim_test.go` ([`reclaim`], in part) and
-//! `actions/preempt/preempt_test.go` ([`preempt`], in part),
-//! `plugins/priority/priority_test.go` ([`priority`]) and
-//! `plugins/proportion/proportion_test.go` ([`proportion`], in part). Not yet
-//! translated: `actions/allocate` and
-//! `plugins/{capacity,predicates,drf,gang}`; their cases are still to be written
-//! here.
+//! Translated whole: `actions/enqueue/enqueue_test.go` ([`enqueue`]),
+//! `actions/reclaim/reclaim_test.go` ([`reclaim`]),
+//! `actions/preempt/preempt_test.go` `TestPreempt` ([`preempt`]),
+//! `plugins/priority/priority_test.go` `TestPreempt` ([`priority`]) and
+//! `plugins/drf/hdrf_test.go` ([`drf`]). In part:
+//! `plugins/proportion/proportion_test.go` ([`proportion`]:
+//! `TestEnqueueAndAllocable` and `TestAllocate`) and
+//! `plugins/predicates/predicates_test.go` ([`predicates`]: the tests that run
+//! sessions) and `plugins/capacity/capacity_test.go` ([`capacity`]:
+//! `TestEnqueueAndAllocatable` and `Test_capacityPlugin_OnSessionOpenWithoutHierarchy`).
 //!
-//! Left out: `actions/backfill/backfill_test.go` (`TestPickUpPendingTasks`) checks
-//! the order of an internal list of Volcano's backfill (`pickUpPendingTasks`), not
-//! a decision users see; and the `*_shard_test.go` files test Volcano's node
-//! sharding between scheduler instances, which this scheduler does not have.
+//! Not yet translated: `actions/allocate/allocate_test.go` and the rest of
+//! `plugins/capacity/capacity_test.go`; their cases are still to be written here.
+//!
+//! Left out:
+//! - `actions/backfill/backfill_test.go` (`TestPickUpPendingTasks`) checks the
+//!   order of an internal list of Volcano's backfill (`pickUpPendingTasks`) in a
+//!   session without nodes, not a decision users see.
+//! - `plugins/gang/gang_test.go` (`TestShouldSkipUnschedulableForReleasing`)
+//!   calls a helper of Volcano's gang plugin on hand-built job objects, with no
+//!   session or cluster around it.
+//! - The `*_shard_test.go` files test Volcano's node sharding between scheduler
+//!   instances, which this scheduler does not have.
 
+mod capacity;
+mod drf;
 mod enqueue;
+mod predicates;
 mod preempt;
 mod priority;
 mod proportion;

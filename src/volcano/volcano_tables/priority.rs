@@ -8,7 +8,7 @@
 //! this scheduler does not have (its preempt and reclaim already evict whole
 //! gangs).
 
-use super::support::{Table, evicted, group, pod, queue, resources};
+use super::support::{Table, evicted, group, node_alloc, pod, queue, resources};
 use crate::volcano::actions::allocate::Allocate;
 use crate::volcano::actions::preempt::Preempt;
 use crate::volcano::framework::GangPhase;
@@ -41,7 +41,7 @@ fn table(nodes: [(&'static str, &str, &str); 2], preemptee2: super::support::Pod
     Table {
         nodes: nodes
             .iter()
-            .map(|(n, cpu, mem)| (*n, resources(cpu, mem)))
+            .map(|(n, cpu, mem)| (*n, node_alloc(cpu, mem, 10)))
             .collect(),
         queues: vec![queue("q1", 1, Some(resources("6", "6G")))],
         groups: vec![pg1, pg2],
@@ -50,11 +50,11 @@ fn table(nodes: [(&'static str, &str, &str); 2], preemptee2: super::support::Pod
             preemptee2,
             pod("preemptor1", "", false, resources("3", "3G"), "pg2"),
         ],
+        ..Table::default()
     }
 }
 
 #[test]
-#[ignore = "needs CPU-only planning (issue 24 item 1)"]
 fn enable_preempt_low_priority_enable_preemptable_true() {
     let mut preemptee2 = pod("preemptee2", "node1", true, resources("3", "3G"), "pg1");
     preemptee2.priority = 1000;

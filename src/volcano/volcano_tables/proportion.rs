@@ -2,10 +2,19 @@
 //! (enqueue then allocate with proportion alone, its allocatable, overused and
 //! enqueue checks switched on or off as each case lists them) and `TestAllocate`.
 //!
-//! Not yet translated: `TestProportion` (deallocation and real-capability
-//! cases) and `TestNoDoubleCountingForInqueueJobWithBindingTasks`.
+//! Left out:
+//! - `TestProportion`: it asserts Volcano's `queue_allocated` Prometheus metric
+//!   over sessions repeated every three seconds while PodGroups are deleted (its
+//!   `expected` node map is never checked); this scheduler's queue figures are
+//!   not those metrics.
+//! - `TestNoDoubleCountingForInqueueJobWithBindingTasks`: it guards how Volcano's
+//!   cache counts an Inqueue PodGroup whose pods are binding; here that count is
+//!   the snapshot's (built from the API), which these tables bypass, so a
+//!   translation would test the table helper rather than the scheduler.
+//! - `TestJobEnqueuedOnOtherPluginsReject`: its second plugin is written inside
+//!   the Go test to reject one PodGroup by name; no plugin behaves so.
 
-use super::support::{GroupRow, Table, closed, group, pod, queue, resources};
+use super::support::{GroupRow, Table, closed, group, node_alloc, pod, queue, resources};
 use crate::volcano::actions::allocate::Allocate;
 use crate::volcano::actions::enqueue::Enqueue;
 use crate::volcano::framework::outcome::SessionOutcome;
@@ -42,7 +51,10 @@ fn run(
 ) -> SessionOutcome {
     let (pod_name, pg, q, r) = waiting;
     let t = Table {
-        nodes: vec![("n1", resources("2", "2G")), ("n2", resources("2", "2G"))],
+        nodes: vec![
+            ("n1", node_alloc("2", "2G", 10)),
+            ("n2", node_alloc("2", "2G", 10)),
+        ],
         queues: vec![
             queue("q1", 1, Some(resources("2", "2G"))),
             queue("q2", 1, Some(resources("3", "3G"))),
@@ -57,6 +69,7 @@ fn run(
             pod("pod2", "n2", true, resources("2", "1G"), "pg2"),
             pod(pod_name, "", false, resources(r.0, r.1), pg),
         ],
+        ..Table::default()
     };
     t.run(
         &conf(allocatable, overused, enqueued),
@@ -83,7 +96,6 @@ fn binds(o: &SessionOutcome) -> Vec<String> {
 }
 
 #[test]
-#[ignore = "needs CPU-only planning (issue 24 item 1)"]
 fn case0_memory_exceed_derserved_job_only_request_cpu_can_be_enqueued_and_allocated() {
     let o = run(("pod3", "pg3", "q1", ("1", "0G")), true, true, true);
     assert_eq!(
@@ -93,7 +105,6 @@ fn case0_memory_exceed_derserved_job_only_request_cpu_can_be_enqueued_and_alloca
 }
 
 #[test]
-#[ignore = "needs CPU-only planning (issue 24 item 1)"]
 fn case1_cpu_exceed_derserved_job_only_request_memory_can_be_enqueued_and_allocated() {
     let o = run(("pod4", "pg4", "q2", ("0", "1G")), true, true, true);
     assert_eq!(
@@ -117,10 +128,14 @@ fn case3_exceed_deserved_can_not_allocate() {
 #[test]
 fn case4_queue_with_non_open_state_can_not_enqueue() {
     let t = Table {
-        nodes: vec![("n1", resources("2", "2G")), ("n2", resources("2", "2G"))],
+        nodes: vec![
+            ("n1", node_alloc("2", "2G", 10)),
+            ("n2", node_alloc("2", "2G", 10)),
+        ],
         queues: vec![closed(queue("q3", 1, Some(resources("3", "3G"))))],
         groups: vec![single("pg6", "q3", GangPhase::Pending, ("1", "1G"))],
         pods: vec![pod("pod6", "", false, resources("1", "1G"), "pg6")],
+        ..Table::default()
     };
     let o = t.run(
         &conf(false, false, true),
@@ -131,14 +146,16 @@ fn case4_queue_with_non_open_state_can_not_enqueue() {
 
 /// `TestAllocate`: allocate then reclaim with proportion's queue order alone.
 #[test]
-#[ignore = "needs CPU-only planning (issue 24 item 1)"]
 fn case0_pods_are_assigned_according_to_the_order_of_queue_priority_in_which_pgs_are_placed() {
     let queue_of = |name: &str, priority: i32| crate::volcano::objects::QueueSpec {
         priority,
         ..queue(name, 1, Some(resources("2", "4Gi")))
     };
     let t = Table {
-        nodes: vec![("n1", resources("2", "4Gi")), ("n2", resources("2", "4Gi"))],
+        nodes: vec![
+            ("n1", node_alloc("2", "4Gi", 10)),
+            ("n2", node_alloc("2", "4Gi", 10)),
+        ],
         queues: vec![queue_of("q1", 5), queue_of("q2", 1), queue_of("q3", 10)],
         groups: vec![
             group("pg1", "q1", 1, GangPhase::Running),
@@ -150,6 +167,7 @@ fn case0_pods_are_assigned_according_to_the_order_of_queue_priority_in_which_pgs
             pod("p2", "", false, resources("2", "4Gi"), "pg2"),
             pod("p3", "", false, resources("2", "4Gi"), "pg3"),
         ],
+        ..Table::default()
     };
     let conf = "actions: allocate, reclaim
 tiers:

@@ -1,26 +1,34 @@
 //! `pkg/scheduler/actions/reclaim/reclaim_test.go` (`TestReclaim`): the reclaim
-//! action over CPU and memory pods, with conformance, gang, priority and
-//! proportion or capacity in one tier, as each case lists them.
+//! action over pods that ask only CPU and memory, with the plugins each case
+//! registers in the one tier of Volcano's test and that tier's switches. Every
+//! case of the table is here.
 //!
-//! Volcano's cases reclaim for pods that ask only CPU and memory. Until such pods
-//! are planned (issue 24 item 1), a case that needs an eviction for one is
-//! ignored with that reason; the cases whose expectation is that nobody is
-//! evicted run now. Left out: the cases after "Reclaim succeeds for second task
-//! when first task has PreemptionPolicy=Never" (the multi-node regression cases)
-//! are not translated yet.
+//! Left out: `reclaim_shard_test.go`, which tests Volcano's node sharding between
+//! scheduler instances (this scheduler has none).
 
-use super::support::{Table, closed, evicted, group, pod, queue, resources};
+use super::support::{
+    Table, closed, evicted, group, node_alloc, pod, queue, resources, tiers_conf,
+};
 use crate::volcano::actions::reclaim::Reclaim;
 use crate::volcano::framework::GangPhase;
 use std::collections::BTreeSet;
 
-/// The plugins of a case, one tier, with Volcano's default switches.
+/// The case's plugins in the one tier of `TestReclaim`, with the switches that
+/// tier turns on (every other one is off in Volcano's test).
 fn conf(plugins: &[&str]) -> String {
-    let mut text = "actions: reclaim\ntiers:\n- plugins:\n".to_string();
-    for p in plugins {
-        text.push_str(&format!("  - name: {p}\n"));
-    }
-    text
+    const TIER: &[(&str, &[&str])] = &[
+        ("conformance", &["Reclaimable"]),
+        ("gang", &["Reclaimable", "JobStarving"]),
+        ("proportion", &["Reclaimable", "QueueOrder", "Preemptive"]),
+        ("capacity", &["Reclaimable", "QueueOrder", "Preemptive"]),
+        ("priority", &["Reclaimable", "JobOrder", "TaskOrder"]),
+    ];
+    let tier: Vec<(&str, &[&str])> = TIER
+        .iter()
+        .filter(|(p, _)| plugins.contains(p))
+        .copied()
+        .collect();
+    tiers_conf("reclaim", &[&tier])
 }
 
 fn set(names: &[&str]) -> BTreeSet<String> {
@@ -44,18 +52,18 @@ fn one_overusing_queue(reclaimer_closed: bool) -> Table {
     let mut pg2 = group("pg2", "q2", 1, GangPhase::Inqueue);
     pg2.priority = 1000;
     Table {
-        nodes: vec![("n1", resources("3", "3Gi"))],
+        nodes: vec![("n1", node_alloc("3", "3Gi", 10))],
         queues: vec![
             queue("q1", 1, None),
             if reclaimer_closed { closed(q2) } else { q2 },
         ],
         groups: vec![pg1, pg2],
         pods,
+        ..Table::default()
     }
 }
 
 #[test]
-#[ignore = "needs CPU-only planning (issue 24 item 1)"]
 fn two_queue_with_one_queue_overusing_resource_should_reclaim() {
     let o =
         one_overusing_queue(false).run(&conf(&["conformance", "gang", "proportion"]), &[&Reclaim]);
@@ -79,7 +87,6 @@ fn two_by_two(kept: &[usize]) -> Vec<super::support::PodRow> {
 }
 
 #[test]
-#[ignore = "needs CPU-only planning (issue 24 item 1)"]
 fn sort_reclaimees_when_reclaiming_from_overusing_queue() {
     let pods = two_by_two(&[3]);
     let groups = [("pg1", "q1", 500), ("pg2", "q2", 100), ("pg3", "q3", 1000)]
@@ -91,13 +98,14 @@ fn sort_reclaimees_when_reclaiming_from_overusing_queue() {
         })
         .collect();
     let t = Table {
-        nodes: vec![("n1", resources("4", "4Gi"))],
+        nodes: vec![("n1", node_alloc("4", "4Gi", 10))],
         queues: ["q1", "q2", "q3"]
             .iter()
             .map(|q| queue(q, 1, None))
             .collect(),
         groups,
         pods,
+        ..Table::default()
     };
     let o = t.run(
         &conf(&["conformance", "gang", "priority", "proportion"]),
@@ -107,7 +115,6 @@ fn sort_reclaimees_when_reclaiming_from_overusing_queue() {
 }
 
 #[test]
-#[ignore = "needs CPU-only planning (issue 24 item 1)"]
 fn sort_reclaimees_when_reclaiming_from_overusing_queues_with_different_queue_priority() {
     let pods = two_by_two(&[1, 3]);
     let queues = [("q1", 5), ("q2", 10), ("q3", 1)]
@@ -118,7 +125,7 @@ fn sort_reclaimees_when_reclaiming_from_overusing_queues_with_different_queue_pr
         })
         .collect();
     let t = Table {
-        nodes: vec![("n1", resources("4", "4Gi"))],
+        nodes: vec![("n1", node_alloc("4", "4Gi", 10))],
         queues,
         groups: vec![
             group("pg1", "q1", 1, GangPhase::Inqueue),
@@ -126,6 +133,7 @@ fn sort_reclaimees_when_reclaiming_from_overusing_queues_with_different_queue_pr
             group("pg3", "q3", 1, GangPhase::Inqueue),
         ],
         pods,
+        ..Table::default()
     };
     let o = t.run(&conf(&["conformance", "gang", "proportion"]), &[&Reclaim]);
     assert_eq!(evicted(&o), set(&["c1/preemptee1-1"]));
@@ -140,13 +148,14 @@ fn can_not_reclaim_resources_when_task_preemption_policy_is_never() {
     let mut pg2 = group("pg2", "q2", 0, GangPhase::Inqueue);
     pg2.priority = 1000;
     let t = Table {
-        nodes: vec![("n1", resources("1", "1Gi"))],
+        nodes: vec![("n1", node_alloc("1", "1Gi", 1))],
         queues: vec![queue("q1", 5, None), queue("q2", 10, None)],
         groups: vec![pg1, pg2],
         pods: vec![
             pod("preemptee1", "n1", true, resources("1", "1G"), "pg1"),
             preemptor,
         ],
+        ..Table::default()
     };
     let o = t.run(&conf(&["conformance", "gang", "proportion"]), &[&Reclaim]);
     assert!(evicted(&o).is_empty(), "{o:?}");
@@ -166,10 +175,9 @@ fn can_not_reclaim_resources_when_queue_is_not_open_capacity_plugin() {
 }
 
 #[test]
-#[ignore = "needs CPU-only planning (issue 24 item 1)"]
 fn node_available_resources_should_be_included_in_reclaimed_resources() {
     let t = Table {
-        nodes: vec![("n1", resources("10", "2Gi"))],
+        nodes: vec![("n1", node_alloc("10", "2Gi", 10))],
         queues: vec![
             crate::volcano::objects::QueueSpec {
                 priority: 1,
@@ -191,6 +199,7 @@ fn node_available_resources_should_be_included_in_reclaimed_resources() {
             pod("preemptee2-1", "n1", true, resources("1", "1G"), "pg2"),
             pod("preemptor1", "", false, resources("2", "1G"), "pg3"),
         ],
+        ..Table::default()
     };
     let o = t.run(
         &conf(&["conformance", "gang", "priority", "proportion"]),
@@ -200,7 +209,6 @@ fn node_available_resources_should_be_included_in_reclaimed_resources() {
 }
 
 #[test]
-#[ignore = "needs CPU-only planning (issue 24 item 1)"]
 fn reclaim_succeeds_for_second_task_when_first_task_has_preemption_policy_never() {
     let mut victim_no = pod(
         "victim-pod-no",
@@ -223,7 +231,7 @@ fn reclaim_succeeds_for_second_task_when_first_task_has_preemption_policy_never(
     let mut pg_preemptor = group("pg-preemptor", "q2", 2, GangPhase::Inqueue);
     pg_preemptor.priority = 1000;
     let t = Table {
-        nodes: vec![("n1", resources("2", "2G"))],
+        nodes: vec![("n1", node_alloc("2", "2G", 10))],
         queues: vec![queue("q1", 1, None), queue("q2", 1, None)],
         groups: vec![pg_victim, pg_preemptor],
         pods: vec![
@@ -238,10 +246,36 @@ fn reclaim_succeeds_for_second_task_when_first_task_has_preemption_policy_never(
                 "pg-preemptor",
             ),
         ],
+        ..Table::default()
     };
     let o = t.run(
         &conf(&["conformance", "gang", "proportion", "priority"]),
         &[&Reclaim],
     );
     assert_eq!(evicted(&o), set(&["c1/victim-pod"]));
+}
+
+#[test]
+fn only_commit_evictions_on_the_node_where_reclaim_succeeds() {
+    let t = Table {
+        nodes: vec![("n1", node_alloc("10", "10G", 10))],
+        queues: vec![queue("q1", 1, None), queue("q2", 9, None)],
+        groups: vec![
+            group("pg-victim", "q1", 0, GangPhase::Running),
+            group("pg-preemptor", "q2", 1, GangPhase::Inqueue),
+        ],
+        pods: vec![
+            pod("victim-n1", "n1", true, resources("2", "2G"), "pg-victim"),
+            pod(
+                "preemptor1",
+                "",
+                false,
+                resources("3", "3G"),
+                "pg-preemptor",
+            ),
+        ],
+        ..Table::default()
+    };
+    let o = t.run(&conf(&["conformance", "gang", "proportion"]), &[&Reclaim]);
+    assert!(evicted(&o).is_empty(), "{o:?}");
 }

@@ -4,8 +4,11 @@
 //! given plugins and actions, and what users would see of its outcome.
 
 use crate::node_load::NodeResources;
-use crate::resources::{Resources, parse_milli};
-use crate::volcano::conf::SchedulerConf;
+use crate::placement::node_predicates::NodeTraits;
+use crate::placement::pod_affinity::AffinityPod;
+use crate::placement::resource_fit::{POD_COUNT, pod_footprint};
+use crate::resources::{Resources, parse_milli, quantity_text};
+use crate::volcano::conf::{SWITCHES, SchedulerConf};
 use crate::volcano::framework::job::{TaskPlacement, TaskStatus};
 use crate::volcano::framework::nodes::{NodeSet, SessionNode};
 use crate::volcano::framework::outcome::SessionOutcome;
@@ -14,6 +17,7 @@ use crate::volcano::framework::testing::{job, state, task};
 use crate::volcano::framework::{Action, GangKey, GangPhase, JobInfo, Session, registry};
 use crate::volcano::objects::{QueueSpec, QueueState};
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 /// `api.BuildResourceList(cpu, memory)` (plus `pods` when given).
 pub fn resources(cpu: &str, memory: &str) -> Resources {
@@ -24,6 +28,74 @@ pub fn resources(cpu: &str, memory: &str) -> Resources {
         }
     }
     r
+}
+
+/// A `volcano-scheduler.conf` as Volcano's tests build their tiers: each plugin
+/// with the switches named on (Volcano's `EnabledXxx` without its prefix, e.g.
+/// `"JobStarving"`) and every other switch off, since a test's `conf.PluginOption`
+/// leaves them unset and Volcano reads an unset switch as off there. Plugins a
+/// case does not register are simply not listed.
+pub fn tiers_conf(actions: &str, tiers: &[&[(&str, &[&str])]]) -> String {
+    let mut text = format!("actions: {actions}\ntiers:\n");
+    for tier in tiers {
+        text.push_str("- plugins:\n");
+        for (plugin, on) in *tier {
+            text.push_str(&format!("  - name: {plugin}\n"));
+            let mut seen = BTreeSet::new();
+            for (switch, point) in SWITCHES {
+                if !seen.insert(point) {
+                    continue;
+                }
+                let name = switch
+                    .trim_start_matches("enabled")
+                    .trim_start_matches("enable");
+                text.push_str(&format!("    {switch}: {}\n", on.contains(&name)));
+            }
+        }
+    }
+    text
+}
+
+/// `api.BuildResourceList(cpu, memory, {pods: n})`: a node's allocatable.
+pub fn node_alloc(cpu: &str, memory: &str, pods: i64) -> Resources {
+    let mut r = resources(cpu, memory);
+    r.set(POD_COUNT, pods.saturating_mul(1000));
+    r
+}
+
+/// The Pod object of a table's pod: its requests in one container, as
+/// `util.BuildPod` writes them, so the planner sees what Volcano's session does.
+fn pod_object(row: &PodRow) -> k8s_openapi::api::core::v1::Pod {
+    let requests: serde_json::Map<String, serde_json::Value> = row
+        .request
+        .iter()
+        .map(|(dim, milli)| (dim.to_string(), quantity_text(milli).into()))
+        .collect();
+    let mut spec = serde_json::json!({
+        "containers": [{"name": "c", "resources": {"requests": requests}}]
+    });
+    if !row.node.is_empty() {
+        spec["nodeName"] = row.node.into();
+    }
+    let pairs = |p: &[(&str, &str)]| -> serde_json::Map<String, serde_json::Value> {
+        p.iter()
+            .map(|(k, v)| (k.to_string(), (*v).into()))
+            .collect()
+    };
+    spec["nodeSelector"] = pairs(&row.node_selector).into();
+    if let Some(affinity) = &row.affinity {
+        spec["affinity"] = affinity.clone();
+    }
+    serde_json::from_value(serde_json::json!({
+        "metadata": {
+            "name": row.name,
+            "namespace": "c1",
+            "uid": format!("uid-{}", row.name),
+            "labels": pairs(&row.labels),
+        },
+        "spec": spec,
+    }))
+    .unwrap_or_default()
 }
 
 /// One pod of a table: namespace `ns`, its PodGroup, phase and request.
@@ -45,6 +117,12 @@ pub struct PodRow {
     pub never_preempts: bool,
     /// `volcano.sh/preemptable`: false.
     pub not_preemptable: bool,
+    /// `metadata.labels`.
+    pub labels: Vec<(&'static str, &'static str)>,
+    /// `spec.nodeSelector`.
+    pub node_selector: Vec<(&'static str, &'static str)>,
+    /// `spec.affinity`, as JSON.
+    pub affinity: Option<serde_json::Value>,
 }
 
 /// `util.BuildPod(ns, name, node, phase, request, group, …)`.
@@ -64,6 +142,9 @@ pub fn pod(
         priority: 0,
         never_preempts: false,
         not_preemptable: false,
+        labels: Vec::new(),
+        node_selector: Vec::new(),
+        affinity: None,
     }
 }
 
@@ -128,6 +209,8 @@ pub struct Table {
     pub groups: Vec<GroupRow>,
     /// Pods.
     pub pods: Vec<PodRow>,
+    /// Node labels: node, key, value.
+    pub node_labels: Vec<(&'static str, &'static str, &'static str)>,
 }
 
 fn key(name: &str) -> GangKey {
@@ -151,6 +234,7 @@ impl Table {
                     .map(|p| {
                         let mut t = task(&k, p.name, p.request.clone());
                         t.namespace = "c1".into();
+                        t.pod = Arc::new(pod_object(p));
                         t.priority = p.priority;
                         t.never_preempts = p.never_preempts;
                         t.preemptable = !p.not_preemptable;
@@ -167,7 +251,10 @@ impl Table {
                     })
                     .collect();
                 let mut j = job(g.name, g.queue, g.min_member, tasks);
-                j.key = k;
+                j.key = k.clone();
+                for t in &mut j.tasks {
+                    t.job = k.clone();
+                }
                 j.min_resources = g.min_resources.clone();
                 j.priority = g.priority;
                 j.inqueue = g.phase != GangPhase::Pending;
@@ -182,8 +269,17 @@ impl Table {
         let jobs = self.jobs();
         let mut total = Resources::default();
         let mut requested: BTreeMap<&str, Resources> = BTreeMap::new();
+        let mut bound: BTreeMap<&str, Vec<Arc<AffinityPod>>> = BTreeMap::new();
         for p in self.pods.iter().filter(|p| p.running) {
-            requested.entry(p.node).or_default().add(&p.request);
+            let object = pod_object(p);
+            requested
+                .entry(p.node)
+                .or_default()
+                .add(&pod_footprint(&object));
+            bound
+                .entry(p.node)
+                .or_default()
+                .push(Arc::new(AffinityPod::of(&object)));
         }
         let nodes = self
             .nodes
@@ -196,8 +292,17 @@ impl Table {
                     resources: NodeResources {
                         allocatable: alloc.clone(),
                         requested: requested.get(name).cloned().unwrap_or_default(),
-                        traits: None,
-                        pods: Default::default(),
+                        traits: Some(Arc::new(NodeTraits {
+                            labels: self
+                                .node_labels
+                                .iter()
+                                .filter(|(n, _, _)| n == name)
+                                .map(|(_, k, v)| (k.to_string(), v.to_string()))
+                                .collect(),
+                            taints: Vec::new(),
+                            unschedulable: false,
+                        })),
+                        pods: Arc::new(bound.remove(name).unwrap_or_default()),
                     },
                 }
             })
@@ -236,4 +341,41 @@ pub fn evicted(o: &SessionOutcome) -> BTreeSet<String> {
 /// The phase of PodGroup `c1/<name>`.
 pub fn phase(o: &SessionOutcome, name: &str) -> Option<GangPhase> {
     o.verdicts.get(&key(name)).map(|v| v.phase)
+}
+
+/// `c1/<pod>` → node of every pod the session binds (placed, not pipelined), as
+/// Volcano's `ExpectBindMap` lists them.
+pub fn bound(o: &SessionOutcome) -> BTreeMap<String, String> {
+    o.commits
+        .iter()
+        .flat_map(|c| &c.members)
+        .filter(|m| !m.pipelined)
+        .filter_map(|m| {
+            let node = m.placement.as_ref()?.node.clone();
+            Some((format!("c1/{}", m.name), node))
+        })
+        .collect()
+}
+
+/// `c1/<group>` → nodes of the pods the session pipelines, as Volcano's
+/// `ExpectPipeLined` lists them.
+pub fn pipelined(o: &SessionOutcome) -> BTreeMap<String, Vec<String>> {
+    let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for c in &o.commits {
+        for m in c.members.iter().filter(|m| m.pipelined) {
+            if let Some(p) = &m.placement {
+                out.entry(format!("c1/{}", c.gang.name))
+                    .or_default()
+                    .push(p.node.clone());
+            }
+        }
+    }
+    out
+}
+
+/// `r` with `amount` whole units of the extended resource `name` added
+/// (`api.ScalarResource`).
+pub fn with(mut r: Resources, name: &str, amount: i64) -> Resources {
+    r.set(name, amount.saturating_mul(1000));
+    r
 }
