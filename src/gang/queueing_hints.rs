@@ -71,8 +71,7 @@ impl JobMark {
             .iter()
             .map(|t| (t.uid.clone(), t.pod.clone(), t.status, t.gated, t.priority))
             .collect();
-        let mut bare = job.clone();
-        bare.tasks = Vec::new();
+        let mut bare = job.without_tasks();
         // Allocate tries only admitted jobs, whether they were admitted before the
         // session or by its enqueue: being admitted since changes nothing for it.
         bare.inqueue = true;

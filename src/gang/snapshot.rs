@@ -354,7 +354,7 @@ fn task_of(
         MemberPhase::Pending => TaskStatus::Pending,
     };
     let gpu = match (input.parse)(&m.pod) {
-        Ok(Some(ctx)) => GpuAsk::Vgpu(Box::new(ctx)),
+        Ok(Some(ctx)) => GpuAsk::Vgpu(Arc::new(ctx)),
         Ok(None) => GpuAsk::None,
         Err(e) => GpuAsk::Invalid(e),
     };

@@ -104,8 +104,9 @@ pub enum GpuAsk {
     /// resources) and pinned to its node, since kube-scheduler never asks the
     /// extender about it.
     None,
-    /// A parsed vGPU request.
-    Vgpu(Box<PodContext>),
+    /// A parsed vGPU request, shared: a task is copied into every session (and
+    /// into the queueing hints), its parse is read only.
+    Vgpu(Arc<PodContext>),
     /// The request cannot be read; the task can never be placed.
     Invalid(String),
 }
@@ -253,6 +254,30 @@ pub struct JobInfo {
 }
 
 impl JobInfo {
+    /// The job's own figures without its tasks, at the cost of those figures
+    /// alone (the queueing hints keep every waiting job's figures each cycle).
+    pub fn without_tasks(&self) -> JobInfo {
+        JobInfo {
+            key: self.key.clone(),
+            queue: self.queue.clone(),
+            min_member: self.min_member,
+            min_roles: self.min_roles.clone(),
+            min_resources: self.min_resources.clone(),
+            card_request: self.card_request.clone(),
+            priority: self.priority,
+            created: self.created,
+            waiting_time: self.waiting_time,
+            group_missing: self.group_missing,
+            service_type: self.service_type.clone(),
+            task_topology: self.task_topology.clone(),
+            inqueue: self.inqueue,
+            network_topology: self.network_topology.clone(),
+            disrupted_whole: self.disrupted_whole,
+            tasks: Vec::new(),
+            allocated: self.allocated.clone(),
+        }
+    }
+
     /// Counts of the tasks by standing.
     pub fn counts(&self) -> TaskCounts {
         let mut c = TaskCounts::default();

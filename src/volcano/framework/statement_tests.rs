@@ -124,7 +124,11 @@ fn session(conf: &str) -> Session {
             let mut tk = task(&key, &uid, Resources::from_units([("cpu", 2)]));
             tk.uid = uid.clone();
             tk.priority = (j % 2) as i32;
-            tk.gpu = GpuAsk::Vgpu(Box::new(vgpu_pod(&uid, 1 + (t % 2) as u32, 8000)));
+            tk.gpu = GpuAsk::Vgpu(std::sync::Arc::new(vgpu_pod(
+                &uid,
+                1 + (t % 2) as u32,
+                8000,
+            )));
             if t == 0 {
                 // Running on node j % 3, GPU t, holding 8000 MiB.
                 let node = j % 3;

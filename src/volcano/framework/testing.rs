@@ -351,7 +351,11 @@ pub fn gpu_task(job: &GangKey, name: &str, gpus: u32) -> TaskInfo {
         name,
         Resources::from_units([("nvidia.com/gpu", i64::from(gpus))]),
     );
-    t.gpu = GpuAsk::Vgpu(Box::new(vgpu(&format!("uid-{name}"), gpus, 80000)));
+    t.gpu = GpuAsk::Vgpu(std::sync::Arc::new(vgpu(
+        &format!("uid-{name}"),
+        gpus,
+        80000,
+    )));
     // As the snapshot keeps them: `requests` are what the pod asks besides its
     // vGPUs, which are charged from its placement.
     t.requests = Resources::new();

@@ -48,7 +48,7 @@ fn member(role: &str, i: usize, policy: NodePolicy) -> TaskInfo {
     let mut t = gpu_task(&key(), &format!("{role}-{i}"), 1);
     t.role = Some(role.into());
     if let GpuAsk::Vgpu(ctx) = &mut t.gpu {
-        ctx.policies.node = policy;
+        std::sync::Arc::make_mut(ctx).policies.node = policy;
     }
     t
 }
