@@ -2,6 +2,8 @@
 //! the same bytes for the same seed), the page rendered by a real headless
 //! browser with every plot drawn, and errors that name what is wrong.
 
+mod headless_browser;
+
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -319,24 +321,9 @@ fn a_workload_beyond_what_one_replay_takes_on_is_refused_saying_why() {
     }
 }
 
-/// The browser to render the report with: `$VGPU_SCHEDULER_BROWSER`, else
-/// Debian's `chromium`.
-fn browser() -> Option<PathBuf> {
-    let candidates = std::env::var_os("VGPU_SCHEDULER_BROWSER")
-        .map(PathBuf::from)
-        .into_iter()
-        .chain(["/usr/bin/chromium", "/usr/bin/chromium-browser"].map(PathBuf::from));
-    candidates.into_iter().find(|p| p.is_file())
-}
-
 #[test]
 fn the_report_renders_in_a_headless_browser_with_every_plot() {
-    let Some(browser) = browser() else {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "no browser: CI installs chromium (.ci/run)"
-        );
-        eprintln!("skipped: no headless browser (install Debian's chromium to run this test)");
+    let Some(browser) = headless_browser::browser_or_skip() else {
         return;
     };
     let dir = tempfile::tempdir().expect("temp dir");

@@ -4,6 +4,8 @@
 //! chart must draw lines, keep its legend off the plot area and label each
 //! axis with distinct ticks, also when every value is the same.
 
+mod headless_browser;
+
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -60,14 +62,6 @@ document.body.appendChild(out);
 
 fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn browser() -> Option<PathBuf> {
-    let candidates = std::env::var_os("VGPU_SCHEDULER_BROWSER")
-        .map(PathBuf::from)
-        .into_iter()
-        .chain(["/usr/bin/chromium", "/usr/bin/chromium-browser"].map(PathBuf::from));
-    candidates.into_iter().find(|p| p.is_file())
 }
 
 /// Writes a report of `workload` for binpack and spread into `dir/r`.
@@ -178,12 +172,7 @@ fn check(charts: &[Value], what: &str) {
 
 #[test]
 fn every_chart_has_lines_distinct_ticks_and_its_legend_beside_the_data() {
-    let Some(browser) = browser() else {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "no browser: CI installs chromium (.ci/run)"
-        );
-        eprintln!("skipped: no headless browser (install Debian's chromium to run this test)");
+    let Some(browser) = headless_browser::browser_or_skip() else {
         return;
     };
     for (what, workload) in [("busy", BUSY), ("flat", FLAT)] {
