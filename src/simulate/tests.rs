@@ -29,8 +29,9 @@ pub(super) fn cluster() -> Vec<ClusterObject> {
     objects
 }
 
-pub(super) fn setup() -> VariantSetup {
-    let args = SimulateArgs {
+/// The simulate command line the tests' variants are read with.
+pub(super) fn args() -> SimulateArgs {
+    SimulateArgs {
         cluster_file: Some("cluster.yaml".into()),
         from_cluster: false,
         kubeconfig: None,
@@ -41,8 +42,11 @@ pub(super) fn setup() -> VariantSetup {
         seed: 1,
         sample_every: Some(Duration::from_secs(60)),
         quiet: true,
-    };
-    variant("default:", &args).expect("variant")
+    }
+}
+
+pub(super) fn setup() -> VariantSetup {
+    variant("default:", &args()).expect("variant")
 }
 
 async fn run(workload: &str) -> super::replay::ReplayResult {

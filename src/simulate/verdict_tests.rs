@@ -5,26 +5,10 @@
 
 use super::replay::{ReplayResult, VariantSetup};
 use super::summary::{Inputs, Summary, compare, summarise};
-use super::tests::{cluster, setup};
+use super::tests::{args, cluster, setup};
 use super::workload::Workload;
 use super::{simulate, variant};
-use crate::config::SimulateArgs;
 use std::time::Duration;
-
-fn args() -> SimulateArgs {
-    SimulateArgs {
-        cluster_file: Some("cluster.yaml".into()),
-        from_cluster: false,
-        kubeconfig: None,
-        workload: "workload.yaml".into(),
-        scheduler_config: None,
-        variants: Vec::new(),
-        report: "report".into(),
-        seed: 1,
-        sample_every: None,
-        quiet: true,
-    }
-}
 
 async fn replay(workload: &str, setups: &[VariantSetup]) -> Vec<ReplayResult> {
     let workload = Workload::parse(workload).expect("workload");
