@@ -97,6 +97,8 @@ pub struct Metrics {
     /// Member tasks the gang planner built anew rather than kept from its last
     /// cycle: what a cycle cost in pod parses.
     pub planner_tasks_built: Counter,
+    /// Jobs the gang planner assembled anew rather than kept from its last cycle.
+    pub planner_jobs_built: Counter,
     /// Waiting jobs a cycle did not try again: nothing they wait for changed.
     pub planner_jobs_skipped: Counter,
     /// Trace events not written (`serve --record-trace`): the writer was behind,
@@ -224,6 +226,12 @@ impl Metrics {
             "Gang and queue member tasks the planner built anew because the pod, its holding or its node changed; the others are kept from the last cycle",
             planner_tasks_built.clone(),
         );
+        let planner_jobs_built = Counter::default();
+        registry.register(
+            "vgpu_scheduler_planner_jobs_built",
+            "Gang and queue jobs the planner assembled anew because a member's task, the member set, the PodGroup or its admission changed; the others are kept from the last cycle",
+            planner_jobs_built.clone(),
+        );
         let planner_jobs_skipped = Counter::default();
         registry.register(
             "vgpu_scheduler_planner_jobs_skipped",
@@ -273,6 +281,7 @@ impl Metrics {
             eviction_series: Default::default(),
             pipelined_plans_expired,
             planner_tasks_built,
+            planner_jobs_built,
             planner_jobs_skipped,
             trace_dropped,
             filter_only_pods,

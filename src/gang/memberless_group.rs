@@ -10,6 +10,7 @@ use crate::volcano::objects::PodGroupSpec;
 use crate::volcano::task_topology::TopologyAnnotations;
 use crate::volcano::waiting_time::waiting_time;
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 /// The PodGroup phases enqueue still has an opinion on. A Running, Completed or
 /// Unknown PodGroup whose pods are gone is left as its status says: there is
@@ -22,7 +23,7 @@ const ADMISSION_PHASES: [&str; 2] = ["Pending", "Inqueue"];
 /// minResources it reserves keep counting against its queue.
 pub fn memberless_jobs(
     book: &GangBook,
-    jobs: &BTreeMap<GangKey, JobInfo>,
+    jobs: &BTreeMap<GangKey, Arc<JobInfo>>,
     inqueue: &BTreeSet<GangKey>,
     priority: impl Fn(&PodGroupSpec) -> i32,
 ) -> Vec<JobInfo> {

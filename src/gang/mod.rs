@@ -12,6 +12,8 @@ pub mod barrier;
 pub mod book;
 pub mod eviction_view;
 pub mod filter_only;
+pub mod job_cache;
+pub mod job_figures;
 pub mod memberless_group;
 pub mod membership;
 pub mod native_group;

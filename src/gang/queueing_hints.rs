@@ -33,7 +33,6 @@ use crate::usage::GpuUsage;
 use crate::volcano::conf::SchedulerConf;
 use crate::volcano::framework::allocate_hints::AllocateHints;
 use crate::volcano::framework::{GangKey, JobInfo, QueueInfo, SessionState, TaskStatus};
-use k8s_openapi::api::core::v1::Pod;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
@@ -55,37 +54,40 @@ struct Blocked {
     message: String,
 }
 
-/// What a job was: everything allocate reads of it, its tasks by identity.
-struct JobMark {
-    /// The job without its tasks.
-    job: JobInfo,
-    /// Each task: UID, the pod version (kept alive, so compared by address),
-    /// status, gate, priority.
-    tasks: Vec<(String, Arc<Pod>, TaskStatus, bool, i32)>,
-}
+/// What a job was: the job itself, shared with the planner's kept jobs (a job
+/// that did not change between cycles is the very same one).
+struct JobMark(Arc<JobInfo>);
 
 impl JobMark {
-    fn of(job: &JobInfo) -> Self {
-        let tasks = job
-            .tasks
-            .iter()
-            .map(|t| (t.uid.clone(), t.pod.clone(), t.status, t.gated, t.priority))
-            .collect();
-        let mut bare = job.without_tasks();
-        // Allocate tries only admitted jobs, whether they were admitted before the
-        // session or by its enqueue: being admitted since changes nothing for it.
+    fn of(job: &Arc<JobInfo>) -> Self {
+        Self(job.clone())
+    }
+
+    /// Everything allocate reads of the job but its tasks. Allocate tries only
+    /// admitted jobs, whether they were admitted before the session or by its
+    /// enqueue: being admitted since changes nothing for it.
+    fn bare(&self) -> JobInfo {
+        let mut bare = self.0.without_tasks();
         bare.inqueue = true;
-        Self { job: bare, tasks }
+        bare
     }
 }
 
 impl PartialEq for JobMark {
     fn eq(&self, other: &Self) -> bool {
-        self.job == other.job
-            && self.tasks.len() == other.tasks.len()
-            && self.tasks.iter().zip(&other.tasks).all(|(a, b)| {
-                a.0 == b.0 && Arc::ptr_eq(&a.1, &b.1) && a.2 == b.2 && a.3 == b.3 && a.4 == b.4
-            })
+        let (a, b) = (&self.0, &other.0);
+        // Tasks by identity: UID, the pod version (kept alive, so compared by
+        // address), status, gate, priority.
+        Arc::ptr_eq(a, b)
+            || (self.bare() == other.bare()
+                && a.tasks.len() == b.tasks.len()
+                && a.tasks.iter().zip(&b.tasks).all(|(a, b)| {
+                    a.uid == b.uid
+                        && Arc::ptr_eq(&a.pod, &b.pod)
+                        && a.status == b.status
+                        && a.gated == b.gated
+                        && a.priority == b.priority
+                }))
     }
 }
 

@@ -6,6 +6,8 @@
 //! without holding anything.
 
 use super::book::{GangBook, Member, MemberPhase};
+use super::job_cache::{JobCache, JobInputs, SharedJobInputs};
+use super::job_figures::JobFigures;
 use super::memberless_group::memberless_jobs;
 use super::membership::DEFAULT_QUEUE;
 use super::task_cache::{TaskCache, TaskInputs};
@@ -20,7 +22,7 @@ use crate::volcano::framework::charge::{
 };
 use crate::volcano::framework::job::{GpuAsk, TaskPlacement};
 use crate::volcano::framework::nodes::{NodeSet, SessionNode};
-use crate::volcano::framework::queue::{QueueInfo, add_cards};
+use crate::volcano::framework::queue::QueueInfo;
 use crate::volcano::framework::{GangKey, JobInfo, SessionState, TaskInfo, TaskStatus};
 use crate::volcano::objects::{PodGroupSpec, QueueSpec};
 use crate::volcano::resource_quota::NamespaceQuota;
@@ -187,17 +189,24 @@ fn count_planned_on_nodes(
     }
 }
 
-/// The session state over a picture of the ledger, every task built anew.
+/// The session state over a picture of the ledger, every task and job built anew.
 pub fn build_state(input: &SnapshotInput<'_>, picture: LedgerPicture) -> SessionState {
-    build_state_with(input, picture, &mut TaskCache::default())
+    build_state_with(
+        input,
+        picture,
+        &mut TaskCache::default(),
+        &mut JobCache::default(),
+    )
 }
 
-/// The session state over a picture of the ledger, with the tasks of members that
-/// did not change since the last cycle taken from `tasks`.
+/// The session state over a picture of the ledger, with the tasks of members and
+/// the jobs of gangs that did not change since the last cycle taken from `tasks`
+/// and `jobs`.
 pub fn build_state_with(
     input: &SnapshotInput<'_>,
     picture: LedgerPicture,
     tasks: &mut TaskCache,
+    jobs: &mut JobCache,
 ) -> SessionState {
     let mut total = Resources::default();
     for dim in ["cpu", "memory"] {
@@ -213,22 +222,29 @@ pub fn build_state_with(
         NodeSet::new(picture.nodes, picture.quotas).with_measured(picture.measured, input.now);
     let topology = Arc::new(resolve_topology(input.book, &node_set));
 
-    let mut jobs = assemble_jobs(
+    let enqueue_on = input.conf.has_action(Action::Enqueue);
+    jobs.open(&SharedJobInputs {
+        priority_classes: input.book.priority_classes.clone(),
+        enqueue_on,
+    });
+    let (mut jobs, mut figures) = assemble_jobs(
         input,
         (&picture.holdings, &picture.pipelined),
         &node_set,
-        tasks,
+        (tasks, jobs),
     );
     let memberless = memberless_jobs(input.book, &jobs, input.inqueue, |g| {
         job_priority(input.book, Some(g), &[])
     });
-    jobs.extend(memberless.into_iter().map(|j| (j.key.clone(), j)));
-    let enqueue_on = input.conf.has_action(Action::Enqueue);
-    for job in jobs.values_mut() {
-        let c = job.counts();
-        job.inqueue |= c.ready > 0 || job.reaches_minimum(c.ready, &c.ready_roles) || !enqueue_on;
+    for mut job in memberless {
+        admit_if_ready(&mut job, enqueue_on);
+        figures.push(Arc::new(JobFigures::of(
+            &job,
+            input.inqueue.contains(&job.key),
+        )));
+        jobs.insert(job.key.clone(), Arc::new(job));
     }
-    let queues = queue_infos(input, &jobs);
+    let queues = queue_infos(input.book, &figures);
     SessionState {
         jobs,
         queues,
@@ -243,97 +259,136 @@ pub fn build_state_with(
     }
 }
 
+/// A job that holds or may already start what its minimum needs, or any job when
+/// enqueue does not run, counts as admitted.
+fn admit_if_ready(job: &mut JobInfo, enqueue_on: bool) {
+    let c = job.counts();
+    job.inqueue |= c.ready > 0 || job.reaches_minimum(c.ready, &c.ready_roles) || !enqueue_on;
+}
+
+/// Every job with members, and what each adds to its queue's figures; tasks and
+/// jobs that did not change are taken from the caches.
 fn assemble_jobs(
     input: &SnapshotInput<'_>,
     (holdings, pipelined): (&HashMap<String, TaskPlacement>, &HashSet<String>),
     nodes: &NodeSet,
-    cache: &mut TaskCache,
-) -> BTreeMap<GangKey, JobInfo> {
+    (task_cache, job_cache): (&mut TaskCache, &mut JobCache),
+) -> (BTreeMap<GangKey, Arc<JobInfo>>, Vec<Arc<JobFigures>>) {
     let book = input.book;
+    let enqueue_on = input.conf.has_action(Action::Enqueue);
     let largest_card = largest_card_mib(nodes.iter().map(|n| &*n.gpus));
-    let mut by_gang: BTreeMap<&GangKey, Vec<&Member>> = BTreeMap::new();
+    let mut by_gang: HashMap<&GangKey, Vec<&Member>> = HashMap::new();
     for m in book.members.values() {
         by_gang.entry(&m.gang).or_default().push(m);
     }
-    by_gang
-        .into_iter()
-        .map(|(key, mut members)| {
-            members.sort_by(|a, b| super::book::member_order(a, b));
-            let hint = members.iter().find_map(|m| m.queue_hint.as_deref());
-            let group = (!key.single)
-                .then(|| book.groups.get(&(key.namespace.clone(), key.name.clone())))
-                .flatten();
-            let oldest = members.iter().filter_map(|m| m.created).min();
-            let (min_member, min_roles, min_resources, created) = match group {
-                Some(g) => (
-                    g.min_member.max(0) as usize,
-                    g.min_task_member
-                        .iter()
-                        .map(|(k, v)| (k.clone(), (*v).max(0) as usize))
-                        .collect(),
-                    g.min_resources.clone(),
-                    g.creation_timestamp.or(oldest),
-                ),
-                None => (1, BTreeMap::new(), None, oldest),
-            };
-            let tasks: Vec<TaskInfo> = members
-                .iter()
-                .map(|m| {
-                    let held = holdings.get(&m.uid);
-                    let is_pipelined = pipelined.contains(&m.uid);
-                    let inputs = TaskInputs {
-                        held,
-                        pipelined: is_pipelined,
-                        node: held.and_then(|p| nodes.get(&p.node)).map(|n| &n.gpus),
-                        largest_card,
-                    };
-                    let mut task = cache.task(m, inputs, || {
-                        task_of(input, held, is_pipelined, (nodes, largest_card), m)
-                    });
-                    // PriorityClasses are not part of the member: read again.
-                    task.priority = member_priority(input.book, m);
-                    task
+    let mut jobs = BTreeMap::new();
+    let mut figures = Vec::with_capacity(by_gang.len());
+    for (key, mut members) in by_gang {
+        members.sort_by(|a, b| super::book::member_order(a, b));
+        let group = (!key.single)
+            .then(|| book.groups.get(&(key.namespace.clone(), key.name.clone())))
+            .flatten();
+        let tasks: Vec<Arc<TaskInfo>> = members
+            .iter()
+            .map(|m| {
+                let held = holdings.get(&m.uid);
+                let is_pipelined = pipelined.contains(&m.uid);
+                let inputs = TaskInputs {
+                    held,
+                    pipelined: is_pipelined,
+                    node: held.and_then(|p| nodes.get(&p.node)).map(|n| &n.gpus),
+                    largest_card,
+                };
+                task_cache.task(m, inputs, || {
+                    task_of(input, held, is_pipelined, (nodes, largest_card), m)
                 })
-                .collect();
-            let mut allocated = Resources::default();
-            for t in &tasks {
-                if t.status.holds_resources() {
-                    allocated.add(&t.resreq);
-                }
-            }
-            let job = JobInfo {
-                key: key.clone(),
-                queue: book.queue_of(key, hint),
-                card_request: requested_cards(&members, min_member),
-                min_member,
-                min_roles,
-                min_resources,
-                priority: job_priority(book, group, &tasks),
-                service_type: match group {
-                    Some(g) => crate::gang::victim_facts::service_type(Some(&g.annotations)),
-                    None => members.iter().find_map(|m| m.service_type.clone()),
-                },
-                task_topology: group.and_then(|g| TopologyAnnotations::of(&g.annotations)),
-                created,
-                waiting_time: match group {
-                    Some(g) => waiting_time(&g.annotations, &key.to_string()),
-                    None if key.single => members.first().and_then(|m| {
-                        waiting_time(m.pod.metadata.annotations.as_ref()?, &key.to_string())
-                    }),
-                    None => None,
-                },
-                group_missing: !key.single && group.is_none(),
-                inqueue: input.inqueue.contains(key),
-                network_topology: group.and_then(|g| g.network_topology.clone()),
-                disrupted_whole: group
-                    .and_then(|g| g.native.as_ref())
-                    .is_some_and(crate::gang::native_group::NativeGroup::disrupted_whole),
-                tasks,
-                allocated: allocated.without_zeros(),
-            };
-            (key.clone(), job)
+            })
+            .collect();
+        let inputs = JobInputs {
+            tasks,
+            group,
+            inqueue: input.inqueue.contains(key),
+        };
+        let (job, job_figures) = job_cache.job(key, inputs, |tasks| {
+            let mut job = job_of(input, key, &members, group, tasks);
+            admit_if_ready(&mut job, enqueue_on);
+            job
+        });
+        jobs.insert(key.clone(), job);
+        figures.push(job_figures);
+    }
+    (jobs, figures)
+}
+
+/// One gang's members as a job (`tasks`: theirs, in the same order).
+fn job_of(
+    input: &SnapshotInput<'_>,
+    key: &GangKey,
+    members: &[&Member],
+    group: Option<&PodGroupSpec>,
+    tasks: &[Arc<TaskInfo>],
+) -> JobInfo {
+    let book = input.book;
+    let hint = members.iter().find_map(|m| m.queue_hint.as_deref());
+    let oldest = members.iter().filter_map(|m| m.created).min();
+    let (min_member, min_roles, min_resources, created) = match group {
+        Some(g) => (
+            g.min_member.max(0) as usize,
+            g.min_task_member
+                .iter()
+                .map(|(k, v)| (k.clone(), (*v).max(0) as usize))
+                .collect(),
+            g.min_resources.clone(),
+            g.creation_timestamp.or(oldest),
+        ),
+        None => (1, BTreeMap::new(), None, oldest),
+    };
+    let tasks: Vec<TaskInfo> = members
+        .iter()
+        .zip(tasks)
+        .map(|(m, task)| {
+            let mut task = TaskInfo::clone(task);
+            // PriorityClasses are not part of the member: read again.
+            task.priority = member_priority(book, m);
+            task
         })
-        .collect()
+        .collect();
+    let mut allocated = Resources::default();
+    for t in &tasks {
+        if t.status.holds_resources() {
+            allocated.add(&t.resreq);
+        }
+    }
+    JobInfo {
+        key: key.clone(),
+        queue: book.queue_of(key, hint),
+        card_request: requested_cards(members, min_member),
+        min_member,
+        min_roles,
+        min_resources,
+        priority: job_priority(book, group, &tasks),
+        service_type: match group {
+            Some(g) => crate::gang::victim_facts::service_type(Some(&g.annotations)),
+            None => members.iter().find_map(|m| m.service_type.clone()),
+        },
+        task_topology: group.and_then(|g| TopologyAnnotations::of(&g.annotations)),
+        created,
+        waiting_time: match group {
+            Some(g) => waiting_time(&g.annotations, &key.to_string()),
+            None if key.single => members
+                .first()
+                .and_then(|m| waiting_time(m.pod.metadata.annotations.as_ref()?, &key.to_string())),
+            None => None,
+        },
+        group_missing: !key.single && group.is_none(),
+        inqueue: input.inqueue.contains(key),
+        network_topology: group.and_then(|g| g.network_topology.clone()),
+        disrupted_whole: group
+            .and_then(|g| g.native.as_ref())
+            .is_some_and(crate::gang::native_group::NativeGroup::disrupted_whole),
+        tasks,
+        allocated: allocated.without_zeros(),
+    }
 }
 
 /// One member as a task: its status, what it asks, what it holds and is charged.
@@ -473,12 +528,8 @@ fn requested_cards(members: &[&Member], min_member: usize) -> Resources {
 }
 
 /// Every queue that exists (and the default queue, unless its object is
-/// unreadable), with what its jobs hold and ask for.
-fn queue_infos(
-    input: &SnapshotInput<'_>,
-    jobs: &BTreeMap<GangKey, JobInfo>,
-) -> BTreeMap<String, QueueInfo> {
-    let book = input.book;
+/// unreadable), with what its jobs hold and ask for (`figures`: each job's).
+fn queue_infos(book: &GangBook, figures: &[Arc<JobFigures>]) -> BTreeMap<String, QueueInfo> {
     let mut queues: BTreeMap<String, QueueInfo> = book
         .queues
         .values()
@@ -490,34 +541,9 @@ fn queue_infos(
             QueueInfo::idle(QueueSpec::new(DEFAULT_QUEUE)),
         );
     }
-    for job in jobs.values() {
-        let Some(q) = queues.get_mut(&job.queue) else {
-            continue;
-        };
-        let mut held = 0usize;
-        for t in &job.tasks {
-            if matches!(t.status, TaskStatus::Succeeded | TaskStatus::Failed) {
-                continue;
-            }
-            q.request.add(&t.resreq);
-            if t.status.holds_resources() {
-                held += 1;
-                // What a gang holds beyond its minimum is elastic: admission may
-                // count it as given back (Volcano's `elastic`).
-                if held > job.min_member {
-                    q.elastic.add(&t.resreq);
-                }
-                q.allocated.add(&t.resreq);
-                add_cards(&mut q.cards, &t.cards);
-            }
-        }
-        // An admitted gang reserves what its minimum still needs beyond what it
-        // already holds (Volcano's `inqueue`: minResources minus allocated). A
-        // PodGroup without pods whose status reads Inqueue counts too.
-        if (input.inqueue.contains(&job.key) || (job.inqueue && job.tasks.is_empty()))
-            && let Some(min) = &job.min_resources
-        {
-            q.inqueue.add(&min.minus(&job.allocated));
+    for job in figures {
+        if let Some(q) = queues.get_mut(&job.queue) {
+            job.add_to(q);
         }
     }
     for q in queues.values_mut() {

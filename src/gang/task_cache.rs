@@ -12,7 +12,7 @@ use super::book::Member;
 use crate::ledger::NodeEntry;
 use crate::volcano::framework::TaskInfo;
 use crate::volcano::framework::job::TaskPlacement;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 /// What a task was built from, besides the member's generation.
@@ -35,7 +35,11 @@ struct Cached {
     pipelined: bool,
     node: Option<Arc<NodeEntry>>,
     largest_card: u64,
-    task: TaskInfo,
+    /// The sweep this entry was last asked for in.
+    seen: u64,
+    /// Shared with the jobs built from it: a job whose every task is the one it
+    /// was built from need not be built again.
+    task: Arc<TaskInfo>,
 }
 
 impl Cached {
@@ -58,8 +62,8 @@ impl Cached {
 #[derive(Default)]
 pub struct TaskCache {
     entries: HashMap<String, Cached>,
-    /// UIDs asked for since the last sweep.
-    seen: HashSet<String>,
+    /// Counts sweeps: entries not asked for since the last one are forgotten.
+    sweeps: u64,
     /// Tasks built (not taken from the cache) since the last sweep.
     built: usize,
 }
@@ -72,14 +76,15 @@ impl TaskCache {
         member: &Member,
         inputs: TaskInputs<'_>,
         build: impl FnOnce() -> TaskInfo,
-    ) -> TaskInfo {
-        self.seen.insert(member.uid.clone());
-        if let Some(cached) = self.entries.get(&member.uid)
+    ) -> Arc<TaskInfo> {
+        let sweep = self.sweeps;
+        if let Some(cached) = self.entries.get_mut(&member.uid)
             && cached.built_from(member, &inputs)
         {
+            cached.seen = sweep;
             return cached.task.clone();
         }
-        let task = build();
+        let task = Arc::new(build());
         self.built += 1;
         self.entries.insert(
             member.uid.clone(),
@@ -89,6 +94,7 @@ impl TaskCache {
                 pipelined: inputs.pipelined,
                 node: inputs.node.cloned(),
                 largest_card: inputs.largest_card,
+                seen: sweep,
                 task: task.clone(),
             },
         );
@@ -98,8 +104,9 @@ impl TaskCache {
     /// Ends a cycle: forgets members that were not asked for (gone from the book)
     /// and returns how many tasks had to be built.
     pub fn sweep(&mut self) -> usize {
-        let seen = std::mem::take(&mut self.seen);
-        self.entries.retain(|uid, _| seen.contains(uid));
+        let sweep = self.sweeps;
+        self.entries.retain(|_, cached| cached.seen == sweep);
+        self.sweeps += 1;
         std::mem::take(&mut self.built)
     }
 }

@@ -75,10 +75,14 @@ impl Scheduler {
         let picture = LedgerPicture::take(&self.ledger.read(), &book);
         let state = {
             let mut tasks = memory.tasks.lock();
-            let state = build_state_with(&input, picture, &mut tasks);
+            let mut jobs = memory.jobs.lock();
+            let state = build_state_with(&input, picture, &mut tasks, &mut jobs);
             self.metrics()
                 .planner_tasks_built
                 .inc_by(tasks.sweep() as u64);
+            self.metrics()
+                .planner_jobs_built
+                .inc_by(jobs.sweep() as u64);
             state
         };
         let (skips, opened) = memory.hints.lock().open(&state, &conf.conf);

@@ -6,6 +6,7 @@ use crate::scheduler::Scheduler;
 use crate::volcano::objects::{PodGroupSpec, QueueSpec};
 use k8s_openapi::api::core::v1::Pod;
 use std::collections::HashSet;
+use std::sync::Arc;
 
 impl Scheduler {
     /// Applies a PodGroup (JSON as the API serves it).
@@ -185,7 +186,7 @@ impl Scheduler {
                     }
                 }
                 drop(filter_only);
-                book.members.insert(m.uid.clone(), m);
+                book.members.insert(m.uid.clone(), Arc::new(m));
                 if relevant {
                     self.gang.wake.notify_one();
                 }

@@ -16,6 +16,8 @@ mod eviction_report;
 mod feed;
 mod filter_only_feed;
 mod hooks;
+#[cfg(test)]
+mod job_cache_tests;
 mod pipelined;
 mod policy_feed;
 mod publish;
@@ -34,12 +36,13 @@ use crate::gang::GangView;
 use crate::gang::barrier::Barriers;
 use crate::gang::book::{GangBook, GangKey};
 use crate::gang::filter_only::FilterOnlyPods;
+use crate::gang::job_cache::JobCache;
 use crate::gang::native_sources::NativeSources;
 use crate::gang::queueing_hints::QueueingHints;
 use crate::gang::task_cache::TaskCache;
 use crate::placement::NodeJudge;
 use crate::volcano::conf::SchedulerConf;
-use crate::volcano::framework::{Tiers, registry};
+use crate::volcano::framework::{GangVerdict, Tiers, registry};
 use crate::volcano::objects::QueueSpec;
 use arc_swap::ArcSwap;
 use parking_lot::{Mutex, RwLock};
@@ -53,6 +56,9 @@ pub(crate) struct PlannerMemory {
     inqueue: BTreeSet<GangKey>,
     /// Status last written per object (without timestamps).
     written: HashMap<VolcanoObject, serde_json::Value>,
+    /// The verdict each PodGroup's status was last written from (a PodGroup
+    /// whose verdict is unchanged needs no status built).
+    written_verdicts: HashMap<GangKey, GangVerdict>,
     /// Why each gang waited when its members were last told (events).
     told: HashMap<GangKey, String>,
     /// The evictions asked: when each victim was last asked, and the last few.
@@ -60,6 +66,9 @@ pub(crate) struct PlannerMemory {
     /// Members' tasks kept from the last cycle (locked only by the cycle that
     /// holds this memory).
     tasks: Mutex<TaskCache>,
+    /// Jobs kept from the last cycle (locked only by the cycle that holds this
+    /// memory).
+    jobs: Mutex<JobCache>,
     /// Jobs allocate could not place and need not try until something changes
     /// (locked only by the cycle that holds this memory).
     hints: Mutex<QueueingHints>,

@@ -1,13 +1,16 @@
-//! Queueing hints and kept tasks change what a cycle costs, never what it decides:
+//! Queueing hints, kept tasks and kept jobs change what a cycle costs, never what
+//! it decides:
 //! on random clusters and workloads (gangs of mixed sizes in weighted queues,
-//! priorities, preemption and reclaim), a scheduler planning with both makes the
+//! priorities, preemption and reclaim; queues reweighed, PodGroups moved to other
+//! queues, nodes joining), a scheduler planning with them makes the
 //! same placements, evictions and verdicts, cycle after cycle, as one whose every
 //! session is built anew and tries every job.
 
+use crate::gang::job_cache::JobCache;
 use crate::gang::queueing_hints::QueueingHints;
 use crate::gang::task_cache::TaskCache;
 use crate::scheduler::GangConfig;
-use crate::scheduler::gang_tests::{Cluster, member, podgroup, queue};
+use crate::scheduler::gang_tests::{Cluster, gpu_node, member, podgroup, queue};
 use crate::volcano::framework::GangPhase;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
@@ -34,6 +37,12 @@ enum Change {
     Leave(usize),
     /// The `n`th member gets a new pod version that changes nothing.
     Relabel(usize),
+    /// The `n`th queue gets weight `w`.
+    Reweigh(usize, u32),
+    /// The `n`th gang's PodGroup moves to the `q`th queue.
+    Requeue(usize, usize),
+    /// A node of this many whole cards joins.
+    NodeJoins(usize),
     /// Nothing: the period elapsed.
     Tick,
 }
@@ -43,6 +52,9 @@ fn change() -> impl Strategy<Value = Change> {
         2 => Just(Change::Arrive),
         2 => (0usize..64).prop_map(Change::Leave),
         2 => (0usize..64).prop_map(Change::Relabel),
+        1 => (0usize..4, 1u32..5).prop_map(|(n, w)| Change::Reweigh(n, w)),
+        1 => (0usize..16, 0usize..4).prop_map(|(n, q)| Change::Requeue(n, q)),
+        1 => (1usize..3).prop_map(Change::NodeJoins),
         1 => Just(Change::Tick),
     ]
 }
@@ -69,6 +81,8 @@ fn sized_member(name: &str, group: &str, created: u32, mem: u64, priority: i32) 
 struct Pair {
     incremental: Cluster,
     scratch: Cluster,
+    /// Nodes joined so far.
+    joined: std::cell::Cell<usize>,
 }
 
 impl Pair {
@@ -95,6 +109,7 @@ impl Pair {
         Self {
             incremental: make(),
             scratch: make(),
+            joined: std::cell::Cell::new(0),
         }
     }
 
@@ -184,6 +199,36 @@ impl Pair {
                     }
                 }
             }
+            Change::Reweigh(n, weight) => {
+                for c in self.both() {
+                    c.s.apply_queue(&queue(
+                        &format!("q{}", n % queues),
+                        json!({"weight": weight, "reclaimable": true}),
+                    ));
+                }
+            }
+            Change::Requeue(n, q) => {
+                if *arrived == 0 {
+                    return;
+                }
+                let g = n % *arrived;
+                let (min, ..) = workload[g];
+                for c in self.both() {
+                    c.s.apply_podgroup(&podgroup(
+                        &format!("g{g}"),
+                        min,
+                        &format!("q{}", q % queues),
+                        json!({}),
+                    ));
+                }
+            }
+            Change::NodeJoins(gpus) => {
+                let name = format!("joined{}", self.joined.get());
+                self.joined.set(self.joined.get() + 1);
+                for c in self.both() {
+                    c.s.apply_node(&gpu_node(&name, *gpus));
+                }
+            }
             Change::Tick => {}
         }
     }
@@ -195,6 +240,7 @@ impl Pair {
             let memory = self.scratch.s.gang.planner.lock().await;
             *memory.hints.lock() = QueueingHints::default();
             *memory.tasks.lock() = TaskCache::default();
+            *memory.jobs.lock() = JobCache::default();
         }
         let a = self.incremental.s.run_gang_cycle().await;
         let b = self.scratch.s.run_gang_cycle().await;

@@ -49,6 +49,10 @@ impl Scheduler {
         }
     }
 
+    /// Writes the status of every Volcano PodGroup and Queue whose status
+    /// changed. A PodGroup whose verdict is the one its status was last written
+    /// from is not looked at again: with thousands of gangs waiting unchanged,
+    /// building each status to compare it cost more than the session.
     pub(super) async fn write_statuses(
         &self,
         memory: &mut PlannerMemory,
@@ -58,7 +62,9 @@ impl Scheduler {
             .clock
             .wall()
             .to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
-        let mut writes: Vec<(VolcanoObject, serde_json::Value)> = Vec::new();
+        // Each object with its status, or `None` when it is as last written.
+        let mut writes: Vec<(VolcanoObject, Option<(GangKey, serde_json::Value)>)> = Vec::new();
+        let mut queue_writes: Vec<(VolcanoObject, serde_json::Value)> = Vec::new();
         let mut counts: BTreeMap<&str, QueueCounts> = BTreeMap::new();
         {
             let book = self.gang.book.read();
@@ -69,13 +75,14 @@ impl Scheduler {
                 if key.single || group.is_none_or(|g| g.native.is_some()) {
                     continue;
                 }
-                writes.push((
-                    VolcanoObject::PodGroup {
-                        namespace: key.namespace.clone(),
-                        name: key.name.clone(),
-                    },
-                    podgroup_status(v, &now),
-                ));
+                let object = VolcanoObject::PodGroup {
+                    namespace: key.namespace.clone(),
+                    name: key.name.clone(),
+                };
+                let unchanged = memory.written_verdicts.get(key) == Some(v)
+                    && memory.written.contains_key(&object);
+                let status = (!unchanged).then(|| (key.clone(), podgroup_status(v, &now)));
+                writes.push((object, status));
             }
             for report in &outcome.queues {
                 if !book.queues.contains_key(&report.name) {
@@ -85,7 +92,7 @@ impl Scheduler {
                     .get(report.name.as_str())
                     .copied()
                     .unwrap_or_default();
-                writes.push((
+                queue_writes.push((
                     VolcanoObject::Queue {
                         name: report.name.clone(),
                     },
@@ -94,19 +101,40 @@ impl Scheduler {
             }
         }
         // Forget what was written for objects that are gone.
-        let current: HashSet<&VolcanoObject> = writes.iter().map(|(o, _)| o).collect();
+        let current: HashSet<&VolcanoObject> = writes
+            .iter()
+            .map(|(o, _)| o)
+            .chain(queue_writes.iter().map(|(o, _)| o))
+            .collect();
         memory.written.retain(|o, _| current.contains(o));
-        for (object, status) in writes {
+        memory
+            .written_verdicts
+            .retain(|k, _| outcome.verdicts.contains_key(k));
+        let changed = writes
+            .into_iter()
+            .filter_map(|(object, status)| Some((object, status?)))
+            .map(|(object, (gang, status))| (object, Some(gang), status));
+        let queues = queue_writes
+            .into_iter()
+            .map(|(object, status)| (object, None, status));
+        for (object, gang, status) in changed.chain(queues).collect::<Vec<_>>() {
             let key = podgroup_status_key(&status);
-            if memory.written.get(&object) == Some(&key) {
-                continue;
-            }
-            match self.api.patch_volcano_status(&object, &status).await {
-                Ok(()) => {
-                    memory.written.insert(object, key);
-                }
-                // Retried next cycle; a PodGroup deleted meanwhile is forgotten then.
-                Err(e) => tracing::warn!(object = %object, error = %e, "could not write status"),
+            let written = memory.written.get(&object) == Some(&key)
+                || match self.api.patch_volcano_status(&object, &status).await {
+                    Ok(()) => {
+                        memory.written.insert(object, key);
+                        true
+                    }
+                    // Retried next cycle; a PodGroup deleted meanwhile is forgotten then.
+                    Err(e) => {
+                        tracing::warn!(object = %object, error = %e, "could not write status");
+                        false
+                    }
+                };
+            if let Some(gang) = gang.filter(|_| written)
+                && let Some(v) = outcome.verdicts.get(&gang)
+            {
+                memory.written_verdicts.insert(gang, v.clone());
             }
         }
     }

@@ -6,7 +6,7 @@
 use crate::gang::book::{GangKey, Member, MemberPhase};
 use crate::scheduler::Scheduler;
 use crate::volcano::plugins::conformance;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// Namespace, name and UID of a pod.
 type PodRef = (String, String, String);
@@ -36,20 +36,32 @@ impl Scheduler {
         let victims: Vec<(GangKey, Vec<PodRef>)> = {
             let book = self.gang.book.read();
             let ledger = self.ledger.read();
-            let mut by_gang: BTreeMap<&GangKey, Vec<&Member>> = BTreeMap::new();
+            // Only right after the plan ran out: a gang that started long ago and
+            // later lost a member is the job controller's business, not a start
+            // that failed (Volcano evicts nothing there either). Gangs never
+            // planned, or whose plan ran out long ago, are not looked at further:
+            // with thousands waiting, they are nearly all.
+            let mut deadlines: HashMap<&GangKey, i64> = HashMap::new();
             for m in book.members.values().filter(|m| !m.gang.single) {
-                by_gang.entry(&m.gang).or_default().push(m);
+                if let Some(d) = m.plan_deadline {
+                    let latest = deadlines.entry(&m.gang).or_insert(d);
+                    *latest = (*latest).max(d);
+                }
+            }
+            let due: HashSet<&GangKey> = deadlines
+                .into_iter()
+                .filter(|(_, deadline)| *deadline <= now && now <= deadline + window)
+                .map(|(key, _)| key)
+                .collect();
+            let mut by_gang: BTreeMap<&GangKey, Vec<&Member>> = BTreeMap::new();
+            if !due.is_empty() {
+                for m in book.members.values().filter(|m| due.contains(&m.gang)) {
+                    by_gang.entry(&m.gang).or_default().push(m);
+                }
             }
             by_gang
                 .into_iter()
                 .filter_map(|(key, members)| {
-                    let deadline = members.iter().filter_map(|m| m.plan_deadline).max()?;
-                    // Only right after the plan ran out: a gang that started long ago
-                    // and later lost a member is the job controller's business, not a
-                    // start that failed (Volcano evicts nothing there either).
-                    if deadline > now || now > deadline + window {
-                        return None;
-                    }
                     let min = book
                         .groups
                         .get(&(key.namespace.clone(), key.name.clone()))

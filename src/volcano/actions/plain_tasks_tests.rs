@@ -116,7 +116,10 @@ pub(super) fn run_on(
         Vec::new(),
     );
     st.nodes = nodes;
-    st.jobs = jobs.into_iter().map(|j| (j.key.clone(), j)).collect();
+    st.jobs = jobs
+        .into_iter()
+        .map(|j| (j.key.clone(), std::sync::Arc::new(j)))
+        .collect();
     let mut session = Session::open(st, registry::build(&conf).expect("builds"));
     for action in actions {
         action.execute(&mut session);

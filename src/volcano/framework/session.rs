@@ -22,6 +22,7 @@ use crate::resources::Resources;
 use crate::volcano::card_quota::use_by_quota_key;
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// The condition reason of a job whose queue does not exist.
 pub const QUEUE_NOT_FOUND: &str = "QueueNotFound";
@@ -194,7 +195,7 @@ impl Session {
 
     /// Admits the job: what it reserves counts against its queue from now on.
     pub fn enqueue(&mut self, job: &GangKey) {
-        let Some(j) = self.state.jobs.get_mut(job) else {
+        let Some(j) = self.state.jobs.get_mut(job).map(Arc::make_mut) else {
             return;
         };
         if j.inqueue {
@@ -443,7 +444,7 @@ impl Session {
         charge: Charge,
         status: TaskStatus,
     ) -> Option<(TaskBefore, Option<PlacedUsage>)> {
-        let j = self.state.jobs.get_mut(job)?;
+        let j = self.state.jobs.get_mut(job).map(Arc::make_mut)?;
         let queue = j.queue.clone();
         let i = j.task_index(uid)?;
         let task = &mut j.tasks[i];
@@ -503,7 +504,7 @@ impl Session {
         if let Some(p) = placed {
             self.state.nodes.unplace(p);
         }
-        let Some(j) = self.state.jobs.get_mut(job) else {
+        let Some(j) = self.state.jobs.get_mut(job).map(Arc::make_mut) else {
             return;
         };
         let queue = j.queue.clone();
@@ -557,7 +558,7 @@ impl Session {
                 .release(&namespace, &p.node, &p.devices, p.init_count, &footprint)
         });
         self.evicted.insert(uid.to_string());
-        let j = self.state.jobs.get_mut(job)?;
+        let j = self.state.jobs.get_mut(job).map(Arc::make_mut)?;
         let i = j.task_index(uid)?;
         j.tasks[i].status = TaskStatus::Releasing;
         j.allocated.saturating_sub(&before.resreq);
@@ -582,7 +583,7 @@ impl Session {
             self.state.nodes.unrelease(r);
         }
         self.evicted.remove(uid);
-        let Some(j) = self.state.jobs.get_mut(job) else {
+        let Some(j) = self.state.jobs.get_mut(job).map(Arc::make_mut) else {
             return;
         };
         let queue = j.queue.clone();

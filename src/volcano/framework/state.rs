@@ -17,8 +17,9 @@ use std::sync::Arc;
 /// The session's picture of the cluster.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SessionState {
-    /// Jobs by gang.
-    pub jobs: BTreeMap<GangKey, JobInfo>,
+    /// Jobs by gang, shared with the planner's copy kept between cycles: a
+    /// session copies only the jobs it changes.
+    pub jobs: BTreeMap<GangKey, Arc<JobInfo>>,
     /// Queues by name (every queue that exists, and the default queue).
     pub queues: BTreeMap<String, QueueInfo>,
     /// Nodes and their usage.
@@ -43,7 +44,7 @@ pub struct SessionState {
 impl SessionState {
     /// A job.
     pub fn job(&self, key: &GangKey) -> Option<&JobInfo> {
-        self.jobs.get(key)
+        self.jobs.get(key).map(|j| &**j)
     }
 
     /// A queue.

@@ -124,7 +124,10 @@ pub fn roomy_node() -> NodeSet {
 /// [`roomy_node`]).
 pub fn state(total: Resources, queues: Vec<QueueInfo>, jobs: Vec<JobInfo>) -> SessionState {
     SessionState {
-        jobs: jobs.into_iter().map(|j| (j.key.clone(), j)).collect(),
+        jobs: jobs
+            .into_iter()
+            .map(|j| (j.key.clone(), Arc::new(j)))
+            .collect(),
         queues: queues
             .into_iter()
             .map(|q| (q.spec.name.clone(), q))
@@ -227,7 +230,7 @@ impl QueueProbe {
     /// its card request) may be admitted to `queue`.
     pub fn enqueueable(&mut self, queue: &str, min: &Resources) -> Result<(), Rejection> {
         let key = probe_key(queue);
-        let Some(job) = self.session.state.jobs.get_mut(&key) else {
+        let Some(job) = self.session.state.jobs.get_mut(&key).map(Arc::make_mut) else {
             return Err(Rejection::unknown_queue(queue));
         };
         let (cards, resources) = min.split_prefix(CARD_DIMENSION_PREFIX);

@@ -266,7 +266,12 @@ mod tests {
             rejection(ask(&plugin, &st, "a")),
             "namespace \"ns\": resourcequota \"gpu-quota\": requests.nvidia.com/gpu would be 8 > hard 6"
         );
-        let (plugin, st) = opened(st.jobs.into_values().collect(), vec![gpu_quota(8, 8)]);
+        let jobs = st
+            .jobs
+            .into_values()
+            .map(std::sync::Arc::unwrap_or_clone)
+            .collect();
+        let (plugin, st) = opened(jobs, vec![gpu_quota(8, 8)]);
         assert_eq!(ask(&plugin, &st, "a"), Vote::Permit, "raised to 8, it fits");
     }
 
@@ -300,11 +305,13 @@ mod tests {
         );
         assert_eq!(ask(&plugin, &st, "a"), Vote::Permit);
         let a = st.jobs.values_mut().find(|j| j.key.name == "a").unwrap();
+        let a = std::sync::Arc::make_mut(a);
         a.inqueue = true;
         let a = a.clone();
         plugin.job_enqueued(&st, &a);
         assert_eq!(ask(&plugin, &st, "b"), Vote::Permit, "4 + 2 = 6 fits");
         let b = st.jobs.values_mut().find(|j| j.key.name == "b").unwrap();
+        let b = std::sync::Arc::make_mut(b);
         b.inqueue = true;
         let b = b.clone();
         plugin.job_enqueued(&st, &b);

@@ -1,0 +1,127 @@
+//! Jobs kept from one planning cycle to the next. With thousands of gangs
+//! waiting, assembling every job from its members' tasks (a copy of each task)
+//! and adding every task to its queue's figures cost more than the session
+//! itself, although between two cycles almost no job changed. A job is built
+//! again only when something it is built from changed: one of its tasks (the
+//! task cache builds a new one whenever its member, its holding or its node
+//! changed, so the same task means the same inputs), its member set, its
+//! PodGroup, its admission by an earlier enqueue, or something every job is
+//! built from (PriorityClasses, whether enqueue runs). The session shares the
+//! kept jobs and copies only those it changes.
+
+use super::job_figures::JobFigures;
+use super::priority_classes::PriorityClasses;
+use crate::volcano::framework::{GangKey, JobInfo, TaskInfo};
+use crate::volcano::objects::PodGroupSpec;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// What every job is built from besides its own members and PodGroup: when any
+/// of it changes, every job is built again.
+#[derive(Clone, PartialEq)]
+pub struct SharedJobInputs {
+    /// Task and job priorities are read from them.
+    pub priority_classes: PriorityClasses,
+    /// Without enqueue, every job counts as admitted.
+    pub enqueue_on: bool,
+}
+
+/// What one job was built from.
+pub struct JobInputs<'a> {
+    /// Its members' tasks, in member order.
+    pub tasks: Vec<Arc<TaskInfo>>,
+    /// Its PodGroup.
+    pub group: Option<&'a PodGroupSpec>,
+    /// Admitted by enqueue in an earlier cycle.
+    pub inqueue: bool,
+}
+
+/// A job with what it was built from and what it adds to its queue.
+struct Cached {
+    tasks: Vec<Arc<TaskInfo>>,
+    group: Option<PodGroupSpec>,
+    inqueue: bool,
+    /// The sweep this entry was last asked for in.
+    seen: u64,
+    job: Arc<JobInfo>,
+    figures: Arc<JobFigures>,
+}
+
+impl Cached {
+    fn built_from(&self, inputs: &JobInputs<'_>) -> bool {
+        self.inqueue == inputs.inqueue
+            && self.tasks.len() == inputs.tasks.len()
+            && self
+                .tasks
+                .iter()
+                .zip(&inputs.tasks)
+                .all(|(a, b)| Arc::ptr_eq(a, b))
+            && self.group.as_ref() == inputs.group
+    }
+}
+
+/// Jobs by gang, kept between cycles.
+#[derive(Default)]
+pub struct JobCache {
+    entries: HashMap<GangKey, Cached>,
+    /// What the kept jobs were built with.
+    shared: Option<SharedJobInputs>,
+    /// Counts sweeps: entries not asked for since the last one are forgotten.
+    sweeps: u64,
+    /// Jobs built (not taken from the cache) since the last sweep.
+    built: usize,
+}
+
+impl JobCache {
+    /// Starts a cycle: forgets every kept job when what every job is built from
+    /// changed.
+    pub fn open(&mut self, shared: &SharedJobInputs) {
+        if self.shared.as_ref() != Some(shared) {
+            self.entries.clear();
+            self.shared = Some(shared.clone());
+        }
+    }
+
+    /// The job of gang `key` and what it adds to its queue's figures: the ones
+    /// kept when nothing they were built from changed, otherwise new ones from
+    /// `build` (kept for the next cycle).
+    pub fn job(
+        &mut self,
+        key: &GangKey,
+        inputs: JobInputs<'_>,
+        build: impl FnOnce(&[Arc<TaskInfo>]) -> JobInfo,
+    ) -> (Arc<JobInfo>, Arc<JobFigures>) {
+        let sweep = self.sweeps;
+        if let Some(cached) = self.entries.get_mut(key)
+            && cached.built_from(&inputs)
+        {
+            cached.seen = sweep;
+            return (cached.job.clone(), cached.figures.clone());
+        }
+        let job = build(&inputs.tasks);
+        let figures = Arc::new(JobFigures::of(&job, inputs.inqueue));
+        let job = Arc::new(job);
+        self.built += 1;
+        self.entries.insert(
+            key.clone(),
+            Cached {
+                tasks: inputs.tasks,
+                group: inputs.group.cloned(),
+                inqueue: inputs.inqueue,
+                seen: sweep,
+                job: job.clone(),
+                figures: figures.clone(),
+            },
+        );
+        (job, figures)
+    }
+
+    /// Ends a cycle: forgets jobs that were not asked for (gone from the book)
+    /// and returns how many jobs had to be built.
+    pub fn sweep(&mut self) -> usize {
+        let sweep = self.sweeps;
+        self.entries.retain(|_, cached| cached.seen == sweep);
+        self.sweeps += 1;
+        std::mem::take(&mut self.built)
+    }
+}

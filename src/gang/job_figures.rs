@@ -1,0 +1,70 @@
+//! What one job adds to its queue's figures. Worked out once when the job is
+//! built and kept with it, so a cycle adds up one set of figures per job rather
+//! than walking every task of every waiting job again.
+
+use crate::resources::Resources;
+use crate::volcano::framework::queue::{QueueInfo, add_cards};
+use crate::volcano::framework::{JobInfo, TaskStatus};
+use std::collections::BTreeMap;
+
+/// One job's share of its queue's figures.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct JobFigures {
+    /// The queue the job belongs to.
+    pub queue: String,
+    /// What its unfinished tasks ask for.
+    request: Resources,
+    /// What its tasks hold.
+    allocated: Resources,
+    /// What it holds beyond its minimum (Volcano's `elastic`).
+    elastic: Resources,
+    /// Whole cards its tasks hold, by card type.
+    cards: BTreeMap<String, i64>,
+    /// What its admission reserves beyond what it holds (Volcano's `inqueue`).
+    inqueue: Resources,
+}
+
+impl JobFigures {
+    /// The figures of `job`; `admitted`: enqueue admitted it in an earlier cycle.
+    pub fn of(job: &JobInfo, admitted: bool) -> Self {
+        let mut figures = Self {
+            queue: job.queue.clone(),
+            ..Self::default()
+        };
+        let mut held = 0usize;
+        for t in &job.tasks {
+            if matches!(t.status, TaskStatus::Succeeded | TaskStatus::Failed) {
+                continue;
+            }
+            figures.request.add(&t.resreq);
+            if t.status.holds_resources() {
+                held += 1;
+                // What a gang holds beyond its minimum is elastic: admission may
+                // count it as given back (Volcano's `elastic`).
+                if held > job.min_member {
+                    figures.elastic.add(&t.resreq);
+                }
+                figures.allocated.add(&t.resreq);
+                add_cards(&mut figures.cards, &t.cards);
+            }
+        }
+        // An admitted gang reserves what its minimum still needs beyond what it
+        // already holds (Volcano's `inqueue`: minResources minus allocated). A
+        // PodGroup without pods whose status reads Inqueue counts too.
+        if (admitted || (job.inqueue && job.tasks.is_empty()))
+            && let Some(min) = &job.min_resources
+        {
+            figures.inqueue.add(&min.minus(&job.allocated));
+        }
+        figures
+    }
+
+    /// Adds these figures to the queue's.
+    pub fn add_to(&self, q: &mut QueueInfo) {
+        q.request.add(&self.request);
+        q.allocated.add(&self.allocated);
+        q.elastic.add(&self.elastic);
+        add_cards(&mut q.cards, &self.cards);
+        q.inqueue.add(&self.inqueue);
+    }
+}

@@ -1,0 +1,89 @@
+//! Jobs kept between cycles: a cycle assembles the jobs of gangs that changed and
+//! keeps the others, and a kept job follows what it was built from.
+
+use crate::scheduler::GangConfig;
+use crate::scheduler::gang_tests::{Cluster, podgroup, queue};
+use serde_json::json;
+
+/// Jobs assembled so far by the cluster's planner.
+fn built(c: &Cluster) -> u64 {
+    c.s.metrics().planner_jobs_built.get()
+}
+
+#[tokio::test]
+async fn a_cycle_assembles_only_the_jobs_of_gangs_that_changed() {
+    // One whole card; two gangs that each need more: both wait, every cycle.
+    let c = Cluster::new(&[("n1", 1)], GangConfig::default());
+    c.gang("a", 3, "default", "a", 3);
+    c.gang("b", 2, "default", "b", 2);
+    c.s.run_gang_cycle().await;
+    assert_eq!(built(&c), 2, "the first cycle assembles every job");
+    // Both were admitted by enqueue in the first cycle: what they reserve of
+    // their queue changed.
+    c.s.run_gang_cycle().await;
+    assert_eq!(built(&c), 4, "admitted jobs are assembled again");
+    let waiting_a = c.verdict("ml/a");
+
+    c.s.run_gang_cycle().await;
+    assert_eq!(built(&c), 4, "nothing changed: no job is assembled again");
+
+    let mut pod = c.pod("b1").await.expect("b1");
+    pod.metadata
+        .labels
+        .get_or_insert_default()
+        .insert("round".into(), "1".into());
+    c.add(&pod);
+    c.s.run_gang_cycle().await;
+    assert_eq!(
+        built(&c),
+        5,
+        "only the changed member's job is assembled again"
+    );
+    assert_eq!(c.verdict("ml/a"), waiting_a);
+}
+
+/// What the queue's jobs ask for, as the last cycle's view shows it.
+fn requested(c: &Cluster, name: &str) -> crate::resources::Resources {
+    c.s.gang_view()
+        .queues
+        .iter()
+        .find(|q| q.name == name)
+        .map(|q| q.request.clone())
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn a_kept_job_follows_its_podgroup_to_another_queue() {
+    let c = Cluster::new(&[("n1", 1)], GangConfig::default());
+    c.s.apply_queue(&queue("other", json!({"weight": 1})));
+    c.gang("a", 3, "default", "a", 3);
+    c.gang("b", 2, "default", "b", 2);
+    c.s.run_gang_cycle().await;
+    c.s.run_gang_cycle().await;
+    assert_eq!(c.verdict("ml/a").queue, "default");
+    let before = built(&c);
+    let both = requested(&c, "default");
+    assert!(requested(&c, "other").is_empty());
+
+    c.s.apply_podgroup(&podgroup("a", 3, "other", json!({})));
+    c.s.run_gang_cycle().await;
+    assert_eq!(
+        c.verdict("ml/a").queue,
+        "other",
+        "the moved gang waits in its new queue"
+    );
+    assert_eq!(c.verdict("ml/b").queue, "default");
+    assert_eq!(
+        built(&c),
+        before + 1,
+        "only the moved gang's job is assembled again"
+    );
+    let mut after = requested(&c, "other");
+    assert!(
+        !after.is_empty(),
+        "the queue it moved to counts what it asks"
+    );
+    assert_ne!(requested(&c, "default"), both, "the queue it left does not");
+    after.add(&requested(&c, "default"));
+    assert_eq!(after, both);
+}
