@@ -2,7 +2,9 @@
 //! every waiting gang (8 members of one vGPU each) over nodes of 8 H100s that already
 //! run 10 vGPU pods each, two weighted queues, commits included; and the cycle that
 //! follows a change to one gang while 2,000 gangs of 10 wait for whole cards on a
-//! cluster they filled (the steady state of a full cluster).
+//! cluster they filled (the steady state of a full cluster). With
+//! `RUST_LOG=vgpu_scheduler::gang::cycle_stages=debug`, each cycle's stages are
+//! timed on standard error.
 
 #[path = "support/running_cluster.rs"]
 mod running_cluster;
@@ -114,6 +116,12 @@ const WAITING_MEMBERS: usize = 10;
 /// The cycle after one waiting gang changed (one member's labels), with 2,000
 /// gangs waiting on 1,000 full nodes: what a cycle costs when little changed.
 fn cycle_after_one_change(c: &mut Criterion) {
+    if std::env::var_os("RUST_LOG").is_some() {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_writer(std::io::stderr)
+            .try_init();
+    }
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -10,6 +10,7 @@
 
 pub mod barrier;
 pub mod book;
+pub mod cycle_stages;
 pub mod eviction_view;
 pub mod filter_only;
 pub mod job_cache;

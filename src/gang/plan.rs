@@ -2,6 +2,7 @@
 //! actions, close it. The caller builds the state (`snapshot`) and writes what the
 //! session decided.
 
+use super::cycle_stages::CycleStages;
 use crate::volcano::actions;
 use crate::volcano::conf::SchedulerConf;
 use crate::volcano::framework::GangKey;
@@ -12,15 +13,23 @@ use std::collections::BTreeMap;
 
 /// Runs the configured actions over `state` with the configured plugins.
 pub fn plan(state: SessionState, conf: &SchedulerConf) -> SessionOutcome {
-    plan_with_hints(state, conf, AllocateHints::default()).0
+    plan_with_hints(
+        state,
+        conf,
+        AllocateHints::default(),
+        &mut CycleStages::default(),
+    )
+    .0
 }
 
 /// Like [`plan`], with allocate skipping the jobs `hints` says are still blocked;
-/// also returns the jobs allocate tried and could not place.
+/// also returns the jobs allocate tried and could not place. Each action's time
+/// goes to `stages`.
 pub fn plan_with_hints(
     state: SessionState,
     conf: &SchedulerConf,
     hints: AllocateHints,
+    stages: &mut CycleStages,
 ) -> (SessionOutcome, BTreeMap<GangKey, String>) {
     // The configuration was checked when it loaded; a plugin that still fails to
     // build leaves the session without plugins rather than without a plan.
@@ -30,9 +39,13 @@ pub fn plan_with_hints(
     });
     let mut session = Session::open(state, tiers);
     session.hints = hints;
+    stages.done("session open");
     for action in actions::configured(conf) {
         action.execute(&mut session);
+        stages.done(action.name());
     }
     let unplaced = std::mem::take(&mut session.hints.unplaced);
-    (session.close(), unplaced)
+    let outcome = session.close();
+    stages.done("session close");
+    (outcome, unplaced)
 }

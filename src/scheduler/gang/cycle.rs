@@ -13,6 +13,7 @@ use super::{PlannerMemory, off_the_workers};
 use crate::fit::{FitRequest, fit_pod};
 use crate::gang::GangView;
 use crate::gang::book::{GangBook, GangKey};
+use crate::gang::cycle_stages::CycleStages;
 use crate::gang::plan::plan_with_hints;
 use crate::gang::snapshot::{LedgerPicture, SnapshotInput, build_state_with};
 use crate::gang::status::QueueCounts;
@@ -45,10 +46,14 @@ impl Scheduler {
         &self,
         memory: &PlannerMemory,
         only: Option<&GangKey>,
+        stages: &mut CycleStages,
     ) -> SessionOutcome {
-        let (mut outcome, book) = self.plan_on_picture(memory, only);
+        let (mut outcome, book) = self.plan_on_picture(memory, only, stages);
         let all_booked = self.reserve_commits(&mut outcome, &book);
         memory.hints.lock().committed(all_booked);
+        stages.done("reserve");
+        drop(book);
+        stages.done("book copy dropped");
         outcome
     }
 
@@ -58,8 +63,10 @@ impl Scheduler {
         &self,
         memory: &PlannerMemory,
         only: Option<&GangKey>,
+        stages: &mut CycleStages,
     ) -> (SessionOutcome, GangBook) {
         let book = self.gang.book.read().clone();
+        stages.done("book copy");
         let conf = self.gang.conf.load_full();
         let dims = self.vgpu_dims();
         let parse = |pod: &Pod| self.pod_context(pod);
@@ -73,6 +80,7 @@ impl Scheduler {
             now: self.clock.wall(),
         };
         let picture = LedgerPicture::take(&self.ledger.read(), &book);
+        stages.done("ledger picture");
         let state = {
             let mut tasks = memory.tasks.lock();
             let mut jobs = memory.jobs.lock();
@@ -85,12 +93,14 @@ impl Scheduler {
                 .inc_by(jobs.sweep() as u64);
             state
         };
+        stages.done("state");
         let (skips, opened) = memory.hints.lock().open(&state, &conf.conf);
         self.metrics()
             .planner_jobs_skipped
             .inc_by(skips.skip.len() as u64);
+        stages.done("queueing hints");
         let (outcome, unplaced) =
-            off_the_workers(|| plan_with_hints(state, &conf.conf, skips.clone()));
+            off_the_workers(|| plan_with_hints(state, &conf.conf, skips.clone(), stages));
         // Only a cycle over every job says which jobs are blocked.
         if only.is_none() {
             memory.hints.lock().planned(opened, skips, unplaced);
@@ -286,8 +296,10 @@ impl Scheduler {
             return 0;
         }
         let mut memory = self.gang.planner.lock().await;
+        let mut stages = CycleStages::default();
         self.settle_pipelined(&mut memory).await;
-        let outcome = self.plan_and_reserve(&memory, None);
+        stages.done("settle pipelined");
+        let outcome = self.plan_and_reserve(&memory, None, &mut stages);
         for key in &outcome.enqueued {
             memory.inqueue.insert(key.clone());
         }
@@ -301,7 +313,9 @@ impl Scheduler {
                 committed += 1;
             }
         }
+        stages.done("publish");
         self.finish_interrupted_commits(&outcome.verdicts).await;
+        stages.done("interrupted commits");
         // Gangs that are placed, finished or gone leave the enqueue memory.
         memory.inqueue.retain(|k| {
             outcome
@@ -315,11 +329,16 @@ impl Scheduler {
                 .get(k)
                 .is_some_and(|v| v.phase != GangPhase::Completed)
         });
+        stages.done("enqueue memory");
         self.gang_watchdog().await;
+        stages.done("watchdog");
         self.release_broken_pins().await;
+        stages.done("broken pins");
         self.write_statuses(&mut memory, &outcome).await;
+        stages.done("statuses");
         self.tell_waiting_members(&mut memory, &outcome.verdicts)
             .await;
+        stages.done("events");
         let mut gang_counts: BTreeMap<String, QueueCounts> = BTreeMap::new();
         for v in outcome.verdicts.values() {
             gang_counts.entry(v.queue.clone()).or_default().add(v.phase);
@@ -335,6 +354,8 @@ impl Scheduler {
             evictions: memory.evictions.recent.iter().cloned().collect(),
             configuration_notes: self.gang.conf.load().conf.notes(),
         });
+        stages.done("view");
+        stages.log();
         committed
     }
 }

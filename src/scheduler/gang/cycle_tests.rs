@@ -55,7 +55,7 @@ async fn a_gang_whose_node_filled_up_meanwhile_is_taken_back_whole() {
     let c = Cluster::new(&[("n1", 2)], GangConfig::default());
     c.gang("pair", 2, "default", "p", 2);
     let memory = PlannerMemory::default();
-    let (mut outcome, book) = c.s.plan_on_picture(&memory, None);
+    let (mut outcome, book) = c.s.plan_on_picture(&memory, None, &mut Default::default());
     assert_eq!(
         outcome.commits.len(),
         1,
@@ -80,7 +80,7 @@ async fn a_member_whose_gpu_was_taken_keeps_its_node_on_another_gpu() {
     let c = Cluster::new(&[("n1", 3)], GangConfig::default());
     c.gang("pair", 2, "default", "p", 2);
     let memory = PlannerMemory::default();
-    let (mut outcome, book) = c.s.plan_on_picture(&memory, None);
+    let (mut outcome, book) = c.s.plan_on_picture(&memory, None, &mut Default::default());
     let planned: Vec<String> = outcome.commits[0]
         .members
         .iter()

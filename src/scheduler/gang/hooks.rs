@@ -45,7 +45,11 @@ impl Scheduler {
         if self.ledger.read().pod(uid).is_some() {
             return GangFilter::Usual;
         }
-        let outcome = self.plan_and_reserve(&memory, Some(&member.gang));
+        let outcome = self.plan_and_reserve(
+            &memory,
+            Some(&member.gang),
+            &mut crate::gang::cycle_stages::CycleStages::default(),
+        );
         for commit in &outcome.commits {
             if let Err(e) = self.publish_commit(commit, &mut memory.evictions).await {
                 return GangFilter::Wait(format!("gang {}: {e}", member.gang));
