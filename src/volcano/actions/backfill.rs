@@ -4,6 +4,7 @@
 //! them. A job's backfilled tasks commit only when the job is ready with them.
 
 use super::jobs_by_queue;
+use crate::volcano::framework::state::plannable_when;
 use crate::volcano::framework::{Action, Session, Statement};
 
 /// The backfill action.
@@ -16,7 +17,17 @@ impl Action for Backfill {
     }
 
     fn execute(&self, session: &mut Session) {
-        let waiting = jobs_by_queue(session, |job| job.inqueue);
+        // Only jobs with a best-effort task to place: with thousands of gangs
+        // waiting for GPUs, putting all of them in job order costs more than
+        // backfill itself, and it would pass over each of them.
+        let alone = session.state.only.is_some();
+        let waiting = jobs_by_queue(session, |job| {
+            job.inqueue
+                && job
+                    .tasks
+                    .iter()
+                    .any(|t| plannable_when(t, alone) && t.is_best_effort())
+        });
         for queue in session.ordered_queues() {
             for key in waiting.get(&queue).into_iter().flatten() {
                 let mut statement = Statement::new();

@@ -60,7 +60,7 @@ impl SessionState {
     /// Whether this session may place the task: it waits, and it carries our gate
     /// (or the session plans its job alone, for pods that arrived ungated).
     pub fn plannable(&self, task: &TaskInfo) -> bool {
-        task.is_pending() && (task.gated || self.only.is_some())
+        plannable_when(task, self.only.is_some())
     }
 
     /// Allocated over all queues.
@@ -80,4 +80,10 @@ impl SessionState {
         }
         r
     }
+}
+
+/// Whether a session may place the task: it waits, and it carries our gate, or
+/// the session plans its job alone (`alone`), for pods that arrived ungated.
+pub fn plannable_when(task: &TaskInfo, alone: bool) -> bool {
+    task.is_pending() && (task.gated || alone)
 }
