@@ -90,51 +90,47 @@ impl LedgerPicture {
                 (ns, headroom)
             })
             .collect();
-        let mut pipelined = HashSet::new();
-        let holdings = book
-            .members
-            .keys()
-            .filter_map(|uid| {
-                let p = match ledger.pod(uid) {
-                    Some(p) => p,
-                    None => {
-                        let pledge = ledger.pledge_of(uid)?;
-                        pipelined.insert(uid.clone());
-                        &pledge.entry
-                    }
-                };
-                Some((
-                    uid.clone(),
-                    TaskPlacement {
-                        node: p.node.clone(),
-                        devices: p.devices.clone(),
-                        init_count: p.init_count,
-                    },
-                ))
-            })
+        // One pass over the members: with thousands waiting, each pass costs.
+        let index: HashMap<String, usize> = nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (n.name.clone(), i))
             .collect();
-        let mut holdings: HashMap<String, TaskPlacement> = holdings;
+        let mut pipelined = HashSet::new();
+        let mut holdings: HashMap<String, TaskPlacement> = HashMap::new();
         for m in book.members.values() {
-            if holdings.contains_key(&m.uid) {
-                continue;
-            }
-            if let Some(node) = node_without_gpus(m) {
-                // A plan interrupted before the gate was lifted, onto a node that is
-                // gone since: the member is still gated, so it is planned again.
-                if m.gated && !nodes.iter().any(|n| n.name == node) {
-                    continue;
-                }
-                holdings.insert(
-                    m.uid.clone(),
+            let held = match ledger.pod(&m.uid) {
+                Some(p) => Some(TaskPlacement {
+                    node: p.node.clone(),
+                    devices: p.devices.clone(),
+                    init_count: p.init_count,
+                }),
+                None => ledger.pledge_of(&m.uid).map(|pledge| {
+                    pipelined.insert(m.uid.clone());
                     TaskPlacement {
-                        node,
-                        devices: Vec::new(),
-                        init_count: 0,
-                    },
-                );
-            }
+                        node: pledge.entry.node.clone(),
+                        devices: pledge.entry.devices.clone(),
+                        init_count: pledge.entry.init_count,
+                    }
+                }),
+            };
+            let held = held.or_else(|| {
+                let node = node_without_gpus(m)?;
+                // A plan interrupted before the gate was lifted, onto a node that
+                // is gone since: the member is still gated, so it is planned again.
+                if m.gated && !index.contains_key(&node) {
+                    return None;
+                }
+                Some(TaskPlacement {
+                    node,
+                    devices: Vec::new(),
+                    init_count: 0,
+                })
+            });
+            let Some(held) = held else { continue };
+            count_planned_on_node(&mut nodes, &index, m, &held);
+            holdings.insert(m.uid.clone(), held);
         }
-        count_planned_on_nodes(&mut nodes, book, &holdings);
         Self {
             nodes,
             quotas,
@@ -161,31 +157,22 @@ fn node_without_gpus(m: &Member) -> Option<String> {
     }
 }
 
-/// Counts what members planned onto a node but not yet bound there will take of
+/// Counts what a member planned onto a node but not yet bound there will take of
 /// it (bound pods are counted already, from the pod watch): otherwise the next
 /// cycle would plan the same room again before they arrive.
-fn count_planned_on_nodes(
+fn count_planned_on_node(
     nodes: &mut [SessionNode],
-    book: &GangBook,
-    holdings: &HashMap<String, TaskPlacement>,
+    index: &HashMap<String, usize>,
+    m: &Member,
+    held: &TaskPlacement,
 ) {
-    let index: HashMap<String, usize> = nodes
-        .iter()
-        .enumerate()
-        .map(|(i, n)| (n.name.clone(), i))
-        .collect();
-    for m in book.members.values() {
-        if m.phase != MemberPhase::Pending {
-            continue;
-        }
-        let Some(held) = holdings.get(&m.uid) else {
-            continue;
-        };
-        if let Some(node) = index.get(&held.node).map(|&i| &mut nodes[i]) {
-            node.resources
-                .requested
-                .add(&crate::placement::resource_fit::pod_footprint(&m.pod));
-        }
+    if m.phase != MemberPhase::Pending {
+        return;
+    }
+    if let Some(node) = index.get(&held.node).map(|&i| &mut nodes[i]) {
+        node.resources
+            .requested
+            .add(&crate::placement::resource_fit::pod_footprint(&m.pod));
     }
 }
 

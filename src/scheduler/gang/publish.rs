@@ -264,12 +264,14 @@ impl Scheduler {
             book.members
                 .values()
                 .filter(|m| m.gated && m.phase == MemberPhase::Pending)
+                // Planned members only, before looking their gang up: most
+                // gated members wait unplanned.
+                .filter(|m| ledger.pod(&m.uid).is_some() || m.planned_node.is_some())
                 .filter(|m| {
                     verdicts
                         .get(&m.gang)
                         .is_some_and(|v| v.phase == GangPhase::Running)
                 })
-                .filter(|m| ledger.pod(&m.uid).is_some() || m.planned_node.is_some())
                 .map(|m| GateToLift {
                     namespace: m.namespace.clone(),
                     name: m.name.clone(),
