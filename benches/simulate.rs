@@ -7,6 +7,12 @@
 //! cargo bench --bench simulate -- --nodes 1000 --arrivals 100000
 //! ```
 //!
+//! `--shape` picks another workload, to compare what queue and gang scheduling
+//! cost against the same pods without them: `queues` (the same pods, each naming
+//! one of four weighted queues), `gangs` (`--arrivals` gangs of 4, 8, 12 or 16
+//! one-GPU members running 10 h, arriving over 5 h so they fill the cluster) and
+//! `gang-pods` (the same pods as `gangs`, each on its own, in no queue).
+//!
 //! Run without `--bench` (as `cargo test --all-targets` does) it makes a small
 //! smoke run instead, so the tool cannot rot.
 
@@ -15,7 +21,7 @@
 mod cluster;
 
 use std::time::{Duration, Instant};
-use vgpu_scheduler::cluster::file::visit_file;
+use vgpu_scheduler::cluster::file::{ClusterObject, visit_file};
 use vgpu_scheduler::config::SimulateArgs;
 use vgpu_scheduler::simulate::{self, workload::Workload};
 
@@ -59,6 +65,55 @@ fn workload(arrivals: u64, gpus: u64) -> String {
     )
 }
 
+/// The four weighted queues of the `queues` workload.
+const QUEUES: [(&str, u32); 4] = [("q0", 1), ("q1", 2), ("q2", 3), ("q3", 4)];
+
+/// The `queues` workload: `plain`'s lines, each split over the four queues.
+fn queue_workload(plain: &str) -> String {
+    let parsed = Workload::parse(plain).expect("plain workload");
+    let mut out = String::from("arrivals:\n");
+    for line in &parsed.arrivals {
+        let every = line.every.expect("every") * QUEUES.len() as u32;
+        let count = line.count / QUEUES.len() as u32;
+        let pod = match line.pod.gpumem {
+            Some(mem) => format!("{{gpus: {}, gpumem: {mem}}}", line.pod.gpus),
+            None => format!("{{gpus: {}}}", line.pod.gpus),
+        };
+        for (q, (queue, _)) in QUEUES.iter().enumerate() {
+            out.push_str(&format!(
+                "- name: {}-{queue}\n  at: {}ms\n  every: {}ms\n  count: {count}\n  duration: 4h\n  queue: {queue}\n  pod: {pod}\n",
+                line.name,
+                every.as_millis() as u64 * q as u64 / QUEUES.len() as u64,
+                every.as_millis()
+            ));
+        }
+    }
+    out
+}
+
+/// The `gangs` workload (`as_pods`: the same pods, each on its own).
+fn gang_workload(gangs: u64, as_pods: bool) -> String {
+    let mut out = String::from("arrivals:\n");
+    let sizes = [4u64, 8, 12, 16];
+    let per_size = gangs / sizes.len() as u64;
+    let over_ms = 5 * 3_600_000u64;
+    for members in sizes {
+        let every = over_ms / per_size.max(1);
+        if as_pods {
+            out.push_str(&format!(
+                "- name: pods{members}\n  every: {}ms\n  count: {}\n  duration: 10h\n  pod: {{gpus: 1}}\n",
+                (every / members).max(1),
+                per_size * members
+            ));
+        } else {
+            out.push_str(&format!(
+                "- name: gang{members}\n  every: {every}ms\n  count: {per_size}\n  duration: 10h\n  gang: {{members: {members}}}\n  pod: {{gpus: 1}}\n"
+            ));
+        }
+    }
+    out
+}
+
 fn flag(args: &[String], name: &str, default: u64) -> u64 {
     args.iter()
         .position(|a| a == name)
@@ -78,7 +133,28 @@ fn main() {
     let mut objects = Vec::new();
     visit_file(&path, |o| objects.push(o)).expect("read the cluster file");
     let gpus = (nodes * cluster::GPUS_PER_NODE) as u64;
-    let workload = Workload::parse(&workload(arrivals, gpus)).expect("workload");
+    let shape = args
+        .iter()
+        .position(|a| a == "--shape")
+        .and_then(|i| args.get(i + 1))
+        .map_or("plain", String::as_str);
+    let text = match shape {
+        "plain" => workload(arrivals, gpus),
+        "queues" => {
+            for (name, weight) in QUEUES {
+                objects.push(ClusterObject::Queue(Box::new(serde_json::json!({
+                    "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
+                    "metadata": {"name": name}, "spec": {"weight": weight},
+                    "status": {"state": "Open"}
+                }))));
+            }
+            queue_workload(&workload(arrivals, gpus))
+        }
+        "gangs" => gang_workload(arrivals, false),
+        "gang-pods" => gang_workload(arrivals, true),
+        other => panic!("--shape {other}: plain, queues, gangs or gang-pods"),
+    };
+    let workload = Workload::parse(&text).expect("workload");
     let sim_args = SimulateArgs {
         cluster_file: Some(path.clone()),
         from_cluster: false,
@@ -117,12 +193,15 @@ fn main() {
         .map(|s| s.memory_percent)
         .fold(0.0, f64::max);
     println!(
-        "{nodes} nodes x {} GPUs, {arrivals} arrivals over {:.1} virtual hours: {placed} placed, peak GPU memory {peak:.1}%, {:.2} s wall, {:.0} arrivals/s",
+        "{shape}: {nodes} nodes x {} GPUs, {} arrivals over {:.1} virtual hours: {placed} placed, peak GPU memory {peak:.1}%, {:.2} s wall, {:.0} arrivals/s",
         cluster::GPUS_PER_NODE,
+        result.jobs.len(),
         result.seconds / 3600.0,
         wall.as_secs_f64(),
-        arrivals as f64 / wall.as_secs_f64()
+        result.jobs.len() as f64 / wall.as_secs_f64()
     );
-    assert_eq!(result.jobs.len() as u64, arrivals);
+    if shape == "plain" {
+        assert_eq!(result.jobs.len() as u64, arrivals);
+    }
     assert!(placed > 0, "nothing was placed");
 }
