@@ -163,6 +163,12 @@ fn cycle_after_one_change(c: &mut Criterion) {
         },
     );
     group.finish();
+    tracing::debug!(
+        tasks_built = s.metrics().planner_tasks_built.get(),
+        jobs_built = s.metrics().planner_jobs_built.get(),
+        jobs_skipped = s.metrics().planner_jobs_skipped.get(),
+        "planner caches after the benchmark"
+    );
 }
 
 criterion_group!(benches, planning_cycle, cycle_after_one_change);
