@@ -19,6 +19,9 @@ pub struct ClusterObjects {
     /// PodGroups, Volcano's (`scheduling.volcano.sh`) and Kubernetes' own
     /// (`scheduling.k8s.io`), as JSON.
     pub podgroups: Vec<serde_json::Value>,
+    /// Workloads (`scheduling.k8s.io`), as JSON: what their PodGroups leave
+    /// unsaid is taken from their templates.
+    pub workloads: Vec<serde_json::Value>,
     /// Volcano Queues (`scheduling.volcano.sh`), as JSON.
     pub queues: Vec<serde_json::Value>,
     /// PriorityClasses (`scheduling.k8s.io`): job and pod priorities.
@@ -54,6 +57,8 @@ pub enum ClusterObject {
     Quota(Box<ResourceQuota>),
     /// A PodGroup, Volcano's or Kubernetes' own.
     PodGroup(Box<serde_json::Value>),
+    /// A Workload (`scheduling.k8s.io`), the template of Kubernetes' own PodGroups.
+    Workload(Box<serde_json::Value>),
     /// A Volcano Queue.
     Queue(Box<serde_json::Value>),
     /// A PriorityClass.
@@ -146,6 +151,9 @@ fn decode(
         "PodGroup" if in_group(&value, "scheduling.k8s.io/") => {
             sink(ClusterObject::PodGroup(Box::new(value)));
         }
+        "Workload" if in_group(&value, "scheduling.k8s.io/") => {
+            sink(ClusterObject::Workload(Box::new(value)));
+        }
         "PodGroup" | "Queue" if in_group(&value, "scheduling.volcano.sh/") => {
             if kind == "PodGroup" {
                 sink(ClusterObject::PodGroup(Box::new(value)));
@@ -222,6 +230,7 @@ impl ClusterObjects {
             ClusterObject::Pod(p) => self.pods.push(*p),
             ClusterObject::Quota(q) => self.quotas.push(*q),
             ClusterObject::PodGroup(g) => self.podgroups.push(*g),
+            ClusterObject::Workload(w) => self.workloads.push(*w),
             ClusterObject::Queue(q) => self.queues.push(*q),
             ClusterObject::PriorityClass(c) => self.priority_classes.push(*c),
             ClusterObject::DisruptionBudget(b) => self.budgets.push(*b),

@@ -261,6 +261,9 @@ impl Scheduler {
         for group in &objects.podgroups {
             self.apply_any_podgroup(group);
         }
+        for workload in &objects.workloads {
+            self.apply_workload(workload);
+        }
         for class in &objects.priority_classes {
             self.apply_priority_class(class);
         }
@@ -284,6 +287,7 @@ impl Scheduler {
             ClusterObject::Pod(pod) => self.apply_pod(pod),
             ClusterObject::Quota(quota) => self.apply_quota(quota),
             ClusterObject::PodGroup(group) => self.apply_any_podgroup(group),
+            ClusterObject::Workload(workload) => self.apply_workload(workload),
             ClusterObject::Queue(queue) => self.apply_queue(queue),
             ClusterObject::PriorityClass(class) => self.apply_priority_class(class),
             ClusterObject::DisruptionBudget(budget) => self.apply_disruption_budget(budget),
