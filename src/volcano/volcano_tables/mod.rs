@@ -30,6 +30,7 @@
 //! - The `*_shard_test.go` files test Volcano's node sharding between scheduler
 //!   instances, which this scheduler does not have.
 
+mod allocate;
 mod capacity;
 mod drf;
 mod enqueue;
