@@ -198,16 +198,32 @@ fn a_higher_allowed_tier_lets_the_gang_span_the_spine() {
     assert!(!in_one_leaf(&nodes_of(&o, "train")));
 }
 
+/// Without a spine the two leaves meet only at the cluster-wide root, which
+/// Volcano puts one tier above them (tier 2): a hard gang allowed tier 2 spans
+/// both leaves, one allowed tier 1 never does.
 #[test]
-fn without_a_spine_a_hard_gang_never_spans_two_leaves() {
-    let busy = holding("busy", &[(0, 0), (1, 0), (4, 0)]);
+fn without_a_spine_the_leaves_meet_at_the_cluster_root_one_tier_up() {
+    let busy = || holding("busy", &[(0, 0), (1, 0), (4, 0)]);
     let o = run(
         ALLOCATE,
         &topology(false),
-        vec![busy, gang("train", 8, 8, constraint(TopologyMode::Hard, 2))],
+        vec![
+            busy(),
+            gang("train", 8, 8, constraint(TopologyMode::Hard, 2)),
+        ],
+    );
+    assert_eq!(placed_count(&o, "train"), 8);
+    assert!(!in_one_leaf(&nodes_of(&o, "train")));
+    let o = run(
+        ALLOCATE,
+        &topology(false),
+        vec![
+            busy(),
+            gang("train", 8, 8, constraint(TopologyMode::Hard, 1)),
+        ],
     );
     assert_eq!(placed_count(&o, "train"), 0);
-    assert!(message(&o, "train").contains("no HyperNode of tier 2 or lower"));
+    assert!(message(&o, "train").contains("no HyperNode of tier 1 or lower"));
 }
 
 #[test]
@@ -229,6 +245,25 @@ fn a_soft_gang_prefers_a_leaf_and_goes_anywhere_when_none_holds_it() {
         ],
     );
     assert_eq!(placed_count(&o, "spills"), 8);
+}
+
+/// Volcano makes a soft constraint hard at its cluster-wide root, whatever tier
+/// it names: an unknown tier name leaves a soft gang's preference for one
+/// HyperNode intact. The empty nodes (node-3, node-5..7) are in both leaves.
+#[test]
+fn a_soft_gang_naming_an_unknown_tier_still_prefers_a_leaf() {
+    let soft_named = Some(TopologyConstraint {
+        mode: TopologyMode::Soft,
+        highest_tier: HighestTier::Named("rack".into()),
+    });
+    let busy = holding("busy", &[(0, 0), (1, 0), (2, 0), (4, 0)]);
+    let o = run(
+        ALLOCATE,
+        &topology(false),
+        vec![busy, gang("fits", 4, 4, soft_named)],
+    );
+    assert_eq!(placed_count(&o, "fits"), 4);
+    assert!(in_one_leaf(&nodes_of(&o, "fits")));
 }
 
 #[test]

@@ -10,15 +10,20 @@
 //! `actions/reclaim/reclaim_test.go` ([`reclaim`]),
 //! `actions/preempt/preempt_test.go` `TestPreempt` ([`preempt`]),
 //! `plugins/priority/priority_test.go` `TestPreempt` ([`priority`]) and
-//! `plugins/drf/hdrf_test.go` ([`drf`]). In part:
+//! `plugins/drf/hdrf_test.go` ([`drf`]); `actions/allocate/allocate_test.go`
+//! save its sub-group and volume/claim tests and its calls of Volcano's
+//! internals ([`allocate`]: `TestAllocate`, `TestFareShareAllocate`;
+//! [`allocate_topology`]: `TestAllocateWithNetWorkTopologies`,
+//! `TestNodeLevelScoreWithNetWorkTopologies`,
+//! `TestHyperNodeBinpackWithNetWorkTopologies`). In part:
 //! `plugins/proportion/proportion_test.go` ([`proportion`]:
 //! `TestEnqueueAndAllocable` and `TestAllocate`) and
 //! `plugins/predicates/predicates_test.go` ([`predicates`]: the tests that run
 //! sessions) and `plugins/capacity/capacity_test.go` ([`capacity`]:
 //! `TestEnqueueAndAllocatable` and `Test_capacityPlugin_OnSessionOpenWithoutHierarchy`).
 //!
-//! Not yet translated: `actions/allocate/allocate_test.go` and the rest of
-//! `plugins/capacity/capacity_test.go`; their cases are still to be written here.
+//! Not yet translated: the rest of `plugins/capacity/capacity_test.go`; its
+//! cases are still to be written here.
 //!
 //! Left out:
 //! - `actions/backfill/backfill_test.go` (`TestPickUpPendingTasks`) checks the
@@ -31,6 +36,7 @@
 //!   instances, which this scheduler does not have.
 
 mod allocate;
+mod allocate_topology;
 mod capacity;
 mod drf;
 mod enqueue;
