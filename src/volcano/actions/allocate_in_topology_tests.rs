@@ -333,3 +333,27 @@ fn a_growing_hard_gang_stays_in_its_leaf() {
     assert_eq!(placed_count(&o, "elastic"), 4, "{nodes:?}");
     assert!(nodes.iter().all(|n| n.as_str() >= "node-4"), "{nodes:?}");
 }
+
+/// A `highestTierName` no HyperNode carries names no tier: Volcano cannot turn
+/// it into `highestTierAllowed` and schedules the gang as one without the
+/// constraint, preemption included. Every GPU is held by a job of lower
+/// priority; the gang of two evicts two of its members.
+#[test]
+fn a_gang_naming_an_unknown_tier_preempts_as_an_unconstrained_one() {
+    let preempt = ALLOCATE.replacen("allocate", "allocate, preempt", 1);
+    let every_gpu: Vec<(usize, u32)> = (0..8).flat_map(|n| [(n, 0), (n, 1)]).collect();
+    let mut busy = holding("busy", &every_gpu);
+    busy.min_member = 1;
+    let mut train = gang(
+        "train",
+        2,
+        2,
+        Some(TopologyConstraint {
+            mode: TopologyMode::Hard,
+            highest_tier: HighestTier::Named("rack".into()),
+        }),
+    );
+    train.priority = 100;
+    let o = run(&preempt, &topology(true), vec![busy, train]);
+    assert_eq!(o.evictions().count(), 2, "{o:?}");
+}
