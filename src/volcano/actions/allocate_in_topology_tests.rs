@@ -357,3 +357,22 @@ fn a_gang_naming_an_unknown_tier_preempts_as_an_unconstrained_one() {
     let o = run(&preempt, &topology(true), vec![busy, train]);
     assert_eq!(o.evictions().count(), 2, "{o:?}");
 }
+
+/// Preemption for a hard gang allowed the tier of the cluster-wide root (two
+/// leaves without a spine meet there, at tier 2): a gang of ten, more than a
+/// leaf's eight GPUs, evicts across both leaves; allowed only tier 1, nobody.
+#[test]
+fn preemption_spans_parentless_leaves_when_the_gang_reaches_the_cluster_root() {
+    let preempt = ALLOCATE.replacen("allocate", "allocate, preempt", 1);
+    let evictions_for = |tier: u32| {
+        let every_gpu: Vec<(usize, u32)> = (0..8).flat_map(|n| [(n, 0), (n, 1)]).collect();
+        let mut busy = holding("busy", &every_gpu);
+        busy.min_member = 1;
+        let mut train = gang("train", 10, 10, constraint(TopologyMode::Hard, tier));
+        train.priority = 100;
+        let o = run(&preempt, &topology(false), vec![busy, train]);
+        o.evictions().count()
+    };
+    assert_eq!(evictions_for(2), 10);
+    assert_eq!(evictions_for(1), 0);
+}
