@@ -10,12 +10,12 @@
 //! `actions/reclaim/reclaim_test.go` ([`reclaim`]),
 //! `actions/preempt/preempt_test.go` `TestPreempt` ([`preempt`]),
 //! `plugins/priority/priority_test.go` `TestPreempt` ([`priority`]) and
-//! `plugins/drf/hdrf_test.go` ([`drf`]); `actions/allocate/allocate_test.go`
-//! save its sub-group and volume/claim tests and its calls of Volcano's
-//! internals ([`allocate`]: `TestAllocate`, `TestFareShareAllocate`;
-//! [`allocate_topology`]: `TestAllocateWithNetWorkTopologies`,
-//! `TestNodeLevelScoreWithNetWorkTopologies`,
-//! `TestHyperNodeBinpackWithNetWorkTopologies`). In part:
+//! `plugins/drf/hdrf_test.go` ([`drf`]). Of `actions/allocate/allocate_test.go`,
+//! every test that runs a session on what this scheduler has ([`allocate`]:
+//! `TestAllocate`, `TestFareShareAllocate`; [`allocate_topology`]:
+//! `TestAllocateWithNetWorkTopologies`, `TestNodeLevelScoreWithNetWorkTopologies`,
+//! `TestHyperNodeBinpackWithNetWorkTopologies`; the rest, sub-groups, volumes,
+//! DRA claims and Volcano's internals, listed there). In part:
 //! `plugins/proportion/proportion_test.go` ([`proportion`]:
 //! `TestEnqueueAndAllocable` and `TestAllocate`) and
 //! `plugins/predicates/predicates_test.go` ([`predicates`]: the tests that run
