@@ -10,15 +10,20 @@
 //! `actions/reclaim/reclaim_test.go` ([`reclaim`]),
 //! `actions/preempt/preempt_test.go` `TestPreempt` ([`preempt`]),
 //! `plugins/priority/priority_test.go` `TestPreempt` ([`priority`]) and
-//! `plugins/drf/hdrf_test.go` ([`drf`]). In part:
+//! `plugins/drf/hdrf_test.go` ([`drf`]). Of `actions/allocate/allocate_test.go`,
+//! every test that runs a session on what this scheduler has ([`allocate`]:
+//! `TestAllocate`, `TestFareShareAllocate`; [`allocate_topology`]:
+//! `TestAllocateWithNetWorkTopologies`, `TestNodeLevelScoreWithNetWorkTopologies`,
+//! `TestHyperNodeBinpackWithNetWorkTopologies`; the rest, sub-groups, volumes,
+//! DRA claims and Volcano's internals, listed there). In part:
 //! `plugins/proportion/proportion_test.go` ([`proportion`]:
 //! `TestEnqueueAndAllocable` and `TestAllocate`) and
 //! `plugins/predicates/predicates_test.go` ([`predicates`]: the tests that run
 //! sessions) and `plugins/capacity/capacity_test.go` ([`capacity`]:
 //! `TestEnqueueAndAllocatable` and `Test_capacityPlugin_OnSessionOpenWithoutHierarchy`).
 //!
-//! Not yet translated: `actions/allocate/allocate_test.go` and the rest of
-//! `plugins/capacity/capacity_test.go`; their cases are still to be written here.
+//! Not yet translated: the rest of `plugins/capacity/capacity_test.go`; its
+//! cases are still to be written here.
 //!
 //! Left out:
 //! - `actions/backfill/backfill_test.go` (`TestPickUpPendingTasks`) checks the
@@ -30,6 +35,8 @@
 //! - The `*_shard_test.go` files test Volcano's node sharding between scheduler
 //!   instances, which this scheduler does not have.
 
+mod allocate;
+mod allocate_topology;
 mod capacity;
 mod drf;
 mod enqueue;
