@@ -31,6 +31,7 @@
 //!   instances, which this scheduler does not have.
 
 mod capacity;
+mod capacity_hierarchy;
 mod drf;
 mod enqueue;
 mod predicates;
