@@ -9,16 +9,18 @@
 //! Translated whole: `actions/enqueue/enqueue_test.go` ([`enqueue`]),
 //! `actions/reclaim/reclaim_test.go` ([`reclaim`]),
 //! `actions/preempt/preempt_test.go` `TestPreempt` ([`preempt`]),
-//! `plugins/priority/priority_test.go` `TestPreempt` ([`priority`]) and
-//! `plugins/drf/hdrf_test.go` ([`drf`]). In part:
-//! `plugins/proportion/proportion_test.go` ([`proportion`]:
+//! `plugins/priority/priority_test.go` `TestPreempt` ([`priority`]),
+//! `plugins/drf/hdrf_test.go` ([`drf`]) and
+//! `plugins/capacity/capacity_test.go` (the tests that run sessions: flat queues
+//! in [`capacity`], hierarchical ones and `ancestorReclaimLevel` in
+//! [`capacity_hierarchy`]; its DRA tests are left out, see [`capacity`]). In
+//! part: `plugins/proportion/proportion_test.go` ([`proportion`]:
 //! `TestEnqueueAndAllocable` and `TestAllocate`) and
 //! `plugins/predicates/predicates_test.go` ([`predicates`]: the tests that run
-//! sessions) and `plugins/capacity/capacity_test.go` ([`capacity`]:
-//! `TestEnqueueAndAllocatable` and `Test_capacityPlugin_OnSessionOpenWithoutHierarchy`).
+//! sessions).
 //!
-//! Not yet translated: `actions/allocate/allocate_test.go` and the rest of
-//! `plugins/capacity/capacity_test.go`; their cases are still to be written here.
+//! Not yet translated: `actions/allocate/allocate_test.go`; its cases are still
+//! to be written here.
 //!
 //! Left out:
 //! - `actions/backfill/backfill_test.go` (`TestPickUpPendingTasks`) checks the
