@@ -221,3 +221,112 @@ fn over_deserved(
 fn shares_a_dimension(a: &Resources, b: &Resources) -> bool {
     a.iter().any(|(dim, amount)| amount > 0 && b.get(dim) > 0)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::volcano::framework::registry;
+    use serde_json::Value;
+
+    fn conf(level: &str) -> String {
+        format!(
+            "actions: enqueue, allocate, reclaim
+tiers:
+- plugins:
+  - name: capacity
+    enableHierarchy: true
+    arguments:
+      ancestorReclaimLevel: {level}
+"
+        )
+    }
+
+    fn levels(value: Value) -> Result<AncestorLevels, ConfError> {
+        let map = BTreeMap::from([(ANCESTOR_RECLAIM_LEVEL.to_string(), value)]);
+        AncestorLevels::from_args(&Arguments::new("tiers[0].plugins[0]", "capacity", &map))
+    }
+
+    #[test]
+    fn a_level_loads_and_defaults_to_the_leaves_only() {
+        assert!(registry::load(&conf("2")).is_ok());
+        assert_eq!(levels(Value::from(2)), Ok(AncestorLevels(2)));
+        assert_eq!(levels(Value::from("1")), Ok(AncestorLevels(1)));
+        let none = BTreeMap::new();
+        let args = Arguments::new("tiers[0].plugins[0]", "capacity", &none);
+        assert_eq!(AncestorLevels::from_args(&args), Ok(AncestorLevels(0)));
+    }
+
+    #[test]
+    fn a_negative_level_loads_as_zero_as_volcano_reads_it() {
+        assert!(registry::load(&conf("-1")).is_ok());
+        assert_eq!(levels(Value::from(-1)), Ok(AncestorLevels(0)));
+    }
+
+    #[test]
+    fn a_level_that_is_not_a_whole_number_is_refused_naming_the_key() {
+        for bad in ["two", "1.5"] {
+            let e = registry::load(&conf(bad)).unwrap_err().to_string();
+            assert!(
+                e.contains("(capacity)") && e.contains("ancestorReclaimLevel"),
+                "{bad}: {e}"
+            );
+        }
+    }
+
+    #[test]
+    fn without_hierarchy_only_the_leaves_count() {
+        assert_eq!(AncestorLevels(2).under(false), AncestorLevels(0));
+        assert_eq!(AncestorLevels(2).under(true), AncestorLevels(2));
+    }
+
+    /// b deserves 1 CPU and holds 3 (three 1-CPU tasks); its guarantee is 2 CPUs.
+    /// A reclaimer from a may take b back to its guarantee, never below it.
+    #[test]
+    fn victims_never_take_a_queue_below_its_guarantee() {
+        use crate::volcano::framework::TaskStatus;
+        use crate::volcano::framework::queue::QueueInfo;
+        use crate::volcano::framework::testing::{gang_key, job, state, task};
+        use crate::volcano::objects::QueueSpec;
+        let cpu = |n: i64| Resources::from_units([("cpu", n)]);
+        let b_key = gang_key("b");
+        let held: Vec<TaskInfo> = (0..3)
+            .map(|i| {
+                let mut t = task(&b_key, &format!("b-{i}"), cpu(1));
+                t.status = TaskStatus::Running;
+                t
+            })
+            .collect();
+        let victims_with = |guarantee: Option<Resources>| {
+            let queues = vec![
+                QueueInfo::idle(QueueSpec {
+                    deserved: Some(cpu(2)),
+                    ..QueueSpec::new("a")
+                }),
+                QueueInfo {
+                    allocated: cpu(3),
+                    ..QueueInfo::idle(QueueSpec {
+                        deserved: Some(cpu(1)),
+                        guarantee,
+                        ..QueueSpec::new("b")
+                    })
+                },
+            ];
+            let a_key = gang_key("a");
+            let reclaimer = task(&a_key, "a-0", cpu(1));
+            let jobs = vec![
+                job("a", "a", 1, vec![reclaimer.clone()]),
+                job("b", "b", 1, held.clone()),
+            ];
+            let st = state(cpu(4), queues, jobs);
+            let tree = QueueTree::build(&st, false);
+            let candidates: Vec<&TaskInfo> = held.iter().collect();
+            ReclaimTree {
+                tree: &tree,
+                levels: AncestorLevels(0),
+            }
+            .victims(&st, &reclaimer, &candidates)
+        };
+        assert_eq!(victims_with(None), vec!["uid-b-0", "uid-b-1"]);
+        assert_eq!(victims_with(Some(cpu(2))), vec!["uid-b-0"]);
+    }
+}
