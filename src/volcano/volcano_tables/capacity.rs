@@ -4,7 +4,8 @@
 //! only memory), `Test_capacityPlugin_OnSessionOpenWithoutHierarchy` (allocate
 //! then reclaim with capacity, predicates and gang),
 //! `TestJobEnqueuedOnOtherPluginsReject` and
-//! `TestNoDoubleCountingForInqueueJobWithBindingTasks`. The hierarchical tests of
+//! `TestNoDoubleCountingForInqueueJobWithBindingTasks` (the scenarios of
+//! [`super::inqueue_accounting`], with capacity). The hierarchical tests of
 //! the same file are in [`super::capacity_hierarchy`].
 //!
 //! Left out:
@@ -22,9 +23,10 @@
 //!   this scheduler does not read: its GPUs are vGPUs from the device plugin's
 //!   node registration.
 
+use super::inqueue_accounting::{binding_tasks_then_a_newcomer, enqueue_after_a_co_tier_refusal};
 use super::support::{
-    Table, bound, closed, evicted, group, node_alloc, phase, pipelined, pod, queue, resources,
-    tiers_conf, with,
+    Table, bound, closed, evicted, group, node_alloc, pipelined, pod, queue, resources, tiers_conf,
+    with,
 };
 use crate::resources::Resources;
 use crate::volcano::actions::allocate::Allocate;
@@ -487,101 +489,28 @@ fn case10_preemptive_fn_respects_capability_no_reclaim_when_future_used_would_ex
     assert_eq!(c.run(), seen(&[], &[], &[]));
 }
 
-/// `TestJobEnqueuedOnOtherPluginsReject`: pgA and pgB (one 1-CPU pod each,
-/// minResources the same) wait in q1, whose capability and deserved amount are
-/// 1 CPU and 4G, so only one may be admitted. Volcano's second plugin of the tier
-/// is written inside its test to refuse pgA by name; here capacity-card refuses it
-/// for a real reason (pgA's minimum asks an A100 card, of which q1's card quota
-/// allows none), so `card_asked` says whether pgA asks it.
-fn enqueue_after_a_co_tier_refusal(card_asked: bool) -> (Option<GangPhase>, Option<GangPhase>) {
-    let mut pg_a = group("pgA", "q1", 1, GangPhase::Pending);
-    let mut min_a = resources("1", "1G");
-    if card_asked {
-        min_a.set("card/NVIDIA-A100", 1000);
-    }
-    pg_a.min_resources = Some(min_a);
-    let mut pg_b = group("pgB", "q1", 1, GangPhase::Pending);
-    pg_b.min_resources = Some(resources("1", "1G"));
-    let mut q1 = deserving("q1", resources("1", "4G"), resources("1", "4G"));
-    q1.card_quota.insert("NVIDIA-A100".into(), 0);
-    let t = Table {
-        nodes: vec![("n1", node_alloc("4", "4G", 10))],
-        queues: vec![q1],
-        groups: vec![pg_a, pg_b],
-        pods: vec![
-            pod("podA", "", false, resources("1", "1G"), "pgA"),
-            pod("podB", "", false, resources("1", "1G"), "pgB"),
-        ],
-        ..Table::default()
-    };
-    let conf = tiers_conf(
-        "enqueue",
-        &[&[
-            ("capacity", &["JobEnqueued"]),
-            ("capacity-card", &["JobEnqueued"]),
-        ]],
-    );
-    let o = t.run(&conf, &[&Enqueue as &dyn Action]);
-    (phase(&o, "pgA"), phase(&o, "pgB"))
-}
-
 #[test]
 fn job_enqueued_on_other_plugins_reject_pga_rejected_by_co_tier_plugin_must_not_consume_q1_capacity_pgb_must_be_admitted()
  {
-    let (_, pg_b) = enqueue_after_a_co_tier_refusal(true);
-    assert_eq!(pg_b, Some(GangPhase::Inqueue));
+    let q1 = deserving("q1", resources("1", "4G"), resources("1", "4G"));
+    assert_eq!(
+        enqueue_after_a_co_tier_refusal("capacity", q1.clone(), true).1,
+        Some(GangPhase::Inqueue)
+    );
     // pgA is judged first: admitted, it takes q1's only CPU and pgB waits.
     assert_eq!(
-        enqueue_after_a_co_tier_refusal(false),
+        enqueue_after_a_co_tier_refusal("capacity", q1, false),
         (Some(GangPhase::Inqueue), Some(GangPhase::Pending))
     );
 }
 
-/// `TestNoDoubleCountingForInqueueJobWithBindingTasks`, its two scheduling cycles
-/// with capacity alone (allocatable, overused, enqueued) and q1 capped at 4 CPUs
-/// and 8Gi on n1 (4 CPUs, 8Gi). Cycle 1 allocates pgA (Inqueue, three 1-CPU pods,
-/// minResources 3 CPUs and 3Gi); cycle 2 sees pgA's pods bound where cycle 1 put
-/// them while its PodGroup still reads Inqueue, and pgB (Pending, one 1-CPU pod)
-/// arrives: the CPU left is pgB's, so pgA's minimum must not be counted both as
-/// held and as reserved.
 #[test]
 fn no_double_counting_for_inqueue_job_with_binding_tasks() {
-    let one = || resources("1", "1Gi");
-    let mut pg_a = group("pgA", "q1", 3, GangPhase::Inqueue);
-    pg_a.min_resources = Some(resources("3", "3Gi"));
-    let mut t = Table {
-        nodes: vec![("n1", node_alloc("4", "8Gi", 10))],
-        queues: vec![queue("q1", 1, Some(resources("4", "8Gi")))],
-        groups: vec![pg_a],
-        pods: ["pA1", "pA2", "pA3"]
-            .into_iter()
-            .map(|name| pod(name, "", false, one(), "pgA"))
-            .collect(),
-        ..Table::default()
-    };
-    let conf = |actions| {
-        tiers_conf(
-            actions,
-            &[&[("capacity", &["Allocatable", "Overused", "JobEnqueued"])]],
-        )
-    };
-    let cycle1 = bound(&t.run(&conf("allocate"), &[&Allocate as &dyn Action]));
+    let (cycle1, cycle2) =
+        binding_tasks_then_a_newcomer("capacity", queue("q1", 1, Some(resources("4", "8Gi"))));
     assert_eq!(
         cycle1,
         binds(&[("pA1", "n1"), ("pA2", "n1"), ("pA3", "n1")])
     );
-    // Bound where cycle 1 put them (n1, as asserted), not yet seen running.
-    for p in &mut t.pods {
-        p.node = "n1";
-        p.running = true;
-    }
-    let mut pg_b = group("pgB", "q1", 1, GangPhase::Pending);
-    pg_b.min_resources = Some(one());
-    t.groups.push(pg_b);
-    t.pods.push(pod("pB1", "", false, one(), "pgB"));
-    let cycle2 = t.run(
-        &conf("enqueue, allocate"),
-        &[&Enqueue as &dyn Action, &Allocate],
-    );
-    assert_eq!(bound(&cycle2), binds(&[("pB1", "n1")]));
+    assert_eq!(cycle2, binds(&[("pB1", "n1")]));
 }

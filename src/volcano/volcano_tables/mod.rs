@@ -10,14 +10,14 @@
 //! `actions/reclaim/reclaim_test.go` ([`reclaim`]),
 //! `actions/preempt/preempt_test.go` `TestPreempt` ([`preempt`]),
 //! `plugins/priority/priority_test.go` `TestPreempt` ([`priority`]),
-//! `plugins/drf/hdrf_test.go` ([`drf`]) and
-//! `plugins/capacity/capacity_test.go` (the tests that run sessions: flat queues
-//! in [`capacity`], hierarchical ones and `ancestorReclaimLevel` in
-//! [`capacity_hierarchy`]; its DRA tests are left out, see [`capacity`]). In
-//! part: `plugins/proportion/proportion_test.go` ([`proportion`]:
-//! `TestEnqueueAndAllocable` and `TestAllocate`) and
-//! `plugins/predicates/predicates_test.go` ([`predicates`]: the tests that run
-//! sessions).
+//! `plugins/drf/hdrf_test.go` ([`drf`]),
+//! `plugins/proportion/proportion_test.go` ([`proportion`], but for one metrics
+//! test) and `plugins/capacity/capacity_test.go` (the tests that run sessions:
+//! flat queues in [`capacity`], hierarchical ones and `ancestorReclaimLevel` in
+//! [`capacity_hierarchy`]; its DRA tests are left out, see [`capacity`]); the
+//! two scenarios proportion's and capacity's files share are in
+//! [`inqueue_accounting`]. In part: `plugins/predicates/predicates_test.go`
+//! ([`predicates`]: the tests that run sessions).
 //!
 //! Not yet translated: `actions/allocate/allocate_test.go`; its cases are still
 //! to be written here.
@@ -36,6 +36,7 @@ mod capacity;
 mod capacity_hierarchy;
 mod drf;
 mod enqueue;
+mod inqueue_accounting;
 mod predicates;
 mod preempt;
 mod priority;
