@@ -5,11 +5,11 @@
 //! arithmetic, and `capacity_reclaim` for reclaim between queues (with the
 //! argument `ancestorReclaimLevel`).
 
-use super::capacity_reclaim::{ANCESTOR_RECLAIM_LEVEL, AncestorLevels, ReclaimTree};
+use super::capacity_reclaim::{AncestorLevels, ReclaimTree};
 use super::proportion::without_cards;
 use super::queue_tree::QueueTree;
 use crate::volcano::capacity::{allocatable_excess, share, within_deserved_somewhere};
-use crate::volcano::conf::ConfError;
+use crate::volcano::conf::{ANCESTOR_RECLAIM_LEVEL, ConfError};
 use crate::volcano::framework::plugin::{Plugin, Vote};
 use crate::volcano::framework::registry::BuildContext;
 use crate::volcano::framework::{

@@ -19,14 +19,11 @@
 use super::queue_tree::QueueTree;
 use crate::resources::Resources;
 use crate::volcano::capacity::within_deserved_somewhere;
-use crate::volcano::conf::ConfError;
+use crate::volcano::conf::{ANCESTOR_RECLAIM_LEVEL, ConfError};
 use crate::volcano::framework::arguments::Arguments;
 use crate::volcano::framework::{SessionState, TaskInfo};
 use crate::volcano::objects::ROOT_QUEUE;
 use std::collections::{BTreeMap, BTreeSet};
-
-/// The capacity argument that sets how many ancestor levels reclaim compares.
-pub const ANCESTOR_RECLAIM_LEVEL: &str = "ancestorReclaimLevel";
 
 /// How many levels above the leaves reclaim compares (0: the leaves only).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
