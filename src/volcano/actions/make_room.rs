@@ -431,6 +431,6 @@ fn node_plans(
         return Err(why);
     }
     // Nodes come by name; a stable sort keeps the name as the last tie-break.
-    plans.sort_by(|(a, _), (b, _)| a.cmp(b));
+    plans.sort_by_key(|(a, _)| *a);
     Ok(plans.into_iter().map(|(_, plan)| plan).collect())
 }
