@@ -9,9 +9,8 @@
 //! the same file are in [`super::capacity_hierarchy`].
 //!
 //! Left out:
-//! - `Test_updateQueueAttrShare` and `Test_buildHierarchicalQueueAttrs_nilSafety`
-//!   call Go internals of the plugin on hand-built queue attributes, with no
-//!   session around them.
+//! - `Test_updateQueueAttrShare` calls a Go internal of the plugin on
+//!   hand-built queue attributes, with no session around it.
 //! - The DRA tests (`TestCapacityPluginDRA`,
 //!   `TestParseDRAResourceListCombinesCountAndCapacity`,
 //!   `TestSharedResourceClaimIsChargedOnce`,

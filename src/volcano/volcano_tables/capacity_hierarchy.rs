@@ -2,7 +2,9 @@
 //! `Test_capacityPlugin_OnSessionOpenWithHierarchy` (enqueue, reclaim and
 //! allocate with capacity under `enableHierarchy: true`, predicates and gang) and
 //! `Test_capacityPlugin_AncestorReclaimScenarios` (the same with the argument
-//! `ancestorReclaimLevel`, and priority where the case registers it).
+//! `ancestorReclaimLevel`, and priority where the case registers it) and
+//! `Test_buildHierarchicalQueueAttrs_nilSafety` (a session without the root
+//! queue, and one whose job names a deleted queue: nothing placed, no crash).
 //!
 //! Volcano's tasks also count one `pods` each against a queue; this scheduler
 //! charges queues only what pods request, so a queue's `pods` amount is carried
@@ -825,4 +827,49 @@ fn ancestor_case11_unbalanced_level2_blocks_reclaim_when_depth_2_ancestor_is_not
         ..Table::default()
     };
     assert_eq!(Seen::of(&run(&t, Some(2), false)), expect(&[], &[], &[]));
+}
+
+// ---- Test_buildHierarchicalQueueAttrs_nilSafety ----
+
+/// Allocate alone with the tier of that test (capacity without its preemptive
+/// switch).
+fn allocate_only(t: &Table) -> Seen {
+    let text = tiers_conf(
+        "allocate",
+        &[&[
+            (
+                "capacity",
+                &["Allocatable", "Reclaimable", "QueueOrder", "JobEnqueued"],
+            ),
+            ("predicates", &["Predicate"]),
+            ("gang", &["JobStarving"]),
+        ]],
+    );
+    let conf = text.replacen(
+        "  - name: capacity\n",
+        "  - name: capacity\n    enableHierarchy: true\n",
+        1,
+    );
+    Seen::of(&t.run(&conf, &[&Allocate as &dyn Action]))
+}
+
+#[test]
+fn nil_safety_no_panic_when_root_queue_is_absent() {
+    let t = Table {
+        nodes: vec![("n1", node_alloc("4", "4Gi", 10))],
+        ..Table::default()
+    };
+    assert_eq!(allocate_only(&t), expect(&[], &[], &[]));
+}
+
+#[test]
+fn nil_safety_no_panic_when_job_references_a_deleted_queue() {
+    let t = Table {
+        nodes: vec![("n1", node_alloc("4", "4Gi", 10))],
+        queues: vec![hq("root", "", None, None)],
+        groups: vec![group("pg-orphan", "deleted-queue", 1, GangPhase::Inqueue)],
+        pods: vec![pending("orphan", r("1", "1Gi"), "pg-orphan")],
+        ..Table::default()
+    };
+    assert_eq!(allocate_only(&t), expect(&[], &[], &[]));
 }
