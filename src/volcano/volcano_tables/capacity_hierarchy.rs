@@ -72,27 +72,24 @@ fn with_min(mut g: GroupRow, min: Resources) -> GroupRow {
     g
 }
 
-/// The tier of these tests: capacity with hierarchy (and `ancestorReclaimLevel`
-/// when given), predicates, gang, and priority when `priority`.
-fn conf(level: Option<i64>, priority: bool) -> String {
+/// The tier of these tests: capacity with hierarchy, the switches `capacity`
+/// names and `ancestorReclaimLevel` when given; predicates, gang, and priority
+/// when `priority`.
+fn hierarchical_conf(
+    actions: &str,
+    capacity: &[&str],
+    level: Option<i64>,
+    priority: bool,
+) -> String {
     let mut tier: Vec<(&str, &[&str])> = vec![
-        (
-            "capacity",
-            &[
-                "Allocatable",
-                "Preemptive",
-                "Reclaimable",
-                "QueueOrder",
-                "JobEnqueued",
-            ],
-        ),
+        ("capacity", capacity),
         ("predicates", &["Predicate"]),
         ("gang", &["JobStarving"]),
     ];
     if priority {
         tier.push(("priority", &["JobOrder", "TaskOrder"]));
     }
-    let text = tiers_conf("enqueue, reclaim, allocate", &[&tier]);
+    let text = tiers_conf(actions, &[&tier]);
     let mut extra = "  - name: capacity\n    enableHierarchy: true\n".to_string();
     if let Some(level) = level {
         extra.push_str(&format!(
@@ -100,6 +97,22 @@ fn conf(level: Option<i64>, priority: bool) -> String {
         ));
     }
     text.replacen("  - name: capacity\n", &extra, 1)
+}
+
+/// The tier of the hierarchy and ancestor reclaim tests.
+fn conf(level: Option<i64>, priority: bool) -> String {
+    hierarchical_conf(
+        "enqueue, reclaim, allocate",
+        &[
+            "Allocatable",
+            "Preemptive",
+            "Reclaimable",
+            "QueueOrder",
+            "JobEnqueued",
+        ],
+        level,
+        priority,
+    )
 }
 
 /// Runs Volcano's actions of these tests (enqueue, reclaim, allocate).
@@ -834,21 +847,11 @@ fn ancestor_case11_unbalanced_level2_blocks_reclaim_when_depth_2_ancestor_is_not
 /// Allocate alone with the tier of that test (capacity without its preemptive
 /// switch).
 fn allocate_only(t: &Table) -> Seen {
-    let text = tiers_conf(
+    let conf = hierarchical_conf(
         "allocate",
-        &[&[
-            (
-                "capacity",
-                &["Allocatable", "Reclaimable", "QueueOrder", "JobEnqueued"],
-            ),
-            ("predicates", &["Predicate"]),
-            ("gang", &["JobStarving"]),
-        ]],
-    );
-    let conf = text.replacen(
-        "  - name: capacity\n",
-        "  - name: capacity\n    enableHierarchy: true\n",
-        1,
+        &["Allocatable", "Reclaimable", "QueueOrder", "JobEnqueued"],
+        None,
+        false,
     );
     Seen::of(&t.run(&conf, &[&Allocate as &dyn Action]))
 }
