@@ -49,11 +49,6 @@ impl AncestorLevels {
     pub fn under(self, hierarchy: bool) -> Self {
         if hierarchy { self } else { Self(0) }
     }
-
-    /// Depths 1 (the parent) to the level.
-    fn depths(self) -> std::ops::RangeInclusive<usize> {
-        1..=self.0
-    }
 }
 
 /// The tree as reclaim reads it.
@@ -65,6 +60,12 @@ pub(crate) struct ReclaimTree<'t> {
 }
 
 impl ReclaimTree<'_> {
+    /// Depths 1 (`i`'s parent) to the level, and no deeper than `i`'s
+    /// ancestors go, however large the level.
+    fn depths(&self, i: usize) -> std::ops::RangeInclusive<usize> {
+        1..=self.levels.0.min(self.tree.nodes[i].ancestors.len())
+    }
+
     fn root(&self) -> Option<usize> {
         self.tree.position(ROOT_QUEUE)
     }
@@ -84,8 +85,7 @@ impl ReclaimTree<'_> {
     /// Whether `a` and `b` share an ancestor other than the root within the levels.
     fn share_an_ancestor(&self, a: usize, b: usize) -> bool {
         let within = |i: usize| -> BTreeSet<usize> {
-            self.levels
-                .depths()
+            self.depths(i)
                 .filter_map(|d| self.non_root_ancestor(i, d))
                 .collect()
         };
@@ -101,7 +101,7 @@ impl ReclaimTree<'_> {
         i: usize,
         candidate: &Resources,
     ) -> bool {
-        self.levels.depths().any(|depth| {
+        self.depths(i).any(|depth| {
             self.non_root_ancestor(i, depth).is_some_and(|a| {
                 let allocated = self.tree.sum(state, a, |q| &q.allocated);
                 within_deserved_somewhere(&allocated, candidate, &self.tree.nodes[a].deserved)
@@ -154,7 +154,7 @@ impl ReclaimTree<'_> {
             }
             let mut checked = Vec::new();
             let mut eligible = true;
-            for depth in self.levels.depths() {
+            for depth in self.depths(i) {
                 let Some(a) = self.non_root_ancestor(i, depth) else {
                     continue;
                 };
@@ -325,5 +325,38 @@ tiers:
         };
         assert_eq!(victims_with(None), vec!["uid-b-0", "uid-b-1"]);
         assert_eq!(victims_with(Some(cpu(2))), vec!["uid-b-0"]);
+    }
+
+    /// A level far beyond the tree's depth compares every ancestor and stops
+    /// there, whatever the level says.
+    #[test]
+    fn a_level_deeper_than_the_tree_compares_every_ancestor() {
+        use crate::volcano::framework::queue::QueueInfo;
+        use crate::volcano::framework::testing::state;
+        use crate::volcano::objects::QueueSpec;
+        let cpu = |n: i64| Resources::from_units([("cpu", n)]);
+        let may_reclaim = |parent_deserves: Option<Resources>| {
+            let queues = vec![
+                QueueInfo::idle(QueueSpec::new(ROOT_QUEUE)),
+                QueueInfo::idle(QueueSpec {
+                    deserved: parent_deserves,
+                    ..QueueSpec::new("team")
+                }),
+                QueueInfo::idle(QueueSpec {
+                    parent: Some("team".into()),
+                    ..QueueSpec::new("leaf")
+                }),
+            ];
+            let st = state(cpu(4), queues, Vec::new());
+            let tree = QueueTree::build(&st, true);
+            let leaf = tree.position("leaf").expect("leaf queue");
+            ReclaimTree {
+                tree: &tree,
+                levels: AncestorLevels(usize::MAX),
+            }
+            .ancestor_may_reclaim(&st, leaf, &cpu(1))
+        };
+        assert!(may_reclaim(Some(cpu(2))));
+        assert!(!may_reclaim(None));
     }
 }
