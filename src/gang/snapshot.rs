@@ -20,7 +20,7 @@ use crate::volcano::framework::charge::{
 };
 use crate::volcano::framework::job::{GpuAsk, TaskPlacement};
 use crate::volcano::framework::nodes::{NodeSet, SessionNode};
-use crate::volcano::framework::queue::{QueueInfo, add_cards};
+use crate::volcano::framework::queue::QueueInfo;
 use crate::volcano::framework::{GangKey, JobInfo, SessionState, TaskInfo, TaskStatus};
 use crate::volcano::objects::{PodGroupSpec, QueueSpec};
 use crate::volcano::resource_quota::NamespaceQuota;
@@ -494,37 +494,14 @@ fn queue_infos(
         let Some(q) = queues.get_mut(&job.queue) else {
             continue;
         };
-        let mut held = 0usize;
-        for t in &job.tasks {
-            if matches!(t.status, TaskStatus::Succeeded | TaskStatus::Failed) {
-                continue;
-            }
-            q.request.add(&t.resreq);
-            if t.status.holds_resources() {
-                held += 1;
-                // What a gang holds beyond its minimum is elastic: admission may
-                // count it as given back (Volcano's `elastic`).
-                if held > job.min_member {
-                    q.elastic.add(&t.resreq);
-                }
-                q.allocated.add(&t.resreq);
-                add_cards(&mut q.cards, &t.cards);
-            }
-        }
-        // An admitted gang reserves what its minimum still needs beyond what it
-        // already holds (Volcano's `inqueue`: minResources minus allocated). A
-        // PodGroup without pods whose status reads Inqueue counts too.
-        if (input.inqueue.contains(&job.key) || (job.inqueue && job.tasks.is_empty()))
-            && let Some(min) = &job.min_resources
-        {
-            q.inqueue.add(&min.minus(&job.allocated));
-        }
+        // A PodGroup without pods whose status reads Inqueue counts as admitted.
+        q.charge_job(
+            job,
+            input.inqueue.contains(&job.key) || (job.inqueue && job.tasks.is_empty()),
+        );
     }
     for q in queues.values_mut() {
-        q.allocated.prune_zeros();
-        q.request.prune_zeros();
-        q.inqueue.prune_zeros();
-        q.elastic.prune_zeros();
+        q.prune_zeros();
     }
     queues
 }

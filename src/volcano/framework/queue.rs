@@ -1,6 +1,7 @@
 //! Queues as a session sees them: the Queue object and what its jobs hold and ask
 //! for. Plugins derive their own figures (deserved, shares, trees) from these.
 
+use super::job::{JobInfo, TaskStatus};
 use crate::volcano::objects::QueueSpec;
 use crate::volcano::resources::Resources;
 use std::collections::BTreeMap;
@@ -41,6 +42,43 @@ impl QueueInfo {
     /// The queue's name.
     pub fn name(&self) -> &str {
         &self.spec.name
+    }
+
+    /// Counts one of the queue's jobs as a session opens: what its live tasks ask
+    /// for and hold, what it holds beyond its minimum (elastic), and, once
+    /// `admitted`, what its minimum still needs beyond what it holds (Volcano's
+    /// `inqueue`: minResources minus allocated). A task bound but not yet running
+    /// holds what it asks, so an admitted gang whose pods are binding reserves
+    /// nothing twice.
+    pub fn charge_job(&mut self, job: &JobInfo, admitted: bool) {
+        let mut held = 0usize;
+        for t in &job.tasks {
+            if matches!(t.status, TaskStatus::Succeeded | TaskStatus::Failed) {
+                continue;
+            }
+            self.request.add(&t.resreq);
+            if t.status.holds_resources() {
+                held += 1;
+                // What a gang holds beyond its minimum is elastic: admission may
+                // count it as given back (Volcano's `elastic`).
+                if held > job.min_member {
+                    self.elastic.add(&t.resreq);
+                }
+                self.allocated.add(&t.resreq);
+                add_cards(&mut self.cards, &t.cards);
+            }
+        }
+        if admitted && let Some(min) = &job.min_resources {
+            self.inqueue.add(&min.minus(&job.allocated));
+        }
+    }
+
+    /// Drops zero amounts, so that figures compare equal however they were summed.
+    pub fn prune_zeros(&mut self) {
+        self.allocated.prune_zeros();
+        self.request.prune_zeros();
+        self.inqueue.prune_zeros();
+        self.elastic.prune_zeros();
     }
 }
 

@@ -9,21 +9,21 @@
 //! Translated whole: `actions/enqueue/enqueue_test.go` ([`enqueue`]),
 //! `actions/reclaim/reclaim_test.go` ([`reclaim`]),
 //! `actions/preempt/preempt_test.go` `TestPreempt` ([`preempt`]),
-//! `plugins/priority/priority_test.go` `TestPreempt` ([`priority`]) and
-//! `plugins/drf/hdrf_test.go` ([`drf`]). Of `actions/allocate/allocate_test.go`,
-//! every test that runs a session on what this scheduler has ([`allocate`]:
-//! `TestAllocate`, `TestFareShareAllocate`; [`allocate_topology`]:
+//! `plugins/priority/priority_test.go` `TestPreempt` ([`priority`]),
+//! `plugins/drf/hdrf_test.go` ([`drf`]),
+//! `plugins/proportion/proportion_test.go` ([`proportion`], but for one metrics
+//! test) and `plugins/capacity/capacity_test.go` (the tests that run sessions:
+//! flat queues in [`capacity`], hierarchical ones and `ancestorReclaimLevel` in
+//! [`capacity_hierarchy`]; its DRA tests are left out, see [`capacity`]); the
+//! two scenarios proportion's and capacity's files share are in
+//! [`inqueue_accounting`]. Of `actions/allocate/allocate_test.go`, every test
+//! that runs a session on what this scheduler has ([`allocate`]: `TestAllocate`,
+//! `TestFareShareAllocate`; [`allocate_topology`]:
 //! `TestAllocateWithNetWorkTopologies`, `TestNodeLevelScoreWithNetWorkTopologies`,
 //! `TestHyperNodeBinpackWithNetWorkTopologies`; the rest, sub-groups, volumes,
 //! DRA claims and Volcano's internals, listed there). In part:
-//! `plugins/proportion/proportion_test.go` ([`proportion`]:
-//! `TestEnqueueAndAllocable` and `TestAllocate`) and
 //! `plugins/predicates/predicates_test.go` ([`predicates`]: the tests that run
-//! sessions) and `plugins/capacity/capacity_test.go` ([`capacity`]:
-//! `TestEnqueueAndAllocatable` and `Test_capacityPlugin_OnSessionOpenWithoutHierarchy`).
-//!
-//! Not yet translated: the rest of `plugins/capacity/capacity_test.go`; its
-//! cases are still to be written here.
+//! sessions).
 //!
 //! Left out:
 //! - `actions/backfill/backfill_test.go` (`TestPickUpPendingTasks`) checks the
@@ -38,8 +38,10 @@
 mod allocate;
 mod allocate_topology;
 mod capacity;
+mod capacity_hierarchy;
 mod drf;
 mod enqueue;
+mod inqueue_accounting;
 mod predicates;
 mod preempt;
 mod priority;

@@ -360,20 +360,13 @@ impl Table {
             })
             .collect();
         let mut queues: Vec<QueueInfo> = self.queues.iter().cloned().map(QueueInfo::idle).collect();
-        for q in &mut queues {
-            for j in jobs.iter().filter(|j| j.queue == q.spec.name) {
-                for t in &j.tasks {
-                    q.request.add(&t.resreq);
-                    if t.status.holds_resources() {
-                        q.allocated.add(&t.resreq);
-                    }
-                }
-                if j.inqueue
-                    && let Some(min) = &j.min_resources
-                {
-                    q.inqueue.add(&min.minus(&j.allocated));
-                }
+        for j in &jobs {
+            if let Some(q) = queues.iter_mut().find(|q| q.spec.name == j.queue) {
+                q.charge_job(j, j.inqueue);
             }
+        }
+        for q in &mut queues {
+            q.prune_zeros();
         }
         let mut st = state(total, queues, jobs);
         st.nodes = NodeSet::new(nodes, BTreeMap::new());
