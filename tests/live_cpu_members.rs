@@ -378,3 +378,39 @@ async fn a_pinned_member_repelled_by_a_pod_bound_to_its_node_since_is_evicted_an
         vec!["n2".to_string()]
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_waiting_for_a_pod_its_affinity_follows_is_planned_next_to_it_once_it_runs() {
+    let api = FakeApiServer::start().await;
+    add_node(&api, "n1", 1, 1);
+    add_node(&api, "n2", 1, 1);
+    api.create(gang_podgroup(NS, "web", 1));
+    let mut follower = cpu_member("web-0", "web", 2);
+    follower["spec"]["affinity"]["podAffinity"] = json!({
+        "requiredDuringSchedulingIgnoredDuringExecution": [{
+            "labelSelector": {"matchLabels": {"app": "cache"}},
+            "topologyKey": "kubernetes.io/hostname"}]});
+    create_pod(&api, follower);
+    let server = LiveServer::start(&api, &["--schedule-period", "200ms"]).await;
+    wait_for(&server, "the PodGroup to say it waits for pod affinity", || {
+        api.get("PodGroup", Some(NS), "web").is_some_and(|g| {
+            g["status"]["conditions"][0]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("didn't match pod affinity rules"))
+        })
+    })
+    .await;
+    assert!(gang_gated(&api, NS, "web-0"));
+
+    // The pod it follows starts on n2, taking room there and freeing none.
+    let mut cache = running_cpu_pod("cache", "n2", 1);
+    cache["metadata"]["labels"] = json!({"app": "cache"});
+    api.create(cache);
+    wait_for(&server, "web-0 released", || !gang_gated(&api, NS, "web-0")).await;
+    let pod = api_pod(&api, NS, "web-0");
+    assert_eq!(annotation(&pod, PLANNED_NODE), Some("n2"), "{pod}");
+    assert_eq!(
+        nodes_affinity_allows(&api, &pod, &["n1", "n2"]),
+        vec!["n2".to_string()]
+    );
+}
