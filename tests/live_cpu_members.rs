@@ -392,13 +392,17 @@ async fn a_member_waiting_for_a_pod_its_affinity_follows_is_planned_next_to_it_o
             "topologyKey": "kubernetes.io/hostname"}]});
     create_pod(&api, follower);
     let server = LiveServer::start(&api, &["--schedule-period", "200ms"]).await;
-    wait_for(&server, "the PodGroup to say it waits for pod affinity", || {
-        api.get("PodGroup", Some(NS), "web").is_some_and(|g| {
-            g["status"]["conditions"][0]["message"]
-                .as_str()
-                .is_some_and(|m| m.contains("didn't match pod affinity rules"))
-        })
-    })
+    wait_for(
+        &server,
+        "the PodGroup to say it waits for pod affinity",
+        || {
+            api.get("PodGroup", Some(NS), "web").is_some_and(|g| {
+                g["status"]["conditions"][0]["message"]
+                    .as_str()
+                    .is_some_and(|m| m.contains("didn't match pod affinity rules"))
+            })
+        },
+    )
     .await;
     assert!(gang_gated(&api, NS, "web-0"));
 

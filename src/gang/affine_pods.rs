@@ -10,11 +10,12 @@
 //! A planned member that gets bound where it was planned is the same pod, not a
 //! new one.
 
+use crate::gang::book::GangBook;
 use crate::ledger::NodeEntry;
 use crate::node_load::NodeResources;
 use crate::placement::pod_affinity::AffinityPod;
-use crate::gang::book::GangBook;
-use crate::volcano::framework::{SessionOutcome, SessionState, TaskStatus};
+use crate::volcano::framework::pod_affinity_view::on_a_node;
+use crate::volcano::framework::{SessionOutcome, SessionState};
 use k8s_openapi::api::core::v1::Pod;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -91,14 +92,6 @@ impl PlannedPods {
             labels: pod.metadata.labels.as_ref().filter(|l| !l.is_empty()),
         })
     }
-}
-
-/// Whether a task of this status is (or is about to be) on its node.
-fn on_a_node(status: TaskStatus) -> bool {
-    matches!(
-        status,
-        TaskStatus::Allocated | TaskStatus::Pipelined | TaskStatus::Running | TaskStatus::Releasing
-    )
 }
 
 fn seen_bound<'a>(node: &'a str, pod: &'a AffinityPod) -> Seen<'a> {

@@ -54,7 +54,12 @@ pub struct QueueingHints {
     blocked: BTreeMap<GangKey, Blocked>,
     /// A full cycle planned and not yet committed: what to remember once its
     /// commit shows whether the ledger holds what its session decided.
-    planned: Option<(Opened, AllocateHints, BTreeMap<GangKey, String>, PlannedPods)>,
+    planned: Option<(
+        Opened,
+        AllocateHints,
+        BTreeMap<GangKey, String>,
+        PlannedPods,
+    )>,
 }
 
 /// A blocked job: what it was when allocate failed it, and why it waited.

@@ -12,6 +12,7 @@ mod judge;
 pub mod node_predicates;
 pub mod node_preferences;
 pub mod pod_affinity;
+pub mod preferred_pod_affinity;
 mod rejection;
 pub mod resource_fit;
 mod source;

@@ -84,9 +84,14 @@ impl AffinityTerm {
         in_namespace && pods.matches(labels)
     }
 
+    /// The node label whose value makes a topology domain.
+    pub fn topology_key(&self) -> &str {
+        &self.topology_key
+    }
+
     /// The value of this term's topology label on a node with `labels`: its
     /// domain, if it has one.
-    fn domain<'l>(&self, labels: &'l BTreeMap<String, String>) -> Option<&'l str> {
+    pub fn domain<'l>(&self, labels: &'l BTreeMap<String, String>) -> Option<&'l str> {
         labels.get(&self.topology_key).map(String::as_str)
     }
 }
@@ -133,6 +138,50 @@ pub struct AffinityPod {
     pub labels: BTreeMap<String, String>,
     /// Its required anti-affinity terms.
     pub anti_affinity: Box<[AffinityTerm]>,
+    /// Its preferred affinity (positive weight) and anti-affinity (negative
+    /// weight) terms, which score nodes for pods they select.
+    pub preferred: Box<[WeightedTerm]>,
+}
+
+/// A preferred pod (anti-)affinity term with its weight, negative for
+/// anti-affinity.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WeightedTerm {
+    /// The term's weight (1..100), negated for anti-affinity.
+    pub weight: i64,
+    /// The term.
+    pub term: AffinityTerm,
+}
+
+/// A pod's preferred affinity and anti-affinity terms, read once: anti-affinity
+/// weights negated.
+pub fn preferred_terms(pod: &Pod, namespace: &str) -> Box<[WeightedTerm]> {
+    let affinity = pod.spec.as_ref().and_then(|s| s.affinity.as_ref());
+    let attract = affinity
+        .and_then(|a| a.pod_affinity.as_ref())
+        .and_then(|a| {
+            a.preferred_during_scheduling_ignored_during_execution
+                .as_deref()
+        })
+        .unwrap_or_default()
+        .iter()
+        .map(|w| (i64::from(w.weight), &w.pod_affinity_term));
+    let repel = affinity
+        .and_then(|a| a.pod_anti_affinity.as_ref())
+        .and_then(|a| {
+            a.preferred_during_scheduling_ignored_during_execution
+                .as_deref()
+        })
+        .unwrap_or_default()
+        .iter()
+        .map(|w| (-i64::from(w.weight), &w.pod_affinity_term));
+    attract
+        .chain(repel)
+        .map(|(weight, term)| WeightedTerm {
+            weight,
+            term: AffinityTerm::of(term, namespace),
+        })
+        .collect()
 }
 
 impl AffinityPod {
@@ -147,6 +196,7 @@ impl AffinityPod {
                 .iter()
                 .map(|t| AffinityTerm::of(t, namespace))
                 .collect(),
+            preferred: preferred_terms(pod, namespace),
         }
     }
 }

@@ -12,8 +12,8 @@
 use super::{PlannerMemory, off_the_workers};
 use crate::fit::{FitRequest, fit_pod};
 use crate::gang::GangView;
-use crate::gang::book::{GangBook, GangKey};
 use crate::gang::affine_pods::PlannedPods;
+use crate::gang::book::{GangBook, GangKey};
 use crate::gang::plan::plan_with_hints;
 use crate::gang::snapshot::{LedgerPicture, SnapshotInput, build_state_with};
 use crate::gang::status::QueueCounts;
@@ -91,10 +91,7 @@ impl Scheduler {
         // Only a cycle over every job says which jobs are blocked.
         if only.is_none() {
             let placed = PlannedPods::placed_by(&outcome, &book);
-            memory
-                .hints
-                .lock()
-                .planned(opened, skips, unplaced, placed);
+            memory.hints.lock().planned(opened, skips, unplaced, placed);
         }
         (outcome, book)
     }

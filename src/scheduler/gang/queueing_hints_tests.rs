@@ -178,12 +178,7 @@ impl Pair {
         [&self.incremental, &self.scratch]
     }
 
-    fn arrive(
-        &self,
-        g: usize,
-        (min, extra, q, mem, priority, bearing): GangSpec,
-        queues: usize,
-    ) {
+    fn arrive(&self, g: usize, (min, extra, q, mem, priority, bearing): GangSpec, queues: usize) {
         let group = format!("g{g}");
         for c in self.both() {
             c.s.apply_podgroup(&podgroup(

@@ -70,6 +70,9 @@ pub struct NodeSet {
     /// must a task without pod (anti-)affinity of its own be checked against the
     /// pods on the nodes.
     anti_affine_pods: bool,
+    /// Whether some pod on some node has preferred pod (anti-)affinity: only
+    /// then can a task preferring nothing itself score differently per node.
+    preferring_pods: bool,
 }
 
 impl NodeChange {
@@ -112,8 +115,13 @@ impl NodeSet {
             .iter()
             .flat_map(|n| n.resources.pods.iter())
             .any(|p| !p.anti_affinity.is_empty());
+        let preferring_pods = nodes
+            .iter()
+            .flat_map(|n| n.resources.pods.iter())
+            .any(|p| !p.preferred.is_empty());
         Self {
             anti_affine_pods,
+            preferring_pods,
             nodes,
             index,
             changed,
@@ -144,6 +152,11 @@ impl NodeSet {
     /// Whether some pod on some node has required pod anti-affinity.
     pub fn has_anti_affine_pods(&self) -> bool {
         self.anti_affine_pods
+    }
+
+    /// Whether some pod on some node has preferred pod (anti-)affinity.
+    pub fn has_preferring_pods(&self) -> bool {
+        self.preferring_pods
     }
 
     /// The nodes, sorted by name.
