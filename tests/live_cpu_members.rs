@@ -418,3 +418,31 @@ async fn a_member_waiting_for_a_pod_its_affinity_follows_is_planned_next_to_it_o
         vec!["n2".to_string()]
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_preferring_a_running_pods_company_is_pinned_to_its_node() {
+    let api = FakeApiServer::start().await;
+    add_node(&api, "n1", 1, 1);
+    add_node(&api, "n2", 1, 1);
+    // The preferred pod runs on n2; n1 is otherwise as good (and first by name).
+    let mut cache = running_cpu_pod("cache", "n2", 1);
+    cache["metadata"]["labels"] = json!({"app": "cache"});
+    api.create(cache);
+    api.create(running_cpu_pod("busy-n1", "n1", 1));
+    api.create(gang_podgroup(NS, "web", 1));
+    let mut member = cpu_member("web-0", "web", 2);
+    member["spec"]["affinity"]["podAffinity"] = json!({
+        "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 50,
+            "podAffinityTerm": {
+                "labelSelector": {"matchLabels": {"app": "cache"}},
+                "topologyKey": "kubernetes.io/hostname"}}]});
+    create_pod(&api, member);
+    let server = LiveServer::start(&api, &["--schedule-period", "200ms"]).await;
+    wait_for(&server, "web-0 released", || !gang_gated(&api, NS, "web-0")).await;
+    let pod = api_pod(&api, NS, "web-0");
+    assert_eq!(annotation(&pod, PLANNED_NODE), Some("n2"), "{pod}");
+    assert_eq!(
+        nodes_affinity_allows(&api, &pod, &["n1", "n2"]),
+        vec!["n2".to_string()]
+    );
+}
