@@ -446,3 +446,33 @@ async fn a_member_preferring_a_running_pods_company_is_pinned_to_its_node() {
         vec!["n2".to_string()]
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_follows_a_pod_in_the_namespaces_its_namespace_selector_picks_by_label() {
+    let api = FakeApiServer::start().await;
+    add_node(&api, "n1", 1, 1);
+    add_node(&api, "n2", 1, 1);
+    for (name, team) in [("infra", "platform"), ("staging", "qa")] {
+        api.create(json!({"apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": name, "labels": {"team": team}}}));
+    }
+    // A cache in a namespace of the wrong team on n1, one of the right team on n2.
+    for (name, namespace, node) in [("cache-qa", "staging", "n1"), ("cache", "infra", "n2")] {
+        let mut cache = running_cpu_pod(name, node, 1);
+        cache["metadata"]["namespace"] = json!(namespace);
+        cache["metadata"]["labels"] = json!({"app": "cache"});
+        api.create(cache);
+    }
+    api.create(gang_podgroup(NS, "web", 1));
+    let mut follower = cpu_member("web-0", "web", 2);
+    follower["spec"]["affinity"]["podAffinity"] = json!({
+        "requiredDuringSchedulingIgnoredDuringExecution": [{
+            "labelSelector": {"matchLabels": {"app": "cache"}},
+            "namespaceSelector": {"matchLabels": {"team": "platform"}},
+            "topologyKey": "kubernetes.io/hostname"}]});
+    create_pod(&api, follower);
+    let server = LiveServer::start(&api, &["--schedule-period", "200ms"]).await;
+    wait_for(&server, "web-0 released", || !gang_gated(&api, NS, "web-0")).await;
+    let pod = api_pod(&api, NS, "web-0");
+    assert_eq!(annotation(&pod, PLANNED_NODE), Some("n2"), "{pod}");
+}

@@ -11,8 +11,8 @@
 //! - a pod starting to leave (its room may be pipelined onto);
 //! - any queue's figures other than what it holds growing (deserved shares move
 //!   with every queue's request, weight and capacity; less held opens a queue);
-//! - namespace quotas, ResourceQuotas, HyperNodes, node metrics, the
-//!   configuration, or the cluster's total changing.
+//! - namespace quotas, ResourceQuotas, HyperNodes, node metrics, namespaces'
+//!   labels, the configuration, or the cluster's total changing.
 //!
 //! A pod arriving on a node (bound there, or planned there) wakes the blocked
 //! jobs that follow pods through required pod affinity: it may be the pod they
@@ -121,6 +121,7 @@ struct World {
     resource_quotas: BTreeMap<String, Vec<crate::volcano::resource_quota::NamespaceQuota>>,
     topology: Arc<crate::volcano::topology::NetworkTopology>,
     measured: Arc<NodeMetricsBook>,
+    namespaces: Arc<crate::placement::namespace_labels::NamespaceLabels>,
     conf: SchedulerConf,
 }
 
@@ -147,6 +148,7 @@ impl World {
             resource_quotas: state.resource_quotas.clone(),
             topology: state.topology.clone(),
             measured: state.nodes.measured().clone(),
+            namespaces: state.nodes.namespaces().clone(),
             conf: conf.clone(),
         }
     }
@@ -182,6 +184,7 @@ impl World {
             && self.quotas == now.quotas
             && self.resource_quotas == now.resource_quotas
             && self.topology == now.topology
+            && self.namespaces == now.namespaces
             && self.conf == now.conf
             && now.releasing.is_subset(&self.releasing)
             && self.queues.len() == now.queues.len()

@@ -9,6 +9,7 @@
 
 mod choose;
 mod judge;
+pub mod namespace_labels;
 pub mod node_predicates;
 pub mod node_preferences;
 pub mod pod_affinity;

@@ -14,16 +14,15 @@
 //! term matching no pod anywhere is satisfiable only by a pod matching all its
 //! own terms (the first of a group of pods affine to each other).
 //!
-//! Namespaces are known here by name only: a namespace selector is matched against
-//! the `kubernetes.io/metadata.name` label every namespace carries, so a selector
-//! on other namespace labels selects no namespace here.
+//! A namespace selector is matched against the namespaces' labels as the
+//! Namespace watch keeps them (`namespace_labels`); a namespace not seen yet is
+//! known by the `kubernetes.io/metadata.name` label alone.
 
+use super::namespace_labels::NamespaceLabels;
 use k8s_openapi::api::core::v1::{Pod, PodAffinityTerm};
 use kube::core::{Selector, SelectorExt};
 use std::collections::{BTreeMap, HashMap, HashSet};
-
-/// The label every namespace carries, holding its name.
-const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
+use std::sync::Arc;
 
 /// kube-scheduler's reasons, so users see the words they know.
 pub const EXISTING_ANTI_AFFINITY: &str = "node(s) didn't satisfy existing pods anti-affinity rules";
@@ -69,18 +68,22 @@ impl AffinityTerm {
         }
     }
 
-    /// Whether the term selects a pod of `namespace` with `labels`.
-    pub fn selects(&self, namespace: &str, labels: &BTreeMap<String, String>) -> bool {
+    /// Whether the term selects a pod of `namespace` with `labels`, namespaces
+    /// labelled as `namespaces` has them.
+    pub fn selects(
+        &self,
+        namespace: &str,
+        labels: &BTreeMap<String, String>,
+        namespaces: &NamespaceLabels,
+    ) -> bool {
         let Some(pods) = &self.pods else {
             return false;
         };
         let in_namespace = self.namespaces.iter().any(|n| n == namespace)
-            || self.namespace_selector.as_ref().is_some_and(|s| {
-                s.matches(&BTreeMap::from([(
-                    NAMESPACE_NAME_LABEL.to_string(),
-                    namespace.to_string(),
-                )]))
-            });
+            || self
+                .namespace_selector
+                .as_ref()
+                .is_some_and(|s| namespaces.selected(namespace, |l| s.matches(l)));
         in_namespace && pods.matches(labels)
     }
 
@@ -234,6 +237,8 @@ pub struct InterPodAffinity {
     repelled_domains: Domains,
     /// Domains holding a pod whose own anti-affinity selects the incoming pod.
     repelling_domains: Domains,
+    /// The namespaces' labels, for namespace selectors.
+    namespaces: Arc<NamespaceLabels>,
 }
 
 impl InterPodAffinity {
@@ -250,7 +255,14 @@ impl InterPodAffinity {
             affine_domains: Domains::default(),
             repelled_domains: Domains::default(),
             repelling_domains: Domains::default(),
+            namespaces: Arc::default(),
         }
+    }
+
+    /// The same check, judging namespace selectors by these namespaces' labels.
+    pub fn in_namespaces(mut self, namespaces: Arc<NamespaceLabels>) -> Self {
+        self.namespaces = namespaces;
+        self
     }
 
     /// Whether the incoming pod has terms of its own: then every pod matters,
@@ -268,7 +280,7 @@ impl InterPodAffinity {
             && self
                 .affinity
                 .iter()
-                .all(|t| t.selects(&other.namespace, &other.labels))
+                .all(|t| t.selects(&other.namespace, &other.labels, &self.namespaces))
         {
             for term in &self.affinity {
                 if let Some(value) = term.domain(node_labels) {
@@ -277,15 +289,18 @@ impl InterPodAffinity {
             }
         }
         for term in self.incoming.anti_affinity.iter() {
-            if term.selects(&other.namespace, &other.labels)
+            if term.selects(&other.namespace, &other.labels, &self.namespaces)
                 && let Some(value) = term.domain(node_labels)
             {
                 self.repelled_domains.insert(&term.topology_key, value);
             }
         }
         for term in other.anti_affinity.iter() {
-            if term.selects(&self.incoming.namespace, &self.incoming.labels)
-                && let Some(value) = term.domain(node_labels)
+            if term.selects(
+                &self.incoming.namespace,
+                &self.incoming.labels,
+                &self.namespaces,
+            ) && let Some(value) = term.domain(node_labels)
             {
                 self.repelling_domains.insert(&term.topology_key, value);
             }
@@ -310,10 +325,13 @@ impl InterPodAffinity {
         }
         let first_of_its_group = self.affine_domains.is_empty()
             && !self.affinity.is_empty()
-            && self
-                .affinity
-                .iter()
-                .all(|t| t.selects(&self.incoming.namespace, &self.incoming.labels));
+            && self.affinity.iter().all(|t| {
+                t.selects(
+                    &self.incoming.namespace,
+                    &self.incoming.labels,
+                    &self.namespaces,
+                )
+            });
         if !all_present && !first_of_its_group {
             return Err(AFFINITY);
         }

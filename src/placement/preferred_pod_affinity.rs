@@ -16,8 +16,10 @@
 //! runs the plugin with a hard pod affinity weight of 0.
 
 use super::judge::{NodeFacts, NodeJudge, TaskFacts};
+use super::namespace_labels::NamespaceLabels;
 use super::pod_affinity::{AffinityPod, WeightedTerm};
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 /// The highest normalised score.
 const MAX: f64 = 100.0;
@@ -29,6 +31,8 @@ pub struct PreferredPodAffinity {
     incoming: AffinityPod,
     /// Weight per topology label, per value.
     domains: HashMap<String, HashMap<String, i64>>,
+    /// The namespaces' labels, for namespace selectors.
+    namespaces: Arc<NamespaceLabels>,
 }
 
 impl PreferredPodAffinity {
@@ -37,7 +41,14 @@ impl PreferredPodAffinity {
         Self {
             incoming,
             domains: HashMap::new(),
+            namespaces: Arc::default(),
         }
+    }
+
+    /// The same score, judging namespace selectors by these namespaces' labels.
+    pub fn in_namespaces(mut self, namespaces: Arc<NamespaceLabels>) -> Self {
+        self.namespaces = namespaces;
+        self
     }
 
     /// Whether the incoming pod has preferred terms of its own: then every pod
@@ -56,7 +67,7 @@ impl PreferredPodAffinity {
         let ours = incoming.preferred.iter().map(|t| (t, other));
         let mut weights: Vec<(&str, &str, i64)> = Vec::new();
         for (WeightedTerm { weight, term }, selected) in ours.chain(theirs) {
-            if term.selects(&selected.namespace, &selected.labels)
+            if term.selects(&selected.namespace, &selected.labels, &self.namespaces)
                 && let Some(value) = term.domain(node_labels)
             {
                 weights.push((term.topology_key(), value, *weight));

@@ -46,7 +46,7 @@ fn pin_refused(ledger: &Ledger, m: &Member, node: &str) -> Option<String> {
 /// repels it, or is one it repels. Pod affinity is not judged: the pods it
 /// follows may be planned members not bound yet, and kube-scheduler waits for them.
 fn repelled(ledger: &Ledger, m: &Member, labels: &BTreeMap<String, String>) -> Option<String> {
-    let mut check = InterPodAffinity::new(&m.pod);
+    let mut check = InterPodAffinity::new(&m.pod).in_namespaces(ledger.load().namespaces().clone());
     let every_pod = check.has_own_terms();
     let no_labels = BTreeMap::new();
     for (_, n) in ledger.load().nodes() {

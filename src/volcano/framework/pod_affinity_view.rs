@@ -17,7 +17,8 @@ use std::collections::{BTreeMap, HashSet};
 /// The inter-pod affinity check for `task`, or `None` when nothing applies to it
 /// (no terms of its own, and no pod anywhere with required anti-affinity).
 pub fn inter_pod_affinity(state: &SessionState, task: &TaskInfo) -> Option<InterPodAffinity> {
-    let mut check = InterPodAffinity::new(&task.pod);
+    let mut check =
+        InterPodAffinity::new(&task.pod).in_namespaces(state.nodes.namespaces().clone());
     let every_pod = check.has_own_terms();
     let has_terms = |pod: &Pod| !required_terms(pod, true).is_empty();
     if !every_pod && !state.nodes.has_anti_affine_pods() && !placed(state, task).any(has_terms) {
@@ -39,7 +40,8 @@ pub fn preferred_pod_affinity(
     state: &SessionState,
     task: &TaskInfo,
 ) -> Option<PreferredPodAffinity> {
-    let mut scores = PreferredPodAffinity::new(AffinityPod::of(&task.pod));
+    let mut scores = PreferredPodAffinity::new(AffinityPod::of(&task.pod))
+        .in_namespaces(state.nodes.namespaces().clone());
     let every_pod = scores.has_own_terms();
     let has_terms = |pod: &Pod| {
         let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");
