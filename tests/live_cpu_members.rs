@@ -476,3 +476,40 @@ async fn a_member_follows_a_pod_in_the_namespaces_its_namespace_selector_picks_b
     let pod = api_pod(&api, NS, "web-0");
     assert_eq!(annotation(&pod, PLANNED_NODE), Some("n2"), "{pod}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pinned_member_whose_node_stays_full_is_evicted_after_the_gang_timeout() {
+    let api = FakeApiServer::start().await;
+    add_node(&api, "n1", 1, 1);
+    api.create(gang_podgroup(NS, "web", 1));
+    let mut owned = cpu_member("web-0", "web", 8);
+    owned["metadata"]["ownerReferences"] = json!([{"apiVersion": "batch/v1",
+        "kind": "Job", "name": "web", "uid": "0b7a3c52-1d4e-4f6a-9b8c-7d6e5f4a3b2c", "controller": true}]);
+    create_pod(&api, owned);
+    let server = LiveServer::start(
+        &api,
+        &["--schedule-period", "200ms", "--gang-timeout", "2s"],
+    )
+    .await;
+    wait_for(&server, "web-0 released and pinned", || {
+        !gang_gated(&api, NS, "web-0")
+    })
+    .await;
+    // Before web-0 is bound, a pod kube-scheduler placed takes n1's room (63 CPUs).
+    api.create(running_cpu_pod("hog", "n1", 60));
+    wait_for(&server, "web-0 evicted", || {
+        api.evicted_pods()
+            .iter()
+            .any(|p| *p == format!("{NS}/web-0"))
+    })
+    .await;
+    wait_for(&server, "the eviction to say why", || {
+        api.events_for(NS, "web-0").iter().any(|e| {
+            e["reason"] == "PinnedNodeRefuses"
+                && e["message"]
+                    .as_str()
+                    .is_some_and(|m| m.contains("no room for it"))
+        })
+    })
+    .await;
+}
