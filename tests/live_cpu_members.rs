@@ -94,6 +94,18 @@ fn nodes_affinity_allows(api: &FakeApiServer, pod: &Value, nodes: &[&str]) -> Ve
         .collect()
 }
 
+/// Waits for the Warning event that says why pinned member `name` was evicted
+/// (it is written once the eviction is done).
+async fn eviction_says(api: &FakeApiServer, server: &LiveServer, name: &str, why: &str) {
+    wait_for(server, "the eviction to say why", || {
+        api.events_for(NS, name).iter().any(|e| {
+            e["reason"] == "PinnedNodeRefuses"
+                && e["message"].as_str().is_some_and(|m| m.contains(why))
+        })
+    })
+    .await;
+}
+
 /// Binds the pod as kube-scheduler does for a pod the extender is not asked
 /// about: through `pods/binding`.
 async fn kube_scheduler_binds(api: &FakeApiServer, name: &str, node: &str) {
@@ -354,14 +366,13 @@ async fn a_pinned_member_repelled_by_a_pod_bound_to_its_node_since_is_evicted_an
             .any(|p| *p == format!("{NS}/ps-0"))
     })
     .await;
-    let said = api.events_for(NS, "ps-0");
-    assert!(
-        said.iter().any(|e| {
-            let text = format!("{} {}", e["message"], e["note"]);
-            text.contains("didn't satisfy existing pods anti-affinity rules")
-        }),
-        "the eviction says why: {said:?}"
-    );
+    eviction_says(
+        &api,
+        &server,
+        "ps-0",
+        "didn't satisfy existing pods anti-affinity rules",
+    )
+    .await;
 
     add_node(&api, "n2", 1, 1);
     let mut retry = cpu_member("ps-0-retry", "ps", 2);
@@ -503,13 +514,5 @@ async fn a_pinned_member_whose_node_stays_full_is_evicted_after_the_gang_timeout
             .any(|p| *p == format!("{NS}/web-0"))
     })
     .await;
-    wait_for(&server, "the eviction to say why", || {
-        api.events_for(NS, "web-0").iter().any(|e| {
-            e["reason"] == "PinnedNodeRefuses"
-                && e["message"]
-                    .as_str()
-                    .is_some_and(|m| m.contains("no room for it"))
-        })
-    })
-    .await;
+    eviction_says(&api, &server, "web-0", "no room for it").await;
 }
