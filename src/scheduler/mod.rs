@@ -45,6 +45,8 @@ mod podgroup_before_pods_tests;
 #[cfg(test)]
 mod predicate_tests;
 #[cfg(test)]
+mod prioritize_pod_affinity_tests;
+#[cfg(test)]
 mod reason_wording_tests;
 #[cfg(test)]
 mod reclaim_invariant_tests;
