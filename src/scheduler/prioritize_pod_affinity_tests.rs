@@ -4,7 +4,7 @@
 //! before kube-scheduler sees them, scores it (nodeorder's `podaffinity.weight`).
 
 use super::GangConfig;
-use super::gang_tests::{Cluster, gpu_node};
+use super::gang_tests::{Cluster, hostname_gpu_node};
 use crate::extender::wire::{ExtenderArgs, HostPriority};
 use k8s_openapi::api::core::v1::Pod;
 use serde_json::{Value, json};
@@ -35,14 +35,7 @@ fn scores(c: &Cluster, pod: Pod) -> Vec<HostPriority> {
 async fn prioritize_leaves_preferred_pod_affinity_to_kube_scheduler() {
     let nodes = ["n1", "n2"]
         .into_iter()
-        .map(|name| {
-            let mut node = gpu_node(name, 1);
-            node.metadata
-                .labels
-                .get_or_insert_default()
-                .insert(HOSTNAME.into(), name.into());
-            node
-        })
+        .map(|name| hostname_gpu_node(name, 1))
         .collect();
     let c = Cluster::from_nodes(nodes, GangConfig::default());
     c.s.set_gang_conf(

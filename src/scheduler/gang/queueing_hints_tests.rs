@@ -8,7 +8,7 @@
 use crate::gang::queueing_hints::QueueingHints;
 use crate::gang::task_cache::TaskCache;
 use crate::scheduler::GangConfig;
-use crate::scheduler::gang_tests::{Cluster, gpu_node, member, podgroup, queue};
+use crate::scheduler::gang_tests::{Cluster, hostname_gpu_node, member, podgroup, queue};
 use crate::volcano::framework::GangPhase;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
@@ -147,14 +147,7 @@ impl Pair {
         let make = || {
             let labelled = spec
                 .iter()
-                .map(|(name, gpus)| {
-                    let mut node = gpu_node(name, *gpus);
-                    node.metadata
-                        .labels
-                        .get_or_insert_default()
-                        .insert(HOSTNAME.into(), name.to_string());
-                    node
-                })
+                .map(|(name, gpus)| hostname_gpu_node(name, *gpus))
                 .collect();
             let c = Cluster::from_nodes(labelled, GangConfig::default());
             if evictions {
