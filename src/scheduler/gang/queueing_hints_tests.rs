@@ -419,3 +419,44 @@ proptest! {
         same_decisions(&Case { nodes, queues, evictions, workload, initial, changes })?;
     }
 }
+
+#[tokio::test]
+async fn a_gang_repelled_through_a_namespace_selector_is_planned_once_the_namespace_is_relabelled()
+{
+    let pair = Pair::new(&[2], 1, false);
+    let namespace = |team: &str| -> k8s_openapi::api::core::v1::Namespace {
+        serde_json::from_value(json!({"metadata": {"name": "ml", "labels": {"team": team}}}))
+            .expect("namespace")
+    };
+    for c in pair.both() {
+        c.s.apply_namespace(&namespace("a"));
+    }
+    pair.arrive(0, single(Bearing::Plain(1)), 1);
+    // g1 repels tier-1 pods of the namespaces of team a: g0's, on the one node.
+    let mut repelled = sized_member("g1m0", "g1", 1, (80_000, 0, Bearing::Plain(0)));
+    if let Some(spec) = repelled.spec.as_mut() {
+        spec.affinity = Some(
+            serde_json::from_value(json!({"podAntiAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": [{
+                    "labelSelector": {"matchLabels": {"tier": "t1"}},
+                    "namespaceSelector": {"matchLabels": {"team": "a"}},
+                    "topologyKey": HOSTNAME}]}}))
+            .expect("affinity"),
+        );
+    }
+    for c in pair.both() {
+        c.s.apply_podgroup(&podgroup("g1", 1, "q0", json!({})));
+        c.add(&repelled);
+    }
+    let (a, b) = pair.cycle().await;
+    assert_eq!((a, b), (1, 1), "g0 placed, g1 repelled");
+    let (a, b) = pair.cycle().await;
+    assert_eq!((a, b), (0, 0));
+
+    for c in pair.both() {
+        c.s.apply_namespace(&namespace("b"));
+    }
+    let (a, b) = pair.cycle().await;
+    assert_eq!((a, b), (1, 1), "g1 no longer repelled");
+    assert_eq!(decisions(&pair.incremental), decisions(&pair.scratch));
+}
