@@ -1,7 +1,7 @@
 //! Loading a cluster from a file: a multi-document YAML (or JSON) of ordinary
 //! Kubernetes objects, or a `v1 List` of them.
 
-use k8s_openapi::api::core::v1::{Node, Pod, ResourceQuota};
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod, ResourceQuota};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use serde::Deserialize;
@@ -32,6 +32,8 @@ pub struct ClusterObjects {
     pub hyper_nodes: Vec<serde_json::Value>,
     /// NodeMetrics (`metrics.k8s.io`): nodes' measured usage, as JSON.
     pub node_metrics: Vec<serde_json::Value>,
+    /// Namespaces: their labels, for pod affinity's namespace selectors.
+    pub namespaces: Vec<Namespace>,
 }
 
 /// Why a cluster file could not be loaded.
@@ -69,6 +71,8 @@ pub enum ClusterObject {
     HyperNode(Box<serde_json::Value>),
     /// A node's measured usage (what metrics-server serves).
     NodeMetrics(Box<serde_json::Value>),
+    /// A Namespace.
+    Namespace(Box<Namespace>),
 }
 
 /// Reads a cluster file and hands each object to `sink` as soon as it is decoded,
@@ -167,6 +171,12 @@ fn decode(
         "NodeMetrics" if in_group(&value, "metrics.k8s.io/") => {
             sink(ClusterObject::NodeMetrics(Box::new(value)));
         }
+        "Namespace" if value.get("apiVersion").and_then(|v| v.as_str()) == Some("v1") => {
+            let name = named(&value);
+            sink(ClusterObject::Namespace(
+                serde_json::from_value(value).map_err(|e| format!("Namespace {name}: {e}"))?,
+            ));
+        }
         k if k == "List" || k.ends_with("List") => {
             let items = match value.get_mut("items").map(serde_json::Value::take) {
                 Some(serde_json::Value::Array(items)) => items,
@@ -194,7 +204,7 @@ fn decode(
                 decode(item, sink)?;
             }
         }
-        // Other objects (Namespaces, Deployments...) may sit in the same file.
+        // Other objects (Deployments, Services...) may sit in the same file.
         _ => {}
     }
     Ok(())
@@ -236,6 +246,7 @@ impl ClusterObjects {
             ClusterObject::DisruptionBudget(b) => self.budgets.push(*b),
             ClusterObject::HyperNode(h) => self.hyper_nodes.push(*h),
             ClusterObject::NodeMetrics(m) => self.node_metrics.push(*m),
+            ClusterObject::Namespace(n) => self.namespaces.push(*n),
         }
     }
 }
@@ -276,6 +287,8 @@ metadata: {name: team}
         assert_eq!(objects.nodes.len(), 2);
         assert_eq!(objects.pods.len(), 1);
         assert_eq!(objects.quotas.len(), 1);
+        assert_eq!(objects.namespaces.len(), 1);
+        assert_eq!(objects.namespaces[0].metadata.name.as_deref(), Some("team"));
     }
 
     #[test]

@@ -8,6 +8,7 @@
 //! state (`snapshot`), runs the session (`plan`) and renders what it decided
 //! (`status`, `view`). The scheduler writes the decisions.
 
+pub mod affine_pods;
 pub mod barrier;
 pub mod book;
 pub mod eviction_view;

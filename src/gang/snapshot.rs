@@ -66,6 +66,8 @@ pub struct LedgerPicture {
     allocatable: Resources,
     /// Every node's measured usage (shared with the ledger, not copied).
     measured: Arc<NodeMetricsBook>,
+    /// Every namespace's labels (shared with the ledger, not copied).
+    namespaces: Arc<crate::placement::namespace_labels::NamespaceLabels>,
 }
 
 impl LedgerPicture {
@@ -140,6 +142,7 @@ impl LedgerPicture {
             pipelined,
             allocatable: ledger.load().total_allocatable(),
             measured: ledger.load().measured().clone(),
+            namespaces: ledger.load().namespaces().clone(),
         }
     }
 }
@@ -209,8 +212,9 @@ pub fn build_state_with(
         input.dims,
         picture.nodes.iter().map(|n| &*n.gpus),
     ));
-    let node_set =
-        NodeSet::new(picture.nodes, picture.quotas).with_measured(picture.measured, input.now);
+    let node_set = NodeSet::new(picture.nodes, picture.quotas)
+        .with_measured(picture.measured, input.now)
+        .with_namespaces(picture.namespaces);
     let topology = Arc::new(resolve_topology(input.book, &node_set));
 
     let mut jobs = assemble_jobs(

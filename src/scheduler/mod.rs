@@ -33,6 +33,7 @@ mod mig_claims;
 mod mig_invariant_tests;
 #[cfg(test)]
 mod mig_tests;
+mod namespaces;
 pub mod node_metrics;
 #[cfg(test)]
 mod nodegroup_tests;
@@ -43,6 +44,8 @@ mod pod_copies;
 mod podgroup_before_pods_tests;
 #[cfg(test)]
 mod predicate_tests;
+#[cfg(test)]
+mod prioritize_pod_affinity_tests;
 #[cfg(test)]
 mod reason_wording_tests;
 #[cfg(test)]
@@ -249,6 +252,9 @@ impl Scheduler {
 
     /// Loads nodes, pods and quotas (a cluster file, or a full resync).
     pub fn load(&self, objects: &ClusterObjects) {
+        for namespace in &objects.namespaces {
+            self.apply_namespace(namespace);
+        }
         for node in &objects.nodes {
             self.apply_node(node);
         }
@@ -293,6 +299,7 @@ impl Scheduler {
             ClusterObject::DisruptionBudget(budget) => self.apply_disruption_budget(budget),
             ClusterObject::HyperNode(hyper_node) => self.apply_hyper_node(hyper_node),
             ClusterObject::NodeMetrics(metrics) => self.apply_node_metrics(metrics),
+            ClusterObject::Namespace(namespace) => self.apply_namespace(namespace),
         }
     }
 
