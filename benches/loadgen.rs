@@ -68,6 +68,9 @@ the same burst bound by the kube-scheduler stand-in alone.
   --scheduler-qps Q          the kube-scheduler stand-in's client QPS (default 50)
   --scheduler-burst B        and burst (default 100), as kube-scheduler's defaults
   --repeat R                 runs of each (default 1)
+  --write-service-ms W       milliseconds each write holds the API server's one etcd-like
+                             commit lane (default 0: the loopback fake answers in
+                             microseconds, far cheaper than a real control plane)
   (--nodes, --server-arg, --server-log and --server-binary apply as above)
 ";
 
@@ -113,6 +116,8 @@ struct Options {
     /// The kube-scheduler stand-in's client QPS and burst.
     scheduler_qps: u32,
     scheduler_burst: u32,
+    /// What each write costs the fake API server's commit lane.
+    write_service_time: Duration,
     /// Runs of each burst.
     repeat: usize,
 }
@@ -140,6 +145,7 @@ fn parse_options(args: Vec<String>) -> Result<Options, String> {
             delays: [0, 50, 500].map(Duration::from_millis).to_vec(),
             scheduler_qps: 50,
             scheduler_burst: 100,
+            write_service_time: Duration::ZERO,
             repeat: 1,
         }
     } else {
@@ -163,6 +169,7 @@ fn parse_options(args: Vec<String>) -> Result<Options, String> {
             delays: [0, 50, 500].map(Duration::from_millis).to_vec(),
             scheduler_qps: 50,
             scheduler_burst: 100,
+            write_service_time: Duration::ZERO,
             repeat: 1,
         }
     };
@@ -192,6 +199,7 @@ fn parse_options(args: Vec<String>) -> Result<Options, String> {
                 | "--scheduler-qps"
                 | "--scheduler-burst"
                 | "--repeat"
+                | "--write-service-ms"
         );
         if !takes_value {
             match flag.as_str() {
@@ -256,6 +264,18 @@ fn parse_options(args: Vec<String>) -> Result<Options, String> {
             "--scheduler-qps" => o.scheduler_qps = number(&value)? as u32,
             "--scheduler-burst" => o.scheduler_burst = number(&value)? as u32,
             "--repeat" => o.repeat = (number(&value)? as usize).max(1),
+            "--write-service-ms" => {
+                o.write_service_time = Duration::from_secs_f64(
+                    value
+                        .parse::<f64>()
+                        .ok()
+                        .filter(|ms| ms.is_finite() && *ms >= 0.0 && *ms <= 1000.0)
+                        .ok_or_else(|| {
+                            format!("--write-service-ms: {value:?} is not 0 to 1000 milliseconds")
+                        })?
+                        / 1000.0,
+                )
+            }
             _ => unreachable!("every flag taking a value is handled"),
         }
     }
@@ -861,6 +881,7 @@ fn main() {
         delays: vec![Duration::ZERO, Duration::from_millis(50)],
         scheduler_qps: options.scheduler_qps,
         scheduler_burst: options.scheduler_burst,
+        write_service_time: options.write_service_time,
         server_args: options.server_args.clone(),
         server_binary: options.server_binary.clone(),
         repeat: 1,
@@ -875,6 +896,7 @@ fn main() {
             delays: options.delays.clone(),
             scheduler_qps: options.scheduler_qps,
             scheduler_burst: options.scheduler_burst,
+            write_service_time: options.write_service_time,
             server_args: options.server_args.clone(),
             server_binary: options.server_binary.clone(),
             repeat: options.repeat,

@@ -4,6 +4,7 @@
 //! (binpack, usage, and the queue totals) read it.
 
 use crate::node_metrics::NodeMetricsBook;
+use crate::placement::namespace_labels::NamespaceLabels;
 use crate::placement::pod_affinity::AffinityPod;
 use crate::resources::{Resources, parse_milli};
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -45,6 +46,9 @@ pub struct NodeLoad {
     /// Measured usage of every node; shared, so a planning session takes it
     /// without copying.
     measured: Arc<NodeMetricsBook>,
+    /// Every namespace's labels, which inter-pod affinity's namespace selectors
+    /// read of the pods counted here; shared like `measured`.
+    namespaces: Arc<NamespaceLabels>,
 }
 
 /// A node's allocatable resources (unparsable quantities are left out).
@@ -167,6 +171,17 @@ impl NodeLoad {
     /// Replaces every node's measured usage (a new list).
     pub fn set_measured(&mut self, book: Arc<NodeMetricsBook>) {
         self.measured = book;
+    }
+
+    /// Every namespace's labels.
+    pub fn namespaces(&self) -> &Arc<NamespaceLabels> {
+        &self.namespaces
+    }
+
+    /// Every namespace's labels, to change (copied first if a session still
+    /// holds them).
+    pub fn namespaces_mut(&mut self) -> &mut NamespaceLabels {
+        Arc::make_mut(&mut self.namespaces)
     }
 
     /// A node's CPU and memory.

@@ -2775,3 +2775,29 @@ fn requests_are_counted_as_the_api_server_counts_them() {
     assert_eq!(calls.writes(), 5);
     assert_eq!(calls.reads(), 2);
 }
+
+#[tokio::test]
+async fn namespaces_always_carry_their_name_label() {
+    let api = Api::start().await;
+    let (code, created) = api
+        .post(
+            "/api/v1/namespaces",
+            &json!({"apiVersion": "v1", "kind": "Namespace",
+                "metadata": {"name": "team-a", "labels": {"team": "a",
+                    "kubernetes.io/metadata.name": "something-else"}}}),
+        )
+        .await;
+    assert_eq!(code, 201, "{created}");
+    assert_eq!(
+        created["metadata"]["labels"],
+        json!({"team": "a", "kubernetes.io/metadata.name": "team-a"})
+    );
+    let mut changed = created.clone();
+    changed["metadata"]["labels"] = json!({"team": "b"});
+    let (code, updated) = api.put("/api/v1/namespaces/team-a", &changed).await;
+    assert_eq!(code, 200, "{updated}");
+    assert_eq!(
+        updated["metadata"]["labels"],
+        json!({"team": "b", "kubernetes.io/metadata.name": "team-a"})
+    );
+}

@@ -1284,6 +1284,8 @@ fn server_grants() -> BTreeSet<Grant> {
         ("", "nodes", &["get", "list", "watch", "patch"], ""),
         // Namespace quotas.
         ("", "resourcequotas", &["list", "watch"], ""),
+        // Pod affinity's namespace selectors.
+        ("", "namespaces", &["list", "watch"], ""),
         // Scheduling events.
         ("", "events", &["create"], ""),
         // Gang planner: Volcano PodGroups and Queues. PodGroup status is patched

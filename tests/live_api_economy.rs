@@ -3,8 +3,12 @@
 //! and kube-scheduler's `Scheduled` event (kube-scheduler), the allocation with
 //! `hami.io/bind-phase: allocating`, the node lock and the Binding (this
 //! extender), then `success` on the pod and the lock's release (the device
-//! plugin): 7 writes. Reading is what the watches are for: at most one read per
-//! pod (a lock write that met a changed node reads it again).
+//! plugin): 7 writes. Reading is what the watches are for: this server reads
+//! nothing while placing them (the lock is taken from the watch's copy of the
+//! node, and a lock write that met a changed node waits for the watch to show
+//! the change rather than reading it). HAMi's device plugin as shipped costs
+//! more than the protocol needs (see `benches/loadgen/device_plugin.rs`); this
+//! test answers for it without counting.
 
 mod fake_apiserver;
 mod live_support;
@@ -47,7 +51,7 @@ fn answer_locked_pods(api: &FakeApiServer) -> usize {
 }
 
 #[tokio::test]
-async fn a_burst_of_pods_costs_at_most_seven_writes_and_one_read_per_pod() {
+async fn a_burst_of_pods_costs_at_most_seven_writes_and_no_read_of_this_server_per_pod() {
     let api = FakeApiServer::start().await;
     let nodes: Vec<String> = (0..NODES).map(|i| format!("gpu-{i}")).collect();
     for n in &nodes {
@@ -118,8 +122,9 @@ async fn a_burst_of_pods_costs_at_most_seven_writes_and_one_read_per_pod() {
         "{writes_per_pod:.2} writes per pod ({ours_per_pod:.2} by this server): {:?}",
         calls.counts
     );
-    assert!(
-        reads_per_pod <= 1.0,
+    assert_eq!(
+        calls.reads(),
+        0,
         "{reads_per_pod:.2} reads per pod: {:?}",
         calls.counts
     );

@@ -94,6 +94,18 @@ fn nodes_affinity_allows(api: &FakeApiServer, pod: &Value, nodes: &[&str]) -> Ve
         .collect()
 }
 
+/// Waits for the Warning event that says why pinned member `name` was evicted
+/// (it is written once the eviction is done).
+async fn eviction_says(api: &FakeApiServer, server: &LiveServer, name: &str, why: &str) {
+    wait_for(server, "the eviction to say why", || {
+        api.events_for(NS, name).iter().any(|e| {
+            e["reason"] == "PinnedNodeRefuses"
+                && e["message"].as_str().is_some_and(|m| m.contains(why))
+        })
+    })
+    .await;
+}
+
 /// Binds the pod as kube-scheduler does for a pod the extender is not asked
 /// about: through `pods/binding`.
 async fn kube_scheduler_binds(api: &FakeApiServer, name: &str, node: &str) {
@@ -354,14 +366,13 @@ async fn a_pinned_member_repelled_by_a_pod_bound_to_its_node_since_is_evicted_an
             .any(|p| *p == format!("{NS}/ps-0"))
     })
     .await;
-    let said = api.events_for(NS, "ps-0");
-    assert!(
-        said.iter().any(|e| {
-            let text = format!("{} {}", e["message"], e["note"]);
-            text.contains("didn't satisfy existing pods anti-affinity rules")
-        }),
-        "the eviction says why: {said:?}"
-    );
+    eviction_says(
+        &api,
+        &server,
+        "ps-0",
+        "didn't satisfy existing pods anti-affinity rules",
+    )
+    .await;
 
     add_node(&api, "n2", 1, 1);
     let mut retry = cpu_member("ps-0-retry", "ps", 2);
@@ -377,4 +388,131 @@ async fn a_pinned_member_repelled_by_a_pod_bound_to_its_node_since_is_evicted_an
         nodes_affinity_allows(&api, &replacement, &["n1", "n2"]),
         vec!["n2".to_string()]
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_waiting_for_a_pod_its_affinity_follows_is_planned_next_to_it_once_it_runs() {
+    let api = FakeApiServer::start().await;
+    add_node(&api, "n1", 1, 1);
+    add_node(&api, "n2", 1, 1);
+    api.create(gang_podgroup(NS, "web", 1));
+    let mut follower = cpu_member("web-0", "web", 2);
+    follower["spec"]["affinity"]["podAffinity"] = json!({
+        "requiredDuringSchedulingIgnoredDuringExecution": [{
+            "labelSelector": {"matchLabels": {"app": "cache"}},
+            "topologyKey": "kubernetes.io/hostname"}]});
+    create_pod(&api, follower);
+    let server = LiveServer::start(&api, &["--schedule-period", "200ms"]).await;
+    wait_for(
+        &server,
+        "the PodGroup to say it waits for pod affinity",
+        || {
+            api.get("PodGroup", Some(NS), "web").is_some_and(|g| {
+                g["status"]["conditions"][0]["message"]
+                    .as_str()
+                    .is_some_and(|m| m.contains("didn't match pod affinity rules"))
+            })
+        },
+    )
+    .await;
+    assert!(gang_gated(&api, NS, "web-0"));
+
+    // The pod it follows starts on n2, taking room there and freeing none.
+    let mut cache = running_cpu_pod("cache", "n2", 1);
+    cache["metadata"]["labels"] = json!({"app": "cache"});
+    api.create(cache);
+    wait_for(&server, "web-0 released", || !gang_gated(&api, NS, "web-0")).await;
+    let pod = api_pod(&api, NS, "web-0");
+    assert_eq!(annotation(&pod, PLANNED_NODE), Some("n2"), "{pod}");
+    assert_eq!(
+        nodes_affinity_allows(&api, &pod, &["n1", "n2"]),
+        vec!["n2".to_string()]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_preferring_a_running_pods_company_is_pinned_to_its_node() {
+    let api = FakeApiServer::start().await;
+    add_node(&api, "n1", 1, 1);
+    add_node(&api, "n2", 1, 1);
+    // The preferred pod runs on n2; n1 is otherwise as good (and first by name).
+    let mut cache = running_cpu_pod("cache", "n2", 1);
+    cache["metadata"]["labels"] = json!({"app": "cache"});
+    api.create(cache);
+    api.create(running_cpu_pod("busy-n1", "n1", 1));
+    api.create(gang_podgroup(NS, "web", 1));
+    let mut member = cpu_member("web-0", "web", 2);
+    member["spec"]["affinity"]["podAffinity"] = json!({
+        "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 50,
+            "podAffinityTerm": {
+                "labelSelector": {"matchLabels": {"app": "cache"}},
+                "topologyKey": "kubernetes.io/hostname"}}]});
+    create_pod(&api, member);
+    let server = LiveServer::start(&api, &["--schedule-period", "200ms"]).await;
+    wait_for(&server, "web-0 released", || !gang_gated(&api, NS, "web-0")).await;
+    let pod = api_pod(&api, NS, "web-0");
+    assert_eq!(annotation(&pod, PLANNED_NODE), Some("n2"), "{pod}");
+    assert_eq!(
+        nodes_affinity_allows(&api, &pod, &["n1", "n2"]),
+        vec!["n2".to_string()]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_follows_a_pod_in_the_namespaces_its_namespace_selector_picks_by_label() {
+    let api = FakeApiServer::start().await;
+    add_node(&api, "n1", 1, 1);
+    add_node(&api, "n2", 1, 1);
+    for (name, team) in [("infra", "platform"), ("staging", "qa")] {
+        api.create(json!({"apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": name, "labels": {"team": team}}}));
+    }
+    // A cache in a namespace of the wrong team on n1, one of the right team on n2.
+    for (name, namespace, node) in [("cache-qa", "staging", "n1"), ("cache", "infra", "n2")] {
+        let mut cache = running_cpu_pod(name, node, 1);
+        cache["metadata"]["namespace"] = json!(namespace);
+        cache["metadata"]["labels"] = json!({"app": "cache"});
+        api.create(cache);
+    }
+    api.create(gang_podgroup(NS, "web", 1));
+    let mut follower = cpu_member("web-0", "web", 2);
+    follower["spec"]["affinity"]["podAffinity"] = json!({
+        "requiredDuringSchedulingIgnoredDuringExecution": [{
+            "labelSelector": {"matchLabels": {"app": "cache"}},
+            "namespaceSelector": {"matchLabels": {"team": "platform"}},
+            "topologyKey": "kubernetes.io/hostname"}]});
+    create_pod(&api, follower);
+    let server = LiveServer::start(&api, &["--schedule-period", "200ms"]).await;
+    wait_for(&server, "web-0 released", || !gang_gated(&api, NS, "web-0")).await;
+    let pod = api_pod(&api, NS, "web-0");
+    assert_eq!(annotation(&pod, PLANNED_NODE), Some("n2"), "{pod}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pinned_member_whose_node_stays_full_is_evicted_after_the_gang_timeout() {
+    let api = FakeApiServer::start().await;
+    add_node(&api, "n1", 1, 1);
+    api.create(gang_podgroup(NS, "web", 1));
+    let mut owned = cpu_member("web-0", "web", 8);
+    owned["metadata"]["ownerReferences"] = json!([{"apiVersion": "batch/v1",
+        "kind": "Job", "name": "web", "uid": "0b7a3c52-1d4e-4f6a-9b8c-7d6e5f4a3b2c", "controller": true}]);
+    create_pod(&api, owned);
+    let server = LiveServer::start(
+        &api,
+        &["--schedule-period", "200ms", "--gang-timeout", "2s"],
+    )
+    .await;
+    wait_for(&server, "web-0 released and pinned", || {
+        !gang_gated(&api, NS, "web-0")
+    })
+    .await;
+    // Before web-0 is bound, a pod kube-scheduler placed takes n1's room (63 CPUs).
+    api.create(running_cpu_pod("hog", "n1", 60));
+    wait_for(&server, "web-0 evicted", || {
+        api.evicted_pods()
+            .iter()
+            .any(|p| *p == format!("{NS}/web-0"))
+    })
+    .await;
+    eviction_says(&api, &server, "web-0", "no room for it").await;
 }

@@ -197,3 +197,48 @@ async fn a_gang_in_a_queue_that_does_not_exist_says_so() {
         .unwrap_or_else(|| panic!("no gang line: {out}"));
     assert!(line.contains("queue \"nowhere\" does not exist"), "{line}");
 }
+
+/// A cluster file may hold Kubernetes' own PodGroups with the Workloads they were
+/// made from: a PodGroup takes what it leaves unsaid from its template, as it
+/// does from a live cluster's.
+#[test]
+fn a_cluster_files_native_podgroup_takes_what_it_leaves_unsaid_from_its_workload() {
+    let gpus: Vec<_> = (0..2)
+        .map(|i| h100(&support::gpu_uuid("n1", i), i).count(1))
+        .collect();
+    let mut docs = vec![
+        node("n1", &gpus, &[]),
+        json!({"apiVersion": "scheduling.k8s.io/v1alpha2", "kind": "PodGroup",
+               "metadata": {"name": "job-0", "namespace": "ml", "uid": "pg-job-0"},
+               "spec": {"podGroupTemplateRef": {"workload":
+                   {"workloadName": "job", "podGroupTemplateName": "workers"}},
+                   "schedulingPolicy": {"gang": {"minCount": 2}}}}),
+        json!({"apiVersion": "scheduling.k8s.io/v1alpha2", "kind": "Workload",
+               "metadata": {"name": "job", "namespace": "ml"},
+               "spec": {"podGroupTemplates": [{"name": "workers",
+                   "schedulingPolicy": {"gang": {"minCount": 2}},
+                   "disruptionMode": "PodGroup"}]}}),
+    ];
+    for i in 0..2 {
+        let mut p = pod("ml", &format!("job-{i}"))
+            .container(gpu_container("w", 1, 80000, 0))
+            .build();
+        p["spec"]["schedulerName"] = json!("vgpu-scheduler");
+        p["spec"]["schedulingGroup"] = json!({"podGroupName": "job-0"});
+        p["spec"]["schedulingGates"] = json!([{"name": "vgpu-scheduler.io/gang"}]);
+        docs.push(p);
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("cluster.yaml");
+    std::fs::write(&file, cluster_text(&docs)).unwrap();
+    let (ok, out, err) = queues(&["--cluster-file", file.to_str().unwrap(), "--json"]);
+    assert!(ok, "{err}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    let gang = v["gangs"]
+        .as_array()
+        .and_then(|gangs| gangs.iter().find(|g| g["gang"] == "ml/job-0"))
+        .unwrap_or_else(|| panic!("no native gang: {v}"));
+    assert_eq!(gang["workload"], "ml/job", "{gang}");
+    assert_eq!(gang["disruptionMode"], "PodGroup", "{gang}");
+    assert_eq!(gang["minMember"], 2, "{gang}");
+}

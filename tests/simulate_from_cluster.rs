@@ -24,6 +24,9 @@ arrivals:
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_snapshot_of_the_live_cluster_is_replayed_and_nothing_is_written() {
     let api = FakeApiServer::start().await;
+    // Kubernetes' own gang API is served: its PodGroups and Workloads are read
+    // in the version served.
+    api.set_workload_apis(true);
     // One node of two whole cards; a pod another scheduler placed holds one.
     add_node(&api, "n1", 2, 1);
     let devices = format!("{},NVIDIA,81559,100:;", gpu_id("n1", 0));
@@ -78,6 +81,15 @@ async fn a_snapshot_of_the_live_cluster_is_replayed_and_nothing_is_written() {
         .collect();
     assert!(writes.is_empty(), "the snapshot wrote: {writes:?}");
     assert!(api.requests_matching("GET", "/api/v1/pods") >= 1);
+    for plural in ["podgroups", "workloads"] {
+        let path = format!("/apis/scheduling.k8s.io/v1alpha2/{plural}");
+        assert_eq!(
+            api.requests_matching("GET", &path),
+            1,
+            "{plural} listed once in the version served: {:?}",
+            api.request_log()
+        );
+    }
 }
 
 #[test]

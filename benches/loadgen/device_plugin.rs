@@ -1,11 +1,18 @@
 //! A stand-in for HAMi's device plugin and the kubelet on every node of the
 //! end-to-end run: it watches pods like the kubelet does, and for each pod bound
 //! to a node in bind phase `allocating` it waits the configured answer delay (the
-//! kubelet admitting the pod and calling `Allocate`), then marks the pod's GPUs
-//! handed over (`hami.io/bind-phase: success`) and releases the node lock, as
-//! HAMi's device plugin does. Pods of one node are answered one at a time, in the
-//! order they were bound. It also counts what the device plugin could not cope
-//! with: a second pod `allocating` on a node before the first was answered.
+//! kubelet admitting the pod and calling `Allocate`), then makes the API calls
+//! HAMi's device plugin (v2.x, `nvidiadevice/nvinternal/plugin`) makes in
+//! `Allocate`, in its order: `GetPendingPod` reads the node and the pod its
+//! lock names (or, with no lock, lists the node's pods); the allocated
+//! containers are erased from `hami.io/vgpu-devices-to-allocate` (a pod patch);
+//! `PodAllocationTrySuccess` reads the pod again, marks its GPUs handed over
+//! (`hami.io/bind-phase: success`) and releases the lock (`ReleaseNodeLock`:
+//! two reads of the node, then a patch with its resourceVersion). Five reads
+//! and three writes per pod, which it counts. Pods of one node are answered
+//! one at a time, in the order they were bound. It also counts what the device
+//! plugin could not cope with: a second pod `allocating` on a node before the
+//! first was answered, or a lock naming another pod than the one allocated.
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -22,6 +29,7 @@ use tokio::sync::mpsc;
 const BIND_PHASE: &str = "hami.io/bind-phase";
 const VGPU_NODE: &str = "hami.io/vgpu-node";
 const NODE_LOCK: &str = "hami.io/mutex.lock";
+const DEVICES_TO_ALLOCATE: &str = "hami.io/vgpu-devices-to-allocate";
 
 /// What the stand-in saw.
 #[derive(Debug, Default)]
@@ -31,8 +39,21 @@ pub struct DevicePluginCounts {
     /// Times a pod was seen `allocating` on a node while another pod on the same
     /// node was still waiting for its answer.
     pub two_allocating: AtomicU64,
-    /// Answers that failed (patch errors).
+    /// Answers that failed (API errors, or the lock naming another pod).
     pub errors: AtomicU64,
+    /// Its API requests: get and list.
+    pub reads: AtomicU64,
+    /// Its API requests: patch.
+    pub writes: AtomicU64,
+}
+
+impl DevicePluginCounts {
+    fn read(&self) {
+        self.reads.fetch_add(1, Ordering::Relaxed);
+    }
+    fn wrote(&self) {
+        self.writes.fetch_add(1, Ordering::Relaxed);
+    }
 }
 
 /// The running stand-in; stops when dropped.
@@ -114,14 +135,22 @@ async fn watch_pods(client: kube::Client, delay: Duration, counts: Arc<DevicePlu
         let key = key(&pod);
         let annotations = pod.metadata.annotations.clone().unwrap_or_default();
         let placed_on = annotations.get(VGPU_NODE).cloned();
+        // Its devices all taken by `Allocate` (the first of its answer's writes):
+        // no longer allocating, although its bind phase says so a moment more.
+        let erased = annotations
+            .get(DEVICES_TO_ALLOCATE)
+            .is_some_and(|v| v.trim_matches(';').is_empty());
         let placed_on = match placed_on {
-            Some(node) if annotations.get(BIND_PHASE).map(String::as_str) == Some("allocating") => {
+            Some(node)
+                if !erased
+                    && annotations.get(BIND_PHASE).map(String::as_str) == Some("allocating") =>
+            {
                 node
             }
             _ => {
                 // Answered, rolled back or never bound: not allocating (a pod we
                 // queued is taken off the list once answered).
-                if !queued.contains(&key) {
+                if erased || !queued.contains(&key) {
                     allocating.lock().done(&key);
                 }
                 continue;
@@ -166,12 +195,10 @@ async fn answer_pods(
         if !delay.is_zero() {
             tokio::time::sleep(delay).await;
         }
-        let (namespace, name) = key.split_once('/').unwrap_or(("default", &key));
         // Answered from the moment the answer is written: once it is, the
         // scheduler may hand the lock on (the holder was handed its GPUs).
         allocating.lock().done(&key);
-        let answered = mark_handed_over(&client, namespace, name).await;
-        match answered.and(release_lock(&client, &node, namespace, name).await) {
+        match allocate(&client, &node, &key, &counts).await {
             Ok(()) => {
                 counts.answered.fetch_add(1, Ordering::Relaxed);
             }
@@ -183,47 +210,148 @@ async fn answer_pods(
     }
 }
 
+/// HAMi's `Allocate` for the pod `key` the kubelet admitted on `node`.
+async fn allocate(
+    client: &kube::Client,
+    node: &str,
+    key: &str,
+    counts: &DevicePluginCounts,
+) -> Result<(), String> {
+    let pending = pending_pod(client, node, counts).await?;
+    let pending_key = self::key(&pending);
+    if pending_key != key {
+        return Err(format!(
+            "the node's lock names {pending_key}, not the pod being allocated"
+        ));
+    }
+    let (namespace, name) = key.split_once('/').unwrap_or(("default", key));
+    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    // One container, its devices taken: what is left to allocate is empty.
+    let erased = json!({"metadata": {"annotations": {DEVICES_TO_ALLOCATE: ";"}}});
+    counts.wrote();
+    pods.patch(name, &PatchParams::default(), &Patch::Merge(&erased))
+        .await
+        .map_err(|e| format!("erase allocated devices: {e}"))?;
+    counts.read();
+    pods.get(name)
+        .await
+        .map_err(|e| format!("get pod before success: {e}"))?;
+    mark_handed_over(client, namespace, name, counts).await?;
+    release_lock(client, node, namespace, name, counts).await
+}
+
+/// HAMi's `GetPendingPod`: the pod the node's lock names, or with no lock the
+/// node's pending pod in bind phase `allocating` or `success`.
+async fn pending_pod(
+    client: &kube::Client,
+    node: &str,
+    counts: &DevicePluginCounts,
+) -> Result<Pod, String> {
+    let nodes: Api<Node> = Api::all(client.clone());
+    counts.read();
+    let current = nodes
+        .get(node)
+        .await
+        .map_err(|e| format!("get node: {e}"))?;
+    let lock = current
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(NODE_LOCK))
+        .cloned();
+    if let Some(lock) = lock {
+        let mut parts = lock.splitn(3, ',');
+        let (_, namespace, name) = (parts.next(), parts.next(), parts.next());
+        if let (Some(namespace), Some(name)) = (namespace, name) {
+            counts.read();
+            let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
+            return pods
+                .get(name)
+                .await
+                .map_err(|e| format!("get the lock's pod: {e}"));
+        }
+    }
+    counts.read();
+    let pods: Api<Pod> = Api::all(client.clone());
+    let on_node = kube::api::ListParams::default().fields(&format!("spec.nodeName={node}"));
+    let list = pods
+        .list(&on_node)
+        .await
+        .map_err(|e| format!("list the node's pods: {e}"))?;
+    list.items
+        .into_iter()
+        .find(|p| {
+            let annotations = p.metadata.annotations.as_ref();
+            let phase = annotations
+                .and_then(|a| a.get(BIND_PHASE))
+                .map(String::as_str);
+            p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Pending")
+                && matches!(phase, Some("allocating") | Some("success"))
+                && annotations
+                    .and_then(|a| a.get(VGPU_NODE))
+                    .map(String::as_str)
+                    == Some(node)
+        })
+        .ok_or_else(|| format!("no binding pod found on node {node}"))
+}
+
 /// HAMi's `Allocate` epilogue, first half: the pod's bind phase to `success`.
 async fn mark_handed_over(
     client: &kube::Client,
     namespace: &str,
     name: &str,
+    counts: &DevicePluginCounts,
 ) -> Result<(), String> {
     let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
     let phase = json!({"metadata": {"annotations": {BIND_PHASE: "success"}}});
+    counts.wrote();
     pods.patch(name, &PatchParams::default(), &Patch::Merge(&phase))
         .await
         .map(|_| ())
         .map_err(|e| format!("patch bind phase: {e}"))
 }
 
-/// Second half: the node lock released if this pod holds it (never another pod's).
+/// Second half, HAMi's `ReleaseNodeLock`: the node read to check the lock is
+/// this pod's (never another pod's), then in its retry loop read again and
+/// patched with its resourceVersion.
 async fn release_lock(
     client: &kube::Client,
     node: &str,
     namespace: &str,
     name: &str,
+    counts: &DevicePluginCounts,
 ) -> Result<(), String> {
     let nodes: Api<Node> = Api::all(client.clone());
     let owner = format!(",{namespace},{name}");
+    let held_by_pod = |node: &Node| {
+        node.metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(NODE_LOCK))
+            .is_some_and(|v| v.ends_with(&owner))
+    };
+    counts.read();
+    let first = nodes
+        .get(node)
+        .await
+        .map_err(|e| format!("get node: {e}"))?;
+    if !held_by_pod(&first) {
+        return Ok(());
+    }
     for _ in 0..5 {
+        counts.read();
         let current = nodes
             .get(node)
             .await
             .map_err(|e| format!("get node: {e}"))?;
-        let held = current
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(NODE_LOCK))
-            .is_some_and(|v| v.ends_with(&owner));
-        if !held {
+        if !held_by_pod(&current) {
             return Ok(());
         }
         let release = json!({"metadata": {
             "annotations": {NODE_LOCK: null},
             "resourceVersion": current.metadata.resource_version,
         }});
+        counts.wrote();
         match nodes
             .patch(node, &PatchParams::default(), &Patch::Merge(&release))
             .await

@@ -34,6 +34,8 @@ pub struct BurstOptions {
     /// The kube-scheduler stand-in's client QPS and burst (its defaults: 50, 100).
     pub scheduler_qps: u32,
     pub scheduler_burst: u32,
+    /// What each write costs the API server's commit lane.
+    pub write_service_time: Duration,
     /// Extra `serve` flags.
     pub server_args: Vec<String>,
     /// Another build of the server to run instead (to compare).
@@ -62,6 +64,8 @@ struct BurstResult {
     notes: Vec<String>,
     /// API requests from the burst's first create on, as the API server counts them.
     api_calls: ApiCalls,
+    /// Of those, the device plugin stand-in's reads and writes.
+    device_plugin_calls: (u64, u64),
 }
 
 fn load_pod(i: usize) -> Value {
@@ -117,6 +121,7 @@ async fn burst(o: &BurstOptions, delay: Option<Duration>) -> Result<BurstResult,
         .tempdir()
         .map_err(|e| format!("temp dir: {e}"))?;
     let kubeconfig = api.write_kubeconfig(dir.path());
+    api.set_write_service_time(o.write_service_time);
     let mut server = None;
     let mut device_plugin = None;
     let binder = match delay {
@@ -245,6 +250,12 @@ async fn burst(o: &BurstOptions, delay: Option<Duration>) -> Result<BurstResult,
         filter_errors: outcome.filter_errors,
         notes,
         api_calls: api.api_calls(),
+        device_plugin_calls: device_plugin.as_ref().map_or((0, 0), |p| {
+            (
+                p.counts.reads.load(Ordering::Relaxed),
+                p.counts.writes.load(Ordering::Relaxed),
+            )
+        }),
     };
     drop(device_plugin);
     drop(server);
@@ -254,8 +265,9 @@ async fn burst(o: &BurstOptions, delay: Option<Duration>) -> Result<BurstResult,
     Ok(result)
 }
 
-/// `writes W (verb resource n, ...), reads R (...)` per bound pod.
-fn calls_per_pod(calls: &ApiCalls, bound: usize) -> String {
+/// `writes W (verb resource n, ...), reads R (...)` per bound pod, then the
+/// device plugin stand-in's share and the rest (this server's).
+fn calls_per_pod(calls: &ApiCalls, device_plugin: (u64, u64), bound: usize) -> String {
     let per = |n: usize| n as f64 / bound.max(1) as f64;
     let list = |verbs: &[&str]| {
         calls
@@ -266,13 +278,24 @@ fn calls_per_pod(calls: &ApiCalls, bound: usize) -> String {
             .collect::<Vec<_>>()
             .join(", ")
     };
-    format!(
+    let (plugin_reads, plugin_writes) = (device_plugin.0 as usize, device_plugin.1 as usize);
+    let mut text = format!(
         "per pod: writes {:.2} ({}), reads {:.2} ({})",
         per(calls.writes()),
         list(&["create", "update", "patch", "delete"]),
         per(calls.reads()),
         list(&["get", "list"]),
-    )
+    );
+    if plugin_reads + plugin_writes > 0 {
+        text += &format!(
+            "; device plugin writes {:.2} reads {:.2}, the rest writes {:.2} reads {:.2}",
+            per(plugin_writes),
+            per(plugin_reads),
+            per(calls.writes().saturating_sub(plugin_writes)),
+            per(calls.reads().saturating_sub(plugin_reads)),
+        );
+    }
+    text
 }
 
 fn secs(v: Option<f64>) -> String {
@@ -316,8 +339,12 @@ pub async fn run(o: BurstOptions) -> Result<bool, String> {
         cluster::POD_CORES
     );
     println!(
-        "stand-ins   kube-scheduler: one cycle at a time, binds async, client {} QPS / burst {}; device plugin: answers each bind after the delay, one pod per node at a time",
+        "stand-ins   kube-scheduler: one cycle at a time, binds async, client {} QPS / burst {}; device plugin: answers each bind after the delay with HAMi's Allocate calls, one pod per node at a time",
         o.scheduler_qps, o.scheduler_burst
+    );
+    println!(
+        "api server  the project's fake on loopback, each write holding its one commit lane {:.1} ms",
+        o.write_service_time.as_secs_f64() * 1000.0
     );
     if !o.server_args.is_empty() {
         println!("server args {}", o.server_args.join(" "));
@@ -354,7 +381,10 @@ pub async fn run(o: BurstOptions) -> Result<bool, String> {
             r.two_allocating,
             r.bind_errors + r.filter_errors + r.device_plugin_errors,
         );
-        println!("api calls   {}", calls_per_pod(&r.api_calls, r.bound));
+        println!(
+            "api calls   {}",
+            calls_per_pod(&r.api_calls, r.device_plugin_calls, r.bound)
+        );
         for n in &r.notes {
             println!("note        {n}");
         }
@@ -370,6 +400,8 @@ pub async fn run(o: BurstOptions) -> Result<bool, String> {
             "filter_errors": r.filter_errors, "device_plugin_errors": r.device_plugin_errors,
             "api_writes_per_pod": r.api_calls.writes() as f64 / r.bound.max(1) as f64,
             "api_reads_per_pod": r.api_calls.reads() as f64 / r.bound.max(1) as f64,
+            "device_plugin_reads_per_pod": r.device_plugin_calls.0 as f64 / r.bound.max(1) as f64,
+            "device_plugin_writes_per_pod": r.device_plugin_calls.1 as f64 / r.bound.max(1) as f64,
         }));
     }
     println!(

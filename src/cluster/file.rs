@@ -1,7 +1,7 @@
 //! Loading a cluster from a file: a multi-document YAML (or JSON) of ordinary
 //! Kubernetes objects, or a `v1 List` of them.
 
-use k8s_openapi::api::core::v1::{Node, Pod, ResourceQuota};
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod, ResourceQuota};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use serde::Deserialize;
@@ -19,6 +19,9 @@ pub struct ClusterObjects {
     /// PodGroups, Volcano's (`scheduling.volcano.sh`) and Kubernetes' own
     /// (`scheduling.k8s.io`), as JSON.
     pub podgroups: Vec<serde_json::Value>,
+    /// Workloads (`scheduling.k8s.io`), as JSON: what their PodGroups leave
+    /// unsaid is taken from their templates.
+    pub workloads: Vec<serde_json::Value>,
     /// Volcano Queues (`scheduling.volcano.sh`), as JSON.
     pub queues: Vec<serde_json::Value>,
     /// PriorityClasses (`scheduling.k8s.io`): job and pod priorities.
@@ -29,6 +32,8 @@ pub struct ClusterObjects {
     pub hyper_nodes: Vec<serde_json::Value>,
     /// NodeMetrics (`metrics.k8s.io`): nodes' measured usage, as JSON.
     pub node_metrics: Vec<serde_json::Value>,
+    /// Namespaces: their labels, for pod affinity's namespace selectors.
+    pub namespaces: Vec<Namespace>,
 }
 
 /// Why a cluster file could not be loaded.
@@ -54,6 +59,8 @@ pub enum ClusterObject {
     Quota(Box<ResourceQuota>),
     /// A PodGroup, Volcano's or Kubernetes' own.
     PodGroup(Box<serde_json::Value>),
+    /// A Workload (`scheduling.k8s.io`), the template of Kubernetes' own PodGroups.
+    Workload(Box<serde_json::Value>),
     /// A Volcano Queue.
     Queue(Box<serde_json::Value>),
     /// A PriorityClass.
@@ -64,6 +71,8 @@ pub enum ClusterObject {
     HyperNode(Box<serde_json::Value>),
     /// A node's measured usage (what metrics-server serves).
     NodeMetrics(Box<serde_json::Value>),
+    /// A Namespace.
+    Namespace(Box<Namespace>),
 }
 
 /// Reads a cluster file and hands each object to `sink` as soon as it is decoded,
@@ -146,6 +155,9 @@ fn decode(
         "PodGroup" if in_group(&value, "scheduling.k8s.io/") => {
             sink(ClusterObject::PodGroup(Box::new(value)));
         }
+        "Workload" if in_group(&value, "scheduling.k8s.io/") => {
+            sink(ClusterObject::Workload(Box::new(value)));
+        }
         "PodGroup" | "Queue" if in_group(&value, "scheduling.volcano.sh/") => {
             if kind == "PodGroup" {
                 sink(ClusterObject::PodGroup(Box::new(value)));
@@ -158,6 +170,12 @@ fn decode(
         }
         "NodeMetrics" if in_group(&value, "metrics.k8s.io/") => {
             sink(ClusterObject::NodeMetrics(Box::new(value)));
+        }
+        "Namespace" if value.get("apiVersion").and_then(|v| v.as_str()) == Some("v1") => {
+            let name = named(&value);
+            sink(ClusterObject::Namespace(
+                serde_json::from_value(value).map_err(|e| format!("Namespace {name}: {e}"))?,
+            ));
         }
         k if k == "List" || k.ends_with("List") => {
             let items = match value.get_mut("items").map(serde_json::Value::take) {
@@ -186,7 +204,7 @@ fn decode(
                 decode(item, sink)?;
             }
         }
-        // Other objects (Namespaces, Deployments...) may sit in the same file.
+        // Other objects (Deployments, Services...) may sit in the same file.
         _ => {}
     }
     Ok(())
@@ -222,11 +240,13 @@ impl ClusterObjects {
             ClusterObject::Pod(p) => self.pods.push(*p),
             ClusterObject::Quota(q) => self.quotas.push(*q),
             ClusterObject::PodGroup(g) => self.podgroups.push(*g),
+            ClusterObject::Workload(w) => self.workloads.push(*w),
             ClusterObject::Queue(q) => self.queues.push(*q),
             ClusterObject::PriorityClass(c) => self.priority_classes.push(*c),
             ClusterObject::DisruptionBudget(b) => self.budgets.push(*b),
             ClusterObject::HyperNode(h) => self.hyper_nodes.push(*h),
             ClusterObject::NodeMetrics(m) => self.node_metrics.push(*m),
+            ClusterObject::Namespace(n) => self.namespaces.push(*n),
         }
     }
 }
@@ -267,6 +287,8 @@ metadata: {name: team}
         assert_eq!(objects.nodes.len(), 2);
         assert_eq!(objects.pods.len(), 1);
         assert_eq!(objects.quotas.len(), 1);
+        assert_eq!(objects.namespaces.len(), 1);
+        assert_eq!(objects.namespaces[0].metadata.name.as_deref(), Some("team"));
     }
 
     #[test]

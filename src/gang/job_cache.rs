@@ -9,8 +9,8 @@
 //! built from (PriorityClasses, whether enqueue runs). The session shares the
 //! kept jobs and copies only those it changes.
 
-use super::job_figures::JobFigures;
 use super::priority_classes::PriorityClasses;
+use crate::volcano::framework::job_figures::JobFigures;
 use crate::volcano::framework::{GangKey, JobInfo, TaskInfo};
 use crate::volcano::objects::PodGroupSpec;
 use std::collections::HashMap;

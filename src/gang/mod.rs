@@ -8,13 +8,13 @@
 //! state (`snapshot`), runs the session (`plan`) and renders what it decided
 //! (`status`, `view`). The scheduler writes the decisions.
 
+pub mod affine_pods;
 pub mod barrier;
 pub mod book;
 pub mod cycle_stages;
 pub mod eviction_view;
 pub mod filter_only;
 pub mod job_cache;
-pub mod job_figures;
 pub mod memberless_group;
 pub mod membership;
 pub mod native_group;

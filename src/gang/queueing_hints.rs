@@ -11,8 +11,13 @@
 //! - a pod starting to leave (its room may be pipelined onto);
 //! - any queue's figures other than what it holds growing (deserved shares move
 //!   with every queue's request, weight and capacity; less held opens a queue);
-//! - namespace quotas, ResourceQuotas, HyperNodes, node metrics, the
-//!   configuration, or the cluster's total changing.
+//! - namespace quotas, ResourceQuotas, HyperNodes, node metrics, namespaces'
+//!   labels, the configuration, or the cluster's total changing.
+//!
+//! A pod arriving on a node (bound there, or planned there) wakes the blocked
+//! jobs that follow pods through required pod affinity: it may be the pod they
+//! wait for. A pod leaving a node, or one on a node whose labels change, wakes
+//! every blocked job: it may have repelled one (`gang::affine_pods`).
 //!
 //! A job's own change (any of its pods, its PodGroup, its priority, its admission)
 //! wakes that job. Room only taken since it failed (other jobs placed, pods bound)
@@ -25,6 +30,9 @@
 //! waited with, and a differential test compares plans with hints to plans of
 //! sessions that try everything.
 
+use crate::gang::affine_pods::{
+    AffinePods, AffinityChange, PlannedPods, affinity_change, follows_pods,
+};
 use crate::ledger::NodeEntry;
 use crate::node_load::NodeResources;
 use crate::node_metrics::NodeMetricsBook;
@@ -45,7 +53,12 @@ pub struct QueueingHints {
     blocked: BTreeMap<GangKey, Blocked>,
     /// A full cycle planned and not yet committed: what to remember once its
     /// commit shows whether the ledger holds what its session decided.
-    planned: Option<(Opened, AllocateHints, BTreeMap<GangKey, String>)>,
+    planned: Option<(
+        Opened,
+        AllocateHints,
+        BTreeMap<GangKey, String>,
+        PlannedPods,
+    )>,
 }
 
 /// A blocked job: what it was when allocate failed it, and why it waited.
@@ -56,18 +69,25 @@ struct Blocked {
 
 /// What a job was: the job itself, shared with the planner's kept jobs (a job
 /// that did not change between cycles is the very same one).
-struct JobMark(Arc<JobInfo>);
+struct JobMark {
+    job: Arc<JobInfo>,
+    /// Whether a task waits for other pods through required pod affinity.
+    follows_pods: bool,
+}
 
 impl JobMark {
     fn of(job: &Arc<JobInfo>) -> Self {
-        Self(job.clone())
+        Self {
+            job: job.clone(),
+            follows_pods: follows_pods(job.tasks.iter().map(|t| &*t.pod)),
+        }
     }
 
     /// Everything allocate reads of the job but its tasks. Allocate tries only
     /// admitted jobs, whether they were admitted before the session or by its
     /// enqueue: being admitted since changes nothing for it.
     fn bare(&self) -> JobInfo {
-        let mut bare = self.0.without_tasks();
+        let mut bare = self.job.without_tasks();
         bare.inqueue = true;
         bare
     }
@@ -75,7 +95,7 @@ impl JobMark {
 
 impl PartialEq for JobMark {
     fn eq(&self, other: &Self) -> bool {
-        let (a, b) = (&self.0, &other.0);
+        let (a, b) = (&self.job, &other.job);
         // Tasks by identity: UID, the pod version (kept alive, so compared by
         // address), status, gate, priority.
         Arc::ptr_eq(a, b)
@@ -95,12 +115,16 @@ impl PartialEq for JobMark {
 struct World {
     nodes: HashMap<String, (Arc<NodeEntry>, NodeResources)>,
     releasing: BTreeSet<String>,
+    planned: PlannedPods,
+    /// The tasks the session opened with this world placed.
+    placed_by_session: PlannedPods,
     queues: BTreeMap<String, QueueInfo>,
     total: Resources,
     quotas: BTreeMap<String, crate::fit::QuotaHeadroom>,
     resource_quotas: BTreeMap<String, Vec<crate::volcano::resource_quota::NamespaceQuota>>,
     topology: Arc<crate::volcano::topology::NetworkTopology>,
     measured: Arc<NodeMetricsBook>,
+    namespaces: Arc<crate::placement::namespace_labels::NamespaceLabels>,
     conf: SchedulerConf,
 }
 
@@ -119,19 +143,42 @@ impl World {
                 .filter(|t| t.status == TaskStatus::Releasing)
                 .map(|t| t.uid.clone())
                 .collect(),
+            planned: PlannedPods::of(state),
+            placed_by_session: PlannedPods::default(),
             queues: state.queues.clone(),
             total: state.total.clone(),
             quotas: state.nodes.quotas().clone(),
             resource_quotas: state.resource_quotas.clone(),
             topology: state.topology.clone(),
             measured: state.nodes.measured().clone(),
+            namespaces: state.nodes.namespaces().clone(),
             conf: conf.clone(),
         }
     }
 
-    /// Whether nothing that could let a blocked job in happened between `self`
-    /// (earlier) and `now`.
-    fn only_filled_up_to(&self, now: &World) -> bool {
+    /// What happened between `self` (earlier) and `now` on the nodes' pods,
+    /// when nothing else that could let a blocked job in happened: `None` when
+    /// something did.
+    fn only_filled_up_to(&self, now: &World) -> Option<AffinityChange> {
+        if !self.only_took_room(now) {
+            return None;
+        }
+        match affinity_change(&self.pods(), &self.placed_by_session, &now.pods()) {
+            AffinityChange::Other => None,
+            change => Some(change),
+        }
+    }
+
+    /// The pods on nodes, as affinity sees them.
+    fn pods(&self) -> AffinePods<'_> {
+        AffinePods {
+            bound: &self.nodes,
+            planned: &self.planned,
+        }
+    }
+
+    /// Whether room was only taken between `self` (earlier) and `now`.
+    fn only_took_room(&self, now: &World) -> bool {
         // Measured usage is judged against the clock (samples go stale), which no
         // comparison of two pictures can follow.
         self.measured.is_empty()
@@ -140,6 +187,7 @@ impl World {
             && self.quotas == now.quotas
             && self.resource_quotas == now.resource_quotas
             && self.topology == now.topology
+            && self.namespaces == now.namespaces
             && self.conf == now.conf
             && now.releasing.is_subset(&self.releasing)
             && self.queues.len() == now.queues.len()
@@ -218,12 +266,14 @@ impl QueueingHints {
     /// after the session.
     pub fn open(&mut self, state: &SessionState, conf: &SchedulerConf) -> (AllocateHints, Opened) {
         let world = World::of(state, conf);
-        let still_valid = self
+        match self
             .world
             .as_ref()
-            .is_some_and(|before| before.only_filled_up_to(&world));
-        if !still_valid {
-            self.blocked.clear();
+            .and_then(|before| before.only_filled_up_to(&world))
+        {
+            None => self.blocked.clear(),
+            Some(AffinityChange::Added) => self.blocked.retain(|_, b| !b.job.follows_pods),
+            Some(_) => {}
         }
         let mut hints = AllocateHints::default();
         let mut candidates = BTreeMap::new();
@@ -247,41 +297,45 @@ impl QueueingHints {
     }
 
     /// A full cycle's session is done: what it opened with, what allocate
-    /// skipped, and the jobs allocate tried and could not place.
+    /// skipped, the jobs allocate tried and could not place, and the tasks it
+    /// placed.
     pub fn planned(
         &mut self,
         opened: Opened,
         skipped: AllocateHints,
         unplaced: BTreeMap<GangKey, String>,
+        placed: PlannedPods,
     ) {
-        self.planned = Some((opened, skipped, unplaced));
+        self.planned = Some((opened, skipped, unplaced, placed));
     }
 
     /// The cycle's plan is committed: its hints are kept when every commit was
     /// booked as planned, and all are forgotten otherwise.
     pub fn committed(&mut self, all_booked: bool) {
         match self.planned.take() {
-            Some((opened, skipped, unplaced)) if all_booked => {
-                self.remember(opened, &skipped, unplaced)
+            Some((opened, skipped, unplaced, placed)) if all_booked => {
+                self.remember(opened, &skipped, unplaced, placed)
             }
             _ if all_booked => {}
             _ => self.forget(),
         }
     }
 
-    /// Remembers a full cycle: the world it opened with, and the jobs still
-    /// blocked after it (those allocate skipped, and those it tried and could not
-    /// place).
+    /// Remembers a full cycle: the world it opened with and the tasks it placed,
+    /// and the jobs still blocked after it (those allocate skipped, and those it
+    /// tried and could not place).
     fn remember(
         &mut self,
         opened: Opened,
         skipped: &AllocateHints,
         unplaced: BTreeMap<GangKey, String>,
+        placed: PlannedPods,
     ) {
         let Opened {
-            world,
+            mut world,
             mut candidates,
         } = opened;
+        world.placed_by_session = placed;
         let mut blocked = std::mem::take(&mut self.blocked);
         blocked.retain(|key, _| skipped.skip.contains_key(key));
         for (key, message) in unplaced {

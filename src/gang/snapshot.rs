@@ -7,7 +7,6 @@
 
 use super::book::{GangBook, Member, MemberPhase};
 use super::job_cache::{JobCache, JobInputs, SharedJobInputs};
-use super::job_figures::JobFigures;
 use super::memberless_group::memberless_jobs;
 use super::membership::DEFAULT_QUEUE;
 use super::task_cache::{TaskCache, TaskInputs};
@@ -21,6 +20,7 @@ use crate::volcano::framework::charge::{
     largest_card_mib, placement_charge, request_charge, vgpu_total,
 };
 use crate::volcano::framework::job::{GpuAsk, TaskPlacement};
+use crate::volcano::framework::job_figures::JobFigures;
 use crate::volcano::framework::nodes::{NodeSet, SessionNode};
 use crate::volcano::framework::queue::QueueInfo;
 use crate::volcano::framework::{GangKey, JobInfo, SessionState, TaskInfo, TaskStatus};
@@ -68,6 +68,8 @@ pub struct LedgerPicture {
     allocatable: Resources,
     /// Every node's measured usage (shared with the ledger, not copied).
     measured: Arc<NodeMetricsBook>,
+    /// Every namespace's labels (shared with the ledger, not copied).
+    namespaces: Arc<crate::placement::namespace_labels::NamespaceLabels>,
 }
 
 impl LedgerPicture {
@@ -138,6 +140,7 @@ impl LedgerPicture {
             pipelined,
             allocatable: ledger.load().total_allocatable(),
             measured: ledger.load().measured().clone(),
+            namespaces: ledger.load().namespaces().clone(),
         }
     }
 }
@@ -205,8 +208,9 @@ pub fn build_state_with(
         input.dims,
         picture.nodes.iter().map(|n| &*n.gpus),
     ));
-    let node_set =
-        NodeSet::new(picture.nodes, picture.quotas).with_measured(picture.measured, input.now);
+    let node_set = NodeSet::new(picture.nodes, picture.quotas)
+        .with_measured(picture.measured, input.now)
+        .with_namespaces(picture.namespaces);
     let topology = Arc::new(resolve_topology(input.book, &node_set));
 
     let enqueue_on = input.conf.has_action(Action::Enqueue);
@@ -534,10 +538,7 @@ fn queue_infos(book: &GangBook, figures: &[Arc<JobFigures>]) -> BTreeMap<String,
         }
     }
     for q in queues.values_mut() {
-        q.allocated.prune_zeros();
-        q.request.prune_zeros();
-        q.inqueue.prune_zeros();
-        q.elastic.prune_zeros();
+        q.prune_zeros();
     }
     queues
 }

@@ -43,6 +43,10 @@ const BIND_ON_ITS_WAY: Duration = Duration::from_secs(2);
 #[derive(Debug, Default)]
 pub struct LockHandoff {
     nodes: Mutex<HashMap<String, Arc<NodeHandoff>>>,
+    /// The resourceVersion of each node the watch showed unlocked and that has
+    /// no entry in `nodes` (never locked, never bound to): a first bind there
+    /// takes the lock from it without reading the node. Locked after `nodes`.
+    unlocked_versions: Mutex<HashMap<String, String>>,
     /// Running mean of how long a lock taken here stays held (taken to seen
     /// released).
     hold_time: Mutex<Option<Duration>>,
@@ -54,6 +58,9 @@ struct NodeHandoff {
     turn: Arc<tokio::sync::Mutex<()>>,
     /// Bumped whenever something is seen that may have freed the lock.
     changes: watch::Sender<u64>,
+    /// Bumped whenever the watch shows the node, whatever changed: a lock write
+    /// that met a newer node waits for it here instead of reading it.
+    sightings: watch::Sender<u64>,
     /// Binds waiting for their turn or holding it.
     binds: AtomicUsize,
     /// The lock annotation, and the node's resourceVersion, as the watch last
@@ -61,6 +68,10 @@ struct NodeHandoff {
     lock_seen: Mutex<LockSighting>,
     /// The lock's current hold, if it is held.
     hold: Mutex<Option<Hold>>,
+    /// The resourceVersion the last lock write of this process was made over:
+    /// while the watch still shows the node at that version, its copy predates
+    /// the write and cannot be used to take the lock.
+    written_over: Mutex<Option<String>>,
     /// When `/filter` placed pods here whose binds have not asked for a turn.
     placed: Mutex<std::collections::VecDeque<Instant>>,
     /// The last pods (namespace, name) the device plugin was seen answering
@@ -91,9 +102,11 @@ impl Default for NodeHandoff {
         Self {
             turn: Arc::default(),
             changes: watch::Sender::new(0),
+            sightings: watch::Sender::new(0),
             binds: AtomicUsize::new(0),
             lock_seen: Mutex::new(LockSighting::default()),
             hold: Mutex::new(None),
+            written_over: Mutex::new(None),
             placed: Mutex::default(),
             answered: Mutex::default(),
         }
@@ -139,11 +152,16 @@ impl Drop for Turn {
 
 impl LockHandoff {
     fn node(&self, name: &str) -> Arc<NodeHandoff> {
-        self.nodes
-            .lock()
-            .entry(name.to_string())
-            .or_default()
-            .clone()
+        let mut nodes = self.nodes.lock();
+        if let Some(handoff) = nodes.get(name) {
+            return handoff.clone();
+        }
+        let handoff = Arc::new(NodeHandoff::default());
+        if let Some(version) = self.unlocked_versions.lock().remove(name) {
+            handoff.lock_seen.lock().resource_version = Some(version);
+        }
+        nodes.insert(name.to_string(), handoff.clone());
+        handoff
     }
 
     /// Waits for the bind's turn at `node`'s lock; turns are given in the order
@@ -179,12 +197,28 @@ impl LockHandoff {
         placed.push_back(now);
     }
 
-    /// A bind here took `node`'s lock at `now`.
-    pub fn taken(&self, node: &str, now: Instant) {
-        *self.node(node).hold.lock() = Some(Hold {
+    /// A bind here is taking `node`'s lock at `now`, writing it over the node
+    /// at resourceVersion `over`. Recorded before the write, so that the
+    /// watch, which may show the write and the device plugin's release before
+    /// the write's answer comes back, ends this hold and not a later one.
+    pub fn writing(&self, node: &str, over: Option<&str>, now: Instant) {
+        let handoff = self.node(node);
+        *handoff.written_over.lock() = over.map(str::to_string);
+        *handoff.hold.lock() = Some(Hold {
             since: now,
             taken_here: true,
         });
+    }
+
+    /// The write announced by [`LockHandoff::writing`] was refused: the watch
+    /// will not show a lock of ours.
+    pub fn write_refused(&self, node: &str) {
+        let handoff = self.node(node);
+        *handoff.written_over.lock() = None;
+        let mut hold = handoff.hold.lock();
+        if hold.is_some_and(|h| h.taken_here) {
+            *hold = None;
+        }
     }
 
     /// Records the node's lock annotation as the watch shows it `now`; a change
@@ -204,12 +238,23 @@ impl LockHandoff {
         now: Instant,
     ) {
         let handoff = {
-            let mut nodes = self.nodes.lock();
+            let nodes = self.nodes.lock();
             match nodes.get(node) {
                 Some(h) => h.clone(),
-                // Nodes never locked and never bound to need no entry.
-                None if lock.is_none() => return,
-                None => nodes.entry(node.to_string()).or_default().clone(),
+                // Nodes never locked and never bound to need no entry, only
+                // their version.
+                None if lock.is_none() => {
+                    if let Some(version) = resource_version {
+                        self.unlocked_versions
+                            .lock()
+                            .insert(node.to_string(), version.to_string());
+                    }
+                    return;
+                }
+                None => {
+                    drop(nodes);
+                    self.node(node)
+                }
             }
         };
         let changed = {
@@ -222,10 +267,15 @@ impl LockHandoff {
                 true
             }
         };
+        handoff.sightings.send_modify(|n| *n = n.wrapping_add(1));
         // A free lock with binds waiting wakes them even when the watch never
         // showed it held (our own write's event may come after its release).
         let free_for_waiters = lock.is_none() && handoff.binds.load(Ordering::Acquire) > 0;
-        if changed || free_for_waiters {
+        // The node as it was before a lock write of ours (shown again, say, by a
+        // periodic pass over the watch's store) says nothing of that lock.
+        let predates_own_write = resource_version.is_some()
+            && handoff.written_over.lock().as_deref() == resource_version;
+        if (changed || free_for_waiters) && !predates_own_write {
             let mut hold = handoff.hold.lock();
             match (lock, *hold) {
                 (None, Some(ended)) => {
@@ -318,15 +368,72 @@ impl LockHandoff {
 
     /// The node's lock as the watch last showed it, with the node's
     /// resourceVersion then, for taking the lock without reading the node
-    /// (`None`: not known well enough, read it). A lock this process took whose
-    /// write the watch has not shown yet makes the copy known to be old.
+    /// (`None`: not known well enough). A lock this process wrote over the
+    /// version the watch still shows makes the copy known to be old.
     pub fn sighting(&self, node: &str) -> Option<LockSighting> {
-        let handoff = self.nodes.lock().get(node).cloned()?;
+        let handoff = {
+            let nodes = self.nodes.lock();
+            match nodes.get(node) {
+                Some(h) => h.clone(),
+                None => {
+                    let version = self.unlocked_versions.lock().get(node).cloned()?;
+                    return Some(LockSighting {
+                        lock: None,
+                        resource_version: Some(version),
+                    });
+                }
+            }
+        };
         let seen = handoff.lock_seen.lock().clone();
         seen.resource_version.as_ref()?;
-        let own_write_unseen =
-            seen.lock.is_none() && handoff.hold.lock().is_some_and(|hold| hold.taken_here);
+        let own_write_unseen = *handoff.written_over.lock() == seen.resource_version;
         (!own_write_unseen).then_some(seen)
+    }
+
+    /// The node's lock as the watch shows it once that copy is usable and at a
+    /// resourceVersion other than `stale` (the version a lock write was just
+    /// refused at), waiting up to `patience` for the watch to deliver it: a
+    /// write refused because the node changed, or one of ours the watch has not
+    /// shown yet, is followed by the node's next event within milliseconds, and
+    /// taking the lock from that costs no read. `None` when the watch never
+    /// showed the node or does not deliver in time (then read it).
+    pub async fn sighting_after(
+        &self,
+        node: &str,
+        stale: Option<&str>,
+        patience: Duration,
+    ) -> Option<LockSighting> {
+        let usable = || {
+            self.sighting(node)
+                .filter(|seen| seen.resource_version.as_deref() != stale)
+        };
+        if let Some(seen) = usable() {
+            return Some(seen);
+        }
+        let known = {
+            let nodes = self.nodes.lock();
+            nodes
+                .get(node)
+                .is_some_and(|h| h.lock_seen.lock().resource_version.is_some())
+                || self.unlocked_versions.lock().contains_key(node)
+        };
+        if !known {
+            return None;
+        }
+        let mut sightings = self.node(node).sightings.subscribe();
+        let wait = async {
+            loop {
+                sightings.borrow_and_update();
+                if let Some(seen) = usable() {
+                    return seen;
+                }
+                if sightings.changed().await.is_err() {
+                    // The node was forgotten (deleted): nothing more will come.
+                    std::future::pending::<()>().await;
+                }
+            }
+        };
+        tokio::time::timeout(patience, wait).await.ok()
     }
 
     /// The device plugin answered for `namespace/pod` on `node` (bind phase
@@ -394,6 +501,7 @@ impl LockHandoff {
     /// their own reference).
     pub fn forget_node(&self, node: &str) {
         self.nodes.lock().remove(node);
+        self.unlocked_versions.lock().remove(node);
     }
 }
 
@@ -485,7 +593,7 @@ mod tests {
         let t0 = Instant::now();
         let second = Duration::from_secs(1);
         assert_eq!(handoff.mean_hold(), None);
-        handoff.taken("gpu-node-1", t0);
+        handoff.writing("gpu-node-1", None, t0);
         handoff.observe_lock("gpu-node-1", Some("t,ns,a"), t0);
         assert_eq!(handoff.held_for("gpu-node-1", t0 + second), second);
         handoff.observe_lock("gpu-node-1", None, t0 + second / 2);
@@ -505,7 +613,7 @@ mod tests {
         handoff.observe_lock("gpu-node-1", None, t0 + 3 * second);
         assert_eq!(handoff.mean_hold(), Some(second / 2));
         // The running mean moves toward the newest hold taken here.
-        handoff.taken("gpu-node-1", t0 + 3 * second);
+        handoff.writing("gpu-node-1", None, t0 + 3 * second);
         handoff.observe_lock("gpu-node-1", Some("t,ns,c"), t0 + 3 * second);
         handoff.observe_lock("gpu-node-1", None, t0 + 5 * second);
         let mean = handoff.mean_hold().unwrap_or_default();
@@ -518,8 +626,8 @@ mod tests {
         let t0 = Instant::now();
         let ms = Duration::from_millis;
         assert_eq!(handoff.longest_current_hold(t0), Duration::ZERO);
-        handoff.taken("gpu-node-1", t0);
-        handoff.taken("gpu-node-2", t0 + ms(100));
+        handoff.writing("gpu-node-1", None, t0);
+        handoff.writing("gpu-node-2", None, t0 + ms(100));
         assert_eq!(handoff.longest_current_hold(t0 + ms(300)), ms(300));
         handoff.observe_lock("gpu-node-1", Some("t,ns,a"), t0);
         handoff.observe_lock("gpu-node-1", None, t0 + ms(350));

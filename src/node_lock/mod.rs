@@ -8,6 +8,9 @@
 pub mod handoff;
 pub mod value;
 
+#[cfg(test)]
+mod sighting_tests;
+
 use crate::annotations::{BIND_PHASE, NODE_LOCK};
 use crate::cluster::api::{ApiError, ClusterApi};
 use chrono::{DateTime, Utc};
@@ -38,12 +41,24 @@ const CONFLICT_RETRIES: usize = 5;
 
 /// What this process already knows of node locks from its watches, so that taking
 /// a lock costs one write and no read: the node as the watch showed it (its
-/// resourceVersion makes the write fail with a conflict if it changed since, and
-/// only then is the node read), and whether a lock's owner still waits for its
-/// GPUs (only an owner it knows nothing of is read).
+/// resourceVersion makes the write fail with a conflict if it changed since; the
+/// watch then shows the change, and only if it does not in time is the node
+/// read), and whether a lock's owner still waits for its GPUs (only an owner it
+/// knows nothing of is read).
+#[async_trait::async_trait]
 pub trait LockKnowledge: Sync {
-    /// The node's lock and resourceVersion as last seen; `None`: read the node.
-    fn sighting(&self, node: &str) -> Option<handoff::LockSighting>;
+    /// The node's lock and resourceVersion as the watch shows them, at a version
+    /// other than `stale` (one a lock write was refused at) and not older than a
+    /// lock write of this process, waiting briefly for the watch if need be;
+    /// `None`: read the node.
+    async fn sighting(&self, node: &str, stale: Option<&str>) -> Option<handoff::LockSighting>;
+    /// This process is about to write the node's lock over the node at
+    /// resourceVersion `over`: until the watch shows the node at another
+    /// version, its copy predates the write.
+    fn writing(&self, _node: &str, _over: Option<&str>) {}
+    /// The write announced by [`LockKnowledge::writing`] was refused (or its
+    /// answer lost): no lock of this process to wait for.
+    fn write_refused(&self, _node: &str) {}
     /// Whether `namespace/pod`, holding `node`'s lock, is done with it
     /// (`None`: not known here; read the pod).
     fn owner_is_stale(&self, node: &str, namespace: &str, pod: &str) -> Option<bool>;
@@ -52,8 +67,9 @@ pub trait LockKnowledge: Sync {
 /// Knows nothing: every look reads the API (a cluster file, whose store is local).
 pub struct ReadEverything;
 
+#[async_trait::async_trait]
 impl LockKnowledge for ReadEverything {
-    fn sighting(&self, _node: &str) -> Option<handoff::LockSighting> {
+    async fn sighting(&self, _node: &str, _stale: Option<&str>) -> Option<handoff::LockSighting> {
         None
     }
     fn owner_is_stale(&self, _node: &str, _namespace: &str, _pod: &str) -> Option<bool> {
@@ -149,11 +165,17 @@ pub async fn acquire(
         node: node.to_string(),
         source,
     };
-    let mut sighting = known.sighting(node);
+    let mut sighting = known.sighting(node, None).await;
+    // Once the node was read, the watch's copy may be older than what was read:
+    // a conflict after that reads again.
+    let mut read = false;
     for _ in 0..CONFLICT_RETRIES {
         let current = match sighting.take() {
             Some(seen) => seen,
-            None => read_lock(api, node).await?,
+            None => {
+                read = true;
+                read_lock(api, node).await?
+            }
         };
         if let Some(raw) = current.lock {
             match parse_lock_value(&raw) {
@@ -182,9 +204,19 @@ pub async fn acquire(
             }
         }
         let value = Some(format_lock_value(now, namespace, pod));
-        match write_lock(api, node, value, current.resource_version.as_deref()).await {
+        known.writing(node, current.resource_version.as_deref());
+        let written = write_lock(api, node, value, current.resource_version.as_deref()).await;
+        if written.is_err() {
+            known.write_refused(node);
+        }
+        match written {
             Ok(()) => return Ok(()),
-            Err(ApiError::Conflict(_)) => continue,
+            Err(ApiError::Conflict(_)) if !read => {
+                sighting = known
+                    .sighting(node, current.resource_version.as_deref())
+                    .await;
+            }
+            Err(ApiError::Conflict(_)) => {}
             Err(e) => return Err(api_err(e)),
         }
     }

@@ -1,6 +1,7 @@
 //! The node choice itself: predicates, ranking, fit.
 
 use super::judge::{NodeJudge, TaskFacts};
+use super::preferred_pod_affinity::AffinityRanking;
 use super::rejection::{NodeRejection, NodeRejections};
 use super::source::NodeSource;
 use crate::fit::{FitRequest, Placement, PodContext};
@@ -64,15 +65,32 @@ pub fn choose_node<S: NodeSource + ?Sized>(
         }
         source.fit(i, &request)
     };
+    // Nodes worth fitting, with their rank by usage.
+    let eligible = |i: usize| {
+        source
+            .rank(i, &ctx.request)
+            .filter(|rank| rank.usable && rank.may_fit && passes(i))
+    };
+    // Preferred pod affinity is spread over the nodes worth fitting.
+    let affinity = if scores {
+        AffinityRanking::over(
+            task,
+            judge,
+            (0..source.len())
+                .filter(|&i| eligible(i).is_some())
+                .filter_map(|i| source.facts(i)),
+        )
+    } else {
+        None
+    };
     // Candidates worth fitting, with the score they are ranked by.
     let candidates = || {
         (0..source.len()).filter_map(|i| {
-            let rank = source.rank(i, &ctx.request)?;
-            if !rank.usable || !rank.may_fit || !passes(i) {
-                return None;
-            }
+            let rank = eligible(i)?;
             let score = if scores {
-                let plugins = source.facts(i).map_or(0.0, |n| judge.score(task, &n));
+                let plugins = source.facts(i).map_or(0.0, |n| {
+                    judge.score(task, &n) + affinity.map_or(0.0, |a| a.score(&n))
+                });
                 policy.preference(rank.score) + plugins
             } else {
                 // Same order as the preference, without the arithmetic.

@@ -29,6 +29,10 @@ pub struct TaskFacts<'a> {
     /// it, gathered over the pods on the nodes; `None` when neither applies (or
     /// no predicate runs).
     pub pod_affinity: Option<&'a super::pod_affinity::InterPodAffinity>,
+    /// Its preferred pod (anti-)affinity weights per topology domain, gathered
+    /// over the pods on the nodes; `None` when nothing is preferred (or no
+    /// plugin scores it).
+    pub preferred_pod_affinity: Option<&'a super::preferred_pod_affinity::PreferredPodAffinity>,
 }
 
 /// A candidate node, as plugins see it.
@@ -68,6 +72,13 @@ pub trait NodeJudge {
 
     /// The plugins' summed score of the node for the task (higher is better).
     fn score(&self, task: &TaskFacts<'_>, node: &NodeFacts<'_>) -> f64;
+
+    /// The weight of preferred inter-pod affinity, which is scored over all
+    /// candidates at once (see `placement::preferred_pod_affinity`); 0: not
+    /// scored.
+    fn pod_affinity_weight(&self) -> f64 {
+        0.0
+    }
 }
 
 /// No plugin opinion: every node passes and scores 0.

@@ -9,9 +9,11 @@
 
 mod choose;
 mod judge;
+pub mod namespace_labels;
 pub mod node_predicates;
 pub mod node_preferences;
 pub mod pod_affinity;
+pub mod preferred_pod_affinity;
 mod rejection;
 pub mod resource_fit;
 mod source;

@@ -14,16 +14,15 @@
 //! term matching no pod anywhere is satisfiable only by a pod matching all its
 //! own terms (the first of a group of pods affine to each other).
 //!
-//! Namespaces are known here by name only: a namespace selector is matched against
-//! the `kubernetes.io/metadata.name` label every namespace carries, so a selector
-//! on other namespace labels selects no namespace here.
+//! A namespace selector is matched against the namespaces' labels as the
+//! Namespace watch keeps them (`namespace_labels`); a namespace not seen yet is
+//! known by the `kubernetes.io/metadata.name` label alone.
 
+use super::namespace_labels::NamespaceLabels;
 use k8s_openapi::api::core::v1::{Pod, PodAffinityTerm};
 use kube::core::{Selector, SelectorExt};
 use std::collections::{BTreeMap, HashMap, HashSet};
-
-/// The label every namespace carries, holding its name.
-const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
+use std::sync::Arc;
 
 /// kube-scheduler's reasons, so users see the words they know.
 pub const EXISTING_ANTI_AFFINITY: &str = "node(s) didn't satisfy existing pods anti-affinity rules";
@@ -69,24 +68,33 @@ impl AffinityTerm {
         }
     }
 
-    /// Whether the term selects a pod of `namespace` with `labels`.
-    pub fn selects(&self, namespace: &str, labels: &BTreeMap<String, String>) -> bool {
+    /// Whether the term selects a pod of `namespace` with `labels`, namespaces
+    /// labelled as `namespaces` has them.
+    pub fn selects(
+        &self,
+        namespace: &str,
+        labels: &BTreeMap<String, String>,
+        namespaces: &NamespaceLabels,
+    ) -> bool {
         let Some(pods) = &self.pods else {
             return false;
         };
         let in_namespace = self.namespaces.iter().any(|n| n == namespace)
-            || self.namespace_selector.as_ref().is_some_and(|s| {
-                s.matches(&BTreeMap::from([(
-                    NAMESPACE_NAME_LABEL.to_string(),
-                    namespace.to_string(),
-                )]))
-            });
+            || self
+                .namespace_selector
+                .as_ref()
+                .is_some_and(|s| namespaces.selected(namespace, |l| s.matches(l)));
         in_namespace && pods.matches(labels)
+    }
+
+    /// The node label whose value makes a topology domain.
+    pub fn topology_key(&self) -> &str {
+        &self.topology_key
     }
 
     /// The value of this term's topology label on a node with `labels`: its
     /// domain, if it has one.
-    fn domain<'l>(&self, labels: &'l BTreeMap<String, String>) -> Option<&'l str> {
+    pub fn domain<'l>(&self, labels: &'l BTreeMap<String, String>) -> Option<&'l str> {
         labels.get(&self.topology_key).map(String::as_str)
     }
 }
@@ -133,6 +141,50 @@ pub struct AffinityPod {
     pub labels: BTreeMap<String, String>,
     /// Its required anti-affinity terms.
     pub anti_affinity: Box<[AffinityTerm]>,
+    /// Its preferred affinity (positive weight) and anti-affinity (negative
+    /// weight) terms, which score nodes for pods they select.
+    pub preferred: Box<[WeightedTerm]>,
+}
+
+/// A preferred pod (anti-)affinity term with its weight, negative for
+/// anti-affinity.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WeightedTerm {
+    /// The term's weight (1..100), negated for anti-affinity.
+    pub weight: i64,
+    /// The term.
+    pub term: AffinityTerm,
+}
+
+/// A pod's preferred affinity and anti-affinity terms, read once: anti-affinity
+/// weights negated.
+pub fn preferred_terms(pod: &Pod, namespace: &str) -> Box<[WeightedTerm]> {
+    let affinity = pod.spec.as_ref().and_then(|s| s.affinity.as_ref());
+    let attract = affinity
+        .and_then(|a| a.pod_affinity.as_ref())
+        .and_then(|a| {
+            a.preferred_during_scheduling_ignored_during_execution
+                .as_deref()
+        })
+        .unwrap_or_default()
+        .iter()
+        .map(|w| (i64::from(w.weight), &w.pod_affinity_term));
+    let repel = affinity
+        .and_then(|a| a.pod_anti_affinity.as_ref())
+        .and_then(|a| {
+            a.preferred_during_scheduling_ignored_during_execution
+                .as_deref()
+        })
+        .unwrap_or_default()
+        .iter()
+        .map(|w| (-i64::from(w.weight), &w.pod_affinity_term));
+    attract
+        .chain(repel)
+        .map(|(weight, term)| WeightedTerm {
+            weight,
+            term: AffinityTerm::of(term, namespace),
+        })
+        .collect()
 }
 
 impl AffinityPod {
@@ -147,6 +199,7 @@ impl AffinityPod {
                 .iter()
                 .map(|t| AffinityTerm::of(t, namespace))
                 .collect(),
+            preferred: preferred_terms(pod, namespace),
         }
     }
 }
@@ -184,6 +237,8 @@ pub struct InterPodAffinity {
     repelled_domains: Domains,
     /// Domains holding a pod whose own anti-affinity selects the incoming pod.
     repelling_domains: Domains,
+    /// The namespaces' labels, for namespace selectors.
+    namespaces: Arc<NamespaceLabels>,
 }
 
 impl InterPodAffinity {
@@ -200,7 +255,14 @@ impl InterPodAffinity {
             affine_domains: Domains::default(),
             repelled_domains: Domains::default(),
             repelling_domains: Domains::default(),
+            namespaces: Arc::default(),
         }
+    }
+
+    /// The same check, judging namespace selectors by these namespaces' labels.
+    pub fn in_namespaces(mut self, namespaces: Arc<NamespaceLabels>) -> Self {
+        self.namespaces = namespaces;
+        self
     }
 
     /// Whether the incoming pod has terms of its own: then every pod matters,
@@ -218,7 +280,7 @@ impl InterPodAffinity {
             && self
                 .affinity
                 .iter()
-                .all(|t| t.selects(&other.namespace, &other.labels))
+                .all(|t| t.selects(&other.namespace, &other.labels, &self.namespaces))
         {
             for term in &self.affinity {
                 if let Some(value) = term.domain(node_labels) {
@@ -227,15 +289,18 @@ impl InterPodAffinity {
             }
         }
         for term in self.incoming.anti_affinity.iter() {
-            if term.selects(&other.namespace, &other.labels)
+            if term.selects(&other.namespace, &other.labels, &self.namespaces)
                 && let Some(value) = term.domain(node_labels)
             {
                 self.repelled_domains.insert(&term.topology_key, value);
             }
         }
         for term in other.anti_affinity.iter() {
-            if term.selects(&self.incoming.namespace, &self.incoming.labels)
-                && let Some(value) = term.domain(node_labels)
+            if term.selects(
+                &self.incoming.namespace,
+                &self.incoming.labels,
+                &self.namespaces,
+            ) && let Some(value) = term.domain(node_labels)
             {
                 self.repelling_domains.insert(&term.topology_key, value);
             }
@@ -260,10 +325,13 @@ impl InterPodAffinity {
         }
         let first_of_its_group = self.affine_domains.is_empty()
             && !self.affinity.is_empty()
-            && self
-                .affinity
-                .iter()
-                .all(|t| t.selects(&self.incoming.namespace, &self.incoming.labels));
+            && self.affinity.iter().all(|t| {
+                t.selects(
+                    &self.incoming.namespace,
+                    &self.incoming.labels,
+                    &self.namespaces,
+                )
+            });
         if !all_present && !first_of_its_group {
             return Err(AFFINITY);
         }

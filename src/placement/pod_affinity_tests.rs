@@ -82,6 +82,33 @@ fn an_empty_namespace_selector_selects_every_namespace_and_a_name_selector_one()
 }
 
 #[test]
+fn a_namespace_selector_matches_the_labels_of_the_namespaces_watched() {
+    let term = json!({"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": {"app": "noisy"}},
+            "namespaceSelector": {"matchLabels": {"team": "batch"}}, "topologyKey": "host"}]}});
+    let node = labels(&[("host", "a")]);
+    let namespace = |name: &str, team: &str| -> k8s_openapi::api::core::v1::Namespace {
+        serde_json::from_value(json!({"metadata": {"name": name, "labels": {"team": team}}}))
+            .expect("namespace")
+    };
+    let mut namespaces = NamespaceLabels::default();
+    namespaces.set(&namespace("nightly", "batch"));
+    namespaces.set(&namespace("shop", "web"));
+    let namespaces = Arc::new(namespaces);
+    let verdict = |other_namespace: &str| {
+        let mut check = InterPodAffinity::new(&pod("ns", "new", json!({}), term.clone()))
+            .in_namespaces(namespaces.clone());
+        let other = pod(other_namespace, "old", json!({"app": "noisy"}), Value::Null);
+        check.add(&AffinityPod::of(&other), &node);
+        check.admits(&node)
+    };
+    assert_eq!(verdict("nightly"), Err(ANTI_AFFINITY));
+    assert_eq!(verdict("shop"), Ok(()));
+    // A namespace not seen yet is known by its name label alone.
+    assert_eq!(verdict("unseen"), Ok(()));
+}
+
+#[test]
 fn a_term_without_a_label_selector_selects_no_pod() {
     let term = json!({"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
         {"topologyKey": "host"}]}});

@@ -160,6 +160,7 @@ impl PodFacts {
             queue: self.queue.as_deref(),
             dims: &self.dims,
             pod_affinity: None,
+            preferred_pod_affinity: None,
         }
     }
 }

@@ -32,6 +32,17 @@ pub(super) fn gpu_node(name: &str, gpus: usize) -> Node {
     .unwrap()
 }
 
+/// [`gpu_node`] labelled with its hostname, the topology pod affinity terms
+/// name most.
+pub(super) fn hostname_gpu_node(name: &str, gpus: usize) -> Node {
+    let mut node = gpu_node(name, gpus);
+    node.metadata
+        .labels
+        .get_or_insert_default()
+        .insert("kubernetes.io/hostname".into(), name.to_string());
+    node
+}
+
 /// A gated member of PodGroup `group` asking for one whole GPU.
 pub(super) fn member(name: &str, group: &str, created: u32) -> Pod {
     serde_json::from_value(json!({

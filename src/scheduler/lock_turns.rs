@@ -23,6 +23,12 @@ const UNWATCHED_RECHECK: Duration = Duration::from_millis(100);
 /// at one look a second, 200 waiting nodes spent most of the client's QPS.
 const WATCHED_RECHECK: Duration = Duration::from_secs(5);
 
+/// How long a bind waits for the watch to show a node newer than its copy (one
+/// a lock write was refused at, or one before its own lock write) before it
+/// reads the node instead: a watch delivers a change in milliseconds, so the
+/// read is left for a watch that has fallen behind or broken.
+const WATCH_CATCH_UP: Duration = Duration::from_millis(500);
+
 impl Scheduler {
     /// Until when a bind that `started` then may wait for its node's lock:
     /// `--node-lock-retry-timeout` after it started, but at least
@@ -106,14 +112,6 @@ impl Scheduler {
                     turn.wait_for_release(grace.map_or(recheck, |g| g.min(recheck)))
                         .await;
                 }
-                Ok(()) => {
-                    // Timed until the watch shows it released; without a watch
-                    // nobody would see the release.
-                    if self.api.reports_changes() {
-                        self.lock_handoff.taken(node, self.clock.now());
-                    }
-                    return Ok(());
-                }
                 other => return other,
             }
         }
@@ -143,9 +141,21 @@ impl Scheduler {
 }
 
 /// What the watches told this process about node locks and their owners.
+#[async_trait::async_trait]
 impl LockKnowledge for Scheduler {
-    fn sighting(&self, node: &str) -> Option<LockSighting> {
-        self.lock_handoff.sighting(node)
+    async fn sighting(&self, node: &str, stale: Option<&str>) -> Option<LockSighting> {
+        self.lock_handoff
+            .sighting_after(node, stale, WATCH_CATCH_UP)
+            .await
+    }
+
+    /// The hold is timed from the write until the watch shows it released.
+    fn writing(&self, node: &str, over: Option<&str>) {
+        self.lock_handoff.writing(node, over, self.clock.now());
+    }
+
+    fn write_refused(&self, node: &str) {
+        self.lock_handoff.write_refused(node);
     }
 
     /// An owner the device plugin answered for is done (once the device plugin

@@ -33,6 +33,7 @@ mod mig_claims;
 mod mig_invariant_tests;
 #[cfg(test)]
 mod mig_tests;
+mod namespaces;
 pub mod node_metrics;
 #[cfg(test)]
 mod nodegroup_tests;
@@ -43,6 +44,8 @@ mod pod_copies;
 mod podgroup_before_pods_tests;
 #[cfg(test)]
 mod predicate_tests;
+#[cfg(test)]
+mod prioritize_pod_affinity_tests;
 #[cfg(test)]
 mod reason_wording_tests;
 #[cfg(test)]
@@ -249,6 +252,9 @@ impl Scheduler {
 
     /// Loads nodes, pods and quotas (a cluster file, or a full resync).
     pub fn load(&self, objects: &ClusterObjects) {
+        for namespace in &objects.namespaces {
+            self.apply_namespace(namespace);
+        }
         for node in &objects.nodes {
             self.apply_node(node);
         }
@@ -260,6 +266,9 @@ impl Scheduler {
         }
         for group in &objects.podgroups {
             self.apply_any_podgroup(group);
+        }
+        for workload in &objects.workloads {
+            self.apply_workload(workload);
         }
         for class in &objects.priority_classes {
             self.apply_priority_class(class);
@@ -284,11 +293,13 @@ impl Scheduler {
             ClusterObject::Pod(pod) => self.apply_pod(pod),
             ClusterObject::Quota(quota) => self.apply_quota(quota),
             ClusterObject::PodGroup(group) => self.apply_any_podgroup(group),
+            ClusterObject::Workload(workload) => self.apply_workload(workload),
             ClusterObject::Queue(queue) => self.apply_queue(queue),
             ClusterObject::PriorityClass(class) => self.apply_priority_class(class),
             ClusterObject::DisruptionBudget(budget) => self.apply_disruption_budget(budget),
             ClusterObject::HyperNode(hyper_node) => self.apply_hyper_node(hyper_node),
             ClusterObject::NodeMetrics(metrics) => self.apply_node_metrics(metrics),
+            ClusterObject::Namespace(namespace) => self.apply_namespace(namespace),
         }
     }
 

@@ -154,6 +154,10 @@ pub const SWITCHES: &[(&str, ExtensionPoint)] = &[
     ),
 ];
 
+/// capacity's argument for how many queue levels above the leaves reclaim
+/// compares (Volcano's default 0: the leaves only).
+pub const ANCESTOR_RECLAIM_LEVEL: &str = "ancestorReclaimLevel";
+
 /// The plugin option that is an argument rather than a switch: hierarchical
 /// sharing (capacity, drf), off unless set.
 pub const HIERARCHY_FLAG: &str = "enableHierarchy";
@@ -429,6 +433,17 @@ impl SchedulerConf {
                 "proportion and capacity are both enabled; capacity decides deserved and quota checks and proportion is ignored"
                     .to_owned(),
             );
+        }
+        if let Some(v) = self.argument("capacity", ANCESTOR_RECLAIM_LEVEL) {
+            if !self.capacity_hierarchy() {
+                notes.push(format!(
+                    "capacity's {ANCESTOR_RECLAIM_LEVEL} compares parent queues, which exist only with enableHierarchy: true; without it only the leaf queues are compared"
+                ));
+            } else if number(v).is_some_and(|level| level < 0.0) {
+                notes.push(format!(
+                    "capacity's {ANCESTOR_RECLAIM_LEVEL} {v} is negative; using 0 (the leaf queues only) as Volcano does"
+                ));
+            }
         }
         if let Some(v) = self.argument("overcommit", "overcommit-factor") {
             let f = number(v);
@@ -763,6 +778,27 @@ configurations:
         .unwrap();
         assert!(conf.notes()[0].contains("capacity decides"));
         assert!(!conf.capacity_hierarchy());
+    }
+
+    #[test]
+    fn an_ancestor_reclaim_level_that_does_nothing_produces_a_note() {
+        let conf = |hierarchy: bool, level: i64| {
+            SchedulerConf::parse(&format!(
+                "actions: enqueue, reclaim\ntiers:\n- plugins:\n  - name: capacity\n    enableHierarchy: {hierarchy}\n    arguments:\n      ancestorReclaimLevel: {level}\n"
+            ))
+            .unwrap()
+        };
+        assert!(conf(true, 1).notes().is_empty());
+        let flat = conf(false, 1).notes();
+        assert!(
+            flat.len() == 1 && flat[0].contains("enableHierarchy: true"),
+            "{flat:?}"
+        );
+        let negative = conf(true, -2).notes();
+        assert!(
+            negative.len() == 1 && negative[0].contains("-2 is negative; using 0"),
+            "{negative:?}"
+        );
     }
 
     #[test]

@@ -77,6 +77,12 @@ pub async fn handle(State(state): State<Arc<Shared>>, req: Request) -> Response 
     if !latency.is_zero() {
         tokio::time::sleep(latency).await;
     }
+    if matches!(method.as_str(), "POST" | "PUT" | "PATCH" | "DELETE") {
+        let committed = state.faults.lock().write_slot(std::time::Instant::now());
+        if let Some(at) = committed {
+            tokio::time::sleep_until(at.into()).await;
+        }
+    }
     let mut resp = match dispatch(&state, &method, &path, &query, &line, req).await {
         Ok(resp) => resp,
         Err(err) => error_response(&err),

@@ -367,6 +367,13 @@ impl FakeApiServer {
         self.state.faults.lock().latency = d;
     }
 
+    /// What each write (create, update, patch, delete) costs the single lane
+    /// writes are committed on, as etcd commits them one after another: a
+    /// write waits for those before it, then `d`. Zero (the default): free.
+    pub fn set_write_service_time(&self, d: Duration) {
+        self.state.faults.lock().write_service_time = d;
+    }
+
     /// Closes every open watch stream (clients must re-watch).
     pub fn drop_watches(&self) {
         self.state.store.lock().drop_watchers();

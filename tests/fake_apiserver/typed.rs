@@ -2,7 +2,8 @@
 //! ones: Secrets (`stringData`, `type`, base64 `data`, immutability),
 //! MutatingWebhookConfigurations (v1 defaults, base64 `caBundle`, webhook
 //! checks, `generation`) and custom resources (`generation`, status dropped on
-//! create when the status subresource exists); PriorityClass and
+//! create when the status subresource exists), Namespaces (the name label the
+//! server keeps on each); PriorityClass and
 //! PodDisruptionBudget rules live in `priority.rs` and `budgets.rs` and are
 //! dispatched from here.
 
@@ -331,6 +332,18 @@ fn prepare_webhooks(res: &Resource, obj: &mut Value) -> Result<Vec<Cause>, ApiEr
     Ok(causes)
 }
 
+/// The label the API server keeps on every Namespace, holding its name (set on
+/// create and on every update, whatever the request says).
+fn label_namespace_name(obj: &mut Value) {
+    let name = objects::name(obj).to_string();
+    let meta = objects::meta_mut(obj);
+    let labels = meta.entry("labels").or_insert_with(|| json!({}));
+    if !labels.is_object() {
+        *labels = json!({});
+    }
+    labels["kubernetes.io/metadata.name"] = json!(name);
+}
+
 /// Type-specific preparation of a new object. Returns validation causes.
 pub fn prepare_create(
     res: &Resource,
@@ -342,6 +355,10 @@ pub fn prepare_create(
         Storage::MutatingWebhookConfigurations => prepare_webhooks(res, obj)?,
         Storage::PriorityClasses => priority::prepare_create(res, obj)?,
         Storage::PodDisruptionBudgets => budgets::prepare_create(res, obj, origin)?,
+        Storage::Namespaces => {
+            label_namespace_name(obj);
+            Vec::new()
+        }
         _ => Vec::new(),
     };
     if res.custom && res.status_subresource && origin == Origin::Http {
@@ -380,6 +397,10 @@ pub fn prepare_update(
         Storage::MutatingWebhookConfigurations => prepare_webhooks(res, new)?,
         Storage::PriorityClasses => priority::prepare_update(res, old, new)?,
         Storage::PodDisruptionBudgets => budgets::prepare_update(res, new, sub)?,
+        Storage::Namespaces => {
+            label_namespace_name(new);
+            Vec::new()
+        }
         _ => Vec::new(),
     };
     if res.storage == Storage::Secrets {

@@ -1,9 +1,12 @@
-//! Watches of the cluster policy that decides evictions: PriorityClasses
-//! (`scheduling.k8s.io/v1`) and PodDisruptionBudgets (`policy/v1`). Every
-//! (re)list ends by forgetting what vanished while we were not watching.
+//! Watches of the cluster policy that decides evictions and placements:
+//! PriorityClasses (`scheduling.k8s.io/v1`), PodDisruptionBudgets (`policy/v1`)
+//! and Namespaces (their labels, which pod affinity's namespace selectors
+//! match). Every (re)list ends by forgetting what vanished while we were not
+//! watching.
 
 use crate::scheduler::Scheduler;
 use futures::StreamExt;
+use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use kube::runtime::{WatchStreamExt, watcher};
@@ -51,7 +54,7 @@ where
     })
 }
 
-/// Starts both watches.
+/// Starts the three watches.
 pub fn start(client: Client, scheduler: Arc<Scheduler>) -> Vec<JoinHandle<()>> {
     let classes = spawn(
         Api::<PriorityClass>::all(client.clone()),
@@ -62,6 +65,17 @@ pub fn start(client: Client, scheduler: Arc<Scheduler>) -> Vec<JoinHandle<()>> {
             apply: Scheduler::apply_priority_class,
             forget: |s, name: &String| s.forget_priority_class(name),
             retain: Scheduler::retain_priority_classes,
+        },
+    );
+    let namespaces = spawn(
+        Api::<Namespace>::all(client.clone()),
+        scheduler.clone(),
+        Feed {
+            kind: "Namespace",
+            key: |n: &Namespace| n.metadata.name.clone().unwrap_or_default(),
+            apply: Scheduler::apply_namespace,
+            forget: |s, name: &String| s.forget_namespace(name),
+            retain: Scheduler::retain_namespaces,
         },
     );
     let budgets = spawn(
@@ -82,5 +96,5 @@ pub fn start(client: Client, scheduler: Arc<Scheduler>) -> Vec<JoinHandle<()>> {
             retain: Scheduler::retain_disruption_budgets,
         },
     );
-    vec![classes, budgets]
+    vec![classes, namespaces, budgets]
 }

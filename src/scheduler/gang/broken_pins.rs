@@ -4,7 +4,9 @@
 //! changed: if, before the pod is bound, that node is deleted, cordoned or tainted
 //! against it, kube-scheduler will never place it; if a pod bound there since
 //! repels it (or is repelled by it) through required pod anti-affinity,
-//! kube-scheduler will not place it while that pod runs. Such a pod is evicted (it
+//! kube-scheduler will not place it while that pod runs; if that node has had no
+//! room for it for the gang timeout, kube-scheduler has kept it Pending all along
+//! (`pins_without_room`). Such a pod is evicted (it
 //! is still Pending, so no PodDisruptionBudget is consulted) for its controller to
 //! recreate; the new pod is gated by the webhook and planned again with its gang.
 //! A pod no controller owns would be lost by that, so it is left in place with a
@@ -15,6 +17,7 @@ use crate::gang::book::{Member, MemberPhase};
 use crate::ledger::Ledger;
 use crate::placement::node_predicates::admits;
 use crate::placement::pod_affinity::{AFFINITY, InterPodAffinity};
+use crate::placement::resource_fit::{fits_node, pod_footprint};
 use crate::resources::Resources;
 use crate::scheduler::Scheduler;
 use std::collections::BTreeMap;
@@ -29,8 +32,8 @@ struct BrokenPin {
     owned: bool,
 }
 
-/// Why the node `m` is pinned to will not take it, if it will not. Room is not
-/// judged: a full node frees up as its pods finish.
+/// Why the node `m` is pinned to will not take it, if it will not. Room is
+/// judged apart ([`has_room`]): a full node frees up as its pods finish.
 fn pin_refused(ledger: &Ledger, m: &Member, node: &str) -> Option<String> {
     let Some(traits) = ledger.load().get(node).and_then(|n| n.traits.as_deref()) else {
         return Some("the node is gone".to_string());
@@ -41,12 +44,20 @@ fn pin_refused(ledger: &Ledger, m: &Member, node: &str) -> Option<String> {
         .or_else(|| repelled(ledger, m, &traits.labels))
 }
 
+/// Whether what the pods bound to `node` request leaves room for `m`.
+fn has_room(ledger: &Ledger, m: &Member, node: &str) -> bool {
+    ledger
+        .load()
+        .get(node)
+        .is_none_or(|n| fits_node(&n.allocatable, &n.requested, &pod_footprint(&m.pod)).is_ok())
+}
+
 /// Why pod anti-affinity keeps `m` off a node with `labels`, if it does: a pod
 /// bound there since the pin (kube-scheduler did not see the unbound member)
 /// repels it, or is one it repels. Pod affinity is not judged: the pods it
 /// follows may be planned members not bound yet, and kube-scheduler waits for them.
 fn repelled(ledger: &Ledger, m: &Member, labels: &BTreeMap<String, String>) -> Option<String> {
-    let mut check = InterPodAffinity::new(&m.pod);
+    let mut check = InterPodAffinity::new(&m.pod).in_namespaces(ledger.load().namespaces().clone());
     let every_pod = check.has_own_terms();
     let no_labels = BTreeMap::new();
     for (_, n) in ledger.load().nodes() {
@@ -67,23 +78,36 @@ impl Scheduler {
     /// Evicts owned members pinned to a node that refuses them; warns about the
     /// others (see the module documentation).
     pub(super) async fn release_broken_pins(&self) {
+        let (now, wait) = (self.clock.now(), self.config.gang.timeout);
         let broken: Vec<BrokenPin> = {
             let book = self.gang.book.read();
             let ledger = self.ledger.read();
-            book.members
+            let mut without_room = self.gang.pins_without_room.lock();
+            let pinned: Vec<(&Member, &str)> = book
+                .members
                 .values()
                 .filter(|m| m.phase == MemberPhase::Pending && !m.gated && !m.terminating)
                 .filter_map(|m| {
                     let node = m.planned_node.as_deref()?;
-                    if !m
-                        .pod
+                    m.pod
                         .spec
                         .as_ref()
                         .is_some_and(|s| crate::gang::pin::is_pinned_to(s, node))
-                    {
-                        return None;
-                    }
-                    let why = pin_refused(&ledger, m, node)?;
+                        .then_some((&**m, node))
+                })
+                .collect();
+            without_room.retain(&pinned.iter().map(|(m, _)| m.uid.clone()).collect());
+            pinned
+                .into_iter()
+                .filter_map(|(m, node)| {
+                    let room = has_room(&ledger, m, node);
+                    let why = pin_refused(&ledger, m, node).or_else(|| {
+                        let waited = without_room.observe(&m.uid, room, now, wait)?;
+                        Some(format!(
+                            "the node has had no room for it for {}s",
+                            waited.as_secs()
+                        ))
+                    })?;
                     Some(BrokenPin {
                         namespace: m.namespace.clone(),
                         name: m.name.clone(),

@@ -12,6 +12,7 @@
 use super::{PlannerMemory, off_the_workers};
 use crate::fit::{FitRequest, fit_pod};
 use crate::gang::GangView;
+use crate::gang::affine_pods::PlannedPods;
 use crate::gang::book::{GangBook, GangKey};
 use crate::gang::cycle_stages::CycleStages;
 use crate::gang::plan::plan_with_hints;
@@ -103,7 +104,8 @@ impl Scheduler {
             off_the_workers(|| plan_with_hints(state, &conf.conf, skips.clone(), stages));
         // Only a cycle over every job says which jobs are blocked.
         if only.is_none() {
-            memory.hints.lock().planned(opened, skips, unplaced);
+            let placed = PlannedPods::placed_by(&outcome, &book);
+            memory.hints.lock().planned(opened, skips, unplaced, placed);
         }
         (outcome, book)
     }

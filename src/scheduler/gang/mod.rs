@@ -18,6 +18,9 @@ mod filter_only_feed;
 mod hooks;
 #[cfg(test)]
 mod job_cache_tests;
+mod pins_without_room;
+#[cfg(test)]
+mod pins_without_room_tests;
 mod pipelined;
 mod policy_feed;
 mod publish;
@@ -116,6 +119,8 @@ pub(crate) struct GangState {
     /// Kubernetes' own PodGroups and Workloads as served, to read a PodGroup
     /// again when its Workload changes. Locked before the book, never after.
     native_sources: Mutex<NativeSources>,
+    /// Pinned members whose node has no room for them, since when.
+    pins_without_room: Mutex<pins_without_room::PinsWithoutRoom>,
 }
 
 impl Default for GangState {
@@ -133,6 +138,7 @@ impl Default for GangState {
             barriers: Barriers::default(),
             wake: Arc::new(tokio::sync::Notify::new()),
             native_sources: Mutex::new(NativeSources::default()),
+            pins_without_room: Mutex::new(Default::default()),
         }
     }
 }

@@ -1,20 +1,22 @@
 //! Queueing hints, kept tasks and kept jobs change what a cycle costs, never what
 //! it decides:
 //! on random clusters and workloads (gangs of mixed sizes in weighted queues,
-//! priorities, preemption and reclaim; queues reweighed, PodGroups moved to other
-//! queues, nodes joining), a scheduler planning with them makes the
-//! same placements, evictions and verdicts, cycle after cycle, as one whose every
+//! priorities, preemption and reclaim, members that follow or repel other gangs'
+//! members through required pod affinity; queues reweighed, PodGroups moved to
+//! other queues, nodes joining), a scheduler planning with them makes the same
+//! placements, evictions and verdicts, cycle after cycle, as one whose every
 //! session is built anew and tries every job.
 
 use crate::gang::job_cache::JobCache;
 use crate::gang::queueing_hints::QueueingHints;
 use crate::gang::task_cache::TaskCache;
 use crate::scheduler::GangConfig;
-use crate::scheduler::gang_tests::{Cluster, gpu_node, member, podgroup, queue};
+use crate::scheduler::gang_tests::{Cluster, hostname_gpu_node, member, podgroup, queue};
 use crate::volcano::framework::GangPhase;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use proptest::prelude::*;
+use proptest::test_runner::TestCaseError;
 use serde_json::json;
 use std::collections::BTreeMap;
 
@@ -25,8 +27,56 @@ tiers: [{plugins: [{name: priority}, {name: gang}, {name: conformance}]}, {plugi
 ";
 
 /// One gang of the workload: minMember, extra members, queue, memory each
-/// member asks (MiB), priority.
-type GangSpec = (u32, u32, usize, u64, i32);
+/// member asks (MiB), priority, and how its members stand to other pods.
+type GangSpec = (u32, u32, usize, u64, i32, Bearing);
+
+/// The tiers members are labelled with, for other members' pod affinity.
+const TIERS: usize = 3;
+
+/// A gang's members' tier label and required pod affinity, per node.
+#[derive(Debug, Clone, Copy)]
+enum Bearing {
+    /// Labelled with this tier, no terms.
+    Plain(usize),
+    /// Labelled with the first tier, placed only next to a pod of the second.
+    Follows(usize, usize),
+    /// Labelled with the first tier, never placed next to a pod of the second.
+    Repels(usize, usize),
+}
+
+impl Bearing {
+    fn tier(self) -> usize {
+        match self {
+            Self::Plain(t) | Self::Follows(t, _) | Self::Repels(t, _) => t,
+        }
+    }
+
+    /// The member's `spec.affinity`.
+    fn affinity(self) -> Option<serde_json::Value> {
+        let term = |tier: usize| {
+            json!([{"labelSelector": {"matchLabels": {"tier": format!("t{tier}")}},
+                "topologyKey": HOSTNAME}])
+        };
+        match self {
+            Self::Plain(_) => None,
+            Self::Follows(_, to) => Some(json!({"podAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": term(to)}})),
+            Self::Repels(_, from) => Some(json!({"podAntiAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": term(from)}})),
+        }
+    }
+}
+
+fn bearing() -> impl Strategy<Value = Bearing> {
+    prop_oneof![
+        2 => (0..TIERS).prop_map(Bearing::Plain),
+        1 => (0..TIERS, 0..TIERS).prop_map(|(t, to)| Bearing::Follows(t, to)),
+        1 => (0..TIERS, 0..TIERS).prop_map(|(t, from)| Bearing::Repels(t, from)),
+    ]
+}
+
+/// The node label pod affinity terms here are judged by.
+const HOSTNAME: &str = "kubernetes.io/hostname";
 
 /// What happens between two cycles.
 #[derive(Debug, Clone)]
@@ -43,6 +93,8 @@ enum Change {
     Requeue(usize, usize),
     /// A node of this many whole cards joins.
     NodeJoins(usize),
+    /// The `n`th member's tier label moves to the next tier.
+    Retier(usize),
     /// Nothing: the period elapsed.
     Tick,
 }
@@ -55,15 +107,28 @@ fn change() -> impl Strategy<Value = Change> {
         1 => (0usize..4, 1u32..5).prop_map(|(n, w)| Change::Reweigh(n, w)),
         1 => (0usize..16, 0usize..4).prop_map(|(n, q)| Change::Requeue(n, q)),
         1 => (1usize..3).prop_map(Change::NodeJoins),
+        1 => (0usize..64).prop_map(Change::Retier),
         1 => Just(Change::Tick),
     ]
 }
 
-/// A member asking `mem` MiB of one GPU, at `priority`.
-fn sized_member(name: &str, group: &str, created: u32, mem: u64, priority: i32) -> Pod {
+/// A member asking `mem` MiB of one GPU, at `priority`, with `bearing`.
+fn sized_member(
+    name: &str,
+    group: &str,
+    created: u32,
+    (mem, priority, bearing): (u64, i32, Bearing),
+) -> Pod {
     let mut pod = member(name, group, created);
+    pod.metadata
+        .labels
+        .get_or_insert_default()
+        .insert("tier".into(), format!("t{}", bearing.tier()));
     if let Some(spec) = pod.spec.as_mut() {
         spec.priority = Some(priority);
+        spec.affinity = bearing
+            .affinity()
+            .map(|a| serde_json::from_value(a).expect("affinity"));
         if let Some(limits) = spec
             .containers
             .first_mut()
@@ -94,7 +159,11 @@ impl Pair {
             .zip(nodes.iter().copied())
             .collect();
         let make = || {
-            let c = Cluster::new(&spec, GangConfig::default());
+            let labelled = spec
+                .iter()
+                .map(|(name, gpus)| hostname_gpu_node(name, *gpus))
+                .collect();
+            let c = Cluster::from_nodes(labelled, GangConfig::default());
             if evictions {
                 c.s.set_gang_conf(crate::volcano::load_conf(WITH_EVICTIONS).expect("conf"));
             }
@@ -117,7 +186,7 @@ impl Pair {
         [&self.incremental, &self.scratch]
     }
 
-    fn arrive(&self, g: usize, (min, extra, q, mem, priority): GangSpec, queues: usize) {
+    fn arrive(&self, g: usize, (min, extra, q, mem, priority, bearing): GangSpec, queues: usize) {
         let group = format!("g{g}");
         for c in self.both() {
             c.s.apply_podgroup(&podgroup(
@@ -131,8 +200,7 @@ impl Pair {
                     &format!("g{g}m{m}"),
                     &group,
                     g as u32,
-                    mem,
-                    priority,
+                    (mem, priority, bearing),
                 ));
             }
         }
@@ -171,32 +239,23 @@ impl Pair {
                 }
             }
             Change::Relabel(n) => {
-                let members: usize = workload[..*arrived]
-                    .iter()
-                    .map(|(min, extra, ..)| (min + extra) as usize)
-                    .sum();
-                if members == 0 {
-                    return;
+                if let Some(name) = nth_member(*n, &workload[..*arrived]) {
+                    self.relabel(&name, |labels| {
+                        labels.insert("touched".into(), format!("{n}"));
+                    })
+                    .await;
                 }
-                let mut k = n % members;
-                let mut name = None;
-                for (g, (min, extra, ..)) in workload[..*arrived].iter().enumerate() {
-                    let size = (min + extra) as usize;
-                    if k < size {
-                        name = Some(format!("g{g}m{k}"));
-                        break;
-                    }
-                    k -= size;
-                }
-                let Some(name) = name else { return };
-                for c in self.both() {
-                    if let Some(mut pod) = c.pod(&name).await {
-                        pod.metadata
-                            .labels
-                            .get_or_insert_default()
-                            .insert("touched".into(), format!("{n}"));
-                        c.add(&pod);
-                    }
+            }
+            Change::Retier(n) => {
+                if let Some(name) = nth_member(*n, &workload[..*arrived]) {
+                    self.relabel(&name, |labels| {
+                        let next = labels
+                            .get("tier")
+                            .and_then(|t| t.trim_start_matches('t').parse::<usize>().ok())
+                            .map_or(0, |t| (t + 1) % TIERS);
+                        labels.insert("tier".into(), format!("t{next}"));
+                    })
+                    .await;
                 }
             }
             Change::Reweigh(n, weight) => {
@@ -226,10 +285,20 @@ impl Pair {
                 let name = format!("joined{}", self.joined.get());
                 self.joined.set(self.joined.get() + 1);
                 for c in self.both() {
-                    c.s.apply_node(&gpu_node(&name, *gpus));
+                    c.s.apply_node(&hostname_gpu_node(&name, *gpus));
                 }
             }
             Change::Tick => {}
+        }
+    }
+
+    /// A new version of member `name` on both sides, its labels changed by `change`.
+    async fn relabel(&self, name: &str, change: impl Fn(&mut BTreeMap<String, String>)) {
+        for c in self.both() {
+            if let Some(mut pod) = c.pod(name).await {
+                change(pod.metadata.labels.get_or_insert_default());
+                c.add(&pod);
+            }
         }
     }
 
@@ -246,6 +315,26 @@ impl Pair {
         let b = self.scratch.s.run_gang_cycle().await;
         (a, b)
     }
+}
+
+/// The name of the `n`th member (modulo their number) of the gangs arrived.
+fn nth_member(n: usize, arrived: &[GangSpec]) -> Option<String> {
+    let members: usize = arrived
+        .iter()
+        .map(|(min, extra, ..)| (min + extra) as usize)
+        .sum();
+    if members == 0 {
+        return None;
+    }
+    let mut k = n % members;
+    for (g, (min, extra, ..)) in arrived.iter().enumerate() {
+        let size = (min + extra) as usize;
+        if k < size {
+            return Some(format!("g{g}m{k}"));
+        }
+        k -= size;
+    }
+    None
 }
 
 /// What a side decided: every pod the ledger holds with its node and GPUs, every
@@ -277,7 +366,88 @@ fn gang_spec() -> impl Strategy<Value = GangSpec> {
         0usize..3,
         prop_oneof![Just(20_000u64), Just(40_000u64), Just(80_000u64)],
         prop_oneof![Just(0i32), Just(100i32), Just(1000i32)],
+        bearing(),
     )
+}
+
+/// A random case: the cluster's nodes (GPUs each), queues, whether preempt and
+/// reclaim run, the workload, how many of its gangs are there at first, and
+/// what happens between cycles.
+struct Case {
+    nodes: Vec<usize>,
+    queues: usize,
+    evictions: bool,
+    workload: Vec<GangSpec>,
+    initial: usize,
+    changes: Vec<Change>,
+}
+
+/// Runs `case` on both sides, comparing their decisions after every cycle.
+fn same_decisions(case: &Case) -> Result<(), TestCaseError> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let (workload, queues) = (&case.workload, case.queues);
+    runtime.block_on(async {
+        let pair = Pair::new(&case.nodes, queues, case.evictions);
+        let mut arrived = 0;
+        for _ in 0..case.initial.min(workload.len()) {
+            pair.apply(&Change::Arrive, &mut arrived, workload, queues)
+                .await;
+        }
+        let (a, b) = pair.cycle().await;
+        prop_assert_eq!(a, b, "committed in the first cycle");
+        prop_assert_eq!(decisions(&pair.incremental), decisions(&pair.scratch));
+        for (step, change) in case.changes.iter().enumerate() {
+            pair.apply(change, &mut arrived, workload, queues).await;
+            let (a, b) = pair.cycle().await;
+            prop_assert_eq!(a, b, "committed after step {} ({:?})", step, change);
+            prop_assert_eq!(
+                decisions(&pair.incremental),
+                decisions(&pair.scratch),
+                "after step {} ({:?})",
+                step,
+                change
+            );
+        }
+        Ok(())
+    })
+}
+
+/// A gang of one member asking a whole GPU, in the first queue, with `bearing`.
+fn single(bearing: Bearing) -> GangSpec {
+    (1, 0, 0, 80_000, 0, bearing)
+}
+
+#[test]
+fn a_gang_following_pods_not_there_yet_is_planned_once_one_arrives() {
+    // The follower waits for a pod of tier 1; the leader arrives, is placed, and
+    // the follower may join it on its node.
+    let case = Case {
+        nodes: vec![2],
+        queues: 1,
+        evictions: false,
+        workload: vec![single(Bearing::Follows(0, 1)), single(Bearing::Plain(1))],
+        initial: 1,
+        changes: vec![Change::Arrive, Change::Tick, Change::Tick],
+    };
+    same_decisions(&case).expect("same decisions");
+}
+
+#[test]
+fn a_gang_repelled_by_a_placed_pod_is_planned_once_that_pod_changes_tier() {
+    // One node: the placed pod of tier 1 keeps the second gang off it until its
+    // label moves to tier 2.
+    let case = Case {
+        nodes: vec![2],
+        queues: 1,
+        evictions: false,
+        workload: vec![single(Bearing::Plain(1)), single(Bearing::Repels(0, 1))],
+        initial: 2,
+        changes: vec![Change::Retier(0), Change::Tick],
+    };
+    same_decisions(&case).expect("same decisions");
 }
 
 proptest! {
@@ -292,30 +462,47 @@ proptest! {
         initial in 1usize..6,
         changes in proptest::collection::vec(change(), 1..14),
     ) {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("runtime");
-        runtime.block_on(async {
-            let pair = Pair::new(&nodes, queues, evictions);
-            let mut arrived = 0;
-            for _ in 0..initial.min(workload.len()) {
-                pair.apply(&Change::Arrive, &mut arrived, &workload, queues).await;
-            }
-            let (a, b) = pair.cycle().await;
-            prop_assert_eq!(a, b, "committed in the first cycle");
-            prop_assert_eq!(decisions(&pair.incremental), decisions(&pair.scratch));
-            for (step, change) in changes.iter().enumerate() {
-                pair.apply(change, &mut arrived, &workload, queues).await;
-                let (a, b) = pair.cycle().await;
-                prop_assert_eq!(a, b, "committed after step {} ({:?})", step, change);
-                prop_assert_eq!(
-                    decisions(&pair.incremental),
-                    decisions(&pair.scratch),
-                    "after step {} ({:?})", step, change
-                );
-            }
-            Ok(())
-        })?;
+        same_decisions(&Case { nodes, queues, evictions, workload, initial, changes })?;
     }
+}
+
+#[tokio::test]
+async fn a_gang_repelled_through_a_namespace_selector_is_planned_once_the_namespace_is_relabelled()
+{
+    let pair = Pair::new(&[2], 1, false);
+    let namespace = |team: &str| -> k8s_openapi::api::core::v1::Namespace {
+        serde_json::from_value(json!({"metadata": {"name": "ml", "labels": {"team": team}}}))
+            .expect("namespace")
+    };
+    for c in pair.both() {
+        c.s.apply_namespace(&namespace("a"));
+    }
+    pair.arrive(0, single(Bearing::Plain(1)), 1);
+    // g1 repels tier-1 pods of the namespaces of team a: g0's, on the one node.
+    let mut repelled = sized_member("g1m0", "g1", 1, (80_000, 0, Bearing::Plain(0)));
+    if let Some(spec) = repelled.spec.as_mut() {
+        spec.affinity = Some(
+            serde_json::from_value(json!({"podAntiAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": [{
+                    "labelSelector": {"matchLabels": {"tier": "t1"}},
+                    "namespaceSelector": {"matchLabels": {"team": "a"}},
+                    "topologyKey": HOSTNAME}]}}))
+            .expect("affinity"),
+        );
+    }
+    for c in pair.both() {
+        c.s.apply_podgroup(&podgroup("g1", 1, "q0", json!({})));
+        c.add(&repelled);
+    }
+    let (a, b) = pair.cycle().await;
+    assert_eq!((a, b), (1, 1), "g0 placed, g1 repelled");
+    let (a, b) = pair.cycle().await;
+    assert_eq!((a, b), (0, 0));
+
+    for c in pair.both() {
+        c.s.apply_namespace(&namespace("b"));
+    }
+    let (a, b) = pair.cycle().await;
+    assert_eq!((a, b), (1, 1), "g1 no longer repelled");
+    assert_eq!(decisions(&pair.incremental), decisions(&pair.scratch));
 }

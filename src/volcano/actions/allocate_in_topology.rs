@@ -9,6 +9,13 @@
 //! In hard mode a job no allowed HyperNode can hold waits, and says which
 //! HyperNodes were tried and how far each got. In soft mode it is placed anywhere
 //! instead, as an unconstrained job is.
+//!
+//! As in Volcano, the HyperNodes without a parent sit under one cluster-wide root
+//! one tier above the highest (see [`NetworkTopology::top_tier`]): a hard job
+//! allowed that tier may span them, or be placed anywhere when none holds it. A
+//! `highestTierName` no HyperNode carries names no tier, and Volcano then places
+//! a hard job as one without the constraint; so does this (a soft job still
+//! prefers the lowest HyperNode that holds it).
 
 use super::allocate::Attempt;
 use crate::volcano::framework::{GangKey, Session};
@@ -29,24 +36,15 @@ pub(super) fn allocate_job(
     let topology = Arc::clone(&session.state.topology);
     let hard = constraint.mode == TopologyMode::Hard;
     let limit = if hard {
-        match constraint.highest_tier_in(&topology) {
-            Some(tier) => tier,
-            None => {
-                return wait(
-                    session,
-                    key,
-                    constraint,
-                    "no HyperNode has that tier name".into(),
-                );
-            }
-        }
+        constraint.highest_tier_in(&topology)?
     } else {
         u32::MAX
     };
+    let reaches_root = reaches_root(&topology, limit);
     let span = job_span(session, key, &topology);
     if hard {
         match &span {
-            Span::Scattered => {
+            Span::Scattered if !reaches_root => {
                 return wait(
                     session,
                     key,
@@ -70,11 +68,11 @@ pub(super) fn allocate_job(
         let mut fitting: Vec<(String, f64)> = Vec::new();
         for (name, hyper_node) in topology.at_tier(tier) {
             if let Span::Within(s) = &span {
-                let joined = topology.common_ancestor(name, s);
-                if joined
-                    .and_then(|c| topology.get(c))
-                    .is_none_or(|c| c.tier > limit)
-                {
+                let within_limit = match topology.common_ancestor(name, s) {
+                    Some(c) => topology.get(c).is_some_and(|c| c.tier <= limit),
+                    None => reaches_root,
+                };
+                if !within_limit {
                     continue;
                 }
             }
@@ -105,7 +103,7 @@ pub(super) fn allocate_job(
         attempt.statement.discard(session);
         break;
     }
-    if !hard {
+    if !hard || reaches_root {
         return None;
     }
     if session.job_ready(key) {
@@ -170,21 +168,33 @@ pub(super) fn keeps_constraint(session: &Session, key: &GangKey) -> bool {
     }
     let topology = &session.state.topology;
     let Some(limit) = constraint.highest_tier_in(topology) else {
-        return false;
+        return true;
     };
     match job_span(session, key, topology) {
         Span::Nowhere => true,
-        Span::Scattered => false,
+        Span::Scattered => reaches_root(topology, limit),
         Span::Within(s) => topology.get(&s).is_some_and(|h| h.tier <= limit),
     }
 }
 
-/// Where the job's placed members are.
+/// Whether a job allowed up to tier `limit` may span the cluster-wide root above
+/// every HyperNode. Never when there is no HyperNode at all: a hard constraint
+/// then has nothing to keep the job inside, and the job waits for one.
+fn reaches_root(topology: &NetworkTopology, limit: u32) -> bool {
+    !topology.is_empty() && topology.top_tier() <= limit
+}
+
+/// Where the job's placed members are. Members on nodes the session does not
+/// have (a node deleted since) are left out: Volcano, recovering a job's
+/// HyperNode from its members' nodes, finds none for them either.
 fn job_span(session: &Session, key: &GangKey, topology: &NetworkTopology) -> Span {
     let Some(job) = session.state.job(key) else {
         return Span::Nowhere;
     };
-    topology.span(job.placed_nodes())
+    topology.span(
+        job.placed_nodes()
+            .filter(|node| session.state.nodes.position(node).is_some()),
+    )
 }
 
 /// The positions of these nodes in the session's node set, ascending (nodes the

@@ -198,16 +198,32 @@ fn a_higher_allowed_tier_lets_the_gang_span_the_spine() {
     assert!(!in_one_leaf(&nodes_of(&o, "train")));
 }
 
+/// Without a spine the two leaves meet only at the cluster-wide root, which
+/// Volcano puts one tier above them (tier 2): a hard gang allowed tier 2 spans
+/// both leaves, one allowed tier 1 never does.
 #[test]
-fn without_a_spine_a_hard_gang_never_spans_two_leaves() {
-    let busy = holding("busy", &[(0, 0), (1, 0), (4, 0)]);
+fn without_a_spine_the_leaves_meet_at_the_cluster_root_one_tier_up() {
+    let busy = || holding("busy", &[(0, 0), (1, 0), (4, 0)]);
     let o = run(
         ALLOCATE,
         &topology(false),
-        vec![busy, gang("train", 8, 8, constraint(TopologyMode::Hard, 2))],
+        vec![
+            busy(),
+            gang("train", 8, 8, constraint(TopologyMode::Hard, 2)),
+        ],
+    );
+    assert_eq!(placed_count(&o, "train"), 8);
+    assert!(!in_one_leaf(&nodes_of(&o, "train")));
+    let o = run(
+        ALLOCATE,
+        &topology(false),
+        vec![
+            busy(),
+            gang("train", 8, 8, constraint(TopologyMode::Hard, 1)),
+        ],
     );
     assert_eq!(placed_count(&o, "train"), 0);
-    assert!(message(&o, "train").contains("no HyperNode of tier 2 or lower"));
+    assert!(message(&o, "train").contains("no HyperNode of tier 1 or lower"));
 }
 
 #[test]
@@ -229,6 +245,25 @@ fn a_soft_gang_prefers_a_leaf_and_goes_anywhere_when_none_holds_it() {
         ],
     );
     assert_eq!(placed_count(&o, "spills"), 8);
+}
+
+/// Volcano makes a soft constraint hard at its cluster-wide root, whatever tier
+/// it names: an unknown tier name leaves a soft gang's preference for one
+/// HyperNode intact. The empty nodes (node-3, node-5..7) are in both leaves.
+#[test]
+fn a_soft_gang_naming_an_unknown_tier_still_prefers_a_leaf() {
+    let soft_named = Some(TopologyConstraint {
+        mode: TopologyMode::Soft,
+        highest_tier: HighestTier::Named("rack".into()),
+    });
+    let busy = holding("busy", &[(0, 0), (1, 0), (2, 0), (4, 0)]);
+    let o = run(
+        ALLOCATE,
+        &topology(false),
+        vec![busy, gang("fits", 4, 4, soft_named)],
+    );
+    assert_eq!(placed_count(&o, "fits"), 4);
+    assert!(in_one_leaf(&nodes_of(&o, "fits")));
 }
 
 #[test]
@@ -297,4 +332,47 @@ fn a_growing_hard_gang_stays_in_its_leaf() {
     let nodes = nodes_of(&o, "elastic");
     assert_eq!(placed_count(&o, "elastic"), 4, "{nodes:?}");
     assert!(nodes.iter().all(|n| n.as_str() >= "node-4"), "{nodes:?}");
+}
+
+/// A `highestTierName` no HyperNode carries names no tier: Volcano cannot turn
+/// it into `highestTierAllowed` and schedules the gang as one without the
+/// constraint, preemption included. Every GPU is held by a job of lower
+/// priority; the gang of two evicts two of its members.
+#[test]
+fn a_gang_naming_an_unknown_tier_preempts_as_an_unconstrained_one() {
+    let preempt = ALLOCATE.replacen("allocate", "allocate, preempt", 1);
+    let every_gpu: Vec<(usize, u32)> = (0..8).flat_map(|n| [(n, 0), (n, 1)]).collect();
+    let mut busy = holding("busy", &every_gpu);
+    busy.min_member = 1;
+    let mut train = gang(
+        "train",
+        2,
+        2,
+        Some(TopologyConstraint {
+            mode: TopologyMode::Hard,
+            highest_tier: HighestTier::Named("rack".into()),
+        }),
+    );
+    train.priority = 100;
+    let o = run(&preempt, &topology(true), vec![busy, train]);
+    assert_eq!(o.evictions().count(), 2, "{o:?}");
+}
+
+/// Preemption for a hard gang allowed the tier of the cluster-wide root (two
+/// leaves without a spine meet there, at tier 2): a gang of ten, more than a
+/// leaf's eight GPUs, evicts across both leaves; allowed only tier 1, nobody.
+#[test]
+fn preemption_spans_parentless_leaves_when_the_gang_reaches_the_cluster_root() {
+    let preempt = ALLOCATE.replacen("allocate", "allocate, preempt", 1);
+    let evictions_for = |tier: u32| {
+        let every_gpu: Vec<(usize, u32)> = (0..8).flat_map(|n| [(n, 0), (n, 1)]).collect();
+        let mut busy = holding("busy", &every_gpu);
+        busy.min_member = 1;
+        let mut train = gang("train", 10, 10, constraint(TopologyMode::Hard, tier));
+        train.priority = 100;
+        let o = run(&preempt, &topology(false), vec![busy, train]);
+        o.evictions().count()
+    };
+    assert_eq!(evictions_for(2), 10);
+    assert_eq!(evictions_for(1), 0);
 }

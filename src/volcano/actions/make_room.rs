@@ -13,7 +13,7 @@ use crate::volcano::framework::charge::Charge;
 use crate::volcano::framework::job::GpuAsk;
 use crate::volcano::framework::outcome::EvictAction;
 use crate::volcano::framework::victims::{
-    Budgets, VictimKey, evictable, take_with, victim_key, with_whole_gangs,
+    Budgets, Importance, evictable, take_with, victim_key, with_whole_gangs,
 };
 use crate::volcano::framework::{GangKey, Session, Statement, TaskInfo};
 use std::collections::BTreeMap;
@@ -327,7 +327,16 @@ fn node_plans(
             }
         }
     }
-    let mut plans: Vec<((usize, VictimKey), NodePlan)> = Vec::new();
+    // Victims of the queues the plugins name first go first (capacity under
+    // hierarchy: the nearest queues); then the least important.
+    let queue_of = |t: &TaskInfo| state.job(&t.job).map_or("", |j| j.queue.as_str());
+    let victim_first = |a: &&TaskInfo, b: &&TaskInfo| {
+        session
+            .tiers()
+            .victim_queue_order(state, queue_of(a), queue_of(b), &preemptor_job.queue)
+            .then_with(|| victim_key(state, &[a]).cmp(&victim_key(state, &[b])))
+    };
+    let mut plans: Vec<((usize, Importance), NodePlan)> = Vec::new();
     let mut why = "no running task may make room for it".to_string();
     for (node, candidates) in by_node {
         // Evicting anyone from a node the task may not use frees nothing for it.
@@ -335,7 +344,10 @@ fn node_plans(
             why = e;
             continue;
         }
-        let candidates = with_whole_gangs(state, candidates);
+        // Plugins judge the candidates in the order they would go (capacity
+        // counts each victim as gone before judging the next, as Volcano does).
+        let mut candidates = with_whole_gangs(state, candidates);
+        candidates.sort_by(|a, b| victim_first(a, b));
         let allowed = match scope {
             Scope::OtherQueues => session.tiers().reclaimable(state, task, &candidates),
             _ => session.tiers().preemptable(state, task, &candidates),
@@ -350,15 +362,7 @@ fn node_plans(
             .iter()
             .filter_map(|uid| candidates.iter().find(|t| &t.uid == uid).copied())
             .collect();
-        // Victims of the queues the plugins name first go first (capacity under
-        // hierarchy: the nearest queues); then the least important.
-        let queue_of = |t: &TaskInfo| state.job(&t.job).map_or("", |j| j.queue.as_str());
-        order.sort_by(|a, b| {
-            session
-                .tiers()
-                .victim_queue_order(state, queue_of(a), queue_of(b), &preemptor_job.queue)
-                .then_with(|| victim_key(state, &[a]).cmp(&victim_key(state, &[b])))
-        });
+        order.sort_by(|a, b| victim_first(a, b));
         let mut budgets = Budgets::new(state, session.evicted());
         let mut taken: BTreeSet<String> = BTreeSet::new();
         let mut released = Released::default();
@@ -366,7 +370,7 @@ fn node_plans(
         let mut spare: Vec<Vec<(GangKey, String)>> = Vec::new();
         let mut evicted = 0usize;
         let mut fits = false;
-        let mut weightiest: Option<VictimKey> = None;
+        let mut weightiest: Option<Importance> = None;
         for victim in order {
             if taken.contains(&victim.uid) {
                 continue;
@@ -386,8 +390,8 @@ fn node_plans(
                 );
                 continue;
             }
-            let key = victim_key(state, &unit);
-            weightiest = Some(weightiest.map_or(key.clone(), |w| w.max(key)));
+            let (key, _) = victim_key(state, &unit);
+            weightiest = Some(weightiest.map_or(key, |w| w.max(key)));
             for t in &unit {
                 taken.insert(t.uid.clone());
                 if let Some(p) = t.placement.as_ref().filter(|p| p.node == node) {
@@ -427,6 +431,6 @@ fn node_plans(
         return Err(why);
     }
     // Nodes come by name; a stable sort keeps the name as the last tie-break.
-    plans.sort_by(|(a, _), (b, _)| a.cmp(b));
+    plans.sort_by_key(|(a, _)| *a);
     Ok(plans.into_iter().map(|(_, plan)| plan).collect())
 }

@@ -14,6 +14,8 @@ mod plain_tasks_tests;
 mod pod_affinity_tests;
 pub mod preempt;
 #[cfg(test)]
+mod preferred_pod_affinity_tests;
+#[cfg(test)]
 mod queue_limits_tests;
 pub mod reclaim;
 #[cfg(test)]

@@ -109,7 +109,18 @@ pub(super) fn run_on(
     jobs: Vec<JobInfo>,
     actions: &[&dyn Action],
 ) -> SessionOutcome {
-    let conf = SchedulerConf::parse(CONF).expect("conf");
+    run_with(CONF, nodes, jobs, actions)
+}
+
+/// Runs `actions` in a session over `nodes` and `jobs`, with the configuration
+/// `conf`.
+pub(super) fn run_with(
+    conf: &str,
+    nodes: NodeSet,
+    jobs: Vec<JobInfo>,
+    actions: &[&dyn Action],
+) -> SessionOutcome {
+    let conf = SchedulerConf::parse(conf).expect("conf");
     let mut st = state(
         Resources::from_units([("cpu", 64)]),
         vec![QueueInfo::idle(QueueSpec::new("q"))],

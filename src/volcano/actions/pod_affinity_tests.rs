@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// `t` with these pod labels and this `spec.affinity`.
-fn shaped(mut t: TaskInfo, labels: Value, affinity: Value) -> TaskInfo {
+pub(super) fn shaped(mut t: TaskInfo, labels: Value, affinity: Value) -> TaskInfo {
     let pod = Arc::make_mut(&mut t.pod);
     pod.metadata.namespace = Some(t.namespace.clone());
     pod.metadata.uid = Some(t.uid.clone());
@@ -33,7 +33,7 @@ fn repels(app: &str, topology_key: &str) -> Value {
 }
 
 /// Each node labelled with its own hostname and the zone `zones` gives it.
-fn topology(
+pub(super) fn topology(
     zones: &'static [(&'static str, &'static str)],
 ) -> impl Fn(&str) -> BTreeMap<String, String> {
     move |node| {
@@ -45,7 +45,7 @@ fn topology(
     }
 }
 
-const HOSTNAME: &str = "kubernetes.io/hostname";
+pub(super) const HOSTNAME: &str = "kubernetes.io/hostname";
 const ZONE: &str = "topology.kubernetes.io/zone";
 
 #[test]
@@ -229,7 +229,7 @@ fn affinity_to_pods_that_exist_nowhere_admits_only_the_first_of_their_group() {
 }
 
 /// GPU nodes `node-0` and `node-1`, labelled with their hostnames.
-fn labelled_gpu_nodes() -> NodeSet {
+pub(super) fn labelled_gpu_nodes() -> NodeSet {
     let nodes = gpu_nodes(2, 2, 1)
         .iter()
         .cloned()

@@ -17,6 +17,7 @@ pub mod allocate_hints;
 pub mod arguments;
 pub mod charge;
 pub mod job;
+pub mod job_figures;
 pub mod nodes;
 pub mod outcome;
 pub mod plain_choice;

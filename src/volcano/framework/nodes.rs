@@ -9,6 +9,7 @@ use crate::fit::{FitRequest, NodeView, Placement, QuotaHeadroom, fit_pod, node_s
 use crate::ledger::NodeEntry;
 use crate::node_load::NodeResources;
 use crate::node_metrics::{MeasuredUsage, NodeMetricsBook};
+use crate::placement::namespace_labels::NamespaceLabels;
 use crate::placement::resource_fit::fits_node;
 use crate::placement::{NodeFacts, NodeRejection, NodeSource, RankFacts};
 use crate::resources::Resources;
@@ -65,11 +66,16 @@ pub struct NodeSet {
     /// Every node's measured usage when the session opened, and the session's
     /// "now" it is judged at.
     measured: Arc<NodeMetricsBook>,
+    /// Every namespace's labels, for pod affinity's namespace selectors.
+    namespaces: Arc<NamespaceLabels>,
     now: DateTime<Utc>,
     /// Whether some pod on some node has required pod anti-affinity: only then
     /// must a task without pod (anti-)affinity of its own be checked against the
     /// pods on the nodes.
     anti_affine_pods: bool,
+    /// Whether some pod on some node has preferred pod (anti-)affinity: only
+    /// then can a task preferring nothing itself score differently per node.
+    preferring_pods: bool,
 }
 
 impl NodeChange {
@@ -112,16 +118,33 @@ impl NodeSet {
             .iter()
             .flat_map(|n| n.resources.pods.iter())
             .any(|p| !p.anti_affinity.is_empty());
+        let preferring_pods = nodes
+            .iter()
+            .flat_map(|n| n.resources.pods.iter())
+            .any(|p| !p.preferred.is_empty());
         Self {
             anti_affine_pods,
+            preferring_pods,
             nodes,
             index,
             changed,
             quotas,
             namespace_usage: BTreeMap::new(),
             measured: Arc::default(),
+            namespaces: Arc::default(),
             now: DateTime::UNIX_EPOCH,
         }
+    }
+
+    /// The same nodes, with every namespace's labels.
+    pub fn with_namespaces(mut self, namespaces: Arc<NamespaceLabels>) -> Self {
+        self.namespaces = namespaces;
+        self
+    }
+
+    /// Every namespace's labels, as the session opened with them.
+    pub fn namespaces(&self) -> &Arc<NamespaceLabels> {
+        &self.namespaces
     }
 
     /// The nodes' measured usage, judged at `now` (the session's time).
@@ -144,6 +167,11 @@ impl NodeSet {
     /// Whether some pod on some node has required pod anti-affinity.
     pub fn has_anti_affine_pods(&self) -> bool {
         self.anti_affine_pods
+    }
+
+    /// Whether some pod on some node has preferred pod (anti-)affinity.
+    pub fn has_preferring_pods(&self) -> bool {
+        self.preferring_pods
     }
 
     /// The nodes, sorted by name.

@@ -11,8 +11,11 @@
 
 use super::nodes::NodeSet;
 use crate::fit::Placement;
+use crate::placement::preferred_pod_affinity::AffinityRanking;
 use crate::placement::resource_fit::fits_node;
-use crate::placement::{Choice, NodeJudge, NodeRejection, NodeRejections, NodeSource, TaskFacts};
+use crate::placement::{
+    Choice, NodeFacts, NodeJudge, NodeRejection, NodeRejections, NodeSource, TaskFacts,
+};
 use crate::resources::Resources;
 
 /// The best node among `within` (positions in the set, ascending) or all, for a
@@ -33,25 +36,40 @@ pub fn choose_plain_node(
         }
     };
     let (filters, scores) = (judge.filters(), judge.scores_task(task));
+    let verdict = |node: &NodeFacts<'_>| {
+        fits_node(node.allocatable, node.requested, footprint).and_then(|()| {
+            if filters {
+                judge.predicate(task, node)
+            } else {
+                Ok(())
+            }
+        })
+    };
+    // Preferred pod affinity is spread over the nodes that pass.
+    let affinity = if scores {
+        AffinityRanking::over(
+            task,
+            judge,
+            positions
+                .iter()
+                .filter_map(|&i| nodes.facts(i))
+                .filter(|n| verdict(n).is_ok()),
+        )
+    } else {
+        None
+    };
     let mut best: Option<(f64, usize)> = None;
     let mut failed = NodeRejections::new();
     for &i in positions {
         let Some(node) = nodes.facts(i) else {
             continue;
         };
-        let verdict = fits_node(node.allocatable, node.requested, footprint).and_then(|()| {
-            if filters {
-                judge.predicate(task, &node)
-            } else {
-                Ok(())
-            }
-        });
-        if let Err(reason) = verdict {
+        if let Err(reason) = verdict(&node) {
             failed.insert(node.name.to_string(), NodeRejection::Predicate(reason));
             continue;
         }
         let score = if scores {
-            judge.score(task, &node)
+            judge.score(task, &node) + affinity.map_or(0.0, |a| a.score(&node))
         } else {
             0.0
         };

@@ -165,6 +165,12 @@ pub trait Plugin: fmt::Debug + Send + Sync {
         0.0
     }
 
+    /// The weight this plugin gives preferred inter-pod affinity, which node
+    /// choice scores over all candidates at once (0: none).
+    fn pod_affinity_weight(&self) -> f64 {
+        0.0
+    }
+
     /// Scores of the HyperNodes a job with a network-topology constraint could be
     /// placed in (`candidates`, each able to hold it), higher is better: one per
     /// candidate, or none for no opinion.

@@ -3,66 +3,130 @@
 //! planner has put on nodes (planned in earlier cycles or by this session's
 //! statements, not yet bound). Without the latter, two members of one gang that
 //! repel each other would be planned onto the same node, and a member affine to
-//! its launcher could not follow it there.
+//! its launcher could not follow it there. Required terms filter nodes
+//! ([`inter_pod_affinity`]); preferred terms score them
+//! ([`preferred_pod_affinity`]).
 
 use super::job::{TaskInfo, TaskStatus};
 use super::state::SessionState;
 use crate::placement::pod_affinity::{AffinityPod, InterPodAffinity, required_terms};
+use crate::placement::preferred_pod_affinity::PreferredPodAffinity;
+use k8s_openapi::api::core::v1::Pod;
 use std::collections::{BTreeMap, HashSet};
 
 /// The inter-pod affinity check for `task`, or `None` when nothing applies to it
 /// (no terms of its own, and no pod anywhere with required anti-affinity).
 pub fn inter_pod_affinity(state: &SessionState, task: &TaskInfo) -> Option<InterPodAffinity> {
-    let mut check = InterPodAffinity::new(&task.pod);
+    let mut check =
+        InterPodAffinity::new(&task.pod).in_namespaces(state.nodes.namespaces().clone());
     let every_pod = check.has_own_terms();
-    let placed = || {
-        state
-            .jobs
-            .values()
-            .flat_map(|j| &j.tasks)
-            .filter(|t| t.uid != task.uid && t.placement.is_some() && on_a_node(t.status))
-    };
-    if !every_pod
-        && !state.nodes.has_anti_affine_pods()
-        && !placed().any(|t| !required_terms(&t.pod, true).is_empty())
-    {
+    let has_terms = |pod: &Pod| !required_terms(pod, true).is_empty();
+    if !every_pod && !state.nodes.has_anti_affine_pods() && !placed(state, task).any(has_terms) {
         return None;
     }
-    // Only the pods that can change the verdict are read.
-    let planned: Vec<(&TaskInfo, AffinityPod)> = placed()
-        .filter(|t| every_pod || !required_terms(&t.pod, true).is_empty())
-        .map(|t| (t, AffinityPod::of(&t.pod)))
-        .collect();
-    let no_labels = BTreeMap::new();
-    let labels_of = |node: &str| {
-        state
-            .nodes
-            .get(node)
-            .and_then(|n| n.resources.traits.as_deref())
-            .map_or(&no_labels, |t| &t.labels)
+    let counted = Counted {
+        every_pod,
+        planned: &has_terms,
+        bound: &|pod| !pod.anti_affinity.is_empty(),
     };
-    // A planned task the watch also saw bound is counted once, as the plan has it.
-    let mut seen: HashSet<&str> = placed().map(|t| t.uid.as_str()).collect();
-    seen.insert(&task.uid);
-    for (t, pod) in &planned {
-        if let Some(p) = &t.placement {
-            check.add(pod, labels_of(&p.node));
-        }
-    }
-    for node in state.nodes.iter() {
-        let labels = labels_of(&node.name);
-        for pod in node.resources.pods.iter() {
-            if (!every_pod && pod.anti_affinity.is_empty()) || seen.contains(&*pod.uid) {
-                continue;
-            }
-            check.add(pod, labels);
-        }
-    }
+    counted.visit(state, task, |pod, labels| check.add(pod, labels));
     Some(check)
 }
 
+/// The preferred inter-pod affinity score for `task`, or `None` when nothing
+/// applies to it (no preferred terms of its own, and no pod anywhere with
+/// preferred terms).
+pub fn preferred_pod_affinity(
+    state: &SessionState,
+    task: &TaskInfo,
+) -> Option<PreferredPodAffinity> {
+    let mut scores = PreferredPodAffinity::new(AffinityPod::of(&task.pod))
+        .in_namespaces(state.nodes.namespaces().clone());
+    let every_pod = scores.has_own_terms();
+    let has_terms = |pod: &Pod| {
+        let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");
+        !crate::placement::pod_affinity::preferred_terms(pod, namespace).is_empty()
+    };
+    if !every_pod && !state.nodes.has_preferring_pods() && !placed(state, task).any(has_terms) {
+        return None;
+    }
+    let counted = Counted {
+        every_pod,
+        planned: &has_terms,
+        bound: &|pod| !pod.preferred.is_empty(),
+    };
+    counted.visit(state, task, |pod, labels| scores.add(pod, labels));
+    (!scores.is_empty()).then_some(scores)
+}
+
+/// The pods of the session's tasks placed on a node, but `task`.
+fn placed<'s>(state: &'s SessionState, task: &'s TaskInfo) -> impl Iterator<Item = &'s Pod> {
+    placed_tasks(state, task).map(|t| &*t.pod)
+}
+
+fn placed_tasks<'s>(
+    state: &'s SessionState,
+    task: &'s TaskInfo,
+) -> impl Iterator<Item = &'s TaskInfo> {
+    state
+        .jobs
+        .values()
+        .flat_map(|j| &j.tasks)
+        .filter(|t| t.uid != task.uid && t.placement.is_some() && on_a_node(t.status))
+}
+
+/// Which pods can change a verdict or a score: every one when the task has
+/// terms of its own, otherwise those with terms that may select it.
+struct Counted<'f> {
+    every_pod: bool,
+    /// For a planned task's pod.
+    planned: &'f dyn Fn(&Pod) -> bool,
+    /// For a pod the watch saw bound.
+    bound: &'f dyn Fn(&AffinityPod) -> bool,
+}
+
+impl Counted<'_> {
+    /// Hands every counted pod, with its node's labels, to `visit`.
+    fn visit(
+        &self,
+        state: &SessionState,
+        task: &TaskInfo,
+        mut visit: impl FnMut(&AffinityPod, &BTreeMap<String, String>),
+    ) {
+        let planned: Vec<(&TaskInfo, AffinityPod)> = placed_tasks(state, task)
+            .filter(|t| self.every_pod || (self.planned)(&t.pod))
+            .map(|t| (t, AffinityPod::of(&t.pod)))
+            .collect();
+        let no_labels = BTreeMap::new();
+        let labels_of = |node: &str| {
+            state
+                .nodes
+                .get(node)
+                .and_then(|n| n.resources.traits.as_deref())
+                .map_or(&no_labels, |t| &t.labels)
+        };
+        // A planned task the watch also saw bound is counted once, as the plan has it.
+        let mut seen: HashSet<&str> = placed_tasks(state, task).map(|t| t.uid.as_str()).collect();
+        seen.insert(&task.uid);
+        for (t, pod) in &planned {
+            if let Some(p) = &t.placement {
+                visit(pod, labels_of(&p.node));
+            }
+        }
+        for node in state.nodes.iter() {
+            let labels = labels_of(&node.name);
+            for pod in node.resources.pods.iter() {
+                if (!self.every_pod && !(self.bound)(pod)) || seen.contains(&*pod.uid) {
+                    continue;
+                }
+                visit(pod, labels);
+            }
+        }
+    }
+}
+
 /// Whether a task of this status is (or is about to be) on its node.
-fn on_a_node(status: TaskStatus) -> bool {
+pub fn on_a_node(status: TaskStatus) -> bool {
     matches!(
         status,
         TaskStatus::Allocated | TaskStatus::Pipelined | TaskStatus::Running | TaskStatus::Releasing

@@ -1,6 +1,7 @@
 //! Queues as a session sees them: the Queue object and what its jobs hold and ask
 //! for. Plugins derive their own figures (deserved, shares, trees) from these.
 
+use super::job::JobInfo;
 use crate::volcano::objects::QueueSpec;
 use crate::volcano::resources::Resources;
 use std::collections::BTreeMap;
@@ -41,6 +42,24 @@ impl QueueInfo {
     /// The queue's name.
     pub fn name(&self) -> &str {
         &self.spec.name
+    }
+
+    /// Counts one of the queue's jobs as a session opens: what its live tasks ask
+    /// for and hold, what it holds beyond its minimum (elastic), and, once
+    /// `admitted`, what its minimum still needs beyond what it holds (Volcano's
+    /// `inqueue`: minResources minus allocated). A task bound but not yet running
+    /// holds what it asks, so an admitted gang whose pods are binding reserves
+    /// nothing twice.
+    pub fn charge_job(&mut self, job: &JobInfo, admitted: bool) {
+        super::job_figures::JobFigures::of(job, admitted).add_to(self);
+    }
+
+    /// Drops zero amounts, so that figures compare equal however they were summed.
+    pub fn prune_zeros(&mut self) {
+        self.allocated.prune_zeros();
+        self.request.prune_zeros();
+        self.inqueue.prune_zeros();
+        self.elastic.prune_zeros();
     }
 }
 

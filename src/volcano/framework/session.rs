@@ -264,8 +264,10 @@ impl Session {
         match &task.gpu {
             super::job::GpuAsk::None => {
                 let affinity = self.pod_affinity(task);
+                let preferred = self.preferred_pod_affinity(task);
                 let mut facts = self.task_facts(job, task, None);
                 facts.pod_affinity = affinity.as_ref();
+                facts.preferred_pod_affinity = preferred.as_ref();
                 super::plain_choice::choose_plain_node(
                     &self.state.nodes,
                     within,
@@ -285,8 +287,10 @@ impl Session {
             super::job::GpuAsk::Invalid(e) => Err(format!("invalid request: {e}")),
             super::job::GpuAsk::Vgpu(ctx) => {
                 let affinity = self.pod_affinity(task);
+                let preferred = self.preferred_pod_affinity(task);
                 let mut facts = self.task_facts(job, task, Some(&**ctx));
                 facts.pod_affinity = affinity.as_ref();
+                facts.preferred_pod_affinity = preferred.as_ref();
                 let chosen = match within {
                     None => choose_node(&self.state.nodes, ctx, &facts, &self.tiers),
                     Some(positions) => choose_node(
@@ -347,6 +351,18 @@ impl Session {
         super::pod_affinity_view::inter_pod_affinity(&self.state, task)
     }
 
+    /// The task's preferred inter-pod affinity scores, when a plugin weighs them.
+    fn preferred_pod_affinity(
+        &self,
+        task: &TaskInfo,
+    ) -> Option<crate::placement::preferred_pod_affinity::PreferredPodAffinity> {
+        use crate::placement::NodeJudge;
+        if self.tiers.pod_affinity_weight() <= 0.0 {
+            return None;
+        }
+        super::pod_affinity_view::preferred_pod_affinity(&self.state, task)
+    }
+
     /// What the plugins see of a task when they judge nodes for it.
     fn task_facts<'a>(
         &'a self,
@@ -363,6 +379,7 @@ impl Session {
             queue: self.state.job(job).map(|j| j.queue.as_str()),
             dims: &self.state.dims,
             pod_affinity: None,
+            preferred_pod_affinity: None,
         }
     }
 

@@ -420,6 +420,15 @@ impl NodeJudge for Tiers {
             .map(|s| s.plugin.node_order(task, node))
             .sum()
     }
+
+    fn pod_affinity_weight(&self) -> f64 {
+        if !self.scores {
+            return 0.0;
+        }
+        self.slots_on(ExtensionPoint::NodeOrder)
+            .map(|s| s.plugin.pod_affinity_weight())
+            .sum()
+    }
 }
 
 fn first_unequal(answers: impl Iterator<Item = Ordering>) -> Ordering {

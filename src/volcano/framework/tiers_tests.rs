@@ -431,6 +431,7 @@ fn predicates_rule_out_and_node_scores_add_up() {
         queue: None,
         dims: &dims,
         pod_affinity: None,
+        preferred_pod_affinity: None,
     };
     let (devices, usage, cordoned) = (Vec::new(), Vec::new(), Default::default());
     let (vendor, models) = (Vec::new(), Vec::new());

@@ -244,20 +244,21 @@ pub fn with_whole_gangs<'s>(
 
 /// Victim order: the least important first. A lower queue priority, then a lower
 /// job priority, then a lower task priority, then the most recently started (the
-/// least work lost), then the name.
+/// least work lost), then the job and task that would be scheduled last (by
+/// name, the reverse of the scheduling order's tie-break, as Volcano's victim
+/// queue reverses its job and task order).
 pub fn victim_order(state: &SessionState, a: &[&TaskInfo], b: &[&TaskInfo]) -> Ordering {
     victim_key(state, a).cmp(&victim_key(state, b))
 }
 
 /// How important a unit of victims is (see [`victim_order`]); larger is more
-/// important.
-pub type VictimKey = (
-    i32,
-    i32,
-    i32,
-    std::cmp::Reverse<Option<DateTime<Utc>>>,
-    String,
-);
+/// important: its [`Importance`], then the reverse of its scheduling order.
+pub type VictimKey = (Importance, std::cmp::Reverse<(String, String, String)>);
+
+/// What losing a unit of victims costs: queue, job and task priority, then how
+/// recently it started. Units equal in it are told apart by name alone, which
+/// says nothing of their cost.
+pub type Importance = (i32, i32, i32, std::cmp::Reverse<Option<DateTime<Utc>>>);
 
 /// The importance of a unit of victims.
 pub fn victim_key(state: &SessionState, unit: &[&TaskInfo]) -> VictimKey {
@@ -265,10 +266,14 @@ pub fn victim_key(state: &SessionState, unit: &[&TaskInfo]) -> VictimKey {
     let job = first.and_then(|t| state.job(&t.job));
     let queue = job.and_then(|j| state.queue(&j.queue));
     (
-        queue.map_or(0, |q| q.spec.priority),
-        job.map_or(0, |j| j.priority),
-        unit.iter().map(|t| t.priority).max().unwrap_or(0),
-        std::cmp::Reverse(unit.iter().filter_map(|t| t.scheduled_at).max()),
-        first.map(|t| t.name.clone()).unwrap_or_default(),
+        (
+            queue.map_or(0, |q| q.spec.priority),
+            job.map_or(0, |j| j.priority),
+            unit.iter().map(|t| t.priority).max().unwrap_or(0),
+            std::cmp::Reverse(unit.iter().filter_map(|t| t.scheduled_at).max()),
+        ),
+        std::cmp::Reverse(first.map_or_else(Default::default, |t| {
+            (t.job.namespace.clone(), t.job.name.clone(), t.name.clone())
+        })),
     )
 }

@@ -274,6 +274,7 @@ mod tests {
                         queue: None,
                         dims: &dims,
                         pod_affinity: None,
+                        preferred_pod_affinity: None,
                     };
                     let score = b.score(&task, &facts);
                     assert!(

@@ -2,12 +2,14 @@
 //! `enableHierarchy: true`, a queue tree through `spec.parent` in which allocation
 //! and admission must fit the queue and every ancestor. A queue may grow past its
 //! deserved amount up to its real capability. See `volcano::capacity` for the
-//! arithmetic.
+//! arithmetic, and `capacity_reclaim` for reclaim between queues (with the
+//! argument `ancestorReclaimLevel`).
 
+use super::capacity_reclaim::{AncestorLevels, ReclaimTree};
 use super::proportion::without_cards;
 use super::queue_tree::QueueTree;
 use crate::volcano::capacity::{allocatable_excess, share, within_deserved_somewhere};
-use crate::volcano::conf::ConfError;
+use crate::volcano::conf::{ANCESTOR_RECLAIM_LEVEL, ConfError};
 use crate::volcano::framework::plugin::{Plugin, Vote};
 use crate::volcano::framework::registry::BuildContext;
 use crate::volcano::framework::{
@@ -15,25 +17,35 @@ use crate::volcano::framework::{
 };
 use crate::volcano::proportion::enqueue_excess;
 use std::cmp::Ordering;
-use std::collections::BTreeMap;
 
 /// The capacity plugin.
 #[derive(Debug, Default)]
 pub struct Capacity {
     hierarchy: bool,
+    levels: AncestorLevels,
     tree: QueueTree,
 }
 
-/// Builds the plugin (its only option is `enableHierarchy`).
+/// Builds the plugin: its option `enableHierarchy` and its argument
+/// `ancestorReclaimLevel` (default 0, as in Volcano).
 pub fn build(ctx: &BuildContext<'_>) -> Result<Option<Box<dyn Plugin>>, ConfError> {
-    ctx.args.only(&[])?;
+    ctx.args.only(&[ANCESTOR_RECLAIM_LEVEL])?;
     Ok(Some(Box::new(Capacity {
         hierarchy: ctx.option.hierarchy(),
+        levels: AncestorLevels::from_args(&ctx.args)?,
         tree: QueueTree::default(),
     })))
 }
 
 impl Capacity {
+    /// The tree as reclaim reads it (ancestor levels only under hierarchy).
+    fn reclaim_tree(&self) -> ReclaimTree<'_> {
+        ReclaimTree {
+            tree: &self.tree,
+            levels: self.levels.under(self.hierarchy),
+        }
+    }
+
     fn share(&self, state: &SessionState, i: usize) -> f64 {
         let allocated = self.tree.sum(state, i, |q| &q.allocated);
         share(&allocated, &self.tree.nodes[i].deserved)
@@ -151,7 +163,8 @@ impl Plugin for Capacity {
     /// task must fit the queue's real capability on every dimension it asks
     /// for, and the queue must stay within its deserved amount on at least one of
     /// them (a queue short on GPUs may reclaim GPUs although its CPU is past its
-    /// deserved amount).
+    /// deserved amount), or, with `ancestorReclaimLevel`, so must an ancestor
+    /// within that many levels.
     fn preemptive(
         &self,
         state: &SessionState,
@@ -179,6 +192,13 @@ impl Plugin for Capacity {
         }
         match within_deserved_somewhere(&allocated, &candidate, &node.deserved) {
             Ok(()) => Ok(()),
+            Err(_)
+                if self
+                    .reclaim_tree()
+                    .ancestor_may_reclaim(state, i, &candidate) =>
+            {
+                Ok(())
+            }
             Err(x) => Err(Rejection::exceeded(
                 "capacity",
                 q.name(),
@@ -189,46 +209,16 @@ impl Plugin for Capacity {
         }
     }
 
-    /// Victims only from queues above their deserved amount, and only while they
-    /// stay above it.
+    /// Victims only from queues above their deserved amount (and, with
+    /// `ancestorReclaimLevel`, whose ancestors are too), and only while they stay
+    /// above it.
     fn reclaimable(
         &self,
         state: &SessionState,
         reclaimer: &TaskInfo,
         candidates: &[&TaskInfo],
     ) -> Option<Vec<String>> {
-        let mut allocated: BTreeMap<usize, crate::resources::Resources> = BTreeMap::new();
-        let mut victims = Vec::new();
-        for c in candidates {
-            let Some(i) = state.job(&c.job).and_then(|j| self.tree.position(&j.queue)) else {
-                continue;
-            };
-            // As Volcano: evicting a pod that holds none of what the reclaimer asks
-            // for frees nothing for it; a pod holding only what its queue's deserved
-            // amount does not name is beyond that amount whatever its queue holds.
-            if !shares_a_dimension(&c.resreq, &reclaimer.resreq) {
-                continue;
-            }
-            let deserved = &self.tree.nodes[i].deserved;
-            if !shares_a_dimension(&c.resreq, deserved) {
-                victims.push(c.uid.clone());
-                continue;
-            }
-            let held = allocated
-                .entry(i)
-                .or_insert_with(|| self.tree.sum(state, i, |q| &q.allocated));
-            // Over its deserved amount on a dimension the two share.
-            let shared = c
-                .resreq
-                .iter()
-                .filter(|(dim, amount)| *amount > 0 && reclaimer.resreq.get(dim) > 0)
-                .map(|(dim, _)| dim);
-            if held.first_excess_on(deserved, shared).is_some() {
-                held.saturating_sub(&c.resreq);
-                victims.push(c.uid.clone());
-            }
-        }
-        Some(victims)
+        Some(self.reclaim_tree().victims(state, reclaimer, candidates))
     }
 
     /// Under hierarchy, as Volcano: victims of the queues nearest the preemptor's
@@ -269,9 +259,4 @@ impl Plugin for Capacity {
         report.cards_allocated = self.tree.cards(state, i);
         report.share = self.share(state, i);
     }
-}
-
-/// Whether `a` and `b` both ask a positive amount of one dimension.
-fn shares_a_dimension(a: &crate::resources::Resources, b: &crate::resources::Resources) -> bool {
-    a.iter().any(|(dim, amount)| amount > 0 && b.get(dim) > 0)
 }

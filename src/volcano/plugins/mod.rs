@@ -5,6 +5,7 @@
 pub mod binpack;
 pub mod capacity;
 pub mod capacity_card;
+mod capacity_reclaim;
 pub mod cdp;
 pub mod conformance;
 pub mod drf;

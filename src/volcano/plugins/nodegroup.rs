@@ -397,6 +397,7 @@ mod tests {
             queue,
             dims: &dims,
             pod_affinity: None,
+            preferred_pod_affinity: None,
         };
         let (devices, usage, cordoned) = (Vec::new(), Vec::new(), Default::default());
         let (vendor, models) = (Vec::new(), Vec::new());

@@ -9,10 +9,15 @@
 //! Volcano's default is 1 for leastrequested and balancedresource: the pod's GPU
 //! node policy already orders nodes by the resource that matters, and a CPU
 //! spread on top would undo GPU binpacking; give a weight to have it).
-//! `podaffinity.weight`, `imagelocality.weight`, `selectorspread.weight`,
-//! `podtopologyspread.weight` and `volumebinding.weight` are accepted and have no
-//! effect: they depend on other pods' labels, images and volumes, which are
-//! kube-scheduler's to judge.
+//! `podaffinity.weight` (default 2, as Volcano's) scores preferred pod affinity
+//! and anti-affinity, both the task's own terms and those of the pods on the
+//! nodes, as kube-scheduler's InterPodAffinity score does (see
+//! `placement::preferred_pod_affinity`); node choice spreads it over the
+//! candidates. Only the planner runs this plugin: for a pod `/filter` and
+//! `/prioritize` are asked about, kube-scheduler scores it itself.
+//! `imagelocality.weight`, `selectorspread.weight`, `podtopologyspread.weight`
+//! and `volumebinding.weight` are accepted and have no effect: they depend on
+//! other pods' images, spread and volumes, which are kube-scheduler's to judge.
 
 use crate::placement::node_preferences::{
     balanced, least_requested, most_requested, node_affinity, taint_toleration,
@@ -24,8 +29,7 @@ use crate::volcano::framework::plugin::Plugin;
 use crate::volcano::framework::registry::BuildContext;
 
 /// Scores kube-scheduler owns; accepted so an existing configuration loads.
-const WITHOUT_EFFECT: [&str; 5] = [
-    "podaffinity.weight",
+const WITHOUT_EFFECT: [&str; 4] = [
     "imagelocality.weight",
     "selectorspread.weight",
     "podtopologyspread.weight",
@@ -40,6 +44,7 @@ pub struct NodeOrder {
     least_requested: f64,
     most_requested: f64,
     balanced: f64,
+    pod_affinity: f64,
     /// Some node of the session has a `PreferNoSchedule` taint (otherwise the
     /// taint score is the same everywhere and is skipped).
     soft_taints: bool,
@@ -54,6 +59,7 @@ pub fn build(ctx: &BuildContext<'_>) -> Result<Option<Box<dyn Plugin>>, ConfErro
         "leastrequested.weight",
         "mostrequested.weight",
         "balancedresource.weight",
+        "podaffinity.weight",
     ];
     known.extend(WITHOUT_EFFECT);
     args.only(&known)?;
@@ -69,6 +75,7 @@ pub fn build(ctx: &BuildContext<'_>) -> Result<Option<Box<dyn Plugin>>, ConfErro
         least_requested: weight("leastrequested.weight", 0)?,
         most_requested: weight("mostrequested.weight", 0)?,
         balanced: weight("balancedresource.weight", 0)?,
+        pod_affinity: weight("podaffinity.weight", 2)?,
         soft_taints: false,
     })))
 }
@@ -115,6 +122,12 @@ impl Plugin for NodeOrder {
             || self.least_requested > 0.0
             || self.most_requested > 0.0
             || self.balanced > 0.0
+            || (self.pod_affinity > 0.0
+                && task.preferred_pod_affinity.is_some_and(|p| !p.is_empty()))
+    }
+
+    fn pod_affinity_weight(&self) -> f64 {
+        self.pod_affinity
     }
 
     fn node_order(&self, task: &TaskFacts<'_>, node: &NodeFacts<'_>) -> f64 {

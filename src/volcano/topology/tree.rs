@@ -201,6 +201,13 @@ impl NetworkTopology {
         self.hyper_nodes.get(name)
     }
 
+    /// The tier of the cluster-wide root Volcano puts above every HyperNode
+    /// without a parent (`<cluster-top-hypernode>`): one above the highest tier,
+    /// and at least 1. Two HyperNodes without a common ancestor meet there.
+    pub fn top_tier(&self) -> u32 {
+        self.tiers.last().map_or(1, |t| t.saturating_add(1)).max(1)
+    }
+
     /// The HyperNodes of a tier, by name.
     pub fn at_tier(&self, tier: u32) -> impl Iterator<Item = (&str, &ResolvedHyperNode)> {
         self.hyper_nodes

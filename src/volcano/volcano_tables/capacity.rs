@@ -1,15 +1,28 @@
-//! `pkg/scheduler/plugins/capacity/capacity_test.go`: `TestEnqueueAndAllocatable`
-//! (enqueue then allocate with capacity alone: queues with an explicit deserved
-//! amount and capability, pods that ask only CPU or only memory) and
-//! `Test_capacityPlugin_OnSessionOpenWithoutHierarchy` (allocate then reclaim
-//! with capacity, predicates and gang).
+//! `pkg/scheduler/plugins/capacity/capacity_test.go`, flat queues:
+//! `TestEnqueueAndAllocatable` (enqueue then allocate with capacity alone: queues
+//! with an explicit deserved amount and capability, pods that ask only CPU or
+//! only memory), `Test_capacityPlugin_OnSessionOpenWithoutHierarchy` (allocate
+//! then reclaim with capacity, predicates and gang),
+//! `TestJobEnqueuedOnOtherPluginsReject` and
+//! `TestNoDoubleCountingForInqueueJobWithBindingTasks` (the scenarios of
+//! [`super::inqueue_accounting`], with capacity). The hierarchical tests of
+//! the same file are in [`super::capacity_hierarchy`].
 //!
-//! Not yet translated: `Test_capacityPlugin_OnSessionOpenWithHierarchy`, the ancestor reclaim scenarios and the DRA tests. Left out:
-//! `Test_updateQueueAttrShare` and `Test_buildHierarchicalQueueAttrs_nilSafety`
-//! call Go internals of the plugin on hand-built queue attributes;
-//! `TestNoDoubleCountingForInqueueJobWithBindingTasks` and
-//! `TestJobEnqueuedOnOtherPluginsReject` for the reasons given in [`super::proportion`].
+//! Left out:
+//! - `Test_updateQueueAttrShare` calls a Go internal of the plugin on
+//!   hand-built queue attributes, with no session around it.
+//! - The DRA tests (`TestCapacityPluginDRA`,
+//!   `TestParseDRAResourceListCombinesCountAndCapacity`,
+//!   `TestSharedResourceClaimIsChargedOnce`,
+//!   `TestJobEnqueueableChecksDRAWithoutMinResources`,
+//!   `TestJobEnqueueableAccountsDRAInqueue`, `TestDRAAllocatableIgnoresInqueue`,
+//!   `TestJobEnqueuedUpdatesDRAInqueueForDRAOnlyJob`,
+//!   `TestCheckDRAAllocatable_overflowRejected`) charge queues for
+//!   ResourceClaims through DeviceClasses (Dynamic Resource Allocation), which
+//!   this scheduler does not read: its GPUs are vGPUs from the device plugin's
+//!   node registration.
 
+use super::inqueue_accounting::{binding_tasks_then_a_newcomer, enqueue_after_a_co_tier_refusal};
 use super::support::{
     Table, bound, closed, evicted, group, node_alloc, pipelined, pod, queue, resources, tiers_conf,
     with,
@@ -473,4 +486,30 @@ fn case10_preemptive_fn_respects_capability_no_reclaim_when_future_used_would_ex
         selects_worker: &[],
     };
     assert_eq!(c.run(), seen(&[], &[], &[]));
+}
+
+#[test]
+fn job_enqueued_on_other_plugins_reject_pga_rejected_by_co_tier_plugin_must_not_consume_q1_capacity_pgb_must_be_admitted()
+ {
+    let q1 = deserving("q1", resources("1", "4G"), resources("1", "4G"));
+    assert_eq!(
+        enqueue_after_a_co_tier_refusal("capacity", q1.clone(), true).1,
+        Some(GangPhase::Inqueue)
+    );
+    // pgA is judged first: admitted, it takes q1's only CPU and pgB waits.
+    assert_eq!(
+        enqueue_after_a_co_tier_refusal("capacity", q1, false),
+        (Some(GangPhase::Inqueue), Some(GangPhase::Pending))
+    );
+}
+
+#[test]
+fn no_double_counting_for_inqueue_job_with_binding_tasks() {
+    let (cycle1, cycle2) =
+        binding_tasks_then_a_newcomer("capacity", queue("q1", 1, Some(resources("4", "8Gi"))));
+    assert_eq!(
+        cycle1,
+        binds(&[("pA1", "n1"), ("pA2", "n1"), ("pA3", "n1")])
+    );
+    assert_eq!(cycle2, binds(&[("pB1", "n1")]));
 }

@@ -9,16 +9,21 @@
 //! Translated whole: `actions/enqueue/enqueue_test.go` ([`enqueue`]),
 //! `actions/reclaim/reclaim_test.go` ([`reclaim`]),
 //! `actions/preempt/preempt_test.go` `TestPreempt` ([`preempt`]),
-//! `plugins/priority/priority_test.go` `TestPreempt` ([`priority`]) and
-//! `plugins/drf/hdrf_test.go` ([`drf`]). In part:
-//! `plugins/proportion/proportion_test.go` ([`proportion`]:
-//! `TestEnqueueAndAllocable` and `TestAllocate`) and
+//! `plugins/priority/priority_test.go` `TestPreempt` ([`priority`]),
+//! `plugins/drf/hdrf_test.go` ([`drf`]),
+//! `plugins/proportion/proportion_test.go` ([`proportion`], but for one metrics
+//! test) and `plugins/capacity/capacity_test.go` (the tests that run sessions:
+//! flat queues in [`capacity`], hierarchical ones and `ancestorReclaimLevel` in
+//! [`capacity_hierarchy`]; its DRA tests are left out, see [`capacity`]); the
+//! two scenarios proportion's and capacity's files share are in
+//! [`inqueue_accounting`]. Of `actions/allocate/allocate_test.go`, every test
+//! that runs a session on what this scheduler has ([`allocate`]: `TestAllocate`,
+//! `TestFareShareAllocate`; [`allocate_topology`]:
+//! `TestAllocateWithNetWorkTopologies`, `TestNodeLevelScoreWithNetWorkTopologies`,
+//! `TestHyperNodeBinpackWithNetWorkTopologies`; the rest, sub-groups, volumes,
+//! DRA claims and Volcano's internals, listed there). In part:
 //! `plugins/predicates/predicates_test.go` ([`predicates`]: the tests that run
-//! sessions) and `plugins/capacity/capacity_test.go` ([`capacity`]:
-//! `TestEnqueueAndAllocatable` and `Test_capacityPlugin_OnSessionOpenWithoutHierarchy`).
-//!
-//! Not yet translated: `actions/allocate/allocate_test.go` and the rest of
-//! `plugins/capacity/capacity_test.go`; their cases are still to be written here.
+//! sessions).
 //!
 //! Left out:
 //! - `actions/backfill/backfill_test.go` (`TestPickUpPendingTasks`) checks the
@@ -30,9 +35,13 @@
 //! - The `*_shard_test.go` files test Volcano's node sharding between scheduler
 //!   instances, which this scheduler does not have.
 
+mod allocate;
+mod allocate_topology;
 mod capacity;
+mod capacity_hierarchy;
 mod drf;
 mod enqueue;
+mod inqueue_accounting;
 mod predicates;
 mod preempt;
 mod priority;

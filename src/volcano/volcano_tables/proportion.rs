@@ -1,19 +1,16 @@
 //! `pkg/scheduler/plugins/proportion/proportion_test.go`: `TestEnqueueAndAllocable`
 //! (enqueue then allocate with proportion alone, its allocatable, overused and
-//! enqueue checks switched on or off as each case lists them) and `TestAllocate`.
+//! enqueue checks switched on or off as each case lists them), `TestAllocate`,
+//! and `TestNoDoubleCountingForInqueueJobWithBindingTasks` and
+//! `TestJobEnqueuedOnOtherPluginsReject` (the scenarios of
+//! [`super::inqueue_accounting`], with proportion).
 //!
-//! Left out:
-//! - `TestProportion`: it asserts Volcano's `queue_allocated` Prometheus metric
-//!   over sessions repeated every three seconds while PodGroups are deleted (its
-//!   `expected` node map is never checked); this scheduler's queue figures are
-//!   not those metrics.
-//! - `TestNoDoubleCountingForInqueueJobWithBindingTasks`: it guards how Volcano's
-//!   cache counts an Inqueue PodGroup whose pods are binding; here that count is
-//!   the snapshot's (built from the API), which these tables bypass, so a
-//!   translation would test the table helper rather than the scheduler.
-//! - `TestJobEnqueuedOnOtherPluginsReject`: its second plugin is written inside
-//!   the Go test to reject one PodGroup by name; no plugin behaves so.
+//! Left out: `TestProportion`, which asserts Volcano's `queue_allocated`
+//! Prometheus metric over sessions repeated every three seconds while PodGroups
+//! are deleted (its `expected` node map is never checked); this scheduler's
+//! queue figures are not those metrics.
 
+use super::inqueue_accounting::{binding_tasks_then_a_newcomer, enqueue_after_a_co_tier_refusal};
 use super::support::{GroupRow, Table, closed, group, node_alloc, pod, queue, resources};
 use crate::volcano::actions::allocate::Allocate;
 use crate::volcano::actions::enqueue::Enqueue;
@@ -191,4 +188,32 @@ tiers:
         ],
     );
     assert_eq!(placed_on(&o), [("p3".to_string(), Some("n2".to_string()))]);
+}
+
+#[test]
+fn job_enqueued_on_other_plugins_reject_phantom_inqueue_reservation_rejecter_blocks_pga_pgb_must_still_be_admitted()
+ {
+    let q1 = || queue("q1", 1, Some(resources("1", "4G")));
+    assert_eq!(
+        enqueue_after_a_co_tier_refusal("proportion", q1(), true).1,
+        Some(GangPhase::Inqueue)
+    );
+    // pgA is judged first: admitted, it takes q1's only CPU and pgB waits.
+    assert_eq!(
+        enqueue_after_a_co_tier_refusal("proportion", q1(), false),
+        (Some(GangPhase::Inqueue), Some(GangPhase::Pending))
+    );
+}
+
+#[test]
+fn no_double_counting_for_inqueue_job_with_binding_tasks() {
+    let (cycle1, cycle2) =
+        binding_tasks_then_a_newcomer("proportion", queue("q1", 1, Some(resources("4", "8Gi"))));
+    let on_n1 = |pods: &[&str]| -> std::collections::BTreeMap<String, String> {
+        pods.iter()
+            .map(|p| (format!("c1/{p}"), "n1".to_string()))
+            .collect()
+    };
+    assert_eq!(cycle1, on_n1(&["pA1", "pA2", "pA3"]));
+    assert_eq!(cycle2, on_n1(&["pB1"]));
 }

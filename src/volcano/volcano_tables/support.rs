@@ -16,6 +16,7 @@ use crate::volcano::framework::queue::QueueInfo;
 use crate::volcano::framework::testing::{job, state, task};
 use crate::volcano::framework::{Action, GangKey, GangPhase, JobInfo, Session, registry};
 use crate::volcano::objects::{QueueSpec, QueueState};
+use crate::volcano::topology::{HyperNode, NetworkTopology, TopologyConstraint};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
@@ -63,9 +64,13 @@ pub fn node_alloc(cpu: &str, memory: &str, pods: i64) -> Resources {
     r
 }
 
-/// The Pod object of a table's pod: its requests in one container, as
-/// `util.BuildPod` writes them, so the planner sees what Volcano's session does.
-fn pod_object(row: &PodRow) -> k8s_openapi::api::core::v1::Pod {
+/// The label naming a pod's role in its job, as Volcano's tests set it.
+const TASK_SPEC: &str = "volcano.sh/task-spec";
+
+/// The Pod object of a table's pod in namespace `namespace`: its requests in one
+/// container, as `util.BuildPod` writes them, so the planner sees what Volcano's
+/// session does.
+fn pod_object(row: &PodRow, namespace: &str) -> k8s_openapi::api::core::v1::Pod {
     let requests: serde_json::Map<String, serde_json::Value> = row
         .request
         .iter()
@@ -89,7 +94,7 @@ fn pod_object(row: &PodRow) -> k8s_openapi::api::core::v1::Pod {
     serde_json::from_value(serde_json::json!({
         "metadata": {
             "name": row.name,
-            "namespace": "c1",
+            "namespace": namespace,
             "uid": format!("uid-{}", row.name),
             "labels": pairs(&row.labels),
         },
@@ -163,6 +168,12 @@ pub struct GroupRow {
     pub phase: GangPhase,
     /// Priority (from its PriorityClass).
     pub priority: i32,
+    /// `metadata.namespace` (of its pods too).
+    pub namespace: &'static str,
+    /// `spec.minTaskMember`: role → minimum.
+    pub min_roles: Vec<(&'static str, usize)>,
+    /// `spec.networkTopology`.
+    pub network_topology: Option<TopologyConstraint>,
 }
 
 /// `util.BuildPodGroup(name, ns, queue, minMember, …, phase)`.
@@ -179,6 +190,9 @@ pub fn group(
         min_resources: None,
         phase,
         priority: 0,
+        namespace: "c1",
+        min_roles: Vec::new(),
+        network_topology: None,
     }
 }
 
@@ -214,27 +228,53 @@ pub struct Table {
 }
 
 fn key(name: &str) -> GangKey {
+    key_in("c1", name)
+}
+
+fn key_in(namespace: &str, name: &str) -> GangKey {
     GangKey {
-        namespace: "c1".into(),
+        namespace: namespace.into(),
         name: name.into(),
         single: false,
     }
 }
 
+/// The namespace of the pod's PodGroup (`c1` when the table has none for it).
+fn namespace_of<'a>(groups: &'a [GroupRow], pod: &PodRow) -> &'a str {
+    groups
+        .iter()
+        .find(|g| g.name == pod.group)
+        .map_or("c1", |g| g.namespace)
+}
+
 impl Table {
+    /// The labels of node `name`.
+    fn labels_of(&self, name: &str) -> BTreeMap<String, String> {
+        self.node_labels
+            .iter()
+            .filter(|(n, _, _)| *n == name)
+            .map(|(_, k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
     fn jobs(&self) -> Vec<JobInfo> {
         self.groups
             .iter()
             .map(|g| {
-                let k = key(g.name);
+                let k = key_in(g.namespace, g.name);
                 let tasks = self
                     .pods
                     .iter()
                     .filter(|p| p.group == g.name)
                     .map(|p| {
                         let mut t = task(&k, p.name, p.request.clone());
-                        t.namespace = "c1".into();
-                        t.pod = Arc::new(pod_object(p));
+                        t.namespace = g.namespace.into();
+                        t.pod = Arc::new(pod_object(p, g.namespace));
+                        t.role = p
+                            .labels
+                            .iter()
+                            .find(|(k, _)| *k == TASK_SPEC)
+                            .map(|(_, v)| v.to_string());
                         t.priority = p.priority;
                         t.never_preempts = p.never_preempts;
                         t.preemptable = !p.not_preemptable;
@@ -256,6 +296,12 @@ impl Table {
                     t.job = k.clone();
                 }
                 j.min_resources = g.min_resources.clone();
+                j.min_roles = g
+                    .min_roles
+                    .iter()
+                    .map(|(role, n)| (role.to_string(), *n))
+                    .collect();
+                j.network_topology = g.network_topology.clone();
                 j.priority = g.priority;
                 j.inqueue = g.phase != GangPhase::Pending;
                 j
@@ -265,13 +311,24 @@ impl Table {
 
     /// Runs `actions` with the plugins of `conf` on the table.
     pub fn run(&self, conf: &str, actions: &[&dyn Action]) -> SessionOutcome {
+        self.run_in_topology(&[], conf, actions)
+    }
+
+    /// Runs `actions` with the plugins of `conf` on the table, its nodes under
+    /// these HyperNodes.
+    pub fn run_in_topology(
+        &self,
+        hyper_nodes: &[HyperNode],
+        conf: &str,
+        actions: &[&dyn Action],
+    ) -> SessionOutcome {
         let conf = SchedulerConf::parse(conf).expect("configuration");
         let jobs = self.jobs();
         let mut total = Resources::default();
         let mut requested: BTreeMap<&str, Resources> = BTreeMap::new();
         let mut bound: BTreeMap<&str, Vec<Arc<AffinityPod>>> = BTreeMap::new();
         for p in self.pods.iter().filter(|p| p.running) {
-            let object = pod_object(p);
+            let object = pod_object(p, namespace_of(&self.groups, p));
             requested
                 .entry(p.node)
                 .or_default()
@@ -293,12 +350,7 @@ impl Table {
                         allocatable: alloc.clone(),
                         requested: requested.get(name).cloned().unwrap_or_default(),
                         traits: Some(Arc::new(NodeTraits {
-                            labels: self
-                                .node_labels
-                                .iter()
-                                .filter(|(n, _, _)| n == name)
-                                .map(|(_, k, v)| (k.to_string(), v.to_string()))
-                                .collect(),
+                            labels: self.labels_of(name),
                             taints: Vec::new(),
                             unschedulable: false,
                         })),
@@ -308,23 +360,25 @@ impl Table {
             })
             .collect();
         let mut queues: Vec<QueueInfo> = self.queues.iter().cloned().map(QueueInfo::idle).collect();
-        for q in &mut queues {
-            for j in jobs.iter().filter(|j| j.queue == q.spec.name) {
-                for t in &j.tasks {
-                    q.request.add(&t.resreq);
-                    if t.status.holds_resources() {
-                        q.allocated.add(&t.resreq);
-                    }
-                }
-                if j.inqueue
-                    && let Some(min) = &j.min_resources
-                {
-                    q.inqueue.add(&min.minus(&j.allocated));
-                }
+        for j in &jobs {
+            if let Some(q) = queues.iter_mut().find(|q| q.spec.name == j.queue) {
+                q.charge_job(j, j.inqueue);
             }
+        }
+        for q in &mut queues {
+            q.prune_zeros();
         }
         let mut st = state(total, queues, jobs);
         st.nodes = NodeSet::new(nodes, BTreeMap::new());
+        let labels: Vec<(&str, BTreeMap<String, String>)> = self
+            .nodes
+            .iter()
+            .map(|(name, _)| (*name, self.labels_of(name)))
+            .collect();
+        st.topology = Arc::new(NetworkTopology::resolve(
+            hyper_nodes,
+            labels.iter().map(|(n, l)| (*n, l)),
+        ));
         let mut session = Session::open(st, registry::build(&conf).expect("plugins build"));
         for action in actions {
             action.execute(&mut session);
@@ -343,8 +397,8 @@ pub fn phase(o: &SessionOutcome, name: &str) -> Option<GangPhase> {
     o.verdicts.get(&key(name)).map(|v| v.phase)
 }
 
-/// `c1/<pod>` → node of every pod the session binds (placed, not pipelined), as
-/// Volcano's `ExpectBindMap` lists them.
+/// `<namespace>/<pod>` → node of every pod the session binds (placed, not
+/// pipelined), as Volcano's `ExpectBindMap` lists them.
 pub fn bound(o: &SessionOutcome) -> BTreeMap<String, String> {
     o.commits
         .iter()
@@ -352,19 +406,19 @@ pub fn bound(o: &SessionOutcome) -> BTreeMap<String, String> {
         .filter(|m| !m.pipelined)
         .filter_map(|m| {
             let node = m.placement.as_ref()?.node.clone();
-            Some((format!("c1/{}", m.name), node))
+            Some((format!("{}/{}", m.namespace, m.name), node))
         })
         .collect()
 }
 
-/// `c1/<group>` → nodes of the pods the session pipelines, as Volcano's
-/// `ExpectPipeLined` lists them.
+/// `<namespace>/<group>` → nodes of the pods the session pipelines, as
+/// Volcano's `ExpectPipeLined` lists them.
 pub fn pipelined(o: &SessionOutcome) -> BTreeMap<String, Vec<String>> {
     let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for c in &o.commits {
         for m in c.members.iter().filter(|m| m.pipelined) {
             if let Some(p) = &m.placement {
-                out.entry(format!("c1/{}", c.gang.name))
+                out.entry(format!("{}/{}", c.gang.namespace, c.gang.name))
                     .or_default()
                     .push(p.node.clone());
             }

@@ -118,6 +118,7 @@ fn task<'a>(resreq: &'a Resources, pod: Option<&'a Pod>, dims: &'a VgpuDims) -> 
         queue: None,
         dims,
         pod_affinity: None,
+        preferred_pod_affinity: None,
     }
 }
 

@@ -1,10 +1,11 @@
-//! What one job adds to its queue's figures. Worked out once when the job is
-//! built and kept with it, so a cycle adds up one set of figures per job rather
+//! What one job adds to its queue's figures: the one place they are counted
+//! ([`QueueInfo::charge_job`] adds them). The planner works them out once when
+//! a job is built and keeps them with it, so a cycle adds up one set of figures per job rather
 //! than walking every task of every waiting job again.
 
+use super::queue::{QueueInfo, add_cards};
+use super::{JobInfo, TaskStatus};
 use crate::resources::Resources;
-use crate::volcano::framework::queue::{QueueInfo, add_cards};
-use crate::volcano::framework::{JobInfo, TaskStatus};
 use std::collections::BTreeMap;
 
 /// One job's share of its queue's figures.
