@@ -96,6 +96,21 @@ fn nodes_affinity_allows(api: &FakeApiServer, pod: &Value, nodes: &[&str]) -> Ve
 
 /// Waits for the Warning event that says why pinned member `name` was evicted
 /// (it is written once the eviction is done).
+/// Waits for the gang member `name` to be released, and checks it is pinned to
+/// `node`: its plan names it, and of both test nodes its affinity allows only it.
+async fn released_and_pinned_to(api: &FakeApiServer, server: &LiveServer, name: &str, node: &str) {
+    wait_for(server, &format!("{name} released"), || {
+        !gang_gated(api, NS, name)
+    })
+    .await;
+    let pod = api_pod(api, NS, name);
+    assert_eq!(annotation(&pod, PLANNED_NODE), Some(node), "{pod}");
+    assert_eq!(
+        nodes_affinity_allows(api, &pod, &["n1", "n2"]),
+        vec![node.to_string()]
+    );
+}
+
 async fn eviction_says(api: &FakeApiServer, server: &LiveServer, name: &str, why: &str) {
     wait_for(server, "the eviction to say why", || {
         api.events_for(NS, name).iter().any(|e| {
@@ -227,16 +242,7 @@ async fn a_member_pinned_to_a_node_that_then_refuses_it_is_evicted_and_its_repla
     // node that takes it.
     add_node(&api, "n2", 1, 1);
     create_pod(&api, cpu_member("ps-0-retry", "ps", 2));
-    wait_for(&server, "the replacement released", || {
-        !gang_gated(&api, NS, "ps-0-retry")
-    })
-    .await;
-    let replacement = api_pod(&api, NS, "ps-0-retry");
-    assert_eq!(annotation(&replacement, PLANNED_NODE), Some("n2"));
-    assert_eq!(
-        nodes_affinity_allows(&api, &replacement, &["n1", "n2"]),
-        vec!["n2".to_string()]
-    );
+    released_and_pinned_to(&api, &server, "ps-0-retry", "n2").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -378,16 +384,7 @@ async fn a_pinned_member_repelled_by_a_pod_bound_to_its_node_since_is_evicted_an
     let mut retry = cpu_member("ps-0-retry", "ps", 2);
     retry["metadata"]["labels"] = json!({"app": "ps"});
     create_pod(&api, retry);
-    wait_for(&server, "the replacement released", || {
-        !gang_gated(&api, NS, "ps-0-retry")
-    })
-    .await;
-    let replacement = api_pod(&api, NS, "ps-0-retry");
-    assert_eq!(annotation(&replacement, PLANNED_NODE), Some("n2"));
-    assert_eq!(
-        nodes_affinity_allows(&api, &replacement, &["n1", "n2"]),
-        vec!["n2".to_string()]
-    );
+    released_and_pinned_to(&api, &server, "ps-0-retry", "n2").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -421,13 +418,7 @@ async fn a_member_waiting_for_a_pod_its_affinity_follows_is_planned_next_to_it_o
     let mut cache = running_cpu_pod("cache", "n2", 1);
     cache["metadata"]["labels"] = json!({"app": "cache"});
     api.create(cache);
-    wait_for(&server, "web-0 released", || !gang_gated(&api, NS, "web-0")).await;
-    let pod = api_pod(&api, NS, "web-0");
-    assert_eq!(annotation(&pod, PLANNED_NODE), Some("n2"), "{pod}");
-    assert_eq!(
-        nodes_affinity_allows(&api, &pod, &["n1", "n2"]),
-        vec!["n2".to_string()]
-    );
+    released_and_pinned_to(&api, &server, "web-0", "n2").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -449,13 +440,7 @@ async fn a_member_preferring_a_running_pods_company_is_pinned_to_its_node() {
                 "topologyKey": "kubernetes.io/hostname"}}]});
     create_pod(&api, member);
     let server = LiveServer::start(&api, &["--schedule-period", "200ms"]).await;
-    wait_for(&server, "web-0 released", || !gang_gated(&api, NS, "web-0")).await;
-    let pod = api_pod(&api, NS, "web-0");
-    assert_eq!(annotation(&pod, PLANNED_NODE), Some("n2"), "{pod}");
-    assert_eq!(
-        nodes_affinity_allows(&api, &pod, &["n1", "n2"]),
-        vec!["n2".to_string()]
-    );
+    released_and_pinned_to(&api, &server, "web-0", "n2").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -7,12 +7,17 @@ use serde_json::{Value, json};
 use std::process::Command;
 use support::{Server, cluster_text, gpu_container, h100, node, pod};
 
-fn cluster() -> Vec<Value> {
+/// Node n1 with two whole H100 cards.
+fn two_card_node() -> Value {
     let gpus: Vec<_> = (0..2)
         .map(|i| h100(&support::gpu_uuid("n1", i), i).count(1))
         .collect();
+    node("n1", &gpus, &[])
+}
+
+fn cluster() -> Vec<Value> {
     let mut docs = vec![
-        node("n1", &gpus, &[]),
+        two_card_node(),
         json!({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
                "metadata": {"name": "research"},
                "spec": {"weight": 1, "capability": {"nvidia.com/gpu": "4"}}}),
@@ -203,11 +208,8 @@ async fn a_gang_in_a_queue_that_does_not_exist_says_so() {
 /// does from a live cluster's.
 #[test]
 fn a_cluster_files_native_podgroup_takes_what_it_leaves_unsaid_from_its_workload() {
-    let gpus: Vec<_> = (0..2)
-        .map(|i| h100(&support::gpu_uuid("n1", i), i).count(1))
-        .collect();
     let mut docs = vec![
-        node("n1", &gpus, &[]),
+        two_card_node(),
         json!({"apiVersion": "scheduling.k8s.io/v1alpha2", "kind": "PodGroup",
                "metadata": {"name": "job-0", "namespace": "ml", "uid": "pg-job-0"},
                "spec": {"podGroupTemplateRef": {"workload":
