@@ -33,9 +33,6 @@ pub struct NodeEntry {
     pub unusable_reason: Option<&'static str>,
     /// GPU UUIDs an administrator excluded with `hami.io/device-cordon`.
     pub cordoned: BTreeSet<String>,
-    /// The node's labels that plugins read (its node group), refreshed with every
-    /// Node event like the cordon list.
-    pub labels: crate::node_labels::NodeLabels,
     /// Fingerprint of the register and pair-score annotations, to skip re-decoding
     /// unchanged nodes on every watch event without keeping the text around.
     pub source_fingerprint: Option<u64>,

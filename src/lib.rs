@@ -21,7 +21,6 @@ pub mod log_fields;
 pub mod log_json_escape;
 pub mod log_writer;
 pub mod metrics;
-pub mod node_labels;
 pub mod node_load;
 pub mod node_lock;
 pub mod node_metrics;

@@ -5,6 +5,7 @@
 
 use crate::node_metrics::NodeMetricsBook;
 use crate::placement::namespace_labels::NamespaceLabels;
+use crate::placement::node_traits::NodeTraits;
 use crate::placement::pod_affinity::AffinityPod;
 use crate::resources::{Resources, parse_milli};
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -18,9 +19,9 @@ pub struct NodeResources {
     pub allocatable: Resources,
     /// CPU and memory requested by the pods bound to the node (milli-units).
     pub requested: Resources,
-    /// Labels, taints and cordon, for kube-scheduler's node filters in the
-    /// planner; `None` until the Node is seen. Shared: sessions copy it per cycle.
-    pub traits: Option<std::sync::Arc<crate::placement::node_predicates::NodeTraits>>,
+    /// Labels, taints and cordon, the only copy of them (see `node_traits`);
+    /// `None` until the Node is seen. Shared: sessions copy it per cycle.
+    pub traits: Option<Arc<NodeTraits>>,
     /// The pods bound to the node, as inter-pod affinity sees them (namespace,
     /// labels, required anti-affinity). Shared: sessions copy it per cycle.
     pub pods: Arc<Vec<Arc<AffinityPod>>>,
@@ -91,17 +92,12 @@ impl NodeLoad {
         self.nodes.entry(node.to_string()).or_default().allocatable = allocatable;
     }
 
-    /// Sets a node's labels, taints and cordon (kept when unchanged, so sessions
-    /// keep sharing them).
-    pub fn set_traits(
-        &mut self,
-        node: &str,
-        traits: crate::placement::node_predicates::NodeTraits,
-    ) {
+    /// Sets a node's labels, taints and cordon from its Node object: the one
+    /// update every reader of them sees (kept when unchanged, so sessions keep
+    /// sharing them).
+    pub fn set_traits_of(&mut self, node: &str, object: &Node) {
         let n = self.nodes.entry(node.to_string()).or_default();
-        if n.traits.as_deref() != Some(&traits) {
-            n.traits = Some(std::sync::Arc::new(traits));
-        }
+        n.traits = Some(NodeTraits::shared(object, n.traits.as_ref()));
     }
 
     /// Forgets a node's allocatable and traits (its pods stay counted until they

@@ -82,8 +82,8 @@ pub fn pin_to_node(spec: &mut PodSpec, node: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::placement::node_predicates::NodeTraits;
     use crate::placement::node_predicates::admits;
+    use crate::placement::node_traits::NodeTraits;
     use crate::resources::Resources;
     use k8s_openapi::api::core::v1::Pod;
 

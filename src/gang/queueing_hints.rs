@@ -231,7 +231,6 @@ fn node_only_took(before: &Arc<NodeEntry>, after: &Arc<NodeEntry>) -> bool {
         && before.unusable_reason == after.unusable_reason
         && before.registration_error == after.registration_error
         && before.cordoned == after.cordoned
-        && before.labels == after.labels
         && usage_only_grew(&before.effective, &after.effective)
         && usage_only_grew(&before.usage, &after.usage)
 }

@@ -2,7 +2,6 @@
 //! order the rest (Volcano's predicate and node-order extension points).
 
 use crate::fit::{NodeView, PodContext};
-use crate::node_labels::NodeLabels;
 use crate::node_metrics::MeasuredUsage;
 use crate::resources::{Resources, VgpuDims};
 use k8s_openapi::api::core::v1::Pod;
@@ -47,9 +46,7 @@ pub struct NodeFacts<'a> {
     /// CPU and memory requested by the pods on it (milli-units).
     pub requested: &'a Resources,
     /// Its labels, taints and cordon, when the Node has been seen.
-    pub traits: Option<&'a super::node_predicates::NodeTraits>,
-    /// Its labels that plugins read.
-    pub labels: &'a NodeLabels,
+    pub traits: Option<&'a super::node_traits::NodeTraits>,
     /// What it measurably uses (metrics-server), judged now.
     pub measured: MeasuredUsage<'a>,
 }

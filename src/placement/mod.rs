@@ -12,6 +12,7 @@ mod judge;
 pub mod namespace_labels;
 pub mod node_predicates;
 pub mod node_preferences;
+pub mod node_traits;
 pub mod pod_affinity;
 pub mod preferred_pod_affinity;
 mod rejection;

@@ -9,34 +9,12 @@
 //!
 //! Reasons use kube-scheduler's words, so users see the messages they know.
 
+use super::node_traits::NodeTraits;
 use crate::resources::Resources;
 use k8s_openapi::api::core::v1::{
-    NodeSelector, NodeSelectorRequirement, NodeSelectorTerm, Pod, PodSpec, Taint, Toleration,
+    NodeSelector, NodeSelectorRequirement, NodeSelectorTerm, Pod, PodSpec, Toleration,
 };
 use std::collections::BTreeMap;
-
-/// What a node says about who may run on it.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct NodeTraits {
-    /// Its labels.
-    pub labels: BTreeMap<String, String>,
-    /// Its taints.
-    pub taints: Vec<Taint>,
-    /// `spec.unschedulable` (cordoned).
-    pub unschedulable: bool,
-}
-
-impl NodeTraits {
-    /// The traits of a Node object.
-    pub fn of(node: &k8s_openapi::api::core::v1::Node) -> Self {
-        let spec = node.spec.as_ref();
-        Self {
-            labels: node.metadata.labels.clone().unwrap_or_default(),
-            taints: spec.and_then(|s| s.taints.clone()).unwrap_or_default(),
-            unschedulable: spec.and_then(|s| s.unschedulable).unwrap_or(false),
-        }
-    }
-}
 
 /// The taint kube-scheduler treats a cordoned node as carrying.
 const UNSCHEDULABLE_TAINT: &str = "node.kubernetes.io/unschedulable";

@@ -3,7 +3,7 @@
 //! nodes it scores; one node at a time, these use the largest value a node could
 //! reach instead, which orders nodes the same way.
 
-use super::node_predicates::NodeTraits;
+use super::node_traits::NodeTraits;
 use crate::resources::Resources;
 use k8s_openapi::api::core::v1::Pod;
 

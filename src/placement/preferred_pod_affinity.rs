@@ -165,8 +165,7 @@ impl<'a> AffinityRanking<'a> {
 }
 
 fn labels_of<'n>(node: &NodeFacts<'n>) -> &'n BTreeMap<String, String> {
-    static NONE: BTreeMap<String, String> = BTreeMap::new();
-    node.traits.map_or(&NONE, |t| &t.labels)
+    super::node_traits::NodeTraits::labels_of(node.traits)
 }
 
 #[cfg(test)]

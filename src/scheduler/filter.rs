@@ -88,7 +88,6 @@ impl NodeSource for LedgerCandidates<'_> {
             allocatable: load.map_or(&NO_RESOURCES, |l| &l.allocatable),
             requested: load.map_or(&NO_RESOURCES, |l| &l.requested),
             traits: load.and_then(|l| l.traits.as_deref()),
-            labels: &entry.labels,
             measured: MeasuredUsage {
                 entry: self.ledger.load().measured().lookup(name),
                 now: self.now,

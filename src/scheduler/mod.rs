@@ -335,10 +335,7 @@ impl Scheduler {
         ledger.upsert_node(name, entry);
         let load = ledger.load_mut();
         load.set_allocatable(name, crate::node_load::allocatable_of(node));
-        load.set_traits(
-            name,
-            crate::placement::node_predicates::NodeTraits::of(node),
-        );
+        load.set_traits_of(name, node);
     }
 
     /// Applies a pod as a watch event shows it (events of one pod arrive in order).

@@ -5,7 +5,7 @@
 use super::GangConfig;
 use super::gang_tests::{Cluster, gpu_node, member, podgroup, queue};
 use crate::extender::node_names::NodeNames;
-use crate::node_labels::NODE_GROUP;
+use crate::volcano::plugins::nodegroup::NODE_GROUP;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use serde_json::json;
 use std::collections::BTreeMap;
@@ -112,4 +112,94 @@ async fn a_gang_is_planned_in_its_group_and_an_extra_member_is_refused_elsewhere
         ),
         "{reason}"
     );
+}
+
+/// nodegroup and kube-scheduler's node filters together.
+const WITH_PREDICATES: &str = "actions: enqueue, allocate
+tiers:
+- plugins:
+  - name: priority
+  - name: gang
+- plugins:
+  - name: predicates
+  - name: nodegroup
+";
+
+/// `name` with two GPUs in `group`, with `taints`.
+fn tainted(name: &str, group: &str, taints: serde_json::Value) -> Node {
+    let mut node = serde_json::to_value(labelled(name, group)).unwrap();
+    node["spec"] = json!({"taints": taints});
+    serde_json::from_value(node).unwrap()
+}
+
+/// A one-member gang in `gpu-queue` whose pod has `tolerations`.
+fn gang_of_one(c: &Cluster, name: &str, tolerations: serde_json::Value) {
+    c.s.apply_podgroup(&podgroup(name, 1, "gpu-queue", json!({})));
+    let mut p = serde_json::to_value(member(&format!("{name}-0"), name, 0)).unwrap();
+    p["spec"]["tolerations"] = tolerations;
+    c.add(&serde_json::from_value(p).unwrap());
+}
+
+#[tokio::test]
+async fn one_node_update_moves_the_node_for_nodegroup_and_predicates_in_the_same_cycle() {
+    let c = cluster();
+    c.s.set_gang_conf(crate::volcano::load_conf(WITH_PREDICATES).unwrap());
+    // One update each: n1 joins the queue's group and is tainted for it; n2 leaves.
+    let taint = json!([{"key": "dedicated", "value": "ml", "effect": "NoSchedule"}]);
+    c.s.apply_node(&tainted("n1", "gpu-pool", taint));
+    c.s.apply_node(&labelled("n2", "cpu-pool"));
+    let tolerates = json!([{"key": "dedicated", "operator": "Equal", "value": "ml",
+        "effect": "NoSchedule"}]);
+    gang_of_one(&c, "tolerant", tolerates);
+    gang_of_one(&c, "plain", json!([]));
+    c.s.run_gang_cycle().await;
+    assert_eq!(
+        c.filter("tolerant-0").await.unwrap(),
+        ["n1"],
+        "nodegroup sees n1's new group"
+    );
+    assert!(c.gated("plain-0").await);
+    let message =
+        c.s.gang_view()
+            .gangs
+            .iter()
+            .find(|g| g.gang == "ml/plain")
+            .and_then(|g| g.message.clone())
+            .unwrap_or_default();
+    assert!(
+        message.contains("untolerated taint {dedicated: ml}")
+            && message.contains("node group \"cpu-pool\" is not in its node-group affinity"),
+        "predicates see n1's new taint and nodegroup n2's new group: {message}"
+    );
+}
+
+#[tokio::test]
+async fn a_newer_node_object_in_a_full_node_filter_keeps_the_nodes_group() {
+    let c = cluster();
+    let versioned = |name: &str, group: &str, version: &str| {
+        let mut node = labelled(name, group);
+        node.metadata.resource_version = Some(version.into());
+        node
+    };
+    c.s.apply_node(&versioned("n1", "cpu-pool", "5"));
+    c.s.apply_node(&versioned("n2", "gpu-pool", "5"));
+    let p = pod("p", Some("gpu-queue"));
+    c.add(&p);
+    // kube-scheduler's cache is a step ahead of the watch: its objects are newer.
+    let objects =
+        json!({"items": [versioned("n1", "cpu-pool", "6"), versioned("n2", "gpu-pool", "6")]});
+    let answer =
+        c.s.filter(crate::extender::wire::ExtenderArgs {
+            pod: Some(p),
+            nodes: Some(serde_json::from_value(objects).unwrap()),
+            node_names: None,
+        })
+        .await;
+    let chosen: Vec<&str> = answer
+        .nodes
+        .iter()
+        .flat_map(|n| &n.items)
+        .filter_map(|o| o.name())
+        .collect();
+    assert_eq!(chosen, ["n2"], "{answer:?}");
 }

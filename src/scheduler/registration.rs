@@ -4,7 +4,6 @@ use crate::annotations::{DEVICE_CORDON, NODE_REGISTER, NODE_SCORE};
 use crate::device::pair_score::{attach_pair_scores, decode_pair_scores};
 use crate::device::register_codec::decode_register_annotation;
 use crate::ledger::NodeEntry;
-use crate::node_labels::NodeLabels;
 use k8s_openapi::api::core::v1::Node;
 
 pub use crate::ledger::NODE_UNREGISTERED;
@@ -93,14 +92,11 @@ pub fn node_entry(node: &Node, previous: Option<&NodeEntry>) -> NodeEntry {
         })
         .unwrap_or_default();
 
-    let labels = NodeLabels::of(node);
-
     if let Some(prev) = previous
         && prev.source_fingerprint == Some(fingerprint)
     {
         let mut same = prev.clone();
         same.cordoned = cordoned;
-        same.labels = labels;
         return same;
     }
 
@@ -109,7 +105,6 @@ pub fn node_entry(node: &Node, previous: Option<&NodeEntry>) -> NodeEntry {
         registration_error: None,
         unusable_reason: None,
         cordoned,
-        labels,
         source_fingerprint: Some(fingerprint),
         ..NodeEntry::default()
     };

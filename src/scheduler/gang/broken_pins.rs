@@ -16,6 +16,7 @@ use crate::cluster::api::EventType;
 use crate::gang::book::{Member, MemberPhase};
 use crate::ledger::Ledger;
 use crate::placement::node_predicates::admits;
+use crate::placement::node_traits::NodeTraits;
 use crate::placement::pod_affinity::{AFFINITY, InterPodAffinity};
 use crate::placement::resource_fit::{fits_node, pod_footprint};
 use crate::resources::Resources;
@@ -59,9 +60,8 @@ fn has_room(ledger: &Ledger, m: &Member, node: &str) -> bool {
 fn repelled(ledger: &Ledger, m: &Member, labels: &BTreeMap<String, String>) -> Option<String> {
     let mut check = InterPodAffinity::new(&m.pod).in_namespaces(ledger.load().namespaces().clone());
     let every_pod = check.has_own_terms();
-    let no_labels = BTreeMap::new();
     for (_, n) in ledger.load().nodes() {
-        let node_labels = n.traits.as_deref().map_or(&no_labels, |t| &t.labels);
+        let node_labels = NodeTraits::labels_of(n.traits.as_deref());
         for pod in n.pods.iter() {
             if every_pod || !pod.anti_affinity.is_empty() {
                 check.add(pod, node_labels);

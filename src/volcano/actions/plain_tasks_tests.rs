@@ -7,7 +7,7 @@
 use super::allocate::Allocate;
 use super::preempt::Preempt;
 use crate::node_load::NodeResources;
-use crate::placement::node_predicates::NodeTraits;
+use crate::placement::node_traits::NodeTraits;
 use crate::placement::pod_affinity::AffinityPod;
 use crate::placement::resource_fit::pod_footprint;
 use crate::resources::Resources;

@@ -234,7 +234,7 @@ pub(super) fn labelled_gpu_nodes() -> NodeSet {
         .iter()
         .cloned()
         .map(|mut n| {
-            n.resources.traits = Some(Arc::new(crate::placement::node_predicates::NodeTraits {
+            n.resources.traits = Some(Arc::new(crate::placement::node_traits::NodeTraits {
                 labels: topology(&[])(&n.name),
                 ..Default::default()
             }));

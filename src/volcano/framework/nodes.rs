@@ -497,7 +497,6 @@ impl NodeSource for NodeSet {
             allocatable: &node.resources.allocatable,
             requested: self.requested_of(i),
             traits: node.resources.traits.as_deref(),
-            labels: &node.gpus.labels,
             measured: MeasuredUsage {
                 entry: self.measured.lookup(&node.name),
                 now: self.now,

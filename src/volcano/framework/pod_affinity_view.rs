@@ -9,6 +9,7 @@
 
 use super::job::{TaskInfo, TaskStatus};
 use super::state::SessionState;
+use crate::placement::node_traits::NodeTraits;
 use crate::placement::pod_affinity::{AffinityPod, InterPodAffinity, required_terms};
 use crate::placement::preferred_pod_affinity::PreferredPodAffinity;
 use k8s_openapi::api::core::v1::Pod;
@@ -97,13 +98,13 @@ impl Counted<'_> {
             .filter(|t| self.every_pod || (self.planned)(&t.pod))
             .map(|t| (t, AffinityPod::of(&t.pod)))
             .collect();
-        let no_labels = BTreeMap::new();
         let labels_of = |node: &str| {
-            state
-                .nodes
-                .get(node)
-                .and_then(|n| n.resources.traits.as_deref())
-                .map_or(&no_labels, |t| &t.labels)
+            NodeTraits::labels_of(
+                state
+                    .nodes
+                    .get(node)
+                    .and_then(|n| n.resources.traits.as_deref()),
+            )
         };
         // A planned task the watch also saw bound is counted once, as the plan has it.
         let mut seen: HashSet<&str> = placed_tasks(state, task).map(|t| t.uid.as_str()).collect();

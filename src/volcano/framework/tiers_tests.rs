@@ -448,7 +448,6 @@ fn predicates_rule_out_and_node_scores_add_up() {
         allocatable: &none,
         requested: &none,
         traits: None,
-        labels: &Default::default(),
         measured: crate::node_metrics::MeasuredUsage::NOT_COLLECTED,
     };
     let judge = s.tiers();

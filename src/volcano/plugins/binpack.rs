@@ -262,7 +262,6 @@ mod tests {
                         allocatable: alloc,
                         requested: used,
                         traits: None,
-                        labels: &Default::default(),
                         measured: crate::node_metrics::MeasuredUsage::NOT_COLLECTED,
                     };
                     let task = TaskFacts {

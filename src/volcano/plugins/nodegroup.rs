@@ -27,7 +27,6 @@
 //! Pods outside queue scheduling (no PodGroup, no queue annotation) are not judged:
 //! nodegroup is a rule about queues.
 
-use crate::node_labels::NODE_GROUP;
 use crate::placement::{NodeFacts, TaskFacts};
 use crate::volcano::conf::ConfError;
 use crate::volcano::framework::plugin::Plugin;
@@ -36,6 +35,9 @@ use crate::volcano::framework::{Rejection, SessionState};
 use crate::volcano::objects::{NodeGroupAffinity, QueueSpec, ROOT_QUEUE};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
+
+/// Volcano's node-group label: its value is the node's group.
+pub const NODE_GROUP: &str = "volcano.sh/nodegroup-name";
 
 /// Whether nodes without the group label are refused to queues without rules too.
 const STRICT: &str = "strict";
@@ -309,7 +311,7 @@ impl Plugin for NodeGroup {
 
     fn predicate(&self, task: &TaskFacts<'_>, node: &NodeFacts<'_>) -> Result<(), String> {
         match task.queue {
-            Some(queue) => self.judge(queue, node.labels.get(NODE_GROUP)),
+            Some(queue) => self.judge(queue, group_of(node)),
             None => Ok(()),
         }
     }
@@ -320,16 +322,21 @@ impl Plugin for NodeGroup {
 
     fn node_order(&self, task: &TaskFacts<'_>, node: &NodeFacts<'_>) -> f64 {
         match task.queue {
-            Some(queue) => self.score(queue, node.labels.get(NODE_GROUP)),
+            Some(queue) => self.score(queue, group_of(node)),
             None => 0.0,
         }
     }
 }
 
+/// The node's group, if it is labelled with one.
+fn group_of<'a>(node: &NodeFacts<'a>) -> Option<&'a str> {
+    node.traits.and_then(|t| t.label(NODE_GROUP))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::node_labels::NodeLabels;
+    use crate::placement::node_traits::NodeTraits;
     use crate::resources::{Resources, VgpuDims};
     use crate::volcano::conf::SchedulerConf;
     use crate::volcano::framework::arguments::Arguments;
@@ -404,7 +411,13 @@ mod tests {
         NODES
             .iter()
             .map(|(name, group)| {
-                let labels = NodeLabels::from_pairs(group.map(|g| (NODE_GROUP, g)));
+                let traits = NodeTraits {
+                    labels: group
+                        .map(|g| (NODE_GROUP.into(), g.into()))
+                        .into_iter()
+                        .collect(),
+                    ..NodeTraits::default()
+                };
                 let node = NodeFacts {
                     name,
                     gpus: crate::fit::NodeView {
@@ -416,8 +429,7 @@ mod tests {
                     },
                     allocatable: &none,
                     requested: &none,
-                    traits: None,
-                    labels: &labels,
+                    traits: Some(&traits),
                     measured: crate::node_metrics::MeasuredUsage::NOT_COLLECTED,
                 };
                 (

@@ -5,14 +5,17 @@
 
 use crate::gang::plan::plan;
 use crate::ledger::{Ledger, NodeEntry};
-use crate::node_labels::{NODE_GROUP, NodeLabels};
+use crate::node_load::NodeResources;
+use crate::placement::node_traits::NodeTraits;
 use crate::volcano::conf::SchedulerConf;
 use crate::volcano::framework::nodes::{NodeSet, SessionNode};
 use crate::volcano::framework::queue::QueueInfo;
 use crate::volcano::framework::testing::{gpu, gpu_task, job, placed_state, running_task};
 use crate::volcano::framework::{GangKey, JobInfo, SessionOutcome};
 use crate::volcano::objects::{NodeGroupAffinity, QueueSpec};
+use crate::volcano::plugins::nodegroup::NODE_GROUP;
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 const ALLOCATE: &str = "actions: enqueue, allocate
 tiers:
@@ -37,12 +40,14 @@ tiers:
 /// group label).
 fn nodes(groups: &[Option<&str>]) -> NodeSet {
     let mut ledger = Ledger::default();
+    let mut labels = BTreeMap::new();
     for (n, group) in groups.iter().enumerate() {
+        let group = group.map(|g| (NODE_GROUP.to_string(), g.to_string()));
+        labels.insert(format!("node-{n}"), group);
         ledger.upsert_node(
             &format!("node-{n}"),
             NodeEntry {
                 devices: (0..2).map(|i| gpu(n, i, 1)).collect(),
-                labels: NodeLabels::from_pairs(group.map(|g| (NODE_GROUP, g))),
                 ..Default::default()
             },
         );
@@ -51,9 +56,15 @@ fn nodes(groups: &[Option<&str>]) -> NodeSet {
         .snapshot_nodes()
         .into_iter()
         .map(|(name, gpus)| SessionNode {
+            resources: NodeResources {
+                traits: Some(Arc::new(NodeTraits {
+                    labels: labels[&name].clone().into_iter().collect(),
+                    ..NodeTraits::default()
+                })),
+                ..NodeResources::default()
+            },
             name,
             gpus,
-            resources: Default::default(),
         })
         .collect();
     NodeSet::new(nodes, BTreeMap::new())

@@ -4,7 +4,7 @@
 //! given plugins and actions, and what users would see of its outcome.
 
 use crate::node_load::NodeResources;
-use crate::placement::node_predicates::NodeTraits;
+use crate::placement::node_traits::NodeTraits;
 use crate::placement::pod_affinity::AffinityPod;
 use crate::placement::resource_fit::{POD_COUNT, pod_footprint};
 use crate::resources::{Resources, parse_milli, quantity_text};

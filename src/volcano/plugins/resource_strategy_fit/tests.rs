@@ -102,7 +102,6 @@ impl Node {
             allocatable: &self.allocatable,
             requested: &self.requested,
             traits: None,
-            labels: &crate::node_labels::NO_LABELS,
             measured: crate::node_metrics::MeasuredUsage::NOT_COLLECTED,
         }
     }

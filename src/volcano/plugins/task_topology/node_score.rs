@@ -99,7 +99,6 @@ fn fits(request: &Resources, node: &NodeFacts<'_>, dims: &VgpuDims) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::node_labels::NodeLabels;
     use crate::volcano::framework::JobInfo;
     use crate::volcano::framework::testing::{gpu, job};
     use crate::volcano::plugins::task_topology::fixtures::{relations_among, waiting};
@@ -117,7 +116,6 @@ mod tests {
         cordoned: BTreeSet<String>,
         vendor: Vec<bool>,
         models: Vec<String>,
-        labels: NodeLabels,
         none: Resources,
     }
 
@@ -131,7 +129,6 @@ mod tests {
                 models: devices.iter().map(|d| d.model.to_lowercase()).collect(),
                 devices,
                 cordoned: BTreeSet::new(),
-                labels: NodeLabels::default(),
                 none: Resources::new(),
             }
         }
@@ -149,7 +146,6 @@ mod tests {
                 allocatable: &self.none,
                 requested: &self.none,
                 traits: None,
-                labels: &self.labels,
                 measured: crate::node_metrics::MeasuredUsage::NOT_COLLECTED,
             }
         }
