@@ -114,17 +114,6 @@ async fn a_gang_is_planned_in_its_group_and_an_extra_member_is_refused_elsewhere
     );
 }
 
-/// nodegroup and kube-scheduler's node filters together.
-const WITH_PREDICATES: &str = "actions: enqueue, allocate
-tiers:
-- plugins:
-  - name: priority
-  - name: gang
-- plugins:
-  - name: predicates
-  - name: nodegroup
-";
-
 /// `name` with two GPUs in `group`, with `taints`.
 fn tainted(name: &str, group: &str, taints: serde_json::Value) -> Node {
     let mut node = serde_json::to_value(labelled(name, group)).unwrap();
@@ -143,7 +132,8 @@ fn gang_of_one(c: &Cluster, name: &str, tolerations: serde_json::Value) {
 #[tokio::test]
 async fn one_node_update_moves_the_node_for_nodegroup_and_predicates_in_the_same_cycle() {
     let c = cluster();
-    c.s.set_gang_conf(crate::volcano::load_conf(WITH_PREDICATES).unwrap());
+    let with_predicates = format!("{CONF}  - name: predicates\n");
+    c.s.set_gang_conf(crate::volcano::load_conf(&with_predicates).unwrap());
     // One update each: n1 joins the queue's group and is tainted for it; n2 leaves.
     let taint = json!([{"key": "dedicated", "value": "ml", "effect": "NoSchedule"}]);
     c.s.apply_node(&tainted("n1", "gpu-pool", taint));
@@ -159,13 +149,7 @@ async fn one_node_update_moves_the_node_for_nodegroup_and_predicates_in_the_same
         "nodegroup sees n1's new group"
     );
     assert!(c.gated("plain-0").await);
-    let message =
-        c.s.gang_view()
-            .gangs
-            .iter()
-            .find(|g| g.gang == "ml/plain")
-            .and_then(|g| g.message.clone())
-            .unwrap_or_default();
+    let message = c.verdict("ml/plain").message.unwrap_or_default();
     assert!(
         message.contains("untolerated taint {dedicated: ml}")
             && message.contains("node group \"cpu-pool\" is not in its node-group affinity"),
