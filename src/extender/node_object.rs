@@ -20,8 +20,9 @@ use std::collections::BTreeMap;
 pub struct NodeObject {
     /// The object exactly as received.
     raw: Box<RawValue>,
-    /// `metadata.name`, `resourceVersion`, `labels`, `annotations` and
-    /// `status.allocatable`; every other field is left empty.
+    /// `metadata.name`, `resourceVersion`, `annotations` and
+    /// `status.allocatable`; every other field is left empty. Labels are not
+    /// read: a node's labels come from the watch alone (`node_traits`).
     seen: Node,
 }
 
@@ -81,8 +82,6 @@ struct SeenMetadata {
     #[serde(default)]
     resource_version: Option<String>,
     #[serde(default)]
-    labels: Option<BTreeMap<String, String>>,
-    #[serde(default)]
     annotations: Option<BTreeMap<String, String>>,
 }
 
@@ -99,7 +98,6 @@ impl SeenFields {
             .map_or_else(ObjectMeta::default, |m| ObjectMeta {
                 name: m.name,
                 resource_version: m.resource_version,
-                labels: m.labels,
                 annotations: m.annotations,
                 ..ObjectMeta::default()
             });
