@@ -2,7 +2,9 @@
 //! `spec.affinity` sends its gang, and a pod of the queue that reaches `/filter`
 //! on its own, to the nodes labelled with its node group only; a required rule no
 //! node matches leaves the gang gated, its PodGroup and events saying which rule
-//! refused each node, until a node joins the group.
+//! refused each node, until a node joins the group. A node relabelled into the
+//! group and tainted by one update is judged by both at once: nodegroup admits it
+//! and predicates refuse it to a gang that does not tolerate the taint.
 
 mod fake_apiserver;
 mod live_support;
@@ -65,6 +67,11 @@ fn gpu_queue(required: &str) -> Value {
 /// A gang of `n` whole-GPU members in `gpu-queue`, created gated as the webhook
 /// leaves them.
 fn gang(api: &FakeApiServer, group: &str, n: u32) {
+    tolerant_gang(api, group, n, &[]);
+}
+
+/// [`gang`] whose members tolerate `tolerations`.
+fn tolerant_gang(api: &FakeApiServer, group: &str, n: u32, tolerations: &[Value]) {
     api.create(json!({
         "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
         "metadata": {"name": group, "namespace": NS},
@@ -75,6 +82,9 @@ fn gang(api: &FakeApiServer, group: &str, n: u32) {
         p["metadata"]["annotations"] = json!({"scheduling.k8s.io/group-name": group});
         p["spec"]["schedulerName"] = json!(SCHEDULER);
         p["spec"]["schedulingGates"] = json!([{"name": GANG_GATE}]);
+        if !tolerations.is_empty() {
+            p["spec"]["tolerations"] = json!(tolerations);
+        }
         create_pod(api, p);
     }
 }
@@ -208,4 +218,46 @@ async fn a_required_group_no_node_has_leaves_the_gang_waiting_with_the_reason() 
         let pod = api_pod(&api, NS, name);
         assert_eq!(annotation(&pod, "hami.io/vgpu-node"), Some("n3"), "{name}");
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_relabelled_and_tainted_at_once_is_judged_by_its_new_group_and_taint() {
+    let api = FakeApiServer::start().await;
+    api.create(group_node("n1", None));
+    api.create(group_node("n2", Some("a100-pool")));
+    api.create(gpu_queue("h100-pool"));
+    let conf = conf();
+    let server = LiveServer::start_planning(&api, &conf).await;
+    // One update (`kubectl edit node n2`): into the queue's group, tainted for it.
+    let mut n2 = group_node("n2", Some("h100-pool"));
+    n2["spec"]["taints"] = json!([{"key": "dedicated", "value": "ml", "effect": "NoSchedule"}]);
+    api.update(n2);
+    let toleration = json!({"key": "dedicated", "operator": "Equal", "value": "ml",
+        "effect": "NoSchedule"});
+    tolerant_gang(&api, "plain", 1, &[]);
+    tolerant_gang(&api, "tolerant", 1, &[toleration]);
+    wait_for(&server, "the tolerant gang released", || {
+        !gang_gated(&api, NS, "tolerant0")
+    })
+    .await;
+    let planned =
+        annotation(&api_pod(&api, NS, "tolerant0"), "hami.io/vgpu-node").map(str::to_string);
+    assert_eq!(
+        planned.as_deref(),
+        Some("n2"),
+        "nodegroup sees n2's new group"
+    );
+    let taint = "untolerated taint {dedicated: ml}";
+    wait_for(&server, "the other PodGroup to say why", || {
+        api.get("PodGroup", Some(NS), "plain").is_some_and(|g| {
+            g["status"]["conditions"][0]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains(taint))
+        })
+    })
+    .await;
+    assert!(
+        gang_gated(&api, NS, "plain0"),
+        "predicates see n2's new taint"
+    );
 }
