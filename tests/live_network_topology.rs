@@ -93,16 +93,6 @@ fn occupy(api: &FakeApiServer, name: &str, node: &str) {
     create_pod(api, running_pod(NS, name, node, &devices, 1));
 }
 
-fn condition_message(api: &FakeApiServer, group: &str) -> String {
-    api.get("PodGroup", Some(NS), group)
-        .and_then(|g| {
-            g["status"]["conditions"][0]["message"]
-                .as_str()
-                .map(str::to_string)
-        })
-        .unwrap_or_default()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hard_gang_of_eight_waits_for_one_leaf_and_lands_inside_it() {
     let api = FakeApiServer::start().await;
@@ -119,10 +109,10 @@ async fn a_hard_gang_of_eight_waits_for_one_leaf_and_lands_inside_it() {
 
     let reason = "networkTopology hard, highestTierAllowed 1";
     wait_for(&server, "the PodGroup to name the topology", || {
-        condition_message(&api, "train").contains(reason)
+        podgroup_message(&api, NS, "train").contains(reason)
     })
     .await;
-    let message = condition_message(&api, "train");
+    let message = podgroup_message(&api, NS, "train");
     for part in ["leaf-a: 7 of minMember 8", "leaf-b: 7 of minMember 8"] {
         assert!(message.contains(part), "{message}");
     }
@@ -186,7 +176,7 @@ async fn a_hard_gang_waits_until_a_hyper_node_appears() {
     let conf = SchedulerConfFile::new(CONF);
     let server = LiveServer::start_planning(&api, &conf).await;
     wait_for(&server, "the PodGroup to say no HyperNode exists", || {
-        condition_message(&api, "pair").contains("no HyperNode exists")
+        podgroup_message(&api, NS, "pair").contains("no HyperNode exists")
     })
     .await;
     // The operator describes the rack: both nodes under one tier-1 HyperNode.

@@ -180,17 +180,10 @@ async fn a_required_group_no_node_has_leaves_the_gang_waiting_with_the_reason() 
     let server = LiveServer::start_planning(&api, &conf).await;
     let reason = "node group \"a100-pool\" is not in its node-group affinity (h100-pool, high-memory-pool) (nodegroup)";
     wait_for(&server, "the PodGroup to say why", || {
-        api.get("PodGroup", Some(NS), "train").is_some_and(|g| {
-            g["status"]["conditions"][0]["message"]
-                .as_str()
-                .is_some_and(|m| m.contains(reason))
-        })
+        podgroup_message(&api, NS, "train").contains(reason)
     })
     .await;
-    let group = api.get("PodGroup", Some(NS), "train").expect("PodGroup");
-    let message = group["status"]["conditions"][0]["message"]
-        .as_str()
-        .unwrap_or_default();
+    let message = podgroup_message(&api, NS, "train");
     for rule in [
         "node group \"cpu-only-pool\" is in the required anti-affinity of its node-group affinity (nodegroup)",
         "node has no volcano.sh/nodegroup-name label and its node-group affinity names groups (nodegroup)",
@@ -249,11 +242,7 @@ async fn a_node_relabelled_and_tainted_at_once_is_judged_by_its_new_group_and_ta
     );
     let taint = "untolerated taint {dedicated: ml}";
     wait_for(&server, "the other PodGroup to say why", || {
-        api.get("PodGroup", Some(NS), "plain").is_some_and(|g| {
-            g["status"]["conditions"][0]["message"]
-                .as_str()
-                .is_some_and(|m| m.contains(taint))
-        })
+        podgroup_message(&api, NS, "plain").contains(taint)
     })
     .await;
     assert!(

@@ -611,6 +611,18 @@ pub fn api_pod(api: &FakeApiServer, ns: &str, name: &str) -> Value {
         .unwrap_or_else(|| panic!("pod {ns}/{name} not in the fake"))
 }
 
+/// What a PodGroup's first condition says (empty while it says nothing, or
+/// while there is no such PodGroup).
+pub fn podgroup_message(api: &FakeApiServer, ns: &str, name: &str) -> String {
+    api.get("PodGroup", Some(ns), name)
+        .and_then(|g| {
+            g["status"]["conditions"][0]["message"]
+                .as_str()
+                .map(str::to_string)
+        })
+        .unwrap_or_default()
+}
+
 /// A pod's `metadata.uid`.
 pub fn uid_of(p: &Value) -> String {
     p["metadata"]["uid"].as_str().expect("uid").to_string()
