@@ -7,8 +7,8 @@ use crate::volcano::actions;
 use crate::volcano::conf::SchedulerConf;
 use crate::volcano::framework::GangKey;
 use crate::volcano::framework::allocate_hints::AllocateHints;
-use crate::volcano::framework::registry;
 use crate::volcano::framework::{Session, SessionOutcome, SessionState, Tiers};
+use crate::volcano::plugins::registry;
 use std::collections::BTreeMap;
 
 /// Runs the configured actions over `state` with the configured plugins.

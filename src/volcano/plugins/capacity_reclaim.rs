@@ -222,7 +222,7 @@ fn shares_a_dimension(a: &Resources, b: &Resources) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::volcano::framework::registry;
+    use crate::volcano::plugins::registry;
     use serde_json::Value;
 
     fn conf(level: &str) -> String {
