@@ -19,6 +19,7 @@ mod nodegroup_session_tests;
 pub mod nodeorder;
 pub mod overcommit;
 pub mod pdb;
+mod pod_charge;
 pub mod predicates;
 pub mod priority;
 pub mod proportion;
