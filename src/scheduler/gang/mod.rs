@@ -94,7 +94,7 @@ impl ConfInForce {
     fn new(conf: SchedulerConf, queues: &BTreeMap<String, QueueSpec>) -> Self {
         let mut judge = registry::build(&conf).map(Tiers::for_filter).unwrap_or_else(|e| {
             tracing::warn!(error = %e, "scheduler configuration does not build; filtering without plugins");
-            Tiers::default()
+            registry::without_plugins()
         });
         judge.observe_queues(queues);
         Self { conf, judge }

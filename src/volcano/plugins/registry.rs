@@ -47,6 +47,12 @@ pub fn build(conf: &SchedulerConf) -> Result<Tiers, ConfError> {
     build_tiers(REGISTRY, EVICTION_GUARDS, conf)
 }
 
+/// No plugin, but the eviction guards: what a session runs with when a
+/// configuration fails to build, so that it still never evicts what they protect.
+pub fn without_plugins() -> Tiers {
+    Tiers::default().with_eviction_guards(EVICTION_GUARDS)
+}
+
 /// Parses `volcano-scheduler.conf` and checks every plugin's arguments.
 pub fn load(text: &str) -> Result<SchedulerConf, ConfError> {
     let conf = SchedulerConf::parse(text)?;
@@ -75,6 +81,18 @@ mod tests {
             .map(|p| p.name.as_str())
             .collect();
         assert_eq!(build(&conf).unwrap().names(), listed);
+    }
+
+    #[test]
+    fn a_session_without_plugins_still_never_evicts_kube_system_pods() {
+        use crate::volcano::framework::testing::{gang_key, task};
+        let mut system = task(&gang_key("dns"), "dns-0", Default::default());
+        system.namespace = "kube-system".into();
+        let user = task(&gang_key("train"), "train-0", Default::default());
+        let tiers = without_plugins();
+        assert!(tiers.names().is_empty());
+        assert!(!tiers.guards_let_evict(&system));
+        assert!(tiers.guards_let_evict(&user));
     }
 
     #[test]
