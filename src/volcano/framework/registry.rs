@@ -69,8 +69,7 @@ mod tests {
         let conf = SchedulerConf::parse("actions: enqueue\ntiers:\n- plugins:\n  - name: gang\n")
             .expect("parses");
         let e = build_tiers(&[], &[], &conf)
-            .err()
-            .expect("refused")
+            .expect_err("refused")
             .to_string();
         assert!(
             e.contains("tiers[0].plugins[0]: unknown plugin \"gang\""),
