@@ -154,8 +154,11 @@ async fn a_hard_gang_of_eight_waits_for_one_leaf_and_lands_inside_it() {
     }
 }
 
+/// With no HyperNode at all, Volcano's cluster-wide root is tier 1 and holds
+/// every node, so a hard gang allowed tier 1 is placed anywhere rather than
+/// waiting for a HyperNode.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_hard_gang_waits_until_a_hyper_node_appears() {
+async fn a_hard_gang_is_placed_anywhere_when_no_hyper_node_exists() {
     let api = FakeApiServer::start().await;
     for n in ["n0", "n1"] {
         add_node(&api, n, 2, 1);
@@ -175,18 +178,13 @@ async fn a_hard_gang_waits_until_a_hyper_node_appears() {
     }
     let conf = SchedulerConfFile::new(CONF);
     let server = LiveServer::start_planning(&api, &conf).await;
-    wait_for(&server, "the PodGroup to say no HyperNode exists", || {
-        podgroup_message(&api, NS, "pair").contains("no HyperNode exists")
-    })
-    .await;
-    // The operator describes the rack: both nodes under one tier-1 HyperNode.
-    api.create(hyper_node(
-        "rack",
-        1,
-        json!([{"type": "Node", "selector": {"regexMatch": {"pattern": "^n[01]$"}}}]),
-    ));
     wait_for(&server, "the gang released", || {
         !gang_gated(&api, NS, "pair-0") && !gang_gated(&api, NS, "pair-1")
     })
     .await;
+    for name in ["pair-0", "pair-1"] {
+        let planned = annotation(&api_pod(&api, NS, name), "hami.io/vgpu-node").map(str::to_string);
+        let node = server.schedule(&api, NS, name, &["n0", "n1"]).await;
+        assert_eq!(Some(node), planned, "{name} follows its plan");
+    }
 }

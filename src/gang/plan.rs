@@ -7,8 +7,8 @@ use crate::volcano::actions;
 use crate::volcano::conf::SchedulerConf;
 use crate::volcano::framework::GangKey;
 use crate::volcano::framework::allocate_hints::AllocateHints;
-use crate::volcano::framework::registry;
-use crate::volcano::framework::{Session, SessionOutcome, SessionState, Tiers};
+use crate::volcano::framework::{Session, SessionOutcome, SessionState};
+use crate::volcano::plugins::registry;
 use std::collections::BTreeMap;
 
 /// Runs the configured actions over `state` with the configured plugins.
@@ -35,7 +35,7 @@ pub fn plan_with_hints(
     // build leaves the session without plugins rather than without a plan.
     let tiers = registry::build(conf).unwrap_or_else(|e| {
         tracing::warn!(error = %e, "scheduler configuration does not build; planning without plugins");
-        Tiers::default()
+        registry::without_plugins()
     });
     let mut session = Session::open(state, tiers);
     session.hints = hints;

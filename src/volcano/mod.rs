@@ -35,4 +35,4 @@ pub use objects::{PodGroupSpec, QueueSpec, QueueState};
 pub use resources::Resources;
 
 /// Parses `volcano-scheduler.conf` and checks every plugin's arguments.
-pub use framework::registry::load as load_conf;
+pub use plugins::registry::load as load_conf;

@@ -42,6 +42,7 @@
 //! milli-units may stay unassigned.
 
 use super::resources::{Excess, Resources};
+use crate::placement::resource_fit::POD_COUNT;
 
 /// Safety bound on water-filling rounds (see the module documentation).
 pub const MAX_ROUNDS: usize = 1000;
@@ -297,9 +298,14 @@ pub fn enqueue_excess(
     future.first_excess_on(real_capability, requested_dims(min_resources))
 }
 
-/// Dimensions with a positive amount.
+/// The dimensions a queue limit is checked on: those with a positive amount,
+/// but `pods`. Volcano leaves the pod count out of every limit comparison
+/// (`IsIgnoredScalarResource`: every pod asks one), so a queue's `pods`
+/// capability, or a minimum naming `pods`, holds no job back.
 pub(crate) fn requested_dims(r: &Resources) -> impl Iterator<Item = &str> {
-    r.iter().filter(|(_, v)| *v > 0).map(|(d, _)| d)
+    r.iter()
+        .filter(|(d, v)| *v > 0 && *d != POD_COUNT)
+        .map(|(d, _)| d)
 }
 
 #[cfg(test)]

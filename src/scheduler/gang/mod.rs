@@ -45,8 +45,9 @@ use crate::gang::queueing_hints::QueueingHints;
 use crate::gang::task_cache::TaskCache;
 use crate::placement::NodeJudge;
 use crate::volcano::conf::SchedulerConf;
-use crate::volcano::framework::{GangVerdict, Tiers, registry};
+use crate::volcano::framework::{GangVerdict, Tiers};
 use crate::volcano::objects::QueueSpec;
+use crate::volcano::plugins::registry;
 use arc_swap::ArcSwap;
 use parking_lot::{Mutex, RwLock};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
@@ -93,7 +94,7 @@ impl ConfInForce {
     fn new(conf: SchedulerConf, queues: &BTreeMap<String, QueueSpec>) -> Self {
         let mut judge = registry::build(&conf).map(Tiers::for_filter).unwrap_or_else(|e| {
             tracing::warn!(error = %e, "scheduler configuration does not build; filtering without plugins");
-            Tiers::default()
+            registry::without_plugins()
         });
         judge.observe_queues(queues);
         Self { conf, judge }

@@ -12,7 +12,9 @@
 //!
 //! As in Volcano, the HyperNodes without a parent sit under one cluster-wide root
 //! one tier above the highest (see [`NetworkTopology::top_tier`]): a hard job
-//! allowed that tier may span them, or be placed anywhere when none holds it. A
+//! allowed that tier may span them, or be placed anywhere when none holds it;
+//! with no HyperNode at all that root is tier 1, so a hard job is placed
+//! anywhere (only a `highestTierAllowed` below 1 leaves it waiting). A
 //! `highestTierName` no HyperNode carries names no tier, and Volcano then places
 //! a hard job as one without the constraint; so does this (a soft job still
 //! prefers the lowest HyperNode that holds it).
@@ -178,10 +180,10 @@ pub(super) fn keeps_constraint(session: &Session, key: &GangKey) -> bool {
 }
 
 /// Whether a job allowed up to tier `limit` may span the cluster-wide root above
-/// every HyperNode. Never when there is no HyperNode at all: a hard constraint
-/// then has nothing to keep the job inside, and the job waits for one.
+/// every HyperNode. With no HyperNode at all that root is tier 1 and holds every
+/// node, so a hard job is placed anywhere, as Volcano places it.
 fn reaches_root(topology: &NetworkTopology, limit: u32) -> bool {
-    !topology.is_empty() && topology.top_tier() <= limit
+    topology.top_tier() <= limit
 }
 
 /// Where the job's placed members are. Members on nodes the session does not

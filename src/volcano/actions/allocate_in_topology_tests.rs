@@ -267,17 +267,25 @@ fn a_soft_gang_naming_an_unknown_tier_still_prefers_a_leaf() {
 }
 
 #[test]
-fn a_hard_gang_waits_when_no_hyper_node_exists() {
+fn a_hard_gang_is_placed_anywhere_when_no_hyper_node_exists() {
+    // Volcano's cluster-wide root is then tier 1 and holds every node, so any
+    // allowed tier reaches it: the gang is placed as one without the constraint.
     let o = run(
         ALLOCATE,
         &[],
         vec![gang("train", 2, 2, constraint(TopologyMode::Hard, 1))],
     );
-    assert_eq!(placed_count(&o, "train"), 0);
-    assert!(message(&o, "train").contains("no HyperNode exists"));
-    // A gang without the constraint is placed as always.
+    assert_eq!(placed_count(&o, "train"), 2);
     let o = run(ALLOCATE, &[], vec![gang("free", 2, 2, None)]);
     assert_eq!(placed_count(&o, "free"), 2);
+    // Tier 0 is below even that root: nothing can hold the gang.
+    let o = run(
+        ALLOCATE,
+        &[],
+        vec![gang("flat", 2, 2, constraint(TopologyMode::Hard, 0))],
+    );
+    assert_eq!(placed_count(&o, "flat"), 0);
+    assert!(message(&o, "flat").contains("no HyperNode exists"));
 }
 
 #[test]

@@ -72,8 +72,9 @@ mod tests {
     use crate::volcano::actions::allocate::Allocate;
     use crate::volcano::conf::SchedulerConf;
     use crate::volcano::framework::testing::{busy, job, state, task};
-    use crate::volcano::framework::{GangKey, TaskStatus, registry};
+    use crate::volcano::framework::{GangKey, TaskStatus};
     use crate::volcano::objects::QueueSpec;
+    use crate::volcano::plugins::registry;
 
     #[test]
     fn best_effort_members_start_where_allocate_skips_an_overused_queue() {

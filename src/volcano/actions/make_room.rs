@@ -317,7 +317,7 @@ fn node_plans(
         for t in other
             .tasks
             .iter()
-            .filter(|t| evictable(t, state.now) && want.freed_by(t))
+            .filter(|t| evictable(session.tiers(), t, state.now) && want.freed_by(t))
         {
             if scope == Scope::OwnJob && t.priority >= task.priority {
                 continue;
@@ -346,7 +346,7 @@ fn node_plans(
         }
         // Plugins judge the candidates in the order they would go (capacity
         // counts each victim as gone before judging the next, as Volcano does).
-        let mut candidates = with_whole_gangs(state, candidates);
+        let mut candidates = with_whole_gangs(session.tiers(), state, candidates);
         candidates.sort_by(|a, b| victim_first(a, b));
         let allowed = match scope {
             Scope::OtherQueues => session.tiers().reclaimable(state, task, &candidates),

@@ -10,8 +10,9 @@ use crate::volcano::framework::job::JobInfo;
 use crate::volcano::framework::outcome::SessionOutcome;
 use crate::volcano::framework::queue::QueueInfo;
 use crate::volcano::framework::testing::{gpu_nodes, gpu_task, job, placed_state, running_task};
-use crate::volcano::framework::{Action as SessionAction, GangKey, Session, registry};
+use crate::volcano::framework::{Action as SessionAction, GangKey, Session};
 use crate::volcano::objects::{QueueSpec, QueueState};
+use crate::volcano::plugins::registry;
 use std::collections::BTreeSet;
 
 const GPU: &str = "nvidia.com/gpu";

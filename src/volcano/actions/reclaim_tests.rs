@@ -8,8 +8,9 @@ use crate::volcano::framework::job::JobInfo;
 use crate::volcano::framework::outcome::SessionOutcome;
 use crate::volcano::framework::queue::QueueInfo;
 use crate::volcano::framework::testing::{gpu_nodes, gpu_task, job, placed_state, running_task};
-use crate::volcano::framework::{Action, GangKey, Session, registry};
+use crate::volcano::framework::{Action, GangKey, Session};
 use crate::volcano::objects::QueueSpec;
+use crate::volcano::plugins::registry;
 use std::collections::BTreeSet;
 
 /// The seed's configuration: priority, gang and conformance leave reclaim to

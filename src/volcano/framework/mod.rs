@@ -4,7 +4,8 @@
 //! commits or discards as a whole.
 //!
 //! - [`plugin::Plugin`]: the extension points, each optional.
-//! - [`registry`]: plugins by name, built from `volcano-scheduler.conf`.
+//! - [`registry`]: building the configured tiers from a table of plugins by
+//!   name (the table is `registry` in `volcano::plugins`).
 //! - [`tiers::Tiers`]: how the plugins' answers combine.
 //! - [`session::Session`] over a [`state::SessionState`]; [`statement::Statement`].
 //! - [`action::Action`]: enqueue, allocate, backfill (in `volcano::actions`).

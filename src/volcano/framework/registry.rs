@@ -1,11 +1,14 @@
-//! Plugins by name. Adding a plugin is one file under `volcano::plugins` and one
-//! line here; a name missing here is refused when the configuration loads.
+//! How plugins are registered: what a plugin's constructor reads, and how the
+//! configured tiers are built from a table of constructors by name. The table
+//! itself belongs to the plugins (`registry` in `volcano::plugins`), so the framework
+//! depends on no plugin; a name missing from the table is refused when the
+//! configuration loads.
 
 use super::arguments::Arguments;
 use super::plugin::Plugin;
 use super::tiers::{Slot, Tiers};
+use super::victims::EvictionGuard;
 use crate::volcano::conf::{ConfError, PluginOption, SchedulerConf};
-use crate::volcano::plugins;
 
 /// What a plugin's constructor reads.
 #[derive(Debug, Clone, Copy)]
@@ -22,46 +25,22 @@ pub struct BuildContext<'a> {
 /// do (it defers to another plugin).
 pub type Constructor = fn(&BuildContext<'_>) -> Result<Option<Box<dyn Plugin>>, ConfError>;
 
-/// Every plugin this scheduler runs.
-pub const REGISTRY: &[(&str, Constructor)] = &[
-    ("priority", plugins::priority::build),
-    ("gang", plugins::gang::build),
-    ("conformance", plugins::conformance::build),
-    ("proportion", plugins::proportion::build),
-    ("capacity", plugins::capacity::build),
-    ("overcommit", plugins::overcommit::build),
-    ("capacity-card", plugins::capacity_card::build),
-    ("binpack", plugins::binpack::build),
-    ("drf", plugins::drf::build),
-    ("pdb", plugins::pdb::build),
-    ("cdp", plugins::cdp::build),
-    ("predicates", plugins::predicates::build),
-    ("nodeorder", plugins::nodeorder::build),
-    ("nodegroup", plugins::nodegroup::build),
-    ("resourcequota", plugins::resourcequota::build),
-    ("sla", plugins::sla::build),
-    (
-        "resource-strategy-fit",
-        plugins::resource_strategy_fit::build,
-    ),
-    (
-        "network-topology-aware",
-        plugins::network_topology_aware::build,
-    ),
-    ("task-topology", plugins::task_topology::build),
-    ("usage", plugins::usage::build),
-];
-
-/// Builds the configured plugins, tier by tier. Arguments are checked here, so a
-/// configuration with a bad argument is refused when it loads, naming the plugin
-/// and the key.
-pub fn build(conf: &SchedulerConf) -> Result<Tiers, ConfError> {
+/// Builds the configured plugins, tier by tier, from `constructors` (plugins by
+/// name), with `eviction_guards` in force whatever the configuration lists.
+/// Arguments are checked here, so a configuration with a bad argument is refused
+/// when it loads, naming the plugin and the key.
+pub fn build_tiers(
+    constructors: &[(&str, Constructor)],
+    eviction_guards: &'static [EvictionGuard],
+    conf: &SchedulerConf,
+) -> Result<Tiers, ConfError> {
     let mut tiers = Vec::new();
     for (ti, tier) in conf.tiers.iter().enumerate() {
         let mut slots = Vec::new();
         for (pi, option) in tier.plugins.iter().enumerate() {
             let at = format!("tiers[{ti}].plugins[{pi}]");
-            let Some((_, constructor)) = REGISTRY.iter().find(|(n, _)| *n == option.name) else {
+            let Some((_, constructor)) = constructors.iter().find(|(n, _)| *n == option.name)
+            else {
                 return Err(ConfError::UnknownPlugin {
                     at,
                     name: option.name.clone(),
@@ -78,52 +57,23 @@ pub fn build(conf: &SchedulerConf) -> Result<Tiers, ConfError> {
         }
         tiers.push(slots);
     }
-    Ok(Tiers::new(tiers))
-}
-
-/// Parses `volcano-scheduler.conf` and checks every plugin's arguments.
-pub fn load(text: &str) -> Result<SchedulerConf, ConfError> {
-    let conf = SchedulerConf::parse(text)?;
-    build(&conf)?;
-    Ok(conf)
+    Ok(Tiers::new(tiers).with_eviction_guards(eviction_guards))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::volcano::conf::SUPPORTED_PLUGINS;
 
     #[test]
-    fn every_supported_name_has_a_constructor() {
-        let names: Vec<&str> = REGISTRY.iter().map(|(n, _)| *n).collect();
-        assert_eq!(names, SUPPORTED_PLUGINS);
-    }
-
-    #[test]
-    fn the_default_configuration_builds() {
-        let tiers = build(&SchedulerConf::default()).unwrap();
-        assert_eq!(
-            tiers.names(),
-            vec![
-                "priority",
-                "gang",
-                "conformance",
-                "overcommit",
-                "drf",
-                "predicates",
-                "proportion",
-                "nodeorder"
-            ]
+    fn a_name_missing_from_the_table_is_refused_as_unknown() {
+        let conf = SchedulerConf::parse("actions: enqueue\ntiers:\n- plugins:\n  - name: gang\n")
+            .expect("parses");
+        let e = build_tiers(&[], &[], &conf)
+            .expect_err("refused")
+            .to_string();
+        assert!(
+            e.contains("tiers[0].plugins[0]: unknown plugin \"gang\""),
+            "{e}"
         );
-    }
-
-    #[test]
-    fn filter_is_judged_without_the_plugins_that_repeat_kube_scheduler() {
-        use crate::placement::NodeJudge;
-        let planner = build(&SchedulerConf::default()).unwrap();
-        assert!(planner.filters(), "the planner runs predicates");
-        let filter = planner.for_filter();
-        assert!(!filter.filters(), "/filter does not");
-        assert!(!filter.names().contains(&"predicates"));
     }
 }

@@ -4,7 +4,6 @@
 use super::job::{GangKey, GpuAsk, JobInfo, TaskInfo, TaskStatus};
 use super::nodes::NodeSet;
 use super::queue::QueueInfo;
-use super::registry;
 use super::rejection::Rejection;
 use super::report::QueueReport;
 use super::session::Session;
@@ -14,6 +13,7 @@ use crate::resources::{Resources, VgpuDims};
 use crate::volcano::card_quota::CARD_DIMENSION_PREFIX;
 use crate::volcano::conf::SchedulerConf;
 use crate::volcano::objects::QueueSpec;
+use crate::volcano::plugins::registry;
 use k8s_openapi::api::core::v1::Pod;
 use std::collections::BTreeMap;
 use std::sync::Arc;

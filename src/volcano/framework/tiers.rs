@@ -27,6 +27,7 @@ use super::queue::QueueInfo;
 use super::rejection::Rejection;
 use super::report::QueueReport;
 use super::state::SessionState;
+use super::victims::EvictionGuard;
 use crate::placement::{NodeFacts, NodeJudge, TaskFacts};
 use crate::volcano::conf::{ExtensionPoint, PluginOption, SWITCHES};
 use crate::volcano::objects::QueueSpec;
@@ -75,6 +76,8 @@ pub struct Tiers {
     filters: bool,
     /// Some plugin has a node score switched on.
     scores: bool,
+    /// Rules on victims the plugins registered to hold whatever is listed.
+    eviction_guards: &'static [EvictionGuard],
 }
 
 impl Tiers {
@@ -87,13 +90,27 @@ impl Tiers {
             tiers,
             filters,
             scores,
+            eviction_guards: &[],
         }
+    }
+
+    /// The same tiers with `guards` in force: rules on victims that hold even
+    /// where no listed plugin expresses them.
+    pub fn with_eviction_guards(mut self, guards: &'static [EvictionGuard]) -> Self {
+        self.eviction_guards = guards;
+        self
+    }
+
+    /// Whether every eviction guard lets this task be evicted.
+    pub fn guards_let_evict(&self, task: &TaskInfo) -> bool {
+        self.eviction_guards.iter().all(|guard| guard(task))
     }
 
     /// The tiers `/filter` judges nodes with: without the plugins that only
     /// repeat kube-scheduler's own filters and scores (see
     /// [`Plugin::planner_only`]).
     pub fn for_filter(self) -> Self {
+        let guards = self.eviction_guards;
         Self::new(
             self.tiers
                 .into_iter()
@@ -104,6 +121,7 @@ impl Tiers {
                 })
                 .collect(),
         )
+        .with_eviction_guards(guards)
     }
 
     /// Every plugin in order.

@@ -5,27 +5,30 @@
 //!
 //! These rules hold whatever the configuration lists: the `conformance`, `cdp` and
 //! `pdb` plugins express the same rules for Volcano configurations, and switching
-//! them off never exposes a pod the rules protect.
+//! them off never exposes a pod the rules protect. Rules the plugins own reach
+//! here as [`EvictionGuard`]s registered with the tiers.
 
 use super::job::{GangKey, JobInfo, TaskInfo, TaskStatus};
 use super::state::SessionState;
+use super::tiers::Tiers;
 use chrono::{DateTime, Utc};
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet};
 
+/// A plugin's rule on victims that holds whatever the configuration lists:
+/// whether the scheduler may evict this task at all. The plugins register theirs
+/// when the tiers are built (conformance: never `kube-system`, never the critical
+/// priority classes).
+pub type EvictionGuard = fn(&TaskInfo) -> bool;
+
 /// Whether a task may be considered for eviction at all: it runs (bound to its
 /// node) and is not being evicted already, its pod allows it
-/// (`volcano.sh/preemptable`), it is neither in `kube-system` nor of a critical
-/// priority class (conformance), and it is past its cooldown.
-pub fn evictable(task: &TaskInfo, now: DateTime<Utc>) -> bool {
-    let class = task
-        .pod
-        .spec
-        .as_ref()
-        .and_then(|s| s.priority_class_name.as_deref());
+/// (`volcano.sh/preemptable`), every eviction guard of the tiers lets it go, and
+/// it is past its cooldown.
+pub fn evictable(tiers: &Tiers, task: &TaskInfo, now: DateTime<Utc>) -> bool {
     task.status == TaskStatus::Running
         && task.preemptable
-        && crate::volcano::plugins::conformance::may_evict(&task.namespace, class)
+        && tiers.guards_let_evict(task)
         && !in_cooldown(task, now)
 }
 
@@ -221,6 +224,7 @@ pub fn gang_safe(state: &SessionState, candidates: &[String]) -> Vec<String> {
 /// Adds to `candidates` the running members of every job that one of them would
 /// take below its minimum, so that a plugin can judge the whole gang.
 pub fn with_whole_gangs<'s>(
+    tiers: &Tiers,
     state: &'s SessionState,
     candidates: Vec<&'s TaskInfo>,
 ) -> Vec<&'s TaskInfo> {
@@ -234,7 +238,7 @@ pub fn with_whole_gangs<'s>(
             continue;
         }
         for member in whole_gang(job) {
-            if evictable(member, state.now) && seen.insert(member.uid.as_str()) {
+            if evictable(tiers, member, state.now) && seen.insert(member.uid.as_str()) {
                 out.push(member);
             }
         }

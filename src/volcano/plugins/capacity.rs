@@ -46,8 +46,10 @@ impl Capacity {
         }
     }
 
+    /// `i`'s dominant share of its deserved amount, its pods counted when that
+    /// amount names them (Volcano's share runs over every deserved dimension).
     fn share(&self, state: &SessionState, i: usize) -> f64 {
-        let allocated = self.tree.sum(state, i, |q| &q.allocated);
+        let allocated = self.tree.held_with_pods(state, i);
         share(&allocated, &self.tree.nodes[i].deserved)
     }
 

@@ -16,6 +16,7 @@
 //!   deserves anything the reclaimer asks for, do not take from each other:
 //!   nothing says who is owed what between them.
 
+use super::pod_charge::task_charge;
 use super::queue_tree::QueueTree;
 use crate::resources::Resources;
 use crate::volcano::capacity::within_deserved_somewhere;
@@ -135,14 +136,17 @@ impl ReclaimTree<'_> {
             if !shares_a_dimension(&c.resreq, &reclaimer.resreq) {
                 continue;
             }
+            // The victim takes one pod with it: a guarantee or deserved amount
+            // naming `pods` counts them, as Volcano's does.
+            let charge = task_charge(&c.resreq);
             let held = allocated
                 .entry(i)
-                .or_insert_with(|| self.tree.sum(state, i, |q| &q.allocated));
-            if !keeps_guarantee(held, &c.resreq, self.guarantee(state, i)) {
+                .or_insert_with(|| self.tree.held_with_pods(state, i));
+            if !keeps_guarantee(held, &charge, self.guarantee(state, i)) {
                 continue;
             }
             let deserved = &self.tree.nodes[i].deserved;
-            if shares_a_dimension(&c.resreq, deserved) {
+            if shares_a_dimension(&charge, deserved) {
                 if !over_deserved(held, deserved, c, reclaimer) {
                     continue;
                 }
@@ -163,10 +167,10 @@ impl ReclaimTree<'_> {
                 }
                 let held = allocated
                     .entry(a)
-                    .or_insert_with(|| self.tree.sum(state, a, |q| &q.allocated));
+                    .or_insert_with(|| self.tree.held_with_pods(state, a));
                 checked.push(a);
                 let deserved = &self.tree.nodes[a].deserved;
-                if shares_a_dimension(&c.resreq, deserved)
+                if shares_a_dimension(&charge, deserved)
                     && !over_deserved(held, deserved, c, reclaimer)
                 {
                     eligible = false;
@@ -178,7 +182,7 @@ impl ReclaimTree<'_> {
             }
             for q in std::iter::once(i).chain(checked) {
                 if let Some(held) = allocated.get_mut(&q) {
-                    held.saturating_sub(&c.resreq);
+                    held.saturating_sub(&charge);
                 }
             }
             victims.push(c.uid.clone());
@@ -222,7 +226,7 @@ fn shares_a_dimension(a: &Resources, b: &Resources) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::volcano::framework::registry;
+    use crate::volcano::plugins::registry;
     use serde_json::Value;
 
     fn conf(level: &str) -> String {

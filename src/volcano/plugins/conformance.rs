@@ -24,17 +24,21 @@ pub fn may_evict(namespace: &str, priority_class: Option<&str>) -> bool {
     namespace != "kube-system" && !priority_class.is_some_and(|c| CRITICAL_CLASSES.contains(&c))
 }
 
+/// Whether the scheduler may evict this task (see [`may_evict`]). Registered as
+/// an eviction guard, so the rule holds even where `conformance` is not listed.
+pub fn may_evict_task(task: &TaskInfo) -> bool {
+    let class = task
+        .pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.priority_class_name.as_deref());
+    may_evict(&task.namespace, class)
+}
+
 fn evictable(candidates: &[&TaskInfo]) -> Vec<String> {
     candidates
         .iter()
-        .filter(|t| {
-            let class = t
-                .pod
-                .spec
-                .as_ref()
-                .and_then(|s| s.priority_class_name.as_deref());
-            may_evict(&t.namespace, class)
-        })
+        .filter(|t| may_evict_task(t))
         .map(|t| t.uid.clone())
         .collect()
 }

@@ -178,7 +178,7 @@ mod tests {
         total: Resources,
     ) -> Session {
         let conf = SchedulerConf::parse(conf).unwrap();
-        let tiers = crate::volcano::framework::registry::build(&conf).unwrap();
+        let tiers = crate::volcano::plugins::registry::build(&conf).unwrap();
         Session::open(state(total, queues, jobs), tiers)
     }
 

@@ -1,6 +1,6 @@
 //! Volcano's plugins, one file each. Each exposes `build`, the constructor the
-//! registry (`volcano::framework::registry`) calls with the plugin's configuration
-//! entry.
+//! framework calls with the plugin's configuration entry; [`registry`] lists them
+//! by name.
 
 pub mod binpack;
 pub mod capacity;
@@ -19,10 +19,12 @@ mod nodegroup_session_tests;
 pub mod nodeorder;
 pub mod overcommit;
 pub mod pdb;
+mod pod_charge;
 pub mod predicates;
 pub mod priority;
 pub mod proportion;
 mod queue_tree;
+pub mod registry;
 pub mod resource_strategy_fit;
 pub mod resourcequota;
 pub mod sla;

@@ -703,10 +703,9 @@ tiers:
     arguments:
       enablePreferredOrder: true
 ";
-        let tiers = crate::volcano::framework::registry::build(
-            &crate::volcano::load_conf(volcano).unwrap(),
-        )
-        .unwrap();
+        let tiers =
+            crate::volcano::plugins::registry::build(&crate::volcano::load_conf(volcano).unwrap())
+                .unwrap();
         assert!(tiers.names().contains(&"nodegroup"));
         for (bad, needle) in [
             (

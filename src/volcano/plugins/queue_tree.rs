@@ -1,6 +1,7 @@
 //! The queue tree the capacity plugins share: each queue's ancestors (only under
 //! hierarchical capacity) and figures summed over a queue and its descendants.
 
+use crate::placement::resource_fit::POD_COUNT;
 use crate::resources::Resources;
 use crate::volcano::capacity::{self, CapacityInput, CapacityNode};
 use crate::volcano::framework::SessionState;
@@ -88,6 +89,30 @@ impl QueueTree {
         }
         total.prune_zeros();
         total
+    }
+
+    /// What `i`'s subtree holds with its pod count: one `pods` per task that
+    /// holds resources, as Volcano charges queues (see `pod_charge`). The count
+    /// is taken only when `i`'s deserved amount (which covers its guarantee)
+    /// names `pods`: no other comparison reads it, and it costs a walk over
+    /// every task.
+    pub fn held_with_pods(&self, state: &SessionState, i: usize) -> Resources {
+        let held = self.sum(state, i, |q| &q.allocated);
+        if self.nodes[i].deserved.get(POD_COUNT) <= 0 {
+            return held;
+        }
+        let in_subtree = |queue: &str| {
+            self.position(queue)
+                .is_some_and(|q| q == i || self.nodes[q].ancestors.contains(&i))
+        };
+        let pods = state
+            .jobs
+            .values()
+            .filter(|j| in_subtree(&j.queue))
+            .flat_map(|j| &j.tasks)
+            .filter(|t| t.status.holds_resources())
+            .count();
+        super::pod_charge::plus_pods(held, pods)
     }
 
     /// Cards held over `i`'s subtree.

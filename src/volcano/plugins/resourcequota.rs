@@ -399,13 +399,13 @@ mod tests {
             "actions: \"enqueue, allocate, backfill\"\ntiers:\n- plugins:\n  - name: resourcequota\n  - name: overcommit\n",
         )
         .unwrap();
-        let tiers = crate::volcano::framework::registry::build(&conf).unwrap();
+        let tiers = crate::volcano::plugins::registry::build(&conf).unwrap();
         assert_eq!(tiers.names(), vec!["resourcequota", "overcommit"]);
         let bad = crate::volcano::conf::SchedulerConf::parse(
             "actions: enqueue\ntiers:\n- plugins:\n  - name: resourcequota\n    arguments:\n      scope: all\n",
         )
         .unwrap();
-        assert!(crate::volcano::framework::registry::build(&bad).is_err());
+        assert!(crate::volcano::plugins::registry::build(&bad).is_err());
     }
 
     #[test]

@@ -111,8 +111,8 @@ mod tests {
     use super::*;
     use crate::resources::Resources;
     use crate::volcano::conf::SchedulerConf;
-    use crate::volcano::framework::registry;
     use crate::volcano::framework::testing::{job, state};
+    use crate::volcano::plugins::registry;
 
     fn at(minutes: i64) -> DateTime<Utc> {
         DateTime::UNIX_EPOCH + chrono::Duration::minutes(minutes)

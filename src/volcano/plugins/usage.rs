@@ -284,7 +284,7 @@ tiers:
         mem: 80 # 内存使用率阈值 (%)
 "#;
         let conf = crate::volcano::load_conf(text).unwrap();
-        let tiers = crate::volcano::framework::registry::build(&conf).unwrap();
+        let tiers = crate::volcano::plugins::registry::build(&conf).unwrap();
         assert_eq!(tiers.names(), ["usage"]);
         let option = &conf.tiers[0].plugins[0];
         let args = Arguments::new("tiers[0].plugins[0]", "usage", &option.arguments);
@@ -292,7 +292,7 @@ tiers:
         // Volcano's own example turns the predicate off: only the score is left.
         let off = text.replace("enablePredicate: true", "enablePredicate: false");
         let tiers =
-            crate::volcano::framework::registry::build(&crate::volcano::load_conf(&off).unwrap())
+            crate::volcano::plugins::registry::build(&crate::volcano::load_conf(&off).unwrap())
                 .unwrap();
         use crate::placement::NodeJudge;
         assert!(!tiers.filters() && tiers.scores());

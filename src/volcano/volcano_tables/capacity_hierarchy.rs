@@ -7,8 +7,8 @@
 //! queue, and one whose job names a deleted queue: nothing placed, no crash).
 //!
 //! Volcano's tasks also count one `pods` each against a queue; this scheduler
-//! charges queues only what pods request, so a queue's `pods` amount is carried
-//! over as written and bounds nothing here. No case of these tables turns on it.
+//! counts them where Volcano compares them (see [`super::queue_pod_count`]). No
+//! case of these tables turns on it.
 
 use super::support::{GroupRow, PodRow, Table, bound, evicted, group, phase, pipelined, pod};
 use super::support::{node_alloc, queue, resources, tiers_conf, with};

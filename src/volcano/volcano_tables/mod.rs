@@ -25,6 +25,9 @@
 //! `plugins/predicates/predicates_test.go` ([`predicates`]: the tests that run
 //! sessions).
 //!
+//! Beside them, [`queue_pod_count`]: a queue's `pods` amount, with Volcano's
+//! expectations read from its source (no table of Volcano's turns on it).
+//!
 //! Left out:
 //! - `actions/backfill/backfill_test.go` (`TestPickUpPendingTasks`) checks the
 //!   order of an internal list of Volcano's backfill (`pickUpPendingTasks`) in a
@@ -46,5 +49,6 @@ mod predicates;
 mod preempt;
 mod priority;
 mod proportion;
+mod queue_pod_count;
 mod reclaim;
 mod support;

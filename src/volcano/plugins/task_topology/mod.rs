@@ -193,7 +193,7 @@ impl Plugin for TaskTopologyPlugin {
 
 #[cfg(test)]
 mod tests {
-    use crate::volcano::framework::registry;
+    use crate::volcano::plugins::registry;
 
     /// The seed's configuration, as written there.
     const SEED_CONF: &str = r#"actions: "enqueue, reclaim, allocate, backfill, preempt"
