@@ -508,6 +508,13 @@ impl FakeApiServer {
         self.state.config.lock().workload_apis = on;
     }
 
+    /// Turns off (or on) the `PodTopologyLabelsAdmission` gate: off, like
+    /// servers before 1.35, a Binding's labels are not copied onto the pod (its
+    /// annotations still are). On by default.
+    pub fn set_pod_topology_labels(&self, on: bool) {
+        self.state.config.lock().pod_topology_labels = on;
+    }
+
     /// Serves the workload APIs in `version` instead: `v1beta1` as Kubernetes
     /// 1.37 does (`v1alpha2` is no longer served there), or `v1alpha2`.
     pub fn set_workload_api_version(&self, version: &'static str) {
