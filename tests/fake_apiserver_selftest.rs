@@ -986,7 +986,8 @@ async fn binding_checks_uid_and_existing_assignment() {
 #[tokio::test]
 async fn binding_carries_its_annotations_and_with_the_gate_its_labels_onto_the_pod() {
     let api = Api::start().await;
-    api.server.create(json!({"apiVersion": "v1", "kind": "Node", "metadata": {
+    api.server
+        .create(json!({"apiVersion": "v1", "kind": "Node", "metadata": {
         "name": "n1", "labels": {"topology.kubernetes.io/zone": "z1", "rack": "r1"}}}));
     let binding = |name: &str| {
         json!({"apiVersion": "v1", "kind": "Binding",
@@ -996,7 +997,8 @@ async fn binding_carries_its_annotations_and_with_the_gate_its_labels_onto_the_p
     };
     for (gate, name) in [(true, "on"), (false, "off")] {
         api.server.set_pod_topology_labels(gate);
-        api.server.create(pod("default", name, json!({"app": "old"})));
+        api.server
+            .create(pod("default", name, json!({"app": "old"})));
         let path = format!("/api/v1/namespaces/default/pods/{name}/binding");
         let (code, body) = api.post(&path, &binding(name)).await;
         assert_eq!(code, 201, "{body}");
@@ -1009,6 +1011,34 @@ async fn binding_carries_its_annotations_and_with_the_gate_its_labels_onto_the_p
         };
         assert_eq!(p["metadata"]["labels"], labels, "gate {gate}: {p}");
     }
+}
+
+/// Every event sent to a watcher is counted with its bytes, per resource and
+/// per watcher: two watchers of a change are sent it twice.
+#[tokio::test]
+async fn watch_traffic_counts_each_event_sent_to_each_watcher() {
+    let api = Api::start().await;
+    let from = api.server.resource_version();
+    let path = format!("/api/v1/pods?watch=true&resourceVersion={from}");
+    let (mut w1, mut w2) = (api.watch(&path).await, api.watch(&path).await);
+    let _nodes = api
+        .watch(&format!("/api/v1/nodes?watch=true&resourceVersion={from}"))
+        .await;
+    api.server.clear_request_log();
+    api.server.create(pod("default", "p", json!({})));
+    let (e1, e2) = (w1.next().await, w2.next().await);
+    assert_eq!(
+        (e1["type"].as_str(), e2["type"].as_str()),
+        (Some("ADDED"), Some("ADDED"))
+    );
+    let line = e1.to_string().len() as u64 + 1;
+    let traffic = api.server.watch_traffic();
+    assert_eq!(traffic.of("pods").events, 2, "{traffic:?}");
+    assert_eq!(traffic.of("pods").bytes, 2 * line, "{traffic:?}");
+    assert_eq!(traffic.of("nodes").events, 0, "{traffic:?}");
+    assert_eq!(traffic.total(), traffic.of("pods"));
+    api.server.clear_request_log();
+    assert_eq!(api.server.watch_traffic().total().events, 0);
 }
 
 #[tokio::test]

@@ -61,4 +61,6 @@ pub struct Shared {
     /// Reads now waiting for a resourceVersion from the future, so a test can
     /// tell that its read arrived before the write it waits for.
     pub rv_waiters: std::sync::atomic::AtomicUsize,
+    /// Watch events sent, per resource.
+    pub watch_traffic: Mutex<super::watch_traffic::WatchTraffic>,
 }
