@@ -980,6 +980,67 @@ async fn binding_checks_uid_and_existing_assignment() {
     assert_eq!(code, 405);
 }
 
+/// `setPodNodeAndMetadata`: the pod takes the Binding's annotations, and its
+/// labels (plus the Node's zone and region, added by the `PodTopologyLabels`
+/// admission plugin) only with the `PodTopologyLabelsAdmission` gate.
+#[tokio::test]
+async fn binding_carries_its_annotations_and_with_the_gate_its_labels_onto_the_pod() {
+    let api = Api::start().await;
+    api.server
+        .create(json!({"apiVersion": "v1", "kind": "Node", "metadata": {
+        "name": "n1", "labels": {"topology.kubernetes.io/zone": "z1", "rack": "r1"}}}));
+    let binding = |name: &str| {
+        json!({"apiVersion": "v1", "kind": "Binding",
+            "metadata": {"name": name, "namespace": "default",
+                "annotations": {"a": "1"}, "labels": {"l": "2", "app": "new"}},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": "n1"}})
+    };
+    for (gate, name) in [(true, "on"), (false, "off")] {
+        api.server.set_pod_topology_labels(gate);
+        api.server
+            .create(pod("default", name, json!({"app": "old"})));
+        let path = format!("/api/v1/namespaces/default/pods/{name}/binding");
+        let (code, body) = api.post(&path, &binding(name)).await;
+        assert_eq!(code, 201, "{body}");
+        let p = api.server.get("Pod", Some("default"), name).unwrap();
+        assert_eq!(p["metadata"]["annotations"], json!({"a": "1"}), "{p}");
+        let labels = if gate {
+            json!({"app": "new", "l": "2", "topology.kubernetes.io/zone": "z1"})
+        } else {
+            json!({"app": "old"})
+        };
+        assert_eq!(p["metadata"]["labels"], labels, "gate {gate}: {p}");
+    }
+}
+
+/// Every event sent to a watcher is counted with its bytes, per resource and
+/// per watcher: two watchers of a change are sent it twice.
+#[tokio::test]
+async fn watch_traffic_counts_each_event_sent_to_each_watcher() {
+    let api = Api::start().await;
+    let from = api.server.resource_version();
+    let path = format!("/api/v1/pods?watch=true&resourceVersion={from}");
+    let (mut w1, mut w2) = (api.watch(&path).await, api.watch(&path).await);
+    let _nodes = api
+        .watch(&format!("/api/v1/nodes?watch=true&resourceVersion={from}"))
+        .await;
+    api.server.clear_request_log();
+    api.server.create(pod("default", "p", json!({})));
+    let (e1, e2) = (w1.next().await, w2.next().await);
+    assert_eq!(
+        (e1["type"].as_str(), e2["type"].as_str()),
+        (Some("ADDED"), Some("ADDED"))
+    );
+    let line = e1.to_string().len() as u64 + 1;
+    let traffic = api.server.watch_traffic();
+    assert_eq!(traffic.of("pods").events, 2, "{traffic:?}");
+    assert_eq!(traffic.of("pods").bytes, 2 * line, "{traffic:?}");
+    assert_eq!(traffic.of("nodes").events, 0, "{traffic:?}");
+    assert_eq!(traffic.total(), traffic.of("pods"));
+    api.server.clear_request_log();
+    assert_eq!(api.server.watch_traffic().total().events, 0);
+}
+
 #[tokio::test]
 async fn drop_watches_closes_open_streams() {
     let api = Api::start().await;

@@ -3,7 +3,9 @@
 //! and kube-scheduler's `Scheduled` event (kube-scheduler), the allocation with
 //! `hami.io/bind-phase: allocating`, the node lock and the Binding (this
 //! extender), then `success` on the pod and the lock's release (the device
-//! plugin): 7 writes. Reading is what the watches are for: this server reads
+//! plugin): 7 writes, as the allocation rides on the Binding (the API server
+//! copies a Binding's annotations onto the pod, and on 1.35+ its labels), so
+//! this server writes 2 per pod. Reading is what the watches are for: this server reads
 //! nothing while placing them (the lock is taken from the watch's copy of the
 //! node, and a lock write that met a changed node waits for the watch to show
 //! the change rather than reading it). HAMi's device plugin as shipped costs
@@ -51,7 +53,7 @@ fn answer_locked_pods(api: &FakeApiServer) -> usize {
 }
 
 #[tokio::test]
-async fn a_burst_of_pods_costs_at_most_seven_writes_and_no_read_of_this_server_per_pod() {
+async fn a_burst_of_pods_costs_seven_writes_two_of_them_this_servers_and_no_read_per_pod() {
     let api = FakeApiServer::start().await;
     let nodes: Vec<String> = (0..NODES).map(|i| format!("gpu-{i}")).collect();
     for n in &nodes {
@@ -111,6 +113,11 @@ async fn a_burst_of_pods_costs_at_most_seven_writes_and_no_read_of_this_server_p
             annotation(&stored, "hami.io/vgpu-devices-allocated").is_some(),
             "{stored}"
         );
+        assert_eq!(
+            label(&stored, "hami.io/vgpu-node"),
+            stored["spec"]["nodeName"].as_str(),
+            "{stored}"
+        );
     }
 
     let calls = api.api_calls();
@@ -128,8 +135,11 @@ async fn a_burst_of_pods_costs_at_most_seven_writes_and_no_read_of_this_server_p
         "{reads_per_pod:.2} reads per pod: {:?}",
         calls.counts
     );
-    // The writes are the protocol's own, one each per pod.
-    assert_eq!(calls.count("patch", "pods"), PODS, "{:?}", calls.counts);
+    // The writes are the protocol's own, one each per pod: the node lock and
+    // the Binding carrying the allocation; no pod patch.
+    assert_eq!(calls.writes(), 2 * PODS, "{:?}", calls.counts);
+    assert_eq!(calls.count("patch", "pods"), 0, "{:?}", calls.counts);
+    assert_eq!(calls.count("patch", "nodes"), PODS, "{:?}", calls.counts);
     assert_eq!(calls.count("create", "pods/binding"), PODS);
     assert_eq!(calls.count("create", "events"), 0, "{:?}", calls.counts);
 }

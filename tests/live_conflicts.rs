@@ -76,12 +76,18 @@ async fn failed_writes_roll_back() {
     add_node(&api, "gpu-a", 1, 10);
     add_node(&api, "gpu-b", 1, 10);
     let server = LiveServer::start(&api, &[]).await;
-    create_pod(&api, gpu_pod(NS, "unlucky", 1, 10000, 10));
+    // The pod carries the MIG instances of an earlier placement, which a
+    // Binding cannot remove: the bind patches them away first.
+    let mut pod = gpu_pod(NS, "unlucky", 1, 10000, 10);
+    pod["metadata"]["annotations"] = serde_json::json!({
+        "hami.io/vgpu-mig-allocations": "[{\"uuid\":\"GPU-old\",\"profile\":\"1g.10gb\",\"index\":0}]"
+    });
+    create_pod(&api, pod);
     let stored = api_pod(&api, NS, "unlucky");
     let uid = uid_of(&stored);
 
-    // The bind's one pod write (allocation and bind phase) fails: the bind says
-    // so, no reservation stays behind and the node lock is released.
+    // That patch fails: the bind says so, no reservation stays behind and the
+    // node lock is released.
     let answer = server.filter(&stored, &["gpu-a"]).await;
     assert_eq!(answer["NodeNames"][0], "gpu-a", "{answer}");
     api.inject_errors(
@@ -90,7 +96,7 @@ async fn failed_writes_roll_back() {
         1,
     );
     let error = server.bind(NS, "unlucky", &uid, "gpu-a").await;
-    assert!(error.contains("allocation and bind phase"), "{error}");
+    assert!(error.contains("remove an earlier placement"), "{error}");
     let state = server.state().await;
     assert!(state.pod(&uid).is_none(), "{}", state.0);
     assert_eq!(total_usage(&state), Usage::default());
@@ -224,10 +230,12 @@ async fn a_failed_binding_that_cannot_be_checked_keeps_the_gpus_and_frees_the_no
     );
     let error = server.bind(NS, "unsure", &uid, "gpu-a").await;
     assert!(error.contains("stay booked"), "{error}");
+    // The allocation rides on the Binding: the pod has it if and only if it is bound.
     let p = api_pod(&api, NS, "unsure");
+    assert!(p["spec"]["nodeName"].is_null(), "{p}");
     assert!(
-        annotation(&p, "hami.io/vgpu-devices-to-allocate").is_some(),
-        "the allocation stays for the device plugin in case the pod is bound: {p}"
+        annotation(&p, "hami.io/vgpu-devices-to-allocate").is_none(),
+        "nothing of the allocation is on a pod the Binding did not reach: {p}"
     );
     assert_eq!(lock_of(&api, "gpu-a"), None, "the node is not left locked");
     assert_whole_gpu_booked(&server).await;

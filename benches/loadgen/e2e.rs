@@ -11,7 +11,7 @@
 
 use super::cluster::{self, GPU_SLOTS, GPUS_PER_NODE, LOAD_NAMESPACE};
 use super::device_plugin::DevicePlugin;
-use super::fake_apiserver::{ApiCalls, FakeApiServer};
+use super::fake_apiserver::{ApiCalls, FakeApiServer, WatchTraffic};
 use super::kube_scheduler::{self, Binder, BurstPod};
 use super::packing::{Packing, packing};
 use super::server::{HttpVersion, Launch, ServerProcess, ServerSource};
@@ -66,6 +66,10 @@ struct BurstResult {
     api_calls: ApiCalls,
     /// Of those, the device plugin stand-in's reads and writes.
     device_plugin_calls: (u64, u64),
+    /// Watch events the API server sent over the same span, per resource.
+    watch_traffic: WatchTraffic,
+    /// Watches open at the end, of every resource.
+    watchers: usize,
 }
 
 fn load_pod(i: usize) -> Value {
@@ -250,6 +254,8 @@ async fn burst(o: &BurstOptions, delay: Option<Duration>) -> Result<BurstResult,
         filter_errors: outcome.filter_errors,
         notes,
         api_calls: api.api_calls(),
+        watch_traffic: api.watch_traffic(),
+        watchers: api.watch_count(),
         device_plugin_calls: device_plugin.as_ref().map_or((0, 0), |p| {
             (
                 p.counts.reads.load(Ordering::Relaxed),
@@ -267,6 +273,28 @@ async fn burst(o: &BurstOptions, delay: Option<Duration>) -> Result<BurstResult,
 
 /// `writes W (verb resource n, ...), reads R (...)` per bound pod, then the
 /// device plugin stand-in's share and the rest (this server's).
+/// Watch events and bytes the API server sent per bound pod, per resource: what
+/// a placement costs it beyond the calls, as each change goes to every watcher.
+fn watch_traffic_per_pod(traffic: &WatchTraffic, watchers: usize, bound: usize) -> String {
+    let per = |n: u64| n as f64 / bound.max(1) as f64;
+    let resources = traffic
+        .sent
+        .iter()
+        .map(|(resource, sent)| {
+            format!(
+                "{resource} {:.1} events {:.1} KB",
+                per(sent.events),
+                per(sent.bytes) / 1024.0
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(", ");
+    format!(
+        "per pod sent to watchers: {resources}; total {:.1} KB ({watchers} watches open)",
+        per(traffic.total().bytes) / 1024.0
+    )
+}
+
 fn calls_per_pod(calls: &ApiCalls, device_plugin: (u64, u64), bound: usize) -> String {
     let per = |n: usize| n as f64 / bound.max(1) as f64;
     let list = |verbs: &[&str]| {
@@ -385,6 +413,10 @@ pub async fn run(o: BurstOptions) -> Result<bool, String> {
             "api calls   {}",
             calls_per_pod(&r.api_calls, r.device_plugin_calls, r.bound)
         );
+        println!(
+            "watches     {}",
+            watch_traffic_per_pod(&r.watch_traffic, r.watchers, r.bound)
+        );
         for n in &r.notes {
             println!("note        {n}");
         }
@@ -402,6 +434,9 @@ pub async fn run(o: BurstOptions) -> Result<bool, String> {
             "api_reads_per_pod": r.api_calls.reads() as f64 / r.bound.max(1) as f64,
             "device_plugin_reads_per_pod": r.device_plugin_calls.0 as f64 / r.bound.max(1) as f64,
             "device_plugin_writes_per_pod": r.device_plugin_calls.1 as f64 / r.bound.max(1) as f64,
+            "watch_bytes_per_pod": r.watch_traffic.sent.iter()
+                .map(|(resource, sent)| (resource.clone(), sent.bytes / r.bound.max(1) as u64))
+                .collect::<std::collections::BTreeMap<_, _>>(),
         }));
     }
     println!(
@@ -409,6 +444,9 @@ pub async fn run(o: BurstOptions) -> Result<bool, String> {
     );
     println!(
         "(api calls: requests to the API server per bound pod, by every client (server and stand-ins), watches apart; the pods' creates and kube-scheduler's Scheduled events are not made through it: add 2 writes per pod)"
+    );
+    println!(
+        "(watches: events the API server sent its watchers per bound pod, the creates' included, with their JSON bytes; a real cluster has more watchers of each)"
     );
     println!(
         "{}",

@@ -34,6 +34,18 @@ pub struct MetadataPatch {
     pub labels: BTreeMap<String, Option<String>>,
 }
 
+/// Metadata a Binding carries onto the pod it binds, in the same write as the
+/// node: the API server sets each annotation (and, with the
+/// `PodTopologyLabelsAdmission` gate of 1.35+, each label) on the pod. It can
+/// only set keys, never remove them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BindingMetadata {
+    /// Annotations to set on the pod.
+    pub annotations: BTreeMap<String, String>,
+    /// Labels to set on the pod where the API server copies them.
+    pub labels: BTreeMap<String, String>,
+}
+
 /// Severity of an event, as Kubernetes names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub enum EventType {
@@ -82,13 +94,15 @@ pub trait ClusterApi: Send + Sync {
         name: &str,
         patch: &MetadataPatch,
     ) -> Result<(), ApiError>;
-    /// Creates the pod's Binding to `node`, with the pod UID as precondition.
+    /// Creates the pod's Binding to `node`, with the pod UID as precondition,
+    /// carrying `metadata` onto the pod.
     async fn bind_pod(
         &self,
         namespace: &str,
         name: &str,
         uid: &str,
         node: &str,
+        metadata: &BindingMetadata,
     ) -> Result<(), ApiError>;
     /// Reads a node.
     async fn get_node(&self, name: &str) -> Result<Option<Node>, ApiError>;

@@ -4,7 +4,9 @@
 //! device plugin after a bind (marks the pod allocated and releases the node lock),
 //! so a local cluster keeps scheduling without kubelets.
 
-use super::api::{ApiError, ClusterApi, MetadataPatch, SchedulerEvent, VolcanoObject};
+use super::api::{
+    ApiError, BindingMetadata, ClusterApi, MetadataPatch, SchedulerEvent, VolcanoObject,
+};
 use crate::annotations::{BIND_PHASE, NODE_LOCK};
 use async_trait::async_trait;
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -464,6 +466,7 @@ impl ClusterApi for MemoryCluster {
         name: &str,
         uid: &str,
         node: &str,
+        metadata: &BindingMetadata,
     ) -> Result<(), ApiError> {
         if !self.nodes.lock().contains_key(node) {
             return Err(node_not_found(node));
@@ -486,6 +489,20 @@ impl ClusterApi for MemoryCluster {
                 )));
             }
             spec.node_name = Some(node.to_string());
+            // What the API server does with a Binding's metadata (labels as
+            // with the topology-labels gate of 1.35+, so users see the same pod).
+            if !metadata.annotations.is_empty() {
+                pod.metadata
+                    .annotations
+                    .get_or_insert_with(Default::default)
+                    .extend(metadata.annotations.clone());
+            }
+            if !metadata.labels.is_empty() {
+                pod.metadata
+                    .labels
+                    .get_or_insert_with(Default::default)
+                    .extend(metadata.labels.clone());
+            }
             if self.simulate_device_plugin {
                 let mut phase = BTreeMap::new();
                 phase.insert(BIND_PHASE.to_string(), Some("success".to_string()));

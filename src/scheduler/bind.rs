@@ -1,6 +1,6 @@
 //! `/bind`: node lock, bind phase, Binding; every failure rolls back.
 
-use super::bind_patch::{Held, bind_patch, carries_allocation};
+use super::bind_patch::{Held, bind_writes, carries_allocation};
 use super::{PodContext, Scheduler, clear_allocation_patch};
 use crate::cluster::api::EventType;
 use crate::device::model::PodDevices;
@@ -187,27 +187,47 @@ impl Scheduler {
             },
             (_, devices) => devices,
         };
-        let patch = bind_patch(
+        let writes = bind_writes(
             pod,
             devices.as_ref().map(|devices| Held { node, devices }),
             self.config.gang.enabled,
             self.clock.wall(),
         );
-        if let Err(e) = self.api.patch_pod_metadata(ns, name, &patch).await {
+        // Only a pod carrying what this placement removes is patched first.
+        let patched = !writes.removals.annotations.is_empty() || !writes.removals.labels.is_empty();
+        if patched
+            && let Err(e) = self
+                .api
+                .patch_pod_metadata(ns, name, &writes.removals)
+                .await
+        {
             // The write may have taken effect although it answered an error.
             self.roll_back(ctx.as_ref(), ns, name, node, locked, true)
                 .await;
             return Err(format!(
-                "patch pod {ns}/{name} allocation and bind phase: {e}"
+                "patch pod {ns}/{name} to remove an earlier placement: {e}"
             ));
         }
-        if let Err(e) = self.api.bind_pod(ns, name, uid, node).await {
+        let labelled = writes
+            .binding
+            .labels
+            .contains_key(crate::annotations::VGPU_NODE);
+        if labelled && self.api.reports_changes() {
+            self.binding_labels.await_bound(uid, node);
+        }
+        if let Err(e) = self
+            .api
+            .bind_pod(ns, name, uid, node, &writes.binding)
+            .await
+        {
             match self.binding_outcome(ns, name, uid, node).await {
                 BindingOutcome::Bound => {
                     tracing::info!(pod = %format!("{ns}/{name}"), node, error = %e, "the Binding answered an error but took effect");
                 }
                 BindingOutcome::NotBound => {
-                    self.roll_back(ctx.as_ref(), ns, name, node, locked, true)
+                    // A Binding that did not take effect set nothing on the pod.
+                    self.binding_labels.forget(uid);
+                    self.roll_back(ctx.as_ref(), ns, name, node, locked, carried || patched)
                         .await;
                     return Err(format!("bind pod {ns}/{name} to {node}: {e}"));
                 }

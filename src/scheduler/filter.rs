@@ -388,8 +388,8 @@ impl Scheduler {
                 Err(_) => continue,
             };
             // Its bind follows: the next pod would queue behind it. The placement
-            // is written onto the pod by that bind, in the same write as the bind
-            // phase (see `bind_patch`).
+            // reaches the pod with that bind's Binding, in the same write as the
+            // bind phase and the node (see `bind_patch`).
             self.lock_handoff.placed(&node, self.clock.now());
             self.metrics.filter_outcome("fit");
             self.event(

@@ -6,6 +6,7 @@
 mod admission_tests;
 mod bind;
 mod bind_patch;
+mod binding_labels;
 mod busy_nodes;
 mod candidate_nodes;
 #[cfg(test)]
@@ -194,6 +195,9 @@ pub struct Scheduler {
     recent_events: events::RecentEvents,
     /// The pods `/filter` was sent, for their `/bind`.
     pod_copies: pod_copies::PodCopies,
+    /// Pods bound with the `hami.io/vgpu-node` label on their Binding, until the
+    /// watch shows whether the label reached them.
+    binding_labels: binding_labels::BindingLabels,
 }
 
 impl Scheduler {
@@ -222,6 +226,7 @@ impl Scheduler {
             trace: std::sync::OnceLock::new(),
             recent_events: Default::default(),
             pod_copies: Default::default(),
+            binding_labels: Default::default(),
         }
     }
 
@@ -352,6 +357,7 @@ impl Scheduler {
             .set_pod(&uid, crate::node_load::occupancy_of(pod));
         self.gang_apply_pod(pod);
         self.nudge_lock_of_answered_pod(pod);
+        self.label_if_binding_did_not(pod);
         let finished = tracking::pod_finished(pod);
         let parsed = match tracking::pod_entry(pod, self.config.reservation_ttl, &*self.clock) {
             Ok(parsed) => parsed,
@@ -464,6 +470,7 @@ impl Scheduler {
             self.wake_for_booked_plans(&ledger);
         }
         self.claims.forget(uid);
+        self.binding_labels.forget(uid);
         self.gang_forget_pod(uid);
     }
 

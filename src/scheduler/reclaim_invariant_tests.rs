@@ -31,7 +31,9 @@
 use super::GangConfig;
 use super::gang_tests::{Cluster, member, podgroup};
 use super::reclaim_tests::{inference_pod, make_tidal, training_group};
-use crate::cluster::api::{ApiError, ClusterApi, MetadataPatch, SchedulerEvent, VolcanoObject};
+use crate::cluster::api::{
+    ApiError, BindingMetadata, ClusterApi, MetadataPatch, SchedulerEvent, VolcanoObject,
+};
 use crate::cluster::file::ClusterObject;
 use crate::cluster::memory::MemoryCluster;
 use crate::extender::wire::ExtenderBindingArgs;
@@ -202,8 +204,9 @@ impl ClusterApi for SlowEvictions {
         name: &str,
         uid: &str,
         node: &str,
+        metadata: &BindingMetadata,
     ) -> Result<(), ApiError> {
-        self.0.bind_pod(namespace, name, uid, node).await
+        self.0.bind_pod(namespace, name, uid, node, metadata).await
     }
     async fn get_node(&self, name: &str) -> Result<Option<Node>, ApiError> {
         self.0.get_node(name).await

@@ -411,7 +411,8 @@ fn object(
                 return Err(ApiError::method_not_allowed());
             }
             let body = parse_body(r)?;
-            let answer = pods::bind(&mut state.store.lock(), ns, name, &body)?;
+            let topology_labels = state.config.lock().pod_topology_labels;
+            let answer = pods::bind(&mut state.store.lock(), ns, name, &body, topology_labels)?;
             return Ok(json_response(201, &answer));
         }
         Some("eviction") if res.storage == Storage::Pods => {

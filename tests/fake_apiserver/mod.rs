@@ -60,6 +60,7 @@ mod store;
 mod typed;
 mod view;
 mod watch;
+mod watch_traffic;
 
 pub use api_calls::ApiCalls;
 use crud::Origin;
@@ -75,6 +76,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use store::Store;
 use tokio::sync::oneshot;
+pub use watch_traffic::WatchTraffic;
 
 /// A running fake apiserver; stops when dropped (or on [`FakeApiServer::shutdown`]).
 pub struct FakeApiServer {
@@ -119,6 +121,7 @@ impl FakeApiServer {
             token: format!("fake-token-{:016x}", objects::random_u64()),
             address: address.clone(),
             rv_waiters: Default::default(),
+            watch_traffic: Mutex::default(),
         });
         {
             let mut store = state.store.lock();
@@ -420,6 +423,13 @@ impl FakeApiServer {
         let mut faults = self.state.faults.lock();
         faults.log.clear();
         faults.evictions.clear();
+        *self.state.watch_traffic.lock() = WatchTraffic::default();
+    }
+
+    /// The watch events (and their bytes) sent to watchers since the start or
+    /// the last [`FakeApiServer::clear_request_log`], per resource.
+    pub fn watch_traffic(&self) -> WatchTraffic {
+        self.state.watch_traffic.lock().clone()
     }
 
     /// Every `pods/{name}/eviction` request the server handled (after
@@ -506,6 +516,13 @@ impl FakeApiServer {
     /// keeps `spec.schedulingGroup`. Off by default, like servers before 1.36.
     pub fn set_workload_apis(&self, on: bool) {
         self.state.config.lock().workload_apis = on;
+    }
+
+    /// Turns off (or on) the `PodTopologyLabelsAdmission` gate: off, like
+    /// servers before 1.35, a Binding's labels are not copied onto the pod (its
+    /// annotations still are). On by default.
+    pub fn set_pod_topology_labels(&self, on: bool) {
+        self.state.config.lock().pod_topology_labels = on;
     }
 
     /// Serves the workload APIs in `version` instead: `v1beta1` as Kubernetes

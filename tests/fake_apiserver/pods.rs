@@ -298,8 +298,25 @@ pub fn grace_period(pod: &Value, requested: Option<i64>) -> i64 {
     if period < 0 { 1 } else { period }
 }
 
-/// POST `pods/{name}/binding`.
-pub fn bind(store: &mut Store, ns: &str, name: &str, body: &Value) -> Result<Value, ApiError> {
+/// The Node labels the `PodTopologyLabels` admission plugin copies onto a
+/// Binding (its default set).
+const TOPOLOGY_LABELS: [&str; 2] = [
+    "topology.kubernetes.io/zone",
+    "topology.kubernetes.io/region",
+];
+
+/// POST `pods/{name}/binding`. The pod takes the Binding's annotations in the
+/// same write as its node (`setPodNodeAndMetadata`); with `topology_labels`
+/// (the `PodTopologyLabelsAdmission` gate, on by default since 1.35) it also
+/// takes the Binding's labels, to which admission first added the target
+/// Node's zone and region.
+pub fn bind(
+    store: &mut Store,
+    ns: &str,
+    name: &str,
+    body: &Value,
+    topology_labels: bool,
+) -> Result<Value, ApiError> {
     let res = resources::canonical(Storage::Pods);
     let body_name = objects::name(body);
     if body_name != name {
@@ -390,6 +407,32 @@ pub fn bind(store: &mut Store, ns: &str, name: &str, body: &Value) -> Result<Val
         if let Some(dest) = dest.as_object_mut() {
             for (k, v) in ann {
                 dest.insert(k.clone(), v.clone());
+            }
+        }
+    }
+    if topology_labels {
+        let mut labels = objects::meta(body)
+            .and_then(|m| m.get("labels"))
+            .and_then(Value::as_object)
+            .cloned()
+            .unwrap_or_default();
+        if target_kind == "Node"
+            && let Some(node) = store.get(Storage::Nodes, "", &target_name)
+            && let Some(node_labels) = objects::meta(node)
+                .and_then(|m| m.get("labels"))
+                .and_then(Value::as_object)
+        {
+            for key in TOPOLOGY_LABELS {
+                if let Some(value) = node_labels.get(key) {
+                    labels.insert(key.to_string(), value.clone());
+                }
+            }
+        }
+        if !labels.is_empty() {
+            let meta = objects::meta_mut(&mut pod);
+            let dest = meta.entry("labels").or_insert_with(|| json!({}));
+            if let Some(dest) = dest.as_object_mut() {
+                dest.extend(labels);
             }
         }
     }

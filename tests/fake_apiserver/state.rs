@@ -22,6 +22,11 @@ pub struct Config {
     /// The version of `scheduling.k8s.io` that serves PodGroups and Workloads
     /// when `workload_apis` is on: `v1alpha2` (1.36) or `v1beta1` (1.37).
     pub workload_api_version: &'static str,
+    /// The `PodTopologyLabelsAdmission` gate (beta and on by default since
+    /// 1.35): a Binding's labels, with the target Node's zone and region added,
+    /// are copied onto the pod it binds. Off, like older servers: only its
+    /// annotations are.
+    pub pod_topology_labels: bool,
 }
 
 impl Config {
@@ -39,6 +44,7 @@ impl Default for Config {
             require_auth: true,
             workload_apis: false,
             workload_api_version: "v1alpha2",
+            pod_topology_labels: true,
         }
     }
 }
@@ -55,4 +61,6 @@ pub struct Shared {
     /// Reads now waiting for a resourceVersion from the future, so a test can
     /// tell that its read arrived before the write it waits for.
     pub rv_waiters: std::sync::atomic::AtomicUsize,
+    /// Watch events sent, per resource.
+    pub watch_traffic: Mutex<super::watch_traffic::WatchTraffic>,
 }

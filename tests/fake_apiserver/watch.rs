@@ -75,6 +75,17 @@ impl Spec {
         Some(self.line(ty, view::watch_object(self.res, &obj, self.metadata_only)))
     }
 
+    /// [`Spec::event`], counted as sent in `state`'s watch traffic.
+    fn counted_event(&self, ch: &Change, state: &Shared) -> Option<Bytes> {
+        let line = self.event(ch)?;
+        self.count(&line, state);
+        Some(line)
+    }
+
+    fn count(&self, line: &Bytes, state: &Shared) {
+        state.watch_traffic.lock().add(self.res.plural, line.len());
+    }
+
     fn bookmark(&self, rv: u64, initial_events_end: bool) -> Bytes {
         let mut metadata = json!({"resourceVersion": rv.to_string()});
         if initial_events_end {
@@ -119,7 +130,9 @@ pub fn start(
         if from_state {
             for obj in store.objects(res.storage) {
                 if spec.filter.matches(obj) {
-                    initial.push(spec.line("ADDED", view::watch_object(res, obj, metadata_only)));
+                    let line = spec.line("ADDED", view::watch_object(res, obj, metadata_only));
+                    spec.count(&line, &state);
+                    initial.push(line);
                 }
             }
             if opts.send_initial_events == Some(true) && opts.allow_watch_bookmarks {
@@ -128,7 +141,9 @@ pub fn start(
         } else {
             let n = opts.rv_number();
             match store.changes_since(res.storage, n) {
-                Some(changes) => initial.extend(changes.iter().filter_map(|c| spec.event(c))),
+                Some(changes) => {
+                    initial.extend(changes.iter().filter_map(|c| spec.counted_event(c, &state)))
+                }
                 None => {
                     let err = ApiError::expired(format!(
                         "too old resource version: {n} ({})",
@@ -170,7 +185,7 @@ pub fn start(
             tokio::select! {
                 change = rx.recv() => {
                     let Some(change) = change else { break };
-                    if let Some(line) = spec.event(&change)
+                    if let Some(line) = spec.counted_event(&change, &state)
                         && tx.send(line).await.is_err()
                     {
                         break;
@@ -187,8 +202,10 @@ pub fn start(
                         }
                         (pending, store.resource_version())
                     };
-                    let mut lines: Vec<Bytes> =
-                        pending.iter().filter_map(|c| spec.event(c)).collect();
+                    let mut lines: Vec<Bytes> = pending
+                        .iter()
+                        .filter_map(|c| spec.counted_event(c, &state))
+                        .collect();
                     lines.push(spec.bookmark(rv, false));
                     let mut gone = false;
                     for line in lines {

@@ -3,7 +3,7 @@
 //! scheduler name as source.
 
 use crate::cluster::api::{
-    ApiError, ClusterApi, EventType, MetadataPatch, SchedulerEvent, VolcanoObject,
+    ApiError, BindingMetadata, ClusterApi, EventType, MetadataPatch, SchedulerEvent, VolcanoObject,
 };
 use async_trait::async_trait;
 use k8s_openapi::api::core::v1::{Event, Node, ObjectReference, Pod};
@@ -225,13 +225,21 @@ impl ClusterApi for KubeCluster {
         name: &str,
         uid: &str,
         node: &str,
+        metadata: &BindingMetadata,
     ) -> Result<(), ApiError> {
         self.admit().await;
         let api: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
+        let mut binding_metadata = json!({"name": name, "namespace": namespace, "uid": uid});
+        if !metadata.annotations.is_empty() {
+            binding_metadata["annotations"] = json!(metadata.annotations);
+        }
+        if !metadata.labels.is_empty() {
+            binding_metadata["labels"] = json!(metadata.labels);
+        }
         let binding = json!({
             "apiVersion": "v1",
             "kind": "Binding",
-            "metadata": {"name": name, "namespace": namespace, "uid": uid},
+            "metadata": binding_metadata,
             "target": {"apiVersion": "v1", "kind": "Node", "name": node}
         });
         api.create_subresource::<Value, Value>("binding", name, &PostParams::default(), &binding)
