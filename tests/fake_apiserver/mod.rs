@@ -32,6 +32,8 @@
 
 #![allow(dead_code)]
 
+mod admission_review;
+mod admitted_writes;
 mod api_calls;
 mod budgets;
 mod crud;
@@ -44,6 +46,7 @@ mod gated_node_selection;
 mod handlers;
 mod kubeconfig;
 mod lists;
+mod mutating_admission;
 mod node_metrics;
 mod objects;
 mod patch;
@@ -60,6 +63,7 @@ mod store;
 mod typed;
 mod view;
 mod watch;
+mod webhook_matching;
 
 pub use api_calls::ApiCalls;
 use crud::Origin;
@@ -119,6 +123,7 @@ impl FakeApiServer {
             token: format!("fake-token-{:016x}", objects::random_u64()),
             address: address.clone(),
             rv_waiters: Default::default(),
+            services: Mutex::default(),
         });
         {
             let mut store = state.store.lock();
@@ -188,6 +193,22 @@ impl FakeApiServer {
     /// metrics-server stops reporting `node`.
     pub fn clear_node_usage(&self, node: &str) {
         self.state.metrics.lock().usage.remove(node);
+    }
+
+    /// Makes webhooks whose `clientConfig.service` is `namespace/name:port`
+    /// reach `address`, as the Service's endpoints would. The TLS server name
+    /// stays `<name>.<namespace>.svc`, as the real server dials it.
+    pub fn route_service(
+        &self,
+        namespace: &str,
+        name: &str,
+        port: u16,
+        address: std::net::SocketAddr,
+    ) {
+        self.state
+            .services
+            .lock()
+            .insert((namespace.to_string(), name.to_string(), port), address);
     }
 
     /// Writes `dir/kubeconfig` (cluster `server` = [`FakeApiServer::url`], a

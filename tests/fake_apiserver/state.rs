@@ -3,6 +3,8 @@
 use super::faults::Faults;
 use super::store::Store;
 use parking_lot::Mutex;
+use std::collections::HashMap;
+use std::net::SocketAddr;
 use std::time::Duration;
 
 /// Knobs a test can turn.
@@ -55,4 +57,7 @@ pub struct Shared {
     /// Reads now waiting for a resourceVersion from the future, so a test can
     /// tell that its read arrived before the write it waits for.
     pub rv_waiters: std::sync::atomic::AtomicUsize,
+    /// Where a webhook's `clientConfig.service` (namespace, name, port) is
+    /// reached: the fake has no Services or Endpoints, so a test says.
+    pub services: Mutex<HashMap<(String, String, u16), SocketAddr>>,
 }
