@@ -211,6 +211,7 @@ async fn post(state: &Shared, hook: &Value, review: &Value) -> Result<Value, Str
     let client_config = &hook["clientConfig"];
     let target = endpoint(state, client_config, timeout)?;
     let shown = &target.shown;
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let ca = client_config["caBundle"].as_str().unwrap_or("");
     let mut builder = reqwest::Client::builder()
         .use_rustls_tls()
