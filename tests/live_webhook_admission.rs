@@ -16,7 +16,8 @@ use serde_json::{Value, json};
 
 const NS: &str = "ml";
 /// The plain install's webhook configuration, as `kubectl apply` reads it.
-const WEBHOOK_MANIFEST: &str = include_str!("../manifests/install/60-mutatingwebhookconfiguration.yaml");
+const WEBHOOK_MANIFEST: &str =
+    include_str!("../manifests/install/60-mutatingwebhookconfiguration.yaml");
 const WEBHOOK: &str = "vgpu.scheduler.io";
 const MUTATE_CALLS: &str = r#"vgpu_scheduler_request_duration_seconds_count{verb="mutate"}"#;
 
@@ -44,9 +45,8 @@ async fn cluster(failure_policy: Option<&str>) -> Cluster {
         serde_yaml_ng::from_str(WEBHOOK_MANIFEST).expect("webhook manifest is YAML");
     let hook = &mut config["webhooks"][0];
     assert_eq!(hook["name"], WEBHOOK);
-    hook["clientConfig"]["caBundle"] = json!(
-        base64::engine::general_purpose::STANDARD.encode(server.certificate_pem())
-    );
+    hook["clientConfig"]["caBundle"] =
+        json!(base64::engine::general_purpose::STANDARD.encode(server.certificate_pem()));
     if let Some(policy) = failure_policy {
         hook["failurePolicy"] = json!(policy);
     }
@@ -207,7 +207,10 @@ async fn raw_vgpu_pod_is_mutated_scheduled_and_bound_with_its_placement() {
     add_node(&c.api, "gpu-1", 1, 4);
     let pod = created(
         &c,
-        &user_pod("infer", json!({"nvidia.com/gpu": "1", "nvidia.com/gpumem": "20000"})),
+        &user_pod(
+            "infer",
+            json!({"nvidia.com/gpu": "1", "nvidia.com/gpumem": "20000"}),
+        ),
     )
     .await;
     assert_eq!(scheduler_of(&pod), SCHEDULER, "{pod}");

@@ -80,9 +80,9 @@ pub async fn handle(State(state): State<Arc<Shared>>, req: Request) -> Response 
         tokio::time::sleep(latency).await;
     }
     if matches!(method.as_str(), "POST" | "PUT" | "PATCH" | "DELETE") {
-        let committed = state.faults.lock().write_slot(std::time::Instant::now());
+        let committed = state.faults.lock().write_slot(state.write_lane.now());
         if let Some(at) = committed {
-            tokio::time::sleep_until(at.into()).await;
+            state.write_lane.wait_until(at).await;
         }
     }
     let mut resp = match dispatch(&state, &method, &path, &query, &line, req).await {

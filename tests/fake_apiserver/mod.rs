@@ -64,6 +64,7 @@ mod typed;
 mod view;
 mod watch;
 mod webhook_matching;
+mod write_lane_clock;
 
 pub use api_calls::ApiCalls;
 use crud::Origin;
@@ -124,6 +125,7 @@ impl FakeApiServer {
             address: address.clone(),
             rv_waiters: Default::default(),
             services: Mutex::default(),
+            write_lane: Default::default(),
         });
         {
             let mut store = state.store.lock();
@@ -393,6 +395,22 @@ impl FakeApiServer {
     /// write waits for those before it, then `d`. Zero (the default): free.
     pub fn set_write_service_time(&self, d: Duration) {
         self.state.faults.lock().write_service_time = d;
+    }
+
+    /// Runs the write lane on a manual clock from now on: queued writes commit
+    /// only as [`FakeApiServer::advance_write_lane`] moves it past their turn.
+    pub fn stop_write_lane_clock(&self) {
+        self.state.write_lane.make_manual();
+    }
+
+    /// Moves the write lane's manual clock on by `d`.
+    pub fn advance_write_lane(&self, d: Duration) {
+        self.state.write_lane.advance(d);
+    }
+
+    /// Writes waiting in the write lane for their turn.
+    pub fn writes_in_lane(&self) -> usize {
+        self.state.write_lane.waiting()
     }
 
     /// Closes every open watch stream (clients must re-watch).

@@ -60,4 +60,6 @@ pub struct Shared {
     /// Where a webhook's `clientConfig.service` (namespace, name, port) is
     /// reached: the fake has no Services or Endpoints, so a test says.
     pub services: Mutex<HashMap<(String, String, u16), SocketAddr>>,
+    /// The clock writes wait on in the write lane.
+    pub write_lane: super::write_lane_clock::WriteLaneClock,
 }
