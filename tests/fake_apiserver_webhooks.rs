@@ -66,9 +66,8 @@ impl Hooks {
             "scripted.hooks.svc".to_string(),
         ])
         .expect("certificate");
-        let key = rustls::pki_types::PrivateKeyDer::Pkcs8(
-            certified.signing_key.serialize_der().into(),
-        );
+        let key =
+            rustls::pki_types::PrivateKeyDer::Pkcs8(certified.signing_key.serialize_der().into());
         let mut tls = rustls::ServerConfig::builder()
             .with_no_client_auth()
             .with_single_cert(vec![certified.cert.der().clone()], key)
@@ -152,9 +151,18 @@ fn pod(name: &str) -> Value {
     })
 }
 
-async fn send(api: &FakeApiServer, method: &str, path: &str, ty: &str, body: &Value) -> (u16, Value) {
+async fn send(
+    api: &FakeApiServer,
+    method: &str,
+    path: &str,
+    ty: &str,
+    body: &Value,
+) -> (u16, Value) {
     let resp = reqwest::Client::new()
-        .request(method.parse().expect("method"), format!("{}{path}", api.url()))
+        .request(
+            method.parse().expect("method"),
+            format!("{}{path}", api.url()),
+        )
         .bearer_auth(api.token())
         .header("content-type", ty)
         .body(body.to_string())
@@ -166,7 +174,14 @@ async fn send(api: &FakeApiServer, method: &str, path: &str, ty: &str, body: &Va
 }
 
 async fn create_pod(api: &FakeApiServer, ns: &str, pod: &Value) -> (u16, Value) {
-    send(api, "POST", &format!("/api/v1/namespaces/{ns}/pods"), "application/json", pod).await
+    send(
+        api,
+        "POST",
+        &format!("/api/v1/namespaces/{ns}/pods"),
+        "application/json",
+        pod,
+    )
+    .await
 }
 
 async fn install(api: &FakeApiServer, config: Value) {
@@ -183,7 +198,14 @@ fn annotations(pod: &Value) -> Value {
 async fn webhooks_are_called_in_name_order_with_the_review_and_their_patches_stack() {
     let api = FakeApiServer::start().await;
     let hooks = Hooks::start().await;
-    install(&api, config("b", vec![hooks.hook("b.hooks.test", "annotate/b", json!({}))])).await;
+    install(
+        &api,
+        config(
+            "b",
+            vec![hooks.hook("b.hooks.test", "annotate/b", json!({}))],
+        ),
+    )
+    .await;
     install(
         &api,
         config(
@@ -200,9 +222,15 @@ async fn webhooks_are_called_in_name_order_with_the_review_and_their_patches_sta
     let (code, stored) = create_pod(&api, "default", &generated).await;
     assert_eq!(code, 201, "{stored}");
     assert_eq!(hooks.called(), ["annotate/a1", "annotate/a2", "annotate/b"]);
-    assert_eq!(annotations(&stored), json!({"a1": "1", "a2": "1", "b": "1"}));
+    assert_eq!(
+        annotations(&stored),
+        json!({"a1": "1", "a2": "1", "b": "1"})
+    );
     // Each webhook sees what the ones before it did.
-    assert_eq!(annotations(&hooks.review(1)["request"]["object"]), json!({"a1": "1"}));
+    assert_eq!(
+        annotations(&hooks.review(1)["request"]["object"]),
+        json!({"a1": "1"})
+    );
 
     let review = hooks.review(0);
     assert_eq!(review["apiVersion"], "admission.k8s.io/v1");
@@ -210,9 +238,19 @@ async fn webhooks_are_called_in_name_order_with_the_review_and_their_patches_sta
     let request = &review["request"];
     let uid = request["uid"].as_str().expect("uid");
     assert!(!uid.is_empty());
-    assert_eq!(hooks.review(2)["request"]["uid"], uid, "one uid per request");
-    assert_eq!(request["kind"], json!({"group": "", "version": "v1", "kind": "Pod"}));
-    assert_eq!(request["resource"], json!({"group": "", "version": "v1", "resource": "pods"}));
+    assert_eq!(
+        hooks.review(2)["request"]["uid"],
+        uid,
+        "one uid per request"
+    );
+    assert_eq!(
+        request["kind"],
+        json!({"group": "", "version": "v1", "kind": "Pod"})
+    );
+    assert_eq!(
+        request["resource"],
+        json!({"group": "", "version": "v1", "resource": "pods"})
+    );
     assert_eq!(request["operation"], "CREATE");
     assert_eq!(request["namespace"], "default");
     assert!(request.get("name").is_none(), "{request}");
@@ -260,7 +298,14 @@ async fn rules_scope_and_selectors_pick_the_webhooks() {
 
     let merge = "application/merge-patch+json";
     let path = "/api/v1/namespaces/ml/pods/gpu";
-    let (code, patched) = send(&api, "PATCH", path, merge, &json!({"metadata": {"labels": {"x": "y"}}})).await;
+    let (code, patched) = send(
+        &api,
+        "PATCH",
+        path,
+        merge,
+        &json!({"metadata": {"labels": {"x": "y"}}}),
+    )
+    .await;
     assert_eq!(code, 200, "{patched}");
     assert_eq!(hooks.called()[2..], ["annotate/main"]);
     assert_eq!(annotations(&patched)["main"], "1");
@@ -269,7 +314,11 @@ async fn rules_scope_and_selectors_pick_the_webhooks() {
     assert_eq!(request["name"], "gpu");
     assert_eq!(request["options"]["kind"], "PatchOptions");
     assert_eq!(request["object"]["metadata"]["labels"]["x"], "y");
-    assert!(request["oldObject"]["metadata"]["labels"].get("x").is_none());
+    assert!(
+        request["oldObject"]["metadata"]["labels"]
+            .get("x")
+            .is_none()
+    );
 
     let status = json!({"status": {"conditions": [{"type": "Ready", "status": "False"}]}});
     let (code, answer) = send(&api, "PATCH", &format!("{path}/status"), merge, &status).await;
@@ -284,22 +333,52 @@ async fn rules_scope_and_selectors_pick_the_webhooks() {
 async fn a_denial_answers_with_the_webhooks_code_reason_and_message() {
     let api = FakeApiServer::start().await;
     let hooks = Hooks::start().await;
-    install(&api, config("deny", vec![hooks.hook("deny.hooks.test", "deny/409", json!({}))])).await;
+    install(
+        &api,
+        config(
+            "deny",
+            vec![hooks.hook("deny.hooks.test", "deny/409", json!({}))],
+        ),
+    )
+    .await;
     let (code, status) = create_pod(&api, "default", &pod("p")).await;
     assert_eq!(code, 409, "{status}");
     assert_eq!(status["kind"], "Status");
     assert_eq!(status["reason"], "Conflict");
-    assert_eq!(status["message"], "admission webhook \"deny.hooks.test\" denied the request: no");
+    assert_eq!(
+        status["message"],
+        "admission webhook \"deny.hooks.test\" denied the request: no"
+    );
     assert!(api.get("Pod", Some("default"), "p").is_none());
 
     // A code below 400 still refuses, as 400.
-    install(&api, config("deny-ok", vec![hooks.hook("ok.hooks.test", "deny/200", json!({}))])).await;
+    install(
+        &api,
+        config(
+            "deny-ok",
+            vec![hooks.hook("ok.hooks.test", "deny/200", json!({}))],
+        ),
+    )
+    .await;
     let (code, status) = create_pod(&api, "default", &pod("q")).await;
-    assert_eq!(code, 409, "the first configuration by name answers first: {status}");
-    send(&api, "DELETE", "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/deny", "application/json", &json!({})).await;
+    assert_eq!(
+        code, 409,
+        "the first configuration by name answers first: {status}"
+    );
+    send(
+        &api,
+        "DELETE",
+        "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/deny",
+        "application/json",
+        &json!({}),
+    )
+    .await;
     let (code, status) = create_pod(&api, "default", &pod("q")).await;
     assert_eq!(code, 400, "{status}");
-    assert_eq!(status["message"], "admission webhook \"ok.hooks.test\" denied the request: no");
+    assert_eq!(
+        status["message"],
+        "admission webhook \"ok.hooks.test\" denied the request: no"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -307,7 +386,11 @@ async fn failed_calls_follow_the_failure_policy_and_the_timeout() {
     let api = FakeApiServer::start().await;
     let hooks = Hooks::start().await;
     let hang = json!({"timeoutSeconds": 1});
-    install(&api, config("hang", vec![hooks.hook("hang.hooks.test", "hang", hang)])).await;
+    install(
+        &api,
+        config("hang", vec![hooks.hook("hang.hooks.test", "hang", hang)]),
+    )
+    .await;
     let (code, status) = create_pod(&api, "default", &pod("p")).await;
     assert_eq!(code, 500, "{status}");
     assert_eq!(status["reason"], "InternalError");
@@ -323,14 +406,28 @@ async fn failed_calls_follow_the_failure_policy_and_the_timeout() {
 
     let ignore = json!({"timeoutSeconds": 1, "failurePolicy": "Ignore"});
     let mut hang_ignored = config("hang", vec![hooks.hook("hang.hooks.test", "hang", ignore)]);
-    let current = api.get("MutatingWebhookConfiguration", None, "hang").expect("config");
+    let current = api
+        .get("MutatingWebhookConfiguration", None, "hang")
+        .expect("config");
     hang_ignored["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"].clone();
     let path = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/hang";
-    assert_eq!(send(&api, "PUT", path, "application/json", &hang_ignored).await.0, 200);
+    assert_eq!(
+        send(&api, "PUT", path, "application/json", &hang_ignored)
+            .await
+            .0,
+        200
+    );
     assert_eq!(create_pod(&api, "default", &pod("p")).await.0, 201);
 
     // An answer for another request is a failed call too.
-    install(&api, config("uid", vec![hooks.hook("uid.hooks.test", "wrong-uid", json!({}))])).await;
+    install(
+        &api,
+        config(
+            "uid",
+            vec![hooks.hook("uid.hooks.test", "wrong-uid", json!({}))],
+        ),
+    )
+    .await;
     let (code, status) = create_pod(&api, "default", &pod("q")).await;
     assert_eq!(code, 500, "{status}");
     let message = status["message"].as_str().unwrap_or("");
@@ -350,7 +447,10 @@ async fn a_service_is_reached_where_the_test_routes_it_and_verified_by_its_dns_n
     let (code, status) = create_pod(&api, "default", &pod("p")).await;
     assert_eq!(code, 500, "not routed yet: {status}");
     assert!(
-        status["message"].as_str().unwrap_or("").contains("https://scripted.hooks.svc:443/annotate/svc?timeout=10s"),
+        status["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("https://scripted.hooks.svc:443/annotate/svc?timeout=10s"),
         "{status}"
     );
     api.route_service("hooks", "scripted", 443, hooks.address);
@@ -380,7 +480,15 @@ async fn if_needed_webhooks_are_called_again_after_a_later_change() {
     assert_eq!(code, 201, "{stored}");
     assert_eq!(
         hooks.called(),
-        ["annotate/again", "annotate/once", "annotate/later", "annotate/again"]
+        [
+            "annotate/again",
+            "annotate/once",
+            "annotate/later",
+            "annotate/again"
+        ]
     );
-    assert_eq!(annotations(&stored), json!({"again": "2", "once": "1", "later": "1"}));
+    assert_eq!(
+        annotations(&stored),
+        json!({"again": "2", "once": "1", "later": "1"})
+    );
 }
