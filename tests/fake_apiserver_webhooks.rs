@@ -134,6 +134,11 @@ impl Hooks {
     }
 }
 
+/// A fake API server and the scripted webhooks it may call.
+async fn start() -> (FakeApiServer, Hooks) {
+    (FakeApiServer::start().await, Hooks::start().await)
+}
+
 fn config(name: &str, hooks: Vec<Value>) -> Value {
     json!({
         "apiVersion": "admissionregistration.k8s.io/v1",
@@ -184,9 +189,10 @@ async fn create_pod(api: &FakeApiServer, ns: &str, pod: &Value) -> (u16, Value) 
     .await
 }
 
-async fn install(api: &FakeApiServer, config: Value) {
+/// Creates the MutatingWebhookConfiguration `name` with `hooks` over the API.
+async fn install(api: &FakeApiServer, name: &str, hooks: Vec<Value>) {
     let path = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations";
-    let (code, answer) = send(api, "POST", path, "application/json", &config).await;
+    let (code, answer) = send(api, "POST", path, "application/json", &config(name, hooks)).await;
     assert_eq!(code, 201, "{answer}");
 }
 
@@ -196,25 +202,20 @@ fn annotations(pod: &Value) -> Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn webhooks_are_called_in_name_order_with_the_review_and_their_patches_stack() {
-    let api = FakeApiServer::start().await;
-    let hooks = Hooks::start().await;
+    let (api, hooks) = start().await;
     install(
         &api,
-        config(
-            "b",
-            vec![hooks.hook("b.hooks.test", "annotate/b", json!({}))],
-        ),
+        "b",
+        vec![hooks.hook("b.hooks.test", "annotate/b", json!({}))],
     )
     .await;
     install(
         &api,
-        config(
-            "a",
-            vec![
-                hooks.hook("a1.hooks.test", "annotate/a1", json!({})),
-                hooks.hook("a2.hooks.test", "annotate/a2", json!({})),
-            ],
-        ),
+        "a",
+        vec![
+            hooks.hook("a1.hooks.test", "annotate/a1", json!({})),
+            hooks.hook("a2.hooks.test", "annotate/a2", json!({})),
+        ],
     )
     .await;
     let mut generated = pod("");
@@ -266,15 +267,11 @@ async fn webhooks_are_called_in_name_order_with_the_review_and_their_patches_sta
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rules_scope_and_selectors_pick_the_webhooks() {
-    let api = FakeApiServer::start().await;
-    let hooks = Hooks::start().await;
+    let (api, hooks) = start().await;
     api.create(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ml", "labels": {"team": "ml"}}}));
     api.create(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "web"}}));
     let update = |resources: Value| json!({"rules": [{"operations": ["UPDATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": resources}]});
-    install(
-        &api,
-        config(
-            "all",
+    install(&api, "all",
             vec![
                 hooks.hook("main.hooks.test", "annotate/main", update(json!(["pods"]))),
                 hooks.hook("status.hooks.test", "annotate/status", update(json!(["pods/status"]))),
@@ -286,7 +283,6 @@ async fn rules_scope_and_selectors_pick_the_webhooks() {
                 hooks.hook("ns.hooks.test", "annotate/ns", json!({"namespaceSelector": {"matchLabels": {"team": "ml"}}})),
                 hooks.hook("obj.hooks.test", "annotate/obj", json!({"objectSelector": {"matchExpressions": [{"key": "tier", "operator": "In", "values": ["gpu"]}]}})),
             ],
-        ),
     )
     .await;
     let mut gpu = pod("gpu");
@@ -331,14 +327,11 @@ async fn rules_scope_and_selectors_pick_the_webhooks() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_denial_answers_with_the_webhooks_code_reason_and_message() {
-    let api = FakeApiServer::start().await;
-    let hooks = Hooks::start().await;
+    let (api, hooks) = start().await;
     install(
         &api,
-        config(
-            "deny",
-            vec![hooks.hook("deny.hooks.test", "deny/409", json!({}))],
-        ),
+        "deny",
+        vec![hooks.hook("deny.hooks.test", "deny/409", json!({}))],
     )
     .await;
     let (code, status) = create_pod(&api, "default", &pod("p")).await;
@@ -354,10 +347,8 @@ async fn a_denial_answers_with_the_webhooks_code_reason_and_message() {
     // A code below 400 still refuses, as 400.
     install(
         &api,
-        config(
-            "deny-ok",
-            vec![hooks.hook("ok.hooks.test", "deny/200", json!({}))],
-        ),
+        "deny-ok",
+        vec![hooks.hook("ok.hooks.test", "deny/200", json!({}))],
     )
     .await;
     let (code, status) = create_pod(&api, "default", &pod("q")).await;
@@ -383,12 +374,12 @@ async fn a_denial_answers_with_the_webhooks_code_reason_and_message() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn failed_calls_follow_the_failure_policy_and_the_timeout() {
-    let api = FakeApiServer::start().await;
-    let hooks = Hooks::start().await;
+    let (api, hooks) = start().await;
     let hang = json!({"timeoutSeconds": 1});
     install(
         &api,
-        config("hang", vec![hooks.hook("hang.hooks.test", "hang", hang)]),
+        "hang",
+        vec![hooks.hook("hang.hooks.test", "hang", hang)],
     )
     .await;
     let (code, status) = create_pod(&api, "default", &pod("p")).await;
@@ -422,10 +413,8 @@ async fn failed_calls_follow_the_failure_policy_and_the_timeout() {
     // An answer for another request is a failed call too.
     install(
         &api,
-        config(
-            "uid",
-            vec![hooks.hook("uid.hooks.test", "wrong-uid", json!({}))],
-        ),
+        "uid",
+        vec![hooks.hook("uid.hooks.test", "wrong-uid", json!({}))],
     )
     .await;
     let (code, status) = create_pod(&api, "default", &pod("q")).await;
@@ -436,14 +425,13 @@ async fn failed_calls_follow_the_failure_policy_and_the_timeout() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_service_is_reached_where_the_test_routes_it_and_verified_by_its_dns_name() {
-    let api = FakeApiServer::start().await;
-    let hooks = Hooks::start().await;
+    let (api, hooks) = start().await;
     let mut hook = hooks.hook("svc.hooks.test", "", json!({}));
     hook["clientConfig"] = json!({
         "service": {"namespace": "hooks", "name": "scripted", "path": "/annotate/svc"},
         "caBundle": hooks.ca_bundle,
     });
-    install(&api, config("svc", vec![hook])).await;
+    install(&api, "svc", vec![hook.clone()]).await;
     let (code, status) = create_pod(&api, "default", &pod("p")).await;
     assert_eq!(code, 500, "not routed yet: {status}");
     assert!(
@@ -454,26 +442,38 @@ async fn a_service_is_reached_where_the_test_routes_it_and_verified_by_its_dns_n
         "{status}"
     );
     api.route_service("hooks", "scripted", 443, hooks.address);
+
+    // Reached, but under a CA that did not sign its certificate: a failed call.
+    let stranger = rcgen::generate_simple_self_signed(vec!["scripted.hooks.svc".to_string()])
+        .expect("certificate");
+    let mut untrusted = hook;
+    untrusted["clientConfig"]["caBundle"] = json!(b64(stranger.cert.pem().as_bytes()));
+    install(&api, "svc-untrusted", vec![untrusted]).await;
+    let (code, status) = create_pod(&api, "default", &pod("p")).await;
+    assert_eq!(code, 500, "{status}");
+    let message = status["message"].as_str().unwrap_or("");
+    assert!(message.contains("certificate"), "{message}");
+    let path = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/svc-untrusted";
+    send(&api, "DELETE", path, "application/json", &json!({})).await;
+
     let (code, stored) = create_pod(&api, "default", &pod("p")).await;
     assert_eq!(code, 201, "{stored}");
-    assert_eq!(annotations(&stored)["svc"], "1");
+    // Its second call: the first one was for the pod the untrusted one refused.
+    assert_eq!(annotations(&stored)["svc"], "2");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn if_needed_webhooks_are_called_again_after_a_later_change() {
-    let api = FakeApiServer::start().await;
-    let hooks = Hooks::start().await;
+    let (api, hooks) = start().await;
     let if_needed = json!({"reinvocationPolicy": "IfNeeded"});
     install(
         &api,
-        config(
-            "order",
-            vec![
-                hooks.hook("again.hooks.test", "annotate/again", if_needed),
-                hooks.hook("once.hooks.test", "annotate/once", json!({})),
-                hooks.hook("later.hooks.test", "annotate/later", json!({})),
-            ],
-        ),
+        "order",
+        vec![
+            hooks.hook("again.hooks.test", "annotate/again", if_needed),
+            hooks.hook("once.hooks.test", "annotate/once", json!({})),
+            hooks.hook("later.hooks.test", "annotate/later", json!({})),
+        ],
     )
     .await;
     let (code, stored) = create_pod(&api, "default", &pod("p")).await;

@@ -30,17 +30,18 @@ struct Cluster {
 /// authenticates its token as, and the install's webhook configuration
 /// (`failure_policy` replacing the install's `Fail` when given).
 async fn cluster(failure_policy: Option<&str>) -> Cluster {
+    cluster_where(failure_policy, &["--scheduler-users", FAKE_USER]).await
+}
+
+/// The user the fake's token authenticates as, for the server and the test alike.
+const FAKE_USER: &str = "kubernetes-admin";
+
+/// [`cluster`] with the server started with `args`.
+async fn cluster_where(failure_policy: Option<&str>, args: &[&str]) -> Cluster {
     let api = FakeApiServer::start().await;
-    let server = LiveServer::start(
-        &api,
-        &[
-            "--self-signed-name",
-            "vgpu-scheduler.vgpu-system.svc",
-            "--scheduler-users",
-            "kubernetes-admin",
-        ],
-    )
-    .await;
+    let mut all = vec!["--self-signed-name", "vgpu-scheduler.vgpu-system.svc"];
+    all.extend_from_slice(args);
+    let server = LiveServer::start(&api, &all).await;
     let mut config: Value =
         serde_yaml_ng::from_str(WEBHOOK_MANIFEST).expect("webhook manifest is YAML");
     let hook = &mut config["webhooks"][0];
@@ -147,12 +148,18 @@ async fn vgpu_pod_pinned_with_node_name_is_refused_with_the_webhooks_message() {
     assert!(c.api.get("Pod", Some(NS), "pinned").is_none());
 }
 
+/// Creates a vGPU pod the webhook routes (so the webhook is live), then
+/// returns how many reviews the server has answered.
+async fn webhook_calls_after_a_routed_pod(c: &Cluster) -> u64 {
+    let routed = created(c, &user_pod("routed", one_gpu())).await;
+    assert_eq!(scheduler_of(&routed), SCHEDULER);
+    c.server.metric(MUTATE_CALLS).await
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn opted_out_pod_is_not_sent_to_the_webhook() {
     let c = cluster(None).await;
-    let routed = created(&c, &user_pod("routed", one_gpu())).await;
-    assert_eq!(scheduler_of(&routed), SCHEDULER);
-    let calls = c.server.metric(MUTATE_CALLS).await;
+    let calls = webhook_calls_after_a_routed_pod(&c).await;
     let mut pod = user_pod("opted-out", one_gpu());
     pod["metadata"]["labels"] = json!({"vgpu.io/webhook": "ignore"});
     let pod = created(&c, &pod).await;
@@ -164,9 +171,7 @@ async fn opted_out_pod_is_not_sent_to_the_webhook() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pod_without_vgpu_is_stored_untouched() {
     let c = cluster(None).await;
-    let routed = created(&c, &user_pod("routed", one_gpu())).await;
-    assert_eq!(scheduler_of(&routed), SCHEDULER);
-    let calls = c.server.metric(MUTATE_CALLS).await;
+    let calls = webhook_calls_after_a_routed_pod(&c).await;
     let pod = created(&c, &user_pod("web", json!({"cpu": "1", "memory": "1Gi"}))).await;
     assert_eq!(scheduler_of(&pod), "default-scheduler", "{pod}");
     assert!(pod["spec"].get("schedulingGates").is_none());
@@ -222,4 +227,31 @@ async fn raw_vgpu_pod_is_mutated_scheduled_and_bound_with_its_placement() {
     let devices = annotation(&bound, "hami.io/vgpu-devices-allocated").unwrap_or("");
     assert!(devices.contains(&gpu_id("gpu-1", 0)), "{bound}");
     assert!(devices.contains("20000"), "{bound}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn placement_annotation_written_by_a_tenant_is_refused_on_update() {
+    // Here the fake's one user is not the scheduler's identity: a tenant.
+    let c = cluster_where(None, &[]).await;
+    created(&c, &user_pod("train", one_gpu())).await;
+    let patch = json!({"metadata": {"annotations": {"hami.io/vgpu-node": "gpu-1"}, "labels": {"team": "a"}}});
+    let resp = reqwest::Client::new()
+        .patch(format!("{}/api/v1/namespaces/{NS}/pods/train", c.api.url()))
+        .bearer_auth(c.api.token())
+        .header("content-type", "application/merge-patch+json")
+        .body(patch.to_string())
+        .send()
+        .await
+        .expect("patch");
+    assert_eq!(resp.status().as_u16(), 403);
+    let status: Value = resp.json().await.expect("Status");
+    assert_eq!(
+        status["message"],
+        format!(
+            "admission webhook \"{WEBHOOK}\" denied the request: user \"{FAKE_USER}\" may not change hami.io/vgpu-node: only the scheduler and HAMi's device plugin write these annotations"
+        )
+    );
+    let stored = api_pod(&c.api, NS, "train");
+    assert_eq!(annotation(&stored, "hami.io/vgpu-node"), None);
+    assert_eq!(label(&stored, "team"), None);
 }

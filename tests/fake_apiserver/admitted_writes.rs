@@ -11,6 +11,7 @@ use super::resources::Resource;
 use super::state::Shared;
 use super::status::ApiError;
 use super::view;
+use super::webhook_matching::Target;
 use serde_json::Value;
 
 /// The object a POST stores, after the webhooks that cover the create.
@@ -22,14 +23,16 @@ pub async fn admitted_create(
 ) -> Result<Value, ApiError> {
     let name = objects::meta_str(&obj, "name").to_string();
     let write = Write {
-        res,
-        operation: "CREATE",
-        subresource: "",
+        target: Target {
+            res,
+            operation: "CREATE",
+            subresource: "",
+        },
         namespace: ns,
         name: &name,
         patch: false,
     };
-    if !mutating_admission::any_rule_matches(state, &write) {
+    if !mutating_admission::any_rule_matches(state, &write.target) {
         return Ok(obj);
     }
     let seen = crud::before_webhooks(&state.store.lock(), res, ns, obj)?;
@@ -60,9 +63,11 @@ pub async fn update(
     edit: Edit<'_>,
 ) -> Result<(u16, Value), ApiError> {
     let write = Write {
-        res,
-        operation: "UPDATE",
-        subresource: sub.unwrap_or(""),
+        target: Target {
+            res,
+            operation: "UPDATE",
+            subresource: sub.unwrap_or(""),
+        },
         namespace: ns,
         name,
         patch: matches!(edit, Edit::Patch(..)),

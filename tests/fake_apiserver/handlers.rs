@@ -20,6 +20,7 @@ use super::status::{ApiError, Cause};
 use super::typed;
 use super::view;
 use super::watch;
+use super::webhook_matching::Target;
 use axum::body::{Body, Bytes};
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
@@ -528,13 +529,10 @@ fn is_admitted_update(
         && state.store.lock().get(res.storage, ns, name).is_some()
         && mutating_admission::any_rule_matches(
             state,
-            &mutating_admission::Write {
+            &Target {
                 res,
                 operation: "UPDATE",
                 subresource: sub.unwrap_or(""),
-                namespace: ns,
-                name,
-                patch: r.method == "PATCH",
             },
         )
 }

@@ -8,7 +8,7 @@
 
 use super::admission_review::{Request, Verdict, read_response};
 use super::objects;
-use super::resources::{Resource, Storage};
+use super::resources::Storage;
 use super::state::Shared;
 use super::status::ApiError;
 use super::webhook_matching::{
@@ -18,27 +18,12 @@ use serde_json::{Value, json};
 use std::net::SocketAddr;
 use std::time::Duration;
 
-/// What is written.
+/// What is written: what the rules match, and what else the review names.
 pub struct Write<'a> {
-    pub res: &'static Resource,
-    pub operation: &'a str,
-    pub subresource: &'a str,
+    pub target: Target<'a>,
     pub namespace: &'a str,
     pub name: &'a str,
     pub patch: bool,
-}
-
-impl Write<'_> {
-    fn target(&self) -> Target<'_> {
-        Target {
-            operation: self.operation,
-            group: self.res.group,
-            version: self.res.version,
-            resource: self.res.plural,
-            subresource: self.subresource,
-            namespaced: self.res.namespaced,
-        }
-    }
 }
 
 /// The stored webhooks, configurations sorted by name.
@@ -56,9 +41,8 @@ fn webhooks(state: &Shared) -> Vec<Value> {
 
 /// Whether any stored webhook's rules cover this write, so writes nobody
 /// watches skip the admission round-trip.
-pub fn any_rule_matches(state: &Shared, write: &Write) -> bool {
-    let target = write.target();
-    webhooks(state).iter().any(|h| rules_match(h, &target))
+pub fn any_rule_matches(state: &Shared, target: &Target) -> bool {
+    webhooks(state).iter().any(|h| rules_match(h, target))
 }
 
 /// Runs the write's object through the matching webhooks; returns the object
@@ -70,8 +54,9 @@ pub async fn admit(
     old_object: Option<&Value>,
 ) -> Result<Value, ApiError> {
     let hooks = webhooks(state);
-    let target = write.target();
-    let namespace = write.res.namespaced.then(|| {
+    let target = &write.target;
+    let res = target.res;
+    let namespace = res.namespaced.then(|| {
         state
             .store
             .lock()
@@ -82,10 +67,10 @@ pub async fn admit(
     let uid = objects::new_uid();
     let request = Request {
         uid: &uid,
-        operation: write.operation,
-        kind: json!({"group": write.res.group, "version": write.res.version, "kind": write.res.kind}),
-        resource: json!({"group": write.res.group, "version": write.res.version, "resource": write.res.plural}),
-        subresource: write.subresource,
+        operation: target.operation,
+        kind: json!({"group": res.group, "version": res.version, "kind": res.kind}),
+        resource: json!({"group": res.group, "version": res.version, "resource": res.plural}),
+        subresource: target.subresource,
         namespace: write.namespace,
         name: write.name,
         patch: write.patch,
@@ -93,8 +78,8 @@ pub async fn admit(
     // The object as each IfNeeded webhook left it.
     let mut reinvoke: Vec<(&Value, Value)> = Vec::new();
     for hook in &hooks {
-        if !rules_match(hook, &target)
-            || !selectors_match(hook, &target, namespace.as_ref(), &object, old_object)
+        if !rules_match(hook, target)
+            || !selectors_match(hook, target, namespace.as_ref(), &object, old_object)
         {
             continue;
         }

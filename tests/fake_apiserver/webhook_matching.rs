@@ -5,20 +5,18 @@
 //! skipped silently; only a condition that cannot be evaluated is a failure,
 //! left to the webhook's `failurePolicy`.
 
+use super::resources::Resource;
 use super::selectors::LabelSelector;
 use cel::{Context, Program, Value as CelValue};
 use serde_json::{Value, json};
 
 /// The request as the rules see it.
 pub struct Target<'a> {
+    pub res: &'static Resource,
     /// `CREATE` or `UPDATE`.
     pub operation: &'a str,
-    pub group: &'a str,
-    pub version: &'a str,
-    pub resource: &'a str,
     /// `""` for the main resource, `status` for `pods/status`.
     pub subresource: &'a str,
-    pub namespaced: bool,
 }
 
 fn strings(list: &Value) -> impl Iterator<Item = &str> {
@@ -51,15 +49,15 @@ fn resource_listed(list: &Value, resource: &str, subresource: &str) -> bool {
 /// One `RuleWithOperations` against the request.
 fn rule_matches(rule: &Value, t: &Target) -> bool {
     let scope_ok = match rule["scope"].as_str().unwrap_or("*") {
-        "Namespaced" => t.namespaced,
-        "Cluster" => !t.namespaced,
+        "Namespaced" => t.res.namespaced,
+        "Cluster" => !t.res.namespaced,
         _ => true,
     };
     scope_ok
         && listed(&rule["operations"], t.operation)
-        && listed(&rule["apiGroups"], t.group)
-        && listed(&rule["apiVersions"], t.version)
-        && resource_listed(&rule["resources"], t.resource, t.subresource)
+        && listed(&rule["apiGroups"], t.res.group)
+        && listed(&rule["apiVersions"], t.res.version)
+        && resource_listed(&rule["resources"], t.res.plural, t.subresource)
 }
 
 /// Whether any of the webhook's rules covers the request.
@@ -89,7 +87,7 @@ pub fn selectors_match(
     old_object: Option<&Value>,
 ) -> bool {
     let namespace_ok =
-        !t.namespaced || namespace.is_some_and(|ns| selects(&hook["namespaceSelector"], ns));
+        !t.res.namespaced || namespace.is_some_and(|ns| selects(&hook["namespaceSelector"], ns));
     let selector = &hook["objectSelector"];
     let object_ok =
         selects(selector, object) || old_object.is_some_and(|old| selects(selector, old));

@@ -278,17 +278,7 @@ impl LiveServer {
 
     /// POSTs JSON; status and the decoded answer (`Null` if not JSON).
     pub async fn post_json(&self, path: &str, body: &Value) -> (u16, Value) {
-        let resp = self
-            .client
-            .post(self.url(path))
-            .header("content-type", "application/json")
-            .body(body.to_string())
-            .send()
-            .await
-            .unwrap_or_else(|e| panic!("POST {path}: {e}"));
-        let status = resp.status().as_u16();
-        let text = resp.text().await.expect("response body");
-        (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+        send_json(self.client.post(self.url(path)), path, body).await
     }
 
     /// `/filter` as kube-scheduler sends it (`Nodes: null`, `NodeNames`); asserts 200.
@@ -625,11 +615,18 @@ pub fn create_pod(api: &FakeApiServer, p: Value) -> Value {
 /// HTTP with its bearer token, as `kubectl create` does, so admission runs;
 /// returns the status and the answer (the stored object or a `Status`).
 pub async fn post_to_api(api: &FakeApiServer, path: &str, object: &Value) -> (u16, Value) {
-    let resp = reqwest::Client::new()
+    let request = reqwest::Client::new()
         .post(format!("{}{path}", api.url()))
-        .bearer_auth(api.token())
+        .bearer_auth(api.token());
+    send_json(request, path, object).await
+}
+
+/// Sends `body` as JSON with `request` (to `path`); the status and the decoded
+/// answer (`Null` if not JSON).
+async fn send_json(request: reqwest::RequestBuilder, path: &str, body: &Value) -> (u16, Value) {
+    let resp = request
         .header("content-type", "application/json")
-        .body(object.to_string())
+        .body(body.to_string())
         .send()
         .await
         .unwrap_or_else(|e| panic!("POST {path}: {e}"));
