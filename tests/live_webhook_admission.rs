@@ -13,6 +13,7 @@ use base64::Engine;
 use fake_apiserver::FakeApiServer;
 use live_support::*;
 use serde_json::{Value, json};
+use std::time::Duration;
 
 const NS: &str = "ml";
 /// The plain install's webhook configuration, as `kubectl apply` reads it.
@@ -210,6 +211,13 @@ async fn with_the_server_down_ignore_lets_the_pod_in_unmutated() {
 async fn raw_vgpu_pod_is_mutated_scheduled_and_bound_with_its_placement() {
     let c = cluster(None).await;
     add_node(&c.api, "gpu-1", 1, 4);
+    let (_, registered) = c
+        .server
+        .wait_state(Duration::from_secs(15), |s| {
+            s.node_names().contains(&"gpu-1")
+        })
+        .await;
+    assert!(registered, "the server never saw node gpu-1");
     let pod = created(
         &c,
         &user_pod(
