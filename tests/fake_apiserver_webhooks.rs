@@ -275,6 +275,7 @@ async fn rules_scope_and_selectors_pick_the_webhooks() {
             vec![
                 hooks.hook("main.hooks.test", "annotate/main", update(json!(["pods"]))),
                 hooks.hook("status.hooks.test", "annotate/status", update(json!(["pods/status"]))),
+                hooks.hook("subs.hooks.test", "annotate/subs", update(json!(["pods/*"]))),
                 hooks.hook(
                     "cluster.hooks.test",
                     "annotate/cluster",
@@ -319,7 +320,7 @@ async fn rules_scope_and_selectors_pick_the_webhooks() {
     let status = json!({"status": {"conditions": [{"type": "Ready", "status": "False"}]}});
     let (code, answer) = send(&api, "PATCH", &format!("{path}/status"), merge, &status).await;
     assert_eq!(code, 200, "{answer}");
-    assert_eq!(hooks.called()[3..], ["annotate/status"]);
+    assert_eq!(hooks.called()[3..], ["annotate/status", "annotate/subs"]);
     assert_eq!(hooks.review(3)["request"]["subResource"], "status");
     let stored = api.get("Pod", Some("ml"), "gpu").expect("pod");
     assert_eq!(annotations(&stored)["status"], "1");
