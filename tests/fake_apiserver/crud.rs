@@ -192,6 +192,40 @@ pub fn create(
     Ok(store.insert(res.storage, obj))
 }
 
+/// The object a create shows the mutating admission webhooks: type and
+/// namespace filled in, the scheme's defaults and the built-in mutating plugins
+/// (DefaultTolerationSeconds, Priority) applied, as the real server runs them
+/// first. No name is generated and no uid or creationTimestamp set yet (that
+/// happens when the object is stored), and the status is as sent. Validation
+/// waits for [`create`], after the webhooks.
+pub fn before_webhooks(
+    store: &Store,
+    res: &'static Resource,
+    url_ns: &str,
+    mut obj: Value,
+) -> Result<Value, ApiError> {
+    check_type_meta(res, &mut obj)?;
+    check_namespace(res, &mut obj, url_ns)?;
+    if res.storage == Storage::Pods {
+        let status = obj.get("status").cloned();
+        pods::prepare_create(&mut obj, true);
+        match (status, obj.as_object_mut()) {
+            (Some(status), _) => obj["status"] = status,
+            (None, Some(map)) => {
+                map.remove("status");
+            }
+            (None, None) => {}
+        }
+        let name = match objects::meta_str(&obj, "name") {
+            "" => objects::meta_str(&obj, "generateName"),
+            name => name,
+        }
+        .to_string();
+        priority::admit_pod(store, &mut obj, &name, Origin::Http)?;
+    }
+    Ok(obj)
+}
+
 fn is_set(obj: &Value, field: &str) -> bool {
     objects::meta(obj)
         .and_then(|m| m.get(field))

@@ -1,9 +1,11 @@
 //! The HTTP side: authentication, injected faults, routing and the REST verbs.
 
+use super::admitted_writes::{self, admitted_create};
 use super::crud::{self, DeleteOptions, Origin};
 use super::discovery;
 use super::eviction::{self, Eviction, EvictionRecord};
 use super::lists;
+use super::mutating_admission;
 use super::node_metrics;
 use super::objects;
 use super::patch::{self, PatchType};
@@ -18,6 +20,7 @@ use super::status::{ApiError, Cause};
 use super::typed;
 use super::view;
 use super::watch;
+use super::webhook_matching::Target;
 use axum::body::{Body, Bytes};
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
@@ -78,9 +81,9 @@ pub async fn handle(State(state): State<Arc<Shared>>, req: Request) -> Response 
         tokio::time::sleep(latency).await;
     }
     if matches!(method.as_str(), "POST" | "PUT" | "PATCH" | "DELETE") {
-        let committed = state.faults.lock().write_slot(std::time::Instant::now());
+        let committed = state.faults.lock().write_slot(state.write_lane.now());
         if let Some(at) = committed {
-            tokio::time::sleep_until(at.into()).await;
+            state.write_lane.wait_until(at).await;
         }
     }
     let mut resp = match dispatch(&state, &method, &path, &query, &line, req).await {
@@ -181,6 +184,14 @@ async fn dispatch(
         Route::Discovery(d) => discovery(state, d, &r),
         Route::NotFound => Err(ApiError::path_not_found()),
         Route::Collection { res, namespace } => collection(state, res, namespace, &r).await,
+        Route::Object {
+            res,
+            namespace,
+            name,
+            sub,
+        } if is_admitted_update(state, res, &namespace, &name, sub.as_deref(), &r) => {
+            admitted_update(state, res, &namespace, &name, sub.as_deref(), &r).await
+        }
         Route::Object {
             res,
             namespace,
@@ -334,6 +345,7 @@ async fn collection(
             };
             let mut obj = parse_body(r)?;
             pods::drop_disabled_fields(res, &mut obj, state.config.lock().workload_apis);
+            let obj = admitted_create(state, res, &ns, obj).await?;
             let stored = crud::create(&mut state.store.lock(), res, &ns, obj, Origin::Http)?;
             Ok(json_response(201, &view::render(res, &stored)))
         }
@@ -456,31 +468,7 @@ fn object(
             Ok(json_response(code, &view::render(res, &stored)))
         }
         "PATCH" => {
-            let ty = PatchType::from_content_type(&r.content_type)
-                .ok_or_else(|| patch::unsupported(&r.content_type))?;
-            if ty == PatchType::Strategic && res.custom {
-                return Err(typed::strategic_merge_unsupported());
-            }
-            if ty == PatchType::Apply {
-                if r.query.get("fieldManager").is_none_or(|m| m.is_empty()) {
-                    return Err(ApiError::invalid(
-                        "PatchOptions.meta.k8s.io",
-                        "meta.k8s.io",
-                        "PatchOptions",
-                        "",
-                        vec![Cause {
-                            field: "fieldManager".into(),
-                            reason: "FieldValueRequired",
-                            message: "Required value: is required for apply patch".into(),
-                        }],
-                    ));
-                }
-                if serde_json::from_slice::<Value>(&r.body).is_err() {
-                    return Err(ApiError::unsupported_media_type(
-                        "the fake apiserver only understands apply patches written as JSON",
-                    ));
-                }
-            }
+            let ty = patch_type(res, r)?;
             let (code, stored) =
                 crud::patch(&mut state.store.lock(), res, ns, name, &r.body, ty, sub)?;
             Ok(json_response(code, &view::render(res, &stored)))
@@ -494,4 +482,75 @@ fn object(
         }
         _ => Err(ApiError::method_not_allowed()),
     }
+}
+
+/// The PATCH's type, refusing what the resource or the body cannot take.
+fn patch_type(res: &Resource, r: &Req) -> Result<PatchType, ApiError> {
+    let ty = PatchType::from_content_type(&r.content_type)
+        .ok_or_else(|| patch::unsupported(&r.content_type))?;
+    if ty == PatchType::Strategic && res.custom {
+        return Err(typed::strategic_merge_unsupported());
+    }
+    if ty == PatchType::Apply {
+        if r.query.get("fieldManager").is_none_or(|m| m.is_empty()) {
+            return Err(ApiError::invalid(
+                "PatchOptions.meta.k8s.io",
+                "meta.k8s.io",
+                "PatchOptions",
+                "",
+                vec![Cause {
+                    field: "fieldManager".into(),
+                    reason: "FieldValueRequired",
+                    message: "Required value: is required for apply patch".into(),
+                }],
+            ));
+        }
+        if serde_json::from_slice::<Value>(&r.body).is_err() {
+            return Err(ApiError::unsupported_media_type(
+                "the fake apiserver only understands apply patches written as JSON",
+            ));
+        }
+    }
+    Ok(ty)
+}
+
+/// A PUT or PATCH of an existing object (or its status) that a stored mutating
+/// webhook's rules cover: it goes through [`admitted_writes::update`].
+fn is_admitted_update(
+    state: &Shared,
+    res: &'static Resource,
+    ns: &str,
+    name: &str,
+    sub: Option<&str>,
+    r: &Req,
+) -> bool {
+    matches!(r.method, "PUT" | "PATCH")
+        && matches!(sub, None | Some("status"))
+        && (sub.is_none() || res.status_subresource)
+        && state.store.lock().get(res.storage, ns, name).is_some()
+        && mutating_admission::any_rule_matches(
+            state,
+            &Target {
+                res,
+                operation: "UPDATE",
+                subresource: sub.unwrap_or(""),
+            },
+        )
+}
+
+async fn admitted_update(
+    state: &Shared,
+    res: &'static Resource,
+    ns: &str,
+    name: &str,
+    sub: Option<&str>,
+    r: &Req<'_>,
+) -> Result<Response, ApiError> {
+    let edit = if r.method == "PUT" {
+        admitted_writes::Edit::Replace(parse_body(r)?)
+    } else {
+        admitted_writes::Edit::Patch(&r.body, patch_type(res, r)?)
+    };
+    let (code, stored) = admitted_writes::update(state, res, ns, name, sub, edit).await?;
+    Ok(json_response(code, &view::render(res, &stored)))
 }

@@ -32,6 +32,8 @@
 
 #![allow(dead_code)]
 
+mod admission_review;
+mod admitted_writes;
 mod api_calls;
 mod budgets;
 mod crud;
@@ -44,6 +46,7 @@ mod gated_node_selection;
 mod handlers;
 mod kubeconfig;
 mod lists;
+mod mutating_admission;
 mod node_metrics;
 mod objects;
 mod patch;
@@ -61,6 +64,8 @@ mod typed;
 mod view;
 mod watch;
 mod watch_traffic;
+mod webhook_matching;
+mod write_lane_clock;
 
 pub use api_calls::ApiCalls;
 use crud::Origin;
@@ -122,6 +127,8 @@ impl FakeApiServer {
             address: address.clone(),
             rv_waiters: Default::default(),
             watch_traffic: Mutex::default(),
+            services: Mutex::default(),
+            write_lane: Default::default(),
         });
         {
             let mut store = state.store.lock();
@@ -191,6 +198,22 @@ impl FakeApiServer {
     /// metrics-server stops reporting `node`.
     pub fn clear_node_usage(&self, node: &str) {
         self.state.metrics.lock().usage.remove(node);
+    }
+
+    /// Makes webhooks whose `clientConfig.service` is `namespace/name:port`
+    /// reach `address`, as the Service's endpoints would. The TLS server name
+    /// stays `<name>.<namespace>.svc`, as the real server dials it.
+    pub fn route_service(
+        &self,
+        namespace: &str,
+        name: &str,
+        port: u16,
+        address: std::net::SocketAddr,
+    ) {
+        self.state
+            .services
+            .lock()
+            .insert((namespace.to_string(), name.to_string(), port), address);
     }
 
     /// Writes `dir/kubeconfig` (cluster `server` = [`FakeApiServer::url`], a
@@ -375,6 +398,22 @@ impl FakeApiServer {
     /// write waits for those before it, then `d`. Zero (the default): free.
     pub fn set_write_service_time(&self, d: Duration) {
         self.state.faults.lock().write_service_time = d;
+    }
+
+    /// Runs the write lane on a manual clock from now on: queued writes commit
+    /// only as [`FakeApiServer::advance_write_lane`] moves it past their turn.
+    pub fn stop_write_lane_clock(&self) {
+        self.state.write_lane.make_manual();
+    }
+
+    /// Moves the write lane's manual clock on by `d`.
+    pub fn advance_write_lane(&self, d: Duration) {
+        self.state.write_lane.advance(d);
+    }
+
+    /// Writes waiting in the write lane for their turn.
+    pub fn writes_in_lane(&self) -> usize {
+        self.state.write_lane.waiting()
     }
 
     /// Closes every open watch stream (clients must re-watch).

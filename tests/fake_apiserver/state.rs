@@ -3,6 +3,8 @@
 use super::faults::Faults;
 use super::store::Store;
 use parking_lot::Mutex;
+use std::collections::HashMap;
+use std::net::SocketAddr;
 use std::time::Duration;
 
 /// Knobs a test can turn.
@@ -63,4 +65,9 @@ pub struct Shared {
     pub rv_waiters: std::sync::atomic::AtomicUsize,
     /// Watch events sent, per resource.
     pub watch_traffic: Mutex<super::watch_traffic::WatchTraffic>,
+    /// Where a webhook's `clientConfig.service` (namespace, name, port) is
+    /// reached: the fake has no Services or Endpoints, so a test says.
+    pub services: Mutex<HashMap<(String, String, u16), SocketAddr>>,
+    /// The clock writes wait on in the write lane.
+    pub write_lane: super::write_lane_clock::WriteLaneClock,
 }

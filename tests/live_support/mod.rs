@@ -243,6 +243,22 @@ impl LiveServer {
         lines[lines.len().saturating_sub(n)..].join("\n")
     }
 
+    /// The self-signed serving certificate (PEM): what a webhook
+    /// configuration's `caBundle` trusts.
+    pub fn certificate_pem(&self) -> &str {
+        self.root_pem
+            .as_deref()
+            .expect("the server is ready, so its certificate was read")
+    }
+
+    /// `127.0.0.1:<port>` the server listens on.
+    pub fn address(&self) -> std::net::SocketAddr {
+        self.base
+            .trim_start_matches("https://")
+            .parse()
+            .expect("base is https://127.0.0.1:<port>")
+    }
+
     /// Full URL of `path`.
     pub fn url(&self, path: &str) -> String {
         format!("{}{path}", self.base)
@@ -262,17 +278,7 @@ impl LiveServer {
 
     /// POSTs JSON; status and the decoded answer (`Null` if not JSON).
     pub async fn post_json(&self, path: &str, body: &Value) -> (u16, Value) {
-        let resp = self
-            .client
-            .post(self.url(path))
-            .header("content-type", "application/json")
-            .body(body.to_string())
-            .send()
-            .await
-            .unwrap_or_else(|e| panic!("POST {path}: {e}"));
-        let status = resp.status().as_u16();
-        let text = resp.text().await.expect("response body");
-        (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+        send_json(self.client.post(self.url(path)), path, body).await
     }
 
     /// `/filter` as kube-scheduler sends it (`Nodes: null`, `NodeNames`); asserts 200.
@@ -603,6 +609,30 @@ pub async fn wait_for(server: &LiveServer, what: &str, mut f: impl FnMut() -> bo
 /// Creates a pod in the fake; returns the stored pod.
 pub fn create_pod(api: &FakeApiServer, p: Value) -> Value {
     api.create(p)
+}
+
+/// POSTs `object` to the fake's collection at `path` (`/api/v1/...`) over
+/// HTTP with its bearer token, as `kubectl create` does, so admission runs;
+/// returns the status and the answer (the stored object or a `Status`).
+pub async fn post_to_api(api: &FakeApiServer, path: &str, object: &Value) -> (u16, Value) {
+    let request = reqwest::Client::new()
+        .post(format!("{}{path}", api.url()))
+        .bearer_auth(api.token());
+    send_json(request, path, object).await
+}
+
+/// Sends `body` as JSON with `request` (to `path`); the status and the decoded
+/// answer (`Null` if not JSON).
+async fn send_json(request: reqwest::RequestBuilder, path: &str, body: &Value) -> (u16, Value) {
+    let resp = request
+        .header("content-type", "application/json")
+        .body(body.to_string())
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("POST {path}: {e}"));
+    let status = resp.status().as_u16();
+    let text = resp.text().await.expect("response body");
+    (status, serde_json::from_str(&text).unwrap_or(Value::Null))
 }
 
 /// The stored pod; panics if absent.
