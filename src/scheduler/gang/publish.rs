@@ -261,7 +261,7 @@ impl Scheduler {
         let stuck: Vec<GateToLift> = {
             let book = self.gang.book.read();
             let ledger = self.ledger.read();
-            book.members
+            book.members()
                 .values()
                 .filter(|m| m.gated && m.phase == MemberPhase::Pending)
                 // Planned members only, before looking their gang up: most
