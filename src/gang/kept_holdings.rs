@@ -29,6 +29,10 @@ pub struct KeptHoldings {
     /// What each pending member planned onto a node takes of it (bound pods are
     /// counted already, from the pod watch): node, footprint.
     planned: HashMap<String, (String, Resources)>,
+    /// Pending members that still carry our gate although the ledger holds a
+    /// plan for them or a node is planned for them: a commit interrupted before
+    /// every gate was lifted, or a pipelined plan whose victims are gone.
+    planned_gated: BTreeSet<String>,
 }
 
 impl KeptHoldings {
@@ -108,6 +112,16 @@ impl KeptHoldings {
                 })
             })
         });
+        let planned_gated = member.is_some_and(|m| {
+            m.gated
+                && m.phase == MemberPhase::Pending
+                && (ledger.pod(uid).is_some() || m.planned_node.is_some())
+        });
+        if planned_gated {
+            self.planned_gated.insert(uid.to_string());
+        } else {
+            self.planned_gated.remove(uid);
+        }
         let planned = match (member, &held) {
             (Some(m), Some(h))
                 if m.phase == MemberPhase::Pending && self.nodes.contains(&h.node) =>
@@ -160,6 +174,12 @@ impl KeptHoldings {
     /// The members held on `node`.
     pub fn on_node(&self, node: &str) -> impl Iterator<Item = &String> {
         self.by_node.get(node).into_iter().flatten()
+    }
+
+    /// Pending members that carry our gate although they are planned (see the
+    /// field), as of the last refresh.
+    pub fn planned_gated(&self) -> &BTreeSet<String> {
+        &self.planned_gated
     }
 
     /// What the pending members planned onto each node take of it.

@@ -130,6 +130,12 @@ impl KeptState {
         state
     }
 
+    /// Pending members that carry our gate although they are planned, as of the
+    /// last picture.
+    pub fn planned_gated(&self) -> &BTreeSet<String> {
+        self.holdings.planned_gated()
+    }
+
     /// Tasks and jobs that had to be built since last asked.
     pub fn take_built(&mut self) -> (usize, usize) {
         (self.tasks.take_built(), self.jobs.take_built())

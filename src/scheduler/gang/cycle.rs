@@ -313,7 +313,15 @@ impl Scheduler {
             }
         }
         stages.done("publish");
-        self.finish_interrupted_commits(&outcome.verdicts).await;
+        let mut candidates = memory.kept.lock().planned_gated().clone();
+        candidates.extend(
+            outcome
+                .commits
+                .iter()
+                .flat_map(|c| c.members.iter().map(|m| m.uid.clone())),
+        );
+        self.finish_interrupted_commits(&outcome.verdicts, &candidates)
+            .await;
         stages.done("interrupted commits");
         // Gangs that are placed, finished or gone leave the enqueue memory.
         memory.inqueue.retain(|k| {

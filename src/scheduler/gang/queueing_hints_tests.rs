@@ -438,6 +438,11 @@ async fn kept_state_is_current(c: &Cluster) -> Result<(), TestCaseError> {
     prop_assert_eq!(&kept.jobs, &anew.jobs, "jobs kept and built anew");
     prop_assert_eq!(&kept.queues, &anew.queues, "queues kept and built anew");
     prop_assert!(kept == anew, "the rest of the session state");
+    prop_assert_eq!(
+        kept_state.planned_gated(),
+        holdings.planned_gated(),
+        "planned members still gated"
+    );
     Ok(())
 }
 
