@@ -29,6 +29,10 @@ pub struct KeptHoldings {
     /// What each pending member planned onto a node takes of it (bound pods are
     /// counted already, from the pod watch): node, footprint.
     planned: HashMap<String, (String, Resources)>,
+    /// Those footprints added up by node, for nodes that have any.
+    planned_by_node: HashMap<String, Resources>,
+    /// Nodes whose sum must be added up again.
+    planned_stale: BTreeSet<String>,
     /// Pending members that still carry our gate although the ledger holds a
     /// plan for them or a node is planned for them: a commit interrupted before
     /// every gate was lifted, or a pipelined plan whose victims are gone.
@@ -65,6 +69,7 @@ impl KeptHoldings {
                 for m in book.members().values() {
                     self.look_at(ledger, &m.uid, Some(m));
                 }
+                self.add_up_planned();
                 return None;
             }
         };
@@ -75,6 +80,7 @@ impl KeptHoldings {
                 moved.insert(uid);
             }
         }
+        self.add_up_planned();
         Some(moved)
     }
 
@@ -130,10 +136,13 @@ impl KeptHoldings {
             }
             _ => None,
         };
-        match planned {
+        let planned_on = planned.as_ref().map(|(node, _)| node.clone());
+        let before = match planned {
             Some(p) => self.planned.insert(uid.to_string(), p),
             None => self.planned.remove(uid),
         };
+        self.planned_stale.extend(before.map(|(node, _)| node));
+        self.planned_stale.extend(planned_on);
         let was_pipelined = if pipelined {
             !self.pipelined.insert(uid.to_string())
         } else {
@@ -182,11 +191,32 @@ impl KeptHoldings {
         &self.planned_gated
     }
 
-    /// What the pending members planned onto each node take of it.
+    /// What the pending members planned onto each node take of it, by node.
     pub fn planned(&self) -> impl Iterator<Item = (&str, &Resources)> {
-        self.planned
-            .values()
-            .map(|(node, footprint)| (node.as_str(), footprint))
+        self.planned_by_node
+            .iter()
+            .map(|(node, total)| (node.as_str(), total))
+    }
+
+    /// Adds up again what is planned onto the nodes whose members changed.
+    fn add_up_planned(&mut self) {
+        for node in std::mem::take(&mut self.planned_stale) {
+            let mut total = Resources::default();
+            let mut any = false;
+            for uid in self.by_node.get(&node).into_iter().flatten() {
+                if let Some((on, footprint)) = self.planned.get(uid)
+                    && *on == node
+                {
+                    total.add(footprint);
+                    any = true;
+                }
+            }
+            if any {
+                self.planned_by_node.insert(node, total);
+            } else {
+                self.planned_by_node.remove(&node);
+            }
+        }
     }
 }
 

@@ -17,9 +17,10 @@ use crate::gang::kept_state::KeptState;
 use crate::gang::planner_book::PlannerBook;
 use crate::gang::queueing_hints::QueueingHints;
 use crate::gang::snapshot::{LedgerPicture, SnapshotInput, build_state};
+use crate::resources::Resources;
 use crate::scheduler::GangConfig;
 use crate::scheduler::gang_tests::{Cluster, hostname_gpu_node, member, podgroup, queue};
-use crate::volcano::framework::GangPhase;
+use crate::volcano::framework::{GangPhase, SessionState};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use proptest::prelude::*;
@@ -438,6 +439,18 @@ async fn kept_state_is_current(c: &Cluster) -> Result<(), TestCaseError> {
     prop_assert_eq!(&kept.jobs, &anew.jobs, "jobs kept and built anew");
     prop_assert_eq!(&kept.queues, &anew.queues, "queues kept and built anew");
     prop_assert!(kept == anew, "the rest of the session state");
+    let requested = |state: &SessionState| -> Vec<(String, Resources)> {
+        state
+            .nodes
+            .iter()
+            .map(|n| (n.name.clone(), n.resources.requested.clone()))
+            .collect()
+    };
+    prop_assert_eq!(
+        requested(&kept),
+        requested(&anew),
+        "what nodes' pods and planned members request"
+    );
     prop_assert_eq!(
         kept_state.planned_gated(),
         holdings.planned_gated(),
