@@ -1,7 +1,9 @@
 //! Who holds what: registered GPUs per node and the usage of every pod we track,
 //! kept incrementally so a decision never rescans all pods.
 
+mod holdings_journal;
 mod pledges;
+pub use holdings_journal::{HoldingsJournal, JournalCursor};
 pub use pledges::Pledge;
 
 use crate::clock::{ClockHandle, SharedClock};
@@ -303,6 +305,8 @@ pub struct Ledger {
     /// Plans whose victims are all gone and that are now booked, for the
     /// scheduler to publish.
     converted: Vec<String>,
+    /// Pods whose holding changed, for the planner's picture.
+    holdings_journal: HoldingsJournal,
 }
 
 impl Ledger {
@@ -340,6 +344,11 @@ impl Ledger {
         self.nodes.remove(name);
         self.rank.remove(name);
         self.load.remove_node(name);
+    }
+
+    /// Which pods' holdings (held or promised) changed, in order.
+    pub fn holdings_journal(&self) -> &HoldingsJournal {
+        &self.holdings_journal
     }
 
     /// A registered node.
@@ -493,6 +502,7 @@ impl Ledger {
             n.generation = generation;
             n.index_rank(&entry.node, &mut self.rank);
         }
+        self.holdings_journal.note(&entry.uid);
         let (mem, cores) = usage_totals(entry.usage.iter().map(|(_, u)| u));
         let ns = self
             .namespace_usage
@@ -509,6 +519,7 @@ impl Ledger {
     /// Releases a pod's hold; returns what it held.
     pub fn remove_pod(&mut self, uid: &str) -> Option<PodEntry> {
         let entry = *self.pods.remove(uid)?;
+        self.holdings_journal.note(uid);
         self.reserved.remove(uid);
         self.touch(uid);
         let generation = self.next_generation();

@@ -71,7 +71,7 @@ impl PlannedPods {
                 .flat_map(|c| &c.members)
                 .filter_map(|m| {
                     let node = &m.placement.as_ref()?.node;
-                    let pod = &book.members.get(&m.uid)?.pod;
+                    let pod = &book.members().get(&m.uid)?.pod;
                     Some((m.uid.clone(), (node.clone(), pod.clone())))
                 })
                 .collect(),

@@ -2,6 +2,7 @@
 //! watch or the cluster file), PodGroups and Queues. Updated by
 //! events; the planner reads a consistent copy of it once per cycle.
 
+use super::book_changes::BookChanges;
 use super::membership::{DEFAULT_QUEUE, Membership};
 use super::priority_classes::PriorityClasses;
 use super::victim_facts;
@@ -111,14 +112,19 @@ pub struct GangBook {
     /// Member pods by UID, shared: a planning cycle's copy of the book shares
     /// every member with the book rather than copying 28,000 of them, and a
     /// member changed meanwhile is copied on write ([`GangBook::member_mut`]).
-    pub members: HashMap<String, Arc<Member>>,
+    ///
+    /// Private, like the PodGroups: every change goes through a method that
+    /// notes it in `changes`, which the planner's copy of the book relies on.
+    members: HashMap<String, Arc<Member>>,
     /// PodGroups by (namespace, name): Volcano's, and Kubernetes' own where no
     /// Volcano PodGroup has the same name (the Volcano one says more: queue,
     /// minResources, roles).
-    pub groups: BTreeMap<(String, String), PodGroupSpec>,
+    groups: BTreeMap<(String, String), PodGroupSpec>,
     /// Kubernetes' own PodGroups (`scheduling.k8s.io`) by (namespace, name), kept
     /// apart so one returns to `groups` when a Volcano PodGroup of its name goes.
-    pub native_groups: BTreeMap<(String, String), PodGroupSpec>,
+    native_groups: BTreeMap<(String, String), PodGroupSpec>,
+    /// Members and PodGroups changed since the planner last copied the book.
+    changes: BookChanges,
     /// Queues by name.
     pub queues: BTreeMap<String, QueueSpec>,
     /// Queues whose object could not be read, with the reason (shown in debug output).
@@ -136,19 +142,39 @@ pub struct GangBook {
 }
 
 impl GangBook {
+    /// Member pods by UID (changed only through the methods below, which note
+    /// every change for the planner).
+    pub fn members(&self) -> &HashMap<String, Arc<Member>> {
+        &self.members
+    }
+
+    /// PodGroups by (namespace, name), Volcano's first, then Kubernetes' own.
+    pub fn groups(&self) -> &BTreeMap<(String, String), PodGroupSpec> {
+        &self.groups
+    }
+
+    /// Takes the notes of what changed since they were last taken.
+    pub fn take_changes(&mut self) -> BookChanges {
+        std::mem::take(&mut self.changes)
+    }
+
     /// Applies a pod event: members are added or refreshed, others dropped.
     pub fn apply_pod(&mut self, pod: &Pod) {
         let Some(uid) = pod.metadata.uid.as_deref() else {
             return;
         };
         match member_of(pod) {
-            Some(member) => {
-                self.members.insert(uid.to_string(), Arc::new(member));
-            }
+            Some(member) => self.insert_member(member),
             None => {
-                self.members.remove(uid);
+                self.forget_pod(uid);
             }
         }
+    }
+
+    /// Adds a member, or replaces the one of the same pod.
+    pub fn insert_member(&mut self, member: Member) {
+        self.changes.members.insert(member.uid.clone());
+        self.members.insert(member.uid.clone(), Arc::new(member));
     }
 
     /// A member to change in place; its generation moves, so what was built from
@@ -156,28 +182,42 @@ impl GangBook {
     pub fn member_mut(&mut self, uid: &str) -> Option<&mut Member> {
         let member = Arc::make_mut(self.members.get_mut(uid)?);
         member.generation = next_generation();
+        self.changes.members.insert(uid.to_string());
         Some(member)
     }
 
-    /// Forgets a deleted pod.
-    pub fn forget_pod(&mut self, uid: &str) {
-        self.members.remove(uid);
+    /// Forgets a deleted pod; true when it was a member.
+    pub fn forget_pod(&mut self, uid: &str) -> bool {
+        let known = self.members.remove(uid).is_some();
+        if known {
+            self.changes.members.insert(uid.to_string());
+        }
+        known
     }
 
     /// After a full pod list: drops members the list did not contain.
     pub fn retain_pods(&mut self, existing: &HashSet<String>) {
-        self.members.retain(|uid, _| existing.contains(uid));
+        let changes = &mut self.changes;
+        self.members.retain(|uid, _| {
+            let keep = existing.contains(uid);
+            if !keep {
+                changes.members.insert(uid.clone());
+            }
+            keep
+        });
     }
 
     /// Applies a PodGroup.
     pub fn apply_group(&mut self, group: PodGroupSpec) {
-        self.groups
-            .insert((group.namespace.clone(), group.name.clone()), group);
+        let key = (group.namespace.clone(), group.name.clone());
+        self.changes.groups.insert(key.clone());
+        self.groups.insert(key, group);
     }
 
     /// Forgets a PodGroup (a native one of the same name takes its place).
     pub fn forget_group(&mut self, namespace: &str, name: &str) {
         let key = (namespace.to_string(), name.to_string());
+        self.changes.groups.insert(key.clone());
         match self.native_groups.get(&key) {
             Some(native) => {
                 self.groups.insert(key, native.clone());
@@ -191,6 +231,7 @@ impl GangBook {
     /// Applies one of Kubernetes' own PodGroups.
     pub fn apply_native_group(&mut self, group: PodGroupSpec) {
         let key = (group.namespace.clone(), group.name.clone());
+        self.changes.groups.insert(key.clone());
         if self.groups.get(&key).is_none_or(|g| g.native.is_some()) {
             self.groups.insert(key.clone(), group.clone());
         }
@@ -200,6 +241,7 @@ impl GangBook {
     /// Forgets one of Kubernetes' own PodGroups.
     pub fn forget_native_group(&mut self, namespace: &str, name: &str) {
         let key = (namespace.to_string(), name.to_string());
+        self.changes.groups.insert(key.clone());
         self.native_groups.remove(&key);
         if self.groups.get(&key).is_some_and(|g| g.native.is_some()) {
             self.groups.remove(&key);
@@ -222,6 +264,58 @@ impl GangBook {
     pub fn forget_queue(&mut self, name: &str) {
         self.queues.remove(name);
         self.queue_errors.remove(name);
+    }
+
+    /// Brings this copy of the book up to `live`, copying only the members and
+    /// PodGroups `changes` names (taken from `live` since this copy was last
+    /// brought up) and the small tables whole.
+    pub fn follow(&mut self, live: &GangBook, changes: &BookChanges) {
+        for uid in &changes.members {
+            match live.members.get(uid) {
+                Some(m) => {
+                    self.members.insert(uid.clone(), m.clone());
+                }
+                None => {
+                    self.members.remove(uid);
+                }
+            }
+        }
+        for key in &changes.groups {
+            for (mine, theirs) in [
+                (&mut self.groups, &live.groups),
+                (&mut self.native_groups, &live.native_groups),
+            ] {
+                match theirs.get(key) {
+                    Some(g) => {
+                        mine.insert(key.clone(), g.clone());
+                    }
+                    None => {
+                        mine.remove(key);
+                    }
+                }
+            }
+        }
+        // Named one by one, so a table added to the book cannot be forgotten here.
+        let GangBook {
+            members: _,
+            groups: _,
+            native_groups: _,
+            changes: _,
+            queues,
+            queue_errors,
+            priority_classes,
+            budgets,
+            resource_quotas,
+            hyper_nodes,
+            hyper_node_errors,
+        } = live;
+        self.queues.clone_from(queues);
+        self.queue_errors.clone_from(queue_errors);
+        self.priority_classes.clone_from(priority_classes);
+        self.budgets.clone_from(budgets);
+        self.resource_quotas.clone_from(resource_quotas);
+        self.hyper_nodes.clone_from(hyper_nodes);
+        self.hyper_node_errors.clone_from(hyper_node_errors);
     }
 
     /// The queue a member's gang belongs to.

@@ -13,7 +13,7 @@ use super::priority_classes::PriorityClasses;
 use crate::volcano::framework::job_figures::JobFigures;
 use crate::volcano::framework::{GangKey, JobInfo, TaskInfo};
 use crate::volcano::objects::PodGroupSpec;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 /// What every job is built from besides its own members and PodGroup: when any
@@ -66,20 +66,23 @@ pub struct JobCache {
     entries: HashMap<GangKey, Cached>,
     /// What the kept jobs were built with.
     shared: Option<SharedJobInputs>,
-    /// Counts sweeps: entries not asked for since the last one are forgotten.
+    /// Counts cycles that asked for every job: entries not asked for in one
+    /// are forgotten.
     sweeps: u64,
-    /// Jobs built (not taken from the cache) since the last sweep.
+    /// Jobs built (not taken from the cache) since last counted.
     built: usize,
 }
 
 impl JobCache {
     /// Starts a cycle: forgets every kept job when what every job is built from
-    /// changed.
-    pub fn open(&mut self, shared: &SharedJobInputs) {
-        if self.shared.as_ref() != Some(shared) {
-            self.entries.clear();
-            self.shared = Some(shared.clone());
+    /// changed, and then says so (every job must be asked for again).
+    pub fn open(&mut self, shared: &SharedJobInputs) -> bool {
+        if self.shared.as_ref() == Some(shared) {
+            return false;
         }
+        self.entries.clear();
+        self.shared = Some(shared.clone());
+        true
     }
 
     /// The job of gang `key` and what it adds to its queue's figures: the ones
@@ -116,12 +119,36 @@ impl JobCache {
         (job, figures)
     }
 
-    /// Ends a cycle: forgets jobs that were not asked for (gone from the book)
-    /// and returns how many jobs had to be built.
-    pub fn sweep(&mut self) -> usize {
+    /// Forgets the job of a gang that has no member left.
+    pub fn forget(&mut self, key: &GangKey) {
+        self.entries.remove(key);
+    }
+
+    /// After a cycle that asked for every gang's job: forgets jobs that were not
+    /// asked for (gone from the book).
+    pub fn forget_unasked(&mut self) {
         let sweep = self.sweeps;
         self.entries.retain(|_, cached| cached.seen == sweep);
         self.sweeps += 1;
+    }
+
+    /// How many jobs had to be built since the last call.
+    pub fn take_built(&mut self) -> usize {
         std::mem::take(&mut self.built)
+    }
+
+    /// Every kept job by gang, and what each adds to its queue's figures.
+    pub fn all(&self) -> (BTreeMap<GangKey, Arc<JobInfo>>, Vec<Arc<JobFigures>>) {
+        let jobs = self
+            .entries
+            .iter()
+            .map(|(key, cached)| (key.clone(), cached.job.clone()))
+            .collect();
+        let figures = self
+            .entries
+            .values()
+            .map(|cached| cached.figures.clone())
+            .collect();
+        (jobs, figures)
     }
 }

@@ -27,7 +27,7 @@ pub fn memberless_jobs(
     inqueue: &BTreeSet<GangKey>,
     priority: impl Fn(&PodGroupSpec) -> i32,
 ) -> Vec<JobInfo> {
-    book.groups
+    book.groups()
         .values()
         .filter(|g| g.native.is_none())
         .filter(|g| {

@@ -282,6 +282,14 @@ impl QueueingHints {
             if job.tasks.is_empty() || job.tasks.iter().any(|t| t.status != TaskStatus::Pending) {
                 continue;
             }
+            // The very job it was blocked as (kept between cycles): nothing of
+            // it to compare.
+            if let Some(blocked) = self.blocked.get(key)
+                && Arc::ptr_eq(&blocked.job.job, job)
+            {
+                hints.skip.insert(key.clone(), blocked.message.clone());
+                continue;
+            }
             let mark = JobMark::of(job);
             match self.blocked.get(key) {
                 Some(blocked) if blocked.job == mark => {

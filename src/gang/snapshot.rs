@@ -7,8 +7,10 @@
 
 use super::book::{GangBook, Member, MemberPhase};
 use super::job_cache::{JobCache, JobInputs, SharedJobInputs};
+use super::kept_holdings::KeptHoldings;
 use super::memberless_group::memberless_jobs;
 use super::membership::DEFAULT_QUEUE;
+use super::planner_book::PlannerBook;
 use super::task_cache::{TaskCache, TaskInputs};
 use crate::fit::{PodContext, QuotaHeadroom};
 use crate::ledger::Ledger;
@@ -57,14 +59,11 @@ pub struct SnapshotInput<'a> {
 
 /// What a session needs of the ledger, copied (node entries shared) while the
 /// ledger is read-locked: as little as possible, so `/filter` waits for nothing.
+/// What the ledger holds for each member is kept between cycles
+/// ([`KeptHoldings`]) and brought up to date while the picture is taken.
 pub struct LedgerPicture {
     nodes: Vec<SessionNode>,
     quotas: BTreeMap<String, QuotaHeadroom>,
-    /// What the ledger holds (or has promised) for each member: node, GPUs, init
-    /// containers.
-    holdings: HashMap<String, TaskPlacement>,
-    /// Members whose holding is a pipelined plan still waiting for its victims.
-    pipelined: HashSet<String>,
     allocatable: Resources,
     /// Every node's measured usage (shared with the ledger, not copied).
     measured: Arc<NodeMetricsBook>,
@@ -73,8 +72,16 @@ pub struct LedgerPicture {
 }
 
 impl LedgerPicture {
-    /// Takes the picture (call with the ledger locked for reading).
-    pub fn take(ledger: &Ledger, book: &GangBook) -> Self {
+    /// Takes the picture (call with the ledger locked for reading) and brings
+    /// `holdings` up to it (`changed`: the members the book changed since they
+    /// were last brought up, `None` for all). Returns the members whose holding
+    /// changed, `None` when every member was looked at again.
+    pub fn take(
+        ledger: &Ledger,
+        book: &GangBook,
+        holdings: &mut KeptHoldings,
+        changed: Option<&HashSet<String>>,
+    ) -> (Self, Option<HashSet<String>>) {
         let mut nodes: Vec<SessionNode> = ledger
             .snapshot_nodes()
             .into_iter()
@@ -92,111 +99,76 @@ impl LedgerPicture {
                 (ns, headroom)
             })
             .collect();
-        // One pass over the members: with thousands waiting, each pass costs.
-        let index: HashMap<String, usize> = nodes
-            .iter()
-            .enumerate()
-            .map(|(i, n)| (n.name.clone(), i))
-            .collect();
-        let mut pipelined = HashSet::new();
-        let mut holdings: HashMap<String, TaskPlacement> = HashMap::new();
-        for m in book.members.values() {
-            let held = match ledger.pod(&m.uid) {
-                Some(p) => Some(TaskPlacement {
-                    node: p.node.clone(),
-                    devices: p.devices.clone(),
-                    init_count: p.init_count,
-                }),
-                None => ledger.pledge_of(&m.uid).map(|pledge| {
-                    pipelined.insert(m.uid.clone());
-                    TaskPlacement {
-                        node: pledge.entry.node.clone(),
-                        devices: pledge.entry.devices.clone(),
-                        init_count: pledge.entry.init_count,
-                    }
-                }),
-            };
-            let held = held.or_else(|| {
-                let node = node_without_gpus(m)?;
-                // A plan interrupted before the gate was lifted, onto a node that
-                // is gone since: the member is still gated, so it is planned again.
-                if m.gated && !index.contains_key(&node) {
-                    return None;
-                }
-                Some(TaskPlacement {
-                    node,
-                    devices: Vec::new(),
-                    init_count: 0,
-                })
-            });
-            let Some(held) = held else { continue };
-            count_planned_on_node(&mut nodes, &index, m, &held);
-            holdings.insert(m.uid.clone(), held);
-        }
-        Self {
+        let names = nodes.iter().map(|n| n.name.clone()).collect();
+        let moved = holdings.refresh(ledger, book, names, changed);
+        count_planned_on_nodes(&mut nodes, holdings);
+        let picture = Self {
             nodes,
             quotas,
-            holdings,
-            pipelined,
             allocatable: ledger.load().total_allocatable(),
             measured: ledger.load().measured().clone(),
             namespaces: ledger.load().namespaces().clone(),
+        };
+        (picture, moved)
+    }
+
+    /// The nodes, sorted by name.
+    pub fn nodes(&self) -> &[SessionNode] {
+        &self.nodes
+    }
+}
+
+/// Counts what members planned onto a node but not yet bound there will take of
+/// it (bound pods are counted already, from the pod watch): otherwise the next
+/// cycle would plan the same room again before they arrive.
+fn count_planned_on_nodes(nodes: &mut [SessionNode], holdings: &KeptHoldings) {
+    // The nodes are sorted by name.
+    for (node, footprint) in holdings.planned() {
+        if let Ok(i) = nodes.binary_search_by(|n| n.name.as_str().cmp(node)) {
+            nodes[i].resources.requested.add(footprint);
         }
     }
 }
 
-/// The node of a member the ledger holds nothing for: the one it is bound to,
-/// or the one planned for it (a pod that asks for no vGPU).
-fn node_without_gpus(m: &Member) -> Option<String> {
-    match m.phase {
-        MemberPhase::Placed => m
-            .pod
-            .spec
-            .as_ref()
-            .and_then(|s| s.node_name.clone())
-            .filter(|n| !n.is_empty()),
-        MemberPhase::Pending => m.planned_node.clone(),
-        MemberPhase::Succeeded | MemberPhase::Failed => None,
-    }
-}
-
-/// Counts what a member planned onto a node but not yet bound there will take of
-/// it (bound pods are counted already, from the pod watch): otherwise the next
-/// cycle would plan the same room again before they arrive.
-fn count_planned_on_node(
-    nodes: &mut [SessionNode],
-    index: &HashMap<String, usize>,
-    m: &Member,
-    held: &TaskPlacement,
-) {
-    if m.phase != MemberPhase::Pending {
-        return;
-    }
-    if let Some(node) = index.get(&held.node).map(|&i| &mut nodes[i]) {
-        node.resources
-            .requested
-            .add(&crate::placement::resource_fit::pod_footprint(&m.pod));
-    }
-}
-
-/// The session state over a picture of the ledger, every task and job built anew.
-pub fn build_state(input: &SnapshotInput<'_>, picture: LedgerPicture) -> SessionState {
+/// The session state over a picture of the ledger, every task and job built anew
+/// (`holdings`: brought up to the picture when it was taken).
+pub fn build_state(
+    input: &SnapshotInput<'_>,
+    picture: LedgerPicture,
+    holdings: &KeptHoldings,
+) -> SessionState {
     build_state_with(
         input,
         picture,
-        &mut TaskCache::default(),
-        &mut JobCache::default(),
+        Kept {
+            holdings,
+            tasks: &mut TaskCache::default(),
+            jobs: &mut JobCache::default(),
+            changed: None,
+        },
     )
 }
 
+/// What a session state is built from besides the book and the picture.
+pub struct Kept<'a> {
+    /// What the ledger holds for each member, brought up to the picture.
+    pub holdings: &'a KeptHoldings,
+    /// Members' tasks kept from earlier cycles.
+    pub tasks: &'a mut TaskCache,
+    /// Jobs kept from earlier cycles (opened for this cycle).
+    pub jobs: &'a mut JobCache,
+    /// The only gangs whose job may differ from the one kept, with the book's
+    /// copy that indexes their members; `None`: any gang's may.
+    pub changed: Option<(&'a HashSet<GangKey>, &'a PlannerBook)>,
+}
+
 /// The session state over a picture of the ledger, with the tasks of members and
-/// the jobs of gangs that did not change since the last cycle taken from `tasks`
-/// and `jobs`.
+/// the jobs of gangs that did not change since the last cycle taken from the
+/// kept ones.
 pub fn build_state_with(
     input: &SnapshotInput<'_>,
     picture: LedgerPicture,
-    tasks: &mut TaskCache,
-    jobs: &mut JobCache,
+    kept: Kept<'_>,
 ) -> SessionState {
     let mut total = Resources::default();
     for dim in ["cpu", "memory"] {
@@ -214,16 +186,7 @@ pub fn build_state_with(
     let topology = Arc::new(resolve_topology(input.book, &node_set));
 
     let enqueue_on = input.conf.has_action(Action::Enqueue);
-    jobs.open(&SharedJobInputs {
-        priority_classes: input.book.priority_classes.clone(),
-        enqueue_on,
-    });
-    let (mut jobs, mut figures) = assemble_jobs(
-        input,
-        (&picture.holdings, &picture.pipelined),
-        &node_set,
-        (tasks, jobs),
-    );
+    let (mut jobs, mut figures) = assemble_jobs(input, &node_set, kept);
     let memberless = memberless_jobs(input.book, &jobs, input.inqueue, |g| {
         job_priority(input.book, Some(g), &[])
     });
@@ -250,6 +213,15 @@ pub fn build_state_with(
     }
 }
 
+/// What every job is built with besides its own members and PodGroup (when it
+/// changes, every job is built again).
+pub fn shared_job_inputs(book: &GangBook, conf: &SchedulerConf) -> SharedJobInputs {
+    SharedJobInputs {
+        priority_classes: book.priority_classes.clone(),
+        enqueue_on: conf.has_action(Action::Enqueue),
+    }
+}
+
 /// A job that holds or may already start what its minimum needs, or any job when
 /// enqueue does not run, counts as admitted.
 fn admit_if_ready(job: &mut JobInfo, enqueue_on: bool) {
@@ -257,40 +229,89 @@ fn admit_if_ready(job: &mut JobInfo, enqueue_on: bool) {
     job.inqueue |= c.ready > 0 || job.reaches_minimum(c.ready, &c.ready_roles) || !enqueue_on;
 }
 
-/// Every job with members, and what each adds to its queue's figures; tasks and
-/// jobs that did not change are taken from the caches.
+/// Every job with members, and what each adds to its queue's figures: the jobs
+/// of the gangs `kept.changed` names (of every gang without it) checked against
+/// the caches, the others taken from the job cache as they are.
 fn assemble_jobs(
     input: &SnapshotInput<'_>,
-    (holdings, pipelined): (&HashMap<String, TaskPlacement>, &HashSet<String>),
     nodes: &NodeSet,
-    (task_cache, job_cache): (&mut TaskCache, &mut JobCache),
+    kept: Kept<'_>,
 ) -> (BTreeMap<GangKey, Arc<JobInfo>>, Vec<Arc<JobFigures>>) {
-    let book = input.book;
-    let enqueue_on = input.conf.has_action(Action::Enqueue);
     let largest_card = largest_card_mib(nodes.iter().map(|n| &*n.gpus));
-    let mut by_gang: HashMap<&GangKey, Vec<&Member>> = HashMap::new();
-    for m in book.members.values() {
-        by_gang.entry(&m.gang).or_default().push(m);
+    let Kept {
+        holdings,
+        tasks,
+        jobs,
+        changed,
+    } = kept;
+    let mut gang = GangJob {
+        input,
+        holdings,
+        nodes,
+        largest_card,
+        tasks,
+        jobs,
+    };
+    match changed {
+        Some((gangs, copy)) => {
+            for key in gangs {
+                let members = copy.members_of(key);
+                if members.is_empty() {
+                    gang.jobs.forget(key);
+                } else {
+                    gang.job(key, &members);
+                }
+            }
+        }
+        None => {
+            let mut by_gang: HashMap<&GangKey, Vec<&Member>> = HashMap::new();
+            for m in input.book.members().values() {
+                by_gang.entry(&m.gang).or_default().push(m);
+            }
+            for (key, mut members) in by_gang {
+                members.sort_by(|a, b| super::book::member_order(a, b));
+                gang.job(key, &members);
+            }
+            gang.tasks.forget_unasked();
+            gang.jobs.forget_unasked();
+        }
     }
-    let mut jobs = BTreeMap::new();
-    let mut figures = Vec::with_capacity(by_gang.len());
-    for (key, mut members) in by_gang {
-        members.sort_by(|a, b| super::book::member_order(a, b));
+    gang.jobs.all()
+}
+
+/// Builds or takes from the caches one gang's job.
+struct GangJob<'a, 'b> {
+    input: &'a SnapshotInput<'b>,
+    holdings: &'a KeptHoldings,
+    nodes: &'a NodeSet,
+    largest_card: u64,
+    tasks: &'a mut TaskCache,
+    jobs: &'a mut JobCache,
+}
+
+impl GangJob<'_, '_> {
+    fn job(&mut self, key: &GangKey, members: &[&Member]) {
+        let (input, nodes, largest_card) = (self.input, self.nodes, self.largest_card);
+        let book = input.book;
+        let enqueue_on = input.conf.has_action(Action::Enqueue);
         let group = (!key.single)
-            .then(|| book.groups.get(&(key.namespace.clone(), key.name.clone())))
+            .then(|| {
+                book.groups()
+                    .get(&(key.namespace.clone(), key.name.clone()))
+            })
             .flatten();
         let tasks: Vec<Arc<TaskInfo>> = members
             .iter()
             .map(|m| {
-                let held = holdings.get(&m.uid);
-                let is_pipelined = pipelined.contains(&m.uid);
+                let held = self.holdings.held(&m.uid);
+                let is_pipelined = self.holdings.pipelined(&m.uid);
                 let inputs = TaskInputs {
                     held,
                     pipelined: is_pipelined,
                     node: held.and_then(|p| nodes.get(&p.node)).map(|n| &n.gpus),
                     largest_card,
                 };
-                task_cache.task(m, inputs, || {
+                self.tasks.task(m, inputs, || {
                     task_of(input, held, is_pipelined, (nodes, largest_card), m)
                 })
             })
@@ -300,15 +321,12 @@ fn assemble_jobs(
             group,
             inqueue: input.inqueue.contains(key),
         };
-        let (job, job_figures) = job_cache.job(key, inputs, |tasks| {
-            let mut job = job_of(input, key, &members, group, tasks);
+        self.jobs.job(key, inputs, |tasks| {
+            let mut job = job_of(input, key, members, group, tasks);
             admit_if_ready(&mut job, enqueue_on);
             job
         });
-        jobs.insert(key.clone(), job);
-        figures.push(job_figures);
     }
-    (jobs, figures)
 }
 
 /// One gang's members as a job (`tasks`: theirs, in the same order).

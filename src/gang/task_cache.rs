@@ -62,9 +62,10 @@ impl Cached {
 #[derive(Default)]
 pub struct TaskCache {
     entries: HashMap<String, Cached>,
-    /// Counts sweeps: entries not asked for since the last one are forgotten.
+    /// Counts cycles that asked for every task: entries not asked for in one
+    /// are forgotten.
     sweeps: u64,
-    /// Tasks built (not taken from the cache) since the last sweep.
+    /// Tasks built (not taken from the cache) since last counted.
     built: usize,
 }
 
@@ -101,12 +102,21 @@ impl TaskCache {
         task
     }
 
-    /// Ends a cycle: forgets members that were not asked for (gone from the book)
-    /// and returns how many tasks had to be built.
-    pub fn sweep(&mut self) -> usize {
+    /// Forgets a member that left the book.
+    pub fn forget(&mut self, uid: &str) {
+        self.entries.remove(uid);
+    }
+
+    /// After a cycle that asked for every member's task: forgets members that
+    /// were not asked for (gone from the book).
+    pub fn forget_unasked(&mut self) {
         let sweep = self.sweeps;
         self.entries.retain(|_, cached| cached.seen == sweep);
         self.sweeps += 1;
+    }
+
+    /// How many tasks had to be built since the last call.
+    pub fn take_built(&mut self) -> usize {
         std::mem::take(&mut self.built)
     }
 }

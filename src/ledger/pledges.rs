@@ -115,6 +115,7 @@ impl Ledger {
             n.index_rank(&entry.node, &mut self.rank);
         }
         let uid: Box<str> = entry.uid.as_str().into();
+        self.holdings_journal.note(&uid);
         let gone: Vec<String> = victims
             .iter()
             .filter(|v| self.meta.get(v.as_str()).is_some_and(|m| m.finished))
@@ -138,6 +139,7 @@ impl Ledger {
     /// Withdraws a pod's pipelined plan; returns it.
     pub fn unpledge(&mut self, uid: &str) -> Option<Pledge> {
         let pledge = self.pledges.remove(uid)?;
+        self.holdings_journal.note(uid);
         let generation = self.next_generation();
         if let Some(n) = self.nodes.get_mut(&pledge.entry.node) {
             let n = Arc::make_mut(n);

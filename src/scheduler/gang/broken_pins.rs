@@ -84,7 +84,7 @@ impl Scheduler {
             let ledger = self.ledger.read();
             let mut without_room = self.gang.pins_without_room.lock();
             let pinned: Vec<(&Member, &str)> = book
-                .members
+                .members()
                 .values()
                 .filter(|m| m.phase == MemberPhase::Pending && !m.gated && !m.terminating)
                 .filter_map(|m| {

@@ -15,8 +15,10 @@ use crate::gang::GangView;
 use crate::gang::affine_pods::PlannedPods;
 use crate::gang::book::{GangBook, GangKey};
 use crate::gang::cycle_stages::CycleStages;
+use crate::gang::kept_state::KeptState;
 use crate::gang::plan::plan_with_hints;
-use crate::gang::snapshot::{LedgerPicture, SnapshotInput, build_state_with};
+use crate::gang::planner_book::PlannerBook;
+use crate::gang::snapshot::SnapshotInput;
 use crate::gang::status::QueueCounts;
 use crate::ledger::{Ledger, PodEntry, PodPhase};
 use crate::resources::VgpuDims;
@@ -49,30 +51,33 @@ impl Scheduler {
         only: Option<&GangKey>,
         stages: &mut CycleStages,
     ) -> SessionOutcome {
-        let (mut outcome, book) = self.plan_on_picture(memory, only, stages);
-        let all_booked = self.reserve_commits(&mut outcome, &book);
+        let mut copy = memory.book.lock();
+        let mut kept = memory.kept.lock();
+        let mut outcome = self.plan_on_picture(memory, (&mut copy, &mut kept), only, stages);
+        let all_booked = self.reserve_commits(&mut outcome, copy.book());
         memory.hints.lock().committed(all_booked);
         stages.done("reserve");
-        drop(book);
-        stages.done("book copy dropped");
         outcome
     }
 
-    /// Runs a session on a picture of the cluster; nothing is booked yet. Returns
-    /// the book the session was built from, for the commit.
+    /// Runs a session on a picture of the cluster; nothing is booked yet. The
+    /// planner's copy of the book is brought up to date first.
     fn plan_on_picture(
         &self,
         memory: &PlannerMemory,
+        (copy, kept): (&mut PlannerBook, &mut KeptState),
         only: Option<&GangKey>,
         stages: &mut CycleStages,
-    ) -> (SessionOutcome, GangBook) {
-        let book = self.gang.book.read().clone();
+    ) -> SessionOutcome {
+        kept.note(copy.follow(&mut self.gang.book.write()));
         stages.done("book copy");
         let conf = self.gang.conf.load_full();
         let dims = self.vgpu_dims();
         let parse = |pod: &Pod| self.pod_context(pod);
+        let picture = kept.picture(&self.ledger.read(), copy.book());
+        stages.done("ledger picture");
         let input = SnapshotInput {
-            book: &book,
+            book: copy.book(),
             conf: &conf.conf,
             dims: &dims,
             inqueue: &memory.inqueue,
@@ -80,20 +85,12 @@ impl Scheduler {
             parse: &parse,
             now: self.clock.wall(),
         };
-        let picture = LedgerPicture::take(&self.ledger.read(), &book);
-        stages.done("ledger picture");
-        let state = {
-            let mut tasks = memory.tasks.lock();
-            let mut jobs = memory.jobs.lock();
-            let state = build_state_with(&input, picture, &mut tasks, &mut jobs);
-            self.metrics()
-                .planner_tasks_built
-                .inc_by(tasks.sweep() as u64);
-            self.metrics()
-                .planner_jobs_built
-                .inc_by(jobs.sweep() as u64);
-            state
-        };
+        let state = kept.state(&input, copy, picture);
+        let (tasks_built, jobs_built) = kept.take_built();
+        self.metrics()
+            .planner_tasks_built
+            .inc_by(tasks_built as u64);
+        self.metrics().planner_jobs_built.inc_by(jobs_built as u64);
         stages.done("state");
         let (skips, opened) = memory.hints.lock().open(&state, &conf.conf);
         self.metrics()
@@ -104,10 +101,10 @@ impl Scheduler {
             off_the_workers(|| plan_with_hints(state, &conf.conf, skips.clone(), stages));
         // Only a cycle over every job says which jobs are blocked.
         if only.is_none() {
-            let placed = PlannedPods::placed_by(&outcome, &book);
+            let placed = PlannedPods::placed_by(&outcome, copy.book());
             memory.hints.lock().planned(opened, skips, unplaced, placed);
         }
-        (outcome, book)
+        outcome
     }
 
     /// Books every committed gang in the live ledger, member by member, checking
@@ -175,7 +172,7 @@ impl Scheduler {
                         pledged.push(m.uid.clone());
                         continue;
                     }
-                    let pod = book.members.get(&m.uid).map(|member| member.pod.clone());
+                    let pod = book.members().get(&m.uid).map(|member| member.pod.clone());
                     let unchanged = match self.still_fits(
                         &ledger,
                         &expected,
@@ -316,7 +313,15 @@ impl Scheduler {
             }
         }
         stages.done("publish");
-        self.finish_interrupted_commits(&outcome.verdicts).await;
+        let mut candidates = memory.kept.lock().planned_gated().clone();
+        candidates.extend(
+            outcome
+                .commits
+                .iter()
+                .flat_map(|c| c.members.iter().map(|m| m.uid.clone())),
+        );
+        self.finish_interrupted_commits(&outcome.verdicts, &candidates)
+            .await;
         stages.done("interrupted commits");
         // Gangs that are placed, finished or gone leave the enqueue memory.
         memory.inqueue.retain(|k| {
@@ -367,7 +372,7 @@ impl Scheduler {
 fn name_native_groups(book: &GangBook, verdicts: &mut BTreeMap<GangKey, GangVerdict>) {
     for (key, v) in verdicts.iter_mut() {
         let native = book
-            .groups
+            .groups()
             .get(&(key.namespace.clone(), key.name.clone()))
             .and_then(|g| g.native.as_ref());
         v.api = native.map(|n| n.api_version.clone());
@@ -385,7 +390,7 @@ fn leaving_on<'a>(
     ledger: &'a Ledger,
     node: &'a str,
 ) -> impl Iterator<Item = String> + 'a {
-    book.members
+    book.members()
         .values()
         .filter(|m| m.terminating)
         .filter(move |m| ledger.pod(&m.uid).is_some_and(|p| p.node == node))

@@ -4,12 +4,14 @@
 
 use super::PlannerMemory;
 use crate::extender::wire::ExtenderArgs;
+use crate::gang::kept_holdings::KeptHoldings;
+use crate::gang::planner_book::PlannerBook;
 use crate::gang::snapshot::{LedgerPicture, SnapshotInput, build_state};
 use crate::scheduler::gang_tests::Cluster;
 use crate::scheduler::{GangConfig, Scheduler};
 use crate::usage::GpuUsage;
 use crate::volcano::actions;
-use crate::volcano::framework::{GangPhase, Session, TaskStatus};
+use crate::volcano::framework::{GangPhase, Session, SessionOutcome, TaskStatus};
 use crate::volcano::plugins::registry;
 use k8s_openapi::api::core::v1::Pod;
 use proptest::prelude::*;
@@ -51,12 +53,26 @@ fn within_capacity(s: &Scheduler) -> bool {
     })
 }
 
+/// Plans every gang on a picture of the cluster, booking nothing; returns the
+/// outcome and the book it was planned from.
+fn plan_on_picture(c: &Cluster) -> (SessionOutcome, PlannerBook) {
+    let memory = PlannerMemory::default();
+    let (mut copy, mut kept) = Default::default();
+    let outcome = c.s.plan_on_picture(
+        &memory,
+        (&mut copy, &mut kept),
+        None,
+        &mut Default::default(),
+    );
+    (outcome, copy)
+}
+
 #[tokio::test]
 async fn a_gang_whose_node_filled_up_meanwhile_is_taken_back_whole() {
     let c = Cluster::new(&[("n1", 2)], GangConfig::default());
     c.gang("pair", 2, "default", "p", 2);
-    let memory = PlannerMemory::default();
-    let (mut outcome, book) = c.s.plan_on_picture(&memory, None, &mut Default::default());
+    let (mut outcome, copy) = plan_on_picture(&c);
+    let book = copy.book();
     assert_eq!(
         outcome.commits.len(),
         1,
@@ -64,9 +80,9 @@ async fn a_gang_whose_node_filled_up_meanwhile_is_taken_back_whole() {
     );
     // While the session planned, a /filter took one of the two GPUs.
     assert_eq!(filter_plain(&c, "other").await, "n1");
-    c.s.reserve_commits(&mut outcome, &book);
+    c.s.reserve_commits(&mut outcome, book);
     assert!(outcome.commits.is_empty(), "nothing of the pair is booked");
-    let v = &outcome.verdicts[&book.members["uid-p0"].gang];
+    let v = &outcome.verdicts[&book.members()["uid-p0"].gang];
     assert_eq!(v.phase, GangPhase::Inqueue);
     assert!(
         v.message.as_deref().unwrap_or("").contains("overtaken"),
@@ -80,8 +96,8 @@ async fn a_gang_whose_node_filled_up_meanwhile_is_taken_back_whole() {
 async fn a_member_whose_gpu_was_taken_keeps_its_node_on_another_gpu() {
     let c = Cluster::new(&[("n1", 3)], GangConfig::default());
     c.gang("pair", 2, "default", "p", 2);
-    let memory = PlannerMemory::default();
-    let (mut outcome, book) = c.s.plan_on_picture(&memory, None, &mut Default::default());
+    let (mut outcome, copy) = plan_on_picture(&c);
+    let book = copy.book();
     let planned: Vec<String> = outcome.commits[0]
         .members
         .iter()
@@ -96,7 +112,7 @@ async fn a_member_whose_gpu_was_taken_keeps_its_node_on_another_gpu() {
             .collect()
     });
     assert!(planned.contains(&taken[0]), "the filter took a planned GPU");
-    c.s.reserve_commits(&mut outcome, &book);
+    c.s.reserve_commits(&mut outcome, book);
     assert_eq!(outcome.commits.len(), 1, "the pair still fits on n1");
     let booked: Vec<String> = outcome.commits[0]
         .members
@@ -129,9 +145,10 @@ fn session_on(c: &Cluster) -> Session {
         parse: &parse,
         now: c.s.clock().wall(),
     };
-    let picture = LedgerPicture::take(&c.s.ledger.read(), &book);
+    let mut holdings = KeptHoldings::default();
+    let (picture, _) = LedgerPicture::take(&c.s.ledger.read(), &book, &mut holdings, None);
     let mut session = Session::open(
-        build_state(&input, picture),
+        build_state(&input, picture, &holdings),
         registry::build(&conf.conf).expect("builds"),
     );
     for action in actions::configured(&conf.conf) {

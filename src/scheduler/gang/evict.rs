@@ -122,7 +122,7 @@ impl Scheduler {
             .gang
             .book
             .read()
-            .members
+            .members()
             .get(uid)
             .map(|m| m.pod.clone());
         pod.is_some_and(|p| self.budget_covers(&p))

@@ -16,14 +16,14 @@ impl Scheduler {
             .map(|pledge| {
                 let pod = &pledge.entry;
                 let queue = book
-                    .members
+                    .members()
                     .get(&pod.uid)
                     .map(|m| book.queue_of(&m.gang, m.queue_hint.as_deref()))
                     .unwrap_or_default();
                 let mut waits_for: Vec<VictimView> = pledge
                     .victims
                     .iter()
-                    .map(|uid| match book.members.get(uid) {
+                    .map(|uid| match book.members().get(uid) {
                         Some(m) => VictimView {
                             pod: format!("{}/{}", m.namespace, m.name),
                             leaving: m.terminating,

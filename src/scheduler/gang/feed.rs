@@ -6,7 +6,6 @@ use crate::scheduler::Scheduler;
 use crate::volcano::objects::{PodGroupSpec, QueueSpec};
 use k8s_openapi::api::core::v1::Pod;
 use std::collections::HashSet;
-use std::sync::Arc;
 
 impl Scheduler {
     /// Applies a PodGroup (JSON as the API serves it).
@@ -150,7 +149,7 @@ impl Scheduler {
             let Some(uid) = pod.metadata.uid.as_deref() else {
                 return;
             };
-            if self.gang.book.read().members.contains_key(uid) {
+            if self.gang.book.read().members().contains_key(uid) {
                 self.gang_forget_pod(uid);
             }
             return;
@@ -179,14 +178,14 @@ impl Scheduler {
                     Source::Cluster => filter_only.forget(&m.uid),
                     Source::Filter => {
                         let shown_by_cluster =
-                            book.members.contains_key(&m.uid) && !filter_only.contains(&m.uid);
+                            book.members().contains_key(&m.uid) && !filter_only.contains(&m.uid);
                         if !shown_by_cluster {
                             filter_only.saw(&m.uid, &m.namespace, &m.name, self.clock.now());
                         }
                     }
                 }
                 drop(filter_only);
-                book.members.insert(m.uid.clone(), Arc::new(m));
+                book.insert_member(m);
                 if relevant {
                     self.gang.wake.notify_one();
                 }
@@ -204,7 +203,7 @@ impl Scheduler {
         self.gang.planned.lock().remove(uid);
         let mut book = self.gang.book.write();
         self.gang.filter_only.lock().forget(uid);
-        if book.members.remove(uid).is_some() {
+        if book.forget_pod(uid) {
             self.gang.wake.notify_one();
         }
     }
@@ -219,7 +218,7 @@ impl Scheduler {
         self.gang
             .filter_only
             .lock()
-            .retain(|uid| book.members.contains_key(uid));
+            .retain(|uid| book.members().contains_key(uid));
     }
 }
 

@@ -34,13 +34,13 @@ impl Scheduler {
                 ledger.pod(uid).is_some()
                     || ledger.pledge_of(uid).is_some()
                     || book
-                        .members
+                        .members()
                         .get(uid)
                         .is_some_and(|m| m.phase != MemberPhase::Pending)
                     || self.gang.planned.lock().contains(uid)
             });
             for d in &dropped {
-                book.members.remove(&d.uid);
+                book.forget_pod(&d.uid);
             }
             (dropped, filter_only.len())
         };

@@ -117,7 +117,7 @@ impl Scheduler {
         let (min, strict) = {
             let book = self.gang.book.read();
             let Some(group) = book
-                .groups
+                .groups()
                 .get(&(member.gang.namespace.clone(), member.gang.name.clone()))
             else {
                 return Ok(None);
@@ -137,7 +137,7 @@ impl Scheduler {
             self.gang
                 .book
                 .read()
-                .members
+                .members()
                 .values()
                 .filter(|m| m.gang == gang && m.uid != member.uid)
                 .filter(|m| matches!(m.phase, MemberPhase::Placed | MemberPhase::Succeeded))

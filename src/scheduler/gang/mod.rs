@@ -39,10 +39,10 @@ use crate::gang::GangView;
 use crate::gang::barrier::Barriers;
 use crate::gang::book::{GangBook, GangKey};
 use crate::gang::filter_only::FilterOnlyPods;
-use crate::gang::job_cache::JobCache;
+use crate::gang::kept_state::KeptState;
 use crate::gang::native_sources::NativeSources;
+use crate::gang::planner_book::PlannerBook;
 use crate::gang::queueing_hints::QueueingHints;
-use crate::gang::task_cache::TaskCache;
 use crate::placement::NodeJudge;
 use crate::volcano::conf::SchedulerConf;
 use crate::volcano::framework::{GangVerdict, Tiers};
@@ -67,12 +67,12 @@ pub(crate) struct PlannerMemory {
     told: HashMap<GangKey, String>,
     /// The evictions asked: when each victim was last asked, and the last few.
     evictions: evict::EvictionLog,
-    /// Members' tasks kept from the last cycle (locked only by the cycle that
-    /// holds this memory).
-    tasks: Mutex<TaskCache>,
-    /// Jobs kept from the last cycle (locked only by the cycle that holds this
-    /// memory).
-    jobs: Mutex<JobCache>,
+    /// The planner's copy of the book, brought up to date each cycle (locked
+    /// only by the cycle that holds this memory).
+    book: Mutex<PlannerBook>,
+    /// Holdings, tasks and jobs kept from the last cycle (locked only by the
+    /// cycle that holds this memory).
+    kept: Mutex<KeptState>,
     /// Jobs allocate could not place and need not try until something changes
     /// (locked only by the cycle that holds this memory).
     hints: Mutex<QueueingHints>,

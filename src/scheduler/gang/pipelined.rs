@@ -93,7 +93,7 @@ impl Scheduler {
         {
             let book = self.gang.book.read();
             self.ledger.write().forget_vanished_victims(|uid| {
-                book.members
+                book.members()
                     .get(uid)
                     .is_some_and(|m| matches!(m.phase, MemberPhase::Placed | MemberPhase::Pending))
             });
@@ -134,7 +134,7 @@ impl Scheduler {
                 let book = self.gang.book.read();
                 let ledger = self.ledger.read();
                 let member = book
-                    .members
+                    .members()
                     .get(&uid)
                     .filter(|m| m.phase == MemberPhase::Pending);
                 let entry = ledger
@@ -165,7 +165,7 @@ impl Scheduler {
             let mates: Vec<(String, String, String)> = {
                 let book = self.gang.book.read();
                 let planned = self.gang.planned.lock();
-                book.members
+                book.members()
                     .values()
                     .filter(|m| m.gang == gang && m.uid != uid && planned.contains(&m.uid))
                     .map(|m| (m.uid.clone(), m.namespace.clone(), m.name.clone()))
@@ -213,12 +213,12 @@ impl Scheduler {
             for pledge in ledger.pledges() {
                 let preemptor = &pledge.entry;
                 let preemptor_queue = book
-                    .members
+                    .members()
                     .get(&preemptor.uid)
                     .map(|m| book.queue_of(&m.gang, m.queue_hint.as_deref()));
                 for uid in &pledge.victims {
                     waiting.insert(uid.clone());
-                    let Some(m) = book.members.get(uid) else {
+                    let Some(m) = book.members().get(uid) else {
                         continue;
                     };
                     if m.phase != MemberPhase::Placed || m.terminating {
@@ -237,7 +237,7 @@ impl Scheduler {
                     }
                     let queue = book.queue_of(&m.gang, m.queue_hint.as_deref());
                     let service_type = book
-                        .groups
+                        .groups()
                         .get(&(m.gang.namespace.clone(), m.gang.name.clone()))
                         .and_then(|g| crate::gang::victim_facts::service_type(Some(&g.annotations)))
                         .or_else(|| m.service_type.clone());

@@ -9,7 +9,7 @@ use crate::gang::{PLAN_DEADLINE, PLANNED_NODE};
 use crate::scheduler::{Scheduler, allocation_patch, clear_allocation_patch};
 use crate::volcano::framework::outcome::{JobCommit, PlannedTask};
 use crate::volcano::framework::{GangPhase, GangVerdict};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// A pod whose gang gate is to be lifted.
 struct GateToLift {
@@ -253,19 +253,21 @@ impl Scheduler {
     /// Lifts the gates of members of placed gangs that still carry them: a gang
     /// whose pipelined members' victims are now gone, or a commit interrupted by a
     /// restart after the plans were written but before every gate was lifted
-    /// (their reservations came back from the plan annotations).
+    /// (their reservations came back from the plan annotations). `candidates`:
+    /// the members that may be such (planned and gated when the cycle took its
+    /// picture, and the members it committed); each is checked as it is now.
     pub(super) async fn finish_interrupted_commits(
         &self,
         verdicts: &BTreeMap<GangKey, GangVerdict>,
+        candidates: &BTreeSet<String>,
     ) {
         let stuck: Vec<GateToLift> = {
             let book = self.gang.book.read();
             let ledger = self.ledger.read();
-            book.members
-                .values()
+            candidates
+                .iter()
+                .filter_map(|uid| book.members().get(uid))
                 .filter(|m| m.gated && m.phase == MemberPhase::Pending)
-                // Planned members only, before looking their gang up: most
-                // gated members wait unplanned.
                 .filter(|m| ledger.pod(&m.uid).is_some() || m.planned_node.is_some())
                 .filter(|m| {
                     verdicts

@@ -5,14 +5,22 @@
 //! members through required pod affinity; queues reweighed, PodGroups moved to
 //! other queues, nodes joining), a scheduler planning with them makes the same
 //! placements, evictions and verdicts, cycle after cycle, as one whose every
-//! session is built anew and tries every job.
+//! session is built anew and tries every job. Before every cycle, the state the
+//! planner would build from what it kept (its copy of the book, holdings, tasks
+//! and jobs, brought up to date from what the book and the ledger noted as
+//! changed) must equal a state built anew from the live book and ledger: a
+//! change the book or the ledger failed to note shows there even when it would
+//! not change a decision.
 
-use crate::gang::job_cache::JobCache;
+use crate::gang::kept_holdings::KeptHoldings;
+use crate::gang::kept_state::KeptState;
+use crate::gang::planner_book::PlannerBook;
 use crate::gang::queueing_hints::QueueingHints;
-use crate::gang::task_cache::TaskCache;
+use crate::gang::snapshot::{LedgerPicture, SnapshotInput, build_state};
+use crate::resources::Resources;
 use crate::scheduler::GangConfig;
 use crate::scheduler::gang_tests::{Cluster, hostname_gpu_node, member, podgroup, queue};
-use crate::volcano::framework::GangPhase;
+use crate::volcano::framework::{GangPhase, SessionState};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use proptest::prelude::*;
@@ -93,6 +101,18 @@ enum Change {
     Requeue(usize, usize),
     /// A node of this many whole cards joins.
     NodeJoins(usize),
+    /// The `n`th pod the ledger holds is bound to its node.
+    Bind(usize),
+    /// The `n`th member (waiting or not) is deleted.
+    Delete(usize),
+    /// The `n`th pod the ledger holds starts leaving (a deletion timestamp).
+    Evicting(usize),
+    /// The `n`th gang's PodGroup is deleted (its members stay).
+    Ungroup(usize),
+    /// The `n`th member gets a new pod version at priority `p`.
+    Reprioritize(usize, i32),
+    /// An hour passes: reservations whose bind never came expire.
+    Expire,
     /// The `n`th member's tier label moves to the next tier.
     Retier(usize),
     /// Nothing: the period elapsed.
@@ -108,6 +128,13 @@ fn change() -> impl Strategy<Value = Change> {
         1 => (0usize..16, 0usize..4).prop_map(|(n, q)| Change::Requeue(n, q)),
         1 => (1usize..3).prop_map(Change::NodeJoins),
         1 => (0usize..64).prop_map(Change::Retier),
+        1 => (0usize..64).prop_map(Change::Bind),
+        1 => (0usize..64).prop_map(Change::Delete),
+        1 => (0usize..64).prop_map(Change::Evicting),
+        1 => (0usize..16).prop_map(Change::Ungroup),
+        1 => (0usize..64, prop_oneof![Just(0i32), Just(500i32)])
+            .prop_map(|(n, p)| Change::Reprioritize(n, p)),
+        1 => Just(Change::Expire),
         1 => Just(Change::Tick),
     ]
 }
@@ -288,6 +315,64 @@ impl Pair {
                     c.s.apply_node(&hostname_gpu_node(&name, *gpus));
                 }
             }
+            Change::Bind(n) => {
+                let Some(uid) = self.held_pod(*n) else { return };
+                let node = self
+                    .incremental
+                    .s
+                    .with_ledger(|l| l.pod(&uid).map(|p| p.node.clone()));
+                if let (Some(name), Some(node)) = (uid.strip_prefix("uid-"), node) {
+                    for c in self.both() {
+                        let _ = c.bind(name, &node).await;
+                    }
+                }
+            }
+            Change::Delete(n) => {
+                if let Some(name) = nth_member(*n, &workload[..*arrived]) {
+                    for c in self.both() {
+                        c.s.forget_pod(&format!("uid-{name}"));
+                    }
+                }
+            }
+            Change::Evicting(n) => {
+                let Some(uid) = self.held_pod(*n) else { return };
+                if let Some(name) = uid.strip_prefix("uid-") {
+                    for c in self.both() {
+                        if let Some(mut pod) = c.pod(name).await {
+                            pod.metadata.deletion_timestamp =
+                                Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                                    "2026-11-22T10:00:00Z".parse().expect("time"),
+                                ));
+                            c.add(&pod);
+                        }
+                    }
+                }
+            }
+            Change::Ungroup(n) => {
+                if *arrived > 0 {
+                    for c in self.both() {
+                        c.s.forget_podgroup("ml", &format!("g{}", n % *arrived));
+                    }
+                }
+            }
+            Change::Reprioritize(n, priority) => {
+                if let Some(name) = nth_member(*n, &workload[..*arrived]) {
+                    for c in self.both() {
+                        if let Some(mut pod) = c.pod(&name).await {
+                            if let Some(spec) = pod.spec.as_mut() {
+                                spec.priority = Some(*priority);
+                            }
+                            c.add(&pod);
+                        }
+                    }
+                }
+            }
+            Change::Expire => {
+                for c in self.both() {
+                    c.clock.advance(std::time::Duration::from_secs(3600));
+                    c.s.expire_reservations(true).await;
+                }
+            }
             Change::Tick => {}
         }
     }
@@ -303,18 +388,75 @@ impl Pair {
     }
 
     /// One cycle on each side; the scratch side first forgets everything it
-    /// kept, so its session is built anew and tries every job.
-    async fn cycle(&self) -> (usize, usize) {
+    /// kept, so its session is built anew and tries every job. The incremental
+    /// side's kept state is checked against one built anew first.
+    async fn cycle(&self) -> Result<(usize, usize), TestCaseError> {
+        kept_state_is_current(&self.incremental).await?;
         {
             let memory = self.scratch.s.gang.planner.lock().await;
             *memory.hints.lock() = QueueingHints::default();
-            *memory.tasks.lock() = TaskCache::default();
-            *memory.jobs.lock() = JobCache::default();
+            *memory.book.lock() = PlannerBook::default();
+            *memory.kept.lock() = KeptState::default();
         }
         let a = self.incremental.s.run_gang_cycle().await;
         let b = self.scratch.s.run_gang_cycle().await;
-        (a, b)
+        Ok((a, b))
     }
+}
+
+/// The session state the planner of `c` builds from what it kept equals one
+/// built anew from the live book and ledger.
+async fn kept_state_is_current(c: &Cluster) -> Result<(), TestCaseError> {
+    let memory = c.s.gang.planner.lock().await;
+    let conf = c.s.gang.conf.load_full();
+    let dims = c.s.vgpu_dims();
+    let parse = |pod: &Pod| c.s.pod_context(pod);
+    let mut copy = memory.book.lock();
+    let mut kept_state = memory.kept.lock();
+    kept_state.note(copy.follow(&mut c.s.gang.book.write()));
+    let live = c.s.gang.book.read().clone();
+    let input = SnapshotInput {
+        book: &live,
+        conf: &conf.conf,
+        dims: &dims,
+        inqueue: &memory.inqueue,
+        only: None,
+        parse: &parse,
+        now: c.s.clock().wall(),
+    };
+    let picture = kept_state.picture(&c.s.ledger.read(), copy.book());
+    let kept = kept_state.state(
+        &SnapshotInput {
+            book: copy.book(),
+            ..input
+        },
+        &copy,
+        picture,
+    );
+    let mut holdings = KeptHoldings::default();
+    let (picture, _) = LedgerPicture::take(&c.s.ledger.read(), &live, &mut holdings, None);
+    let anew = build_state(&input, picture, &holdings);
+    prop_assert_eq!(&kept.jobs, &anew.jobs, "jobs kept and built anew");
+    prop_assert_eq!(&kept.queues, &anew.queues, "queues kept and built anew");
+    prop_assert!(kept == anew, "the rest of the session state");
+    let requested = |state: &SessionState| -> Vec<(String, Resources)> {
+        state
+            .nodes
+            .iter()
+            .map(|n| (n.name.clone(), n.resources.requested.clone()))
+            .collect()
+    };
+    prop_assert_eq!(
+        requested(&kept),
+        requested(&anew),
+        "what nodes' pods and planned members request"
+    );
+    prop_assert_eq!(
+        kept_state.planned_gated(),
+        holdings.planned_gated(),
+        "planned members still gated"
+    );
+    Ok(())
 }
 
 /// The name of the `n`th member (modulo their number) of the gangs arrived.
@@ -396,12 +538,12 @@ fn same_decisions(case: &Case) -> Result<(), TestCaseError> {
             pair.apply(&Change::Arrive, &mut arrived, workload, queues)
                 .await;
         }
-        let (a, b) = pair.cycle().await;
+        let (a, b) = pair.cycle().await?;
         prop_assert_eq!(a, b, "committed in the first cycle");
         prop_assert_eq!(decisions(&pair.incremental), decisions(&pair.scratch));
         for (step, change) in case.changes.iter().enumerate() {
             pair.apply(change, &mut arrived, workload, queues).await;
-            let (a, b) = pair.cycle().await;
+            let (a, b) = pair.cycle().await?;
             prop_assert_eq!(a, b, "committed after step {} ({:?})", step, change);
             prop_assert_eq!(
                 decisions(&pair.incremental),
@@ -494,15 +636,15 @@ async fn a_gang_repelled_through_a_namespace_selector_is_planned_once_the_namesp
         c.s.apply_podgroup(&podgroup("g1", 1, "q0", json!({})));
         c.add(&repelled);
     }
-    let (a, b) = pair.cycle().await;
+    let (a, b) = pair.cycle().await.expect("kept state current");
     assert_eq!((a, b), (1, 1), "g0 placed, g1 repelled");
-    let (a, b) = pair.cycle().await;
+    let (a, b) = pair.cycle().await.expect("kept state current");
     assert_eq!((a, b), (0, 0));
 
     for c in pair.both() {
         c.s.apply_namespace(&namespace("b"));
     }
-    let (a, b) = pair.cycle().await;
+    let (a, b) = pair.cycle().await.expect("kept state current");
     assert_eq!((a, b), (1, 1), "g1 no longer repelled");
     assert_eq!(decisions(&pair.incremental), decisions(&pair.scratch));
 }

@@ -33,7 +33,11 @@ impl Scheduler {
                 }
                 memory.told.insert(key.clone(), message.clone());
                 let text = format!("gang {key} waits: {message}");
-                for m in book.members.values().filter(|m| &m.gang == key && m.gated) {
+                for m in book
+                    .members()
+                    .values()
+                    .filter(|m| &m.gang == key && m.gated)
+                {
                     tell.push((
                         m.namespace.clone(),
                         m.name.clone(),
@@ -71,7 +75,9 @@ impl Scheduler {
             for (key, v) in &outcome.verdicts {
                 counts.entry(v.queue.as_str()).or_default().add(v.phase);
                 // kube-scheduler writes the status of Kubernetes' own PodGroups.
-                let group = book.groups.get(&(key.namespace.clone(), key.name.clone()));
+                let group = book
+                    .groups()
+                    .get(&(key.namespace.clone(), key.name.clone()));
                 if key.single || group.is_none_or(|g| g.native.is_some()) {
                     continue;
                 }

@@ -42,7 +42,7 @@ impl Scheduler {
             // planned, or whose plan ran out long ago, are not looked at further:
             // with thousands waiting, they are nearly all.
             let mut deadlines: HashMap<&GangKey, i64> = HashMap::new();
-            for m in book.members.values().filter(|m| !m.gang.single) {
+            for m in book.members().values().filter(|m| !m.gang.single) {
                 if let Some(d) = m.plan_deadline {
                     let latest = deadlines.entry(&m.gang).or_insert(d);
                     *latest = (*latest).max(d);
@@ -55,7 +55,7 @@ impl Scheduler {
                 .collect();
             let mut by_gang: BTreeMap<&GangKey, Vec<&Member>> = BTreeMap::new();
             if !due.is_empty() {
-                for m in book.members.values().filter(|m| due.contains(&m.gang)) {
+                for m in book.members().values().filter(|m| due.contains(&m.gang)) {
                     by_gang.entry(&m.gang).or_default().push(m);
                 }
             }
@@ -63,7 +63,7 @@ impl Scheduler {
                 .into_iter()
                 .filter_map(|(key, members)| {
                     let min = book
-                        .groups
+                        .groups()
                         .get(&(key.namespace.clone(), key.name.clone()))
                         .map(|g| g.min_member.max(0) as usize)?;
                     let started = members
