@@ -21,7 +21,10 @@
 //! `TestFareShareAllocate`; [`allocate_topology`]:
 //! `TestAllocateWithNetWorkTopologies`, `TestNodeLevelScoreWithNetWorkTopologies`,
 //! `TestHyperNodeBinpackWithNetWorkTopologies`; the rest, sub-groups, volumes,
-//! DRA claims and Volcano's internals, listed there). In part:
+//! DRA claims and Volcano's internals, listed there).
+//! `plugins/gang/gang_test.go` (`TestShouldSkipUnschedulableForReleasing`,
+//! [`gang`]): the PodGroup status written while members are being deleted. In
+//! part:
 //! `plugins/predicates/predicates_test.go` ([`predicates`]: the tests that run
 //! sessions).
 //!
@@ -32,9 +35,6 @@
 //! - `actions/backfill/backfill_test.go` (`TestPickUpPendingTasks`) checks the
 //!   order of an internal list of Volcano's backfill (`pickUpPendingTasks`) in a
 //!   session without nodes, not a decision users see.
-//! - `plugins/gang/gang_test.go` (`TestShouldSkipUnschedulableForReleasing`)
-//!   calls a helper of Volcano's gang plugin on hand-built job objects, with no
-//!   session or cluster around it.
 //! - The `*_shard_test.go` files test Volcano's node sharding between scheduler
 //!   instances, which this scheduler does not have.
 
@@ -44,6 +44,7 @@ mod capacity;
 mod capacity_hierarchy;
 mod drf;
 mod enqueue;
+mod gang;
 mod inqueue_accounting;
 mod predicates;
 mod preempt;
