@@ -23,8 +23,9 @@
 //! `TestHyperNodeBinpackWithNetWorkTopologies`; the rest, sub-groups, volumes,
 //! DRA claims and Volcano's internals, listed there).
 //! `plugins/gang/gang_test.go` (`TestShouldSkipUnschedulableForReleasing`,
-//! [`gang`]): the PodGroup status written while members are being deleted. In
-//! part:
+//! [`gang`]): the PodGroup status written while members are being deleted.
+//! `actions/backfill/backfill_test.go` (`TestPickUpPendingTasks`, [`backfill`]):
+//! the order backfill places best-effort pods in. In part:
 //! `plugins/predicates/predicates_test.go` ([`predicates`]: the tests that run
 //! sessions).
 //!
@@ -32,14 +33,12 @@
 //! expectations read from its source (no table of Volcano's turns on it).
 //!
 //! Left out:
-//! - `actions/backfill/backfill_test.go` (`TestPickUpPendingTasks`) checks the
-//!   order of an internal list of Volcano's backfill (`pickUpPendingTasks`) in a
-//!   session without nodes, not a decision users see.
 //! - The `*_shard_test.go` files test Volcano's node sharding between scheduler
 //!   instances, which this scheduler does not have.
 
 mod allocate;
 mod allocate_topology;
+mod backfill;
 mod capacity;
 mod capacity_hierarchy;
 mod drf;
