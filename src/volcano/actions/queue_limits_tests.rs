@@ -86,11 +86,7 @@ fn evicted(o: &SessionOutcome) -> BTreeSet<String> {
 }
 
 fn placed(o: &SessionOutcome) -> Vec<String> {
-    o.commits
-        .iter()
-        .flat_map(|c| &c.members)
-        .map(|m| m.name.clone())
-        .collect()
+    o.placements().map(|m| m.name.clone()).collect()
 }
 
 /// Queue `q` may hold 2 GPUs (its capability) and holds them on node-0; node-1

@@ -27,6 +27,7 @@ pub mod pod_affinity_view;
 pub mod queue;
 pub mod registry;
 pub mod rejection;
+pub mod releasing_minimum;
 pub mod report;
 pub mod session;
 pub mod state;

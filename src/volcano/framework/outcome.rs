@@ -171,4 +171,9 @@ impl SessionOutcome {
     pub fn evictions(&self) -> impl Iterator<Item = &Eviction> {
         self.commits.iter().flat_map(|c| &c.evictions)
     }
+
+    /// Every task placed (or pipelined) by every commit, in decision order.
+    pub fn placements(&self) -> impl Iterator<Item = &PlannedTask> {
+        self.commits.iter().flat_map(|c| &c.members)
+    }
 }

@@ -723,8 +723,12 @@ impl Session {
 
     fn verdict(&self, job: &JobInfo) -> GangVerdict {
         let c = job.counts();
+        let releasing =
+            !job.reaches_minimum(c.ready, &c.ready_roles) && job.holds_minimum_while_releasing();
         let phase = if job.is_completed() {
             GangPhase::Completed
+        } else if releasing {
+            GangPhase::Running
         } else if let Some(phase) = self.notes.get(&job.key).and_then(|n| n.phase) {
             phase
         } else if job.reaches_minimum(c.ready, &c.ready_roles) {
@@ -734,7 +738,7 @@ impl Session {
         } else {
             GangPhase::Pending
         };
-        let note = (phase != GangPhase::Completed)
+        let note = (phase != GangPhase::Completed && !releasing)
             .then(|| self.notes.get(&job.key))
             .flatten();
         GangVerdict {

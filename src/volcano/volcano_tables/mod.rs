@@ -21,7 +21,11 @@
 //! `TestFareShareAllocate`; [`allocate_topology`]:
 //! `TestAllocateWithNetWorkTopologies`, `TestNodeLevelScoreWithNetWorkTopologies`,
 //! `TestHyperNodeBinpackWithNetWorkTopologies`; the rest, sub-groups, volumes,
-//! DRA claims and Volcano's internals, listed there). In part:
+//! DRA claims and Volcano's internals, listed there).
+//! `plugins/gang/gang_test.go` (`TestShouldSkipUnschedulableForReleasing`,
+//! [`gang`]): the PodGroup status written while members are being deleted.
+//! `actions/backfill/backfill_test.go` (`TestPickUpPendingTasks`, [`backfill`]):
+//! the order backfill places best-effort pods in. In part:
 //! `plugins/predicates/predicates_test.go` ([`predicates`]: the tests that run
 //! sessions).
 //!
@@ -29,21 +33,17 @@
 //! expectations read from its source (no table of Volcano's turns on it).
 //!
 //! Left out:
-//! - `actions/backfill/backfill_test.go` (`TestPickUpPendingTasks`) checks the
-//!   order of an internal list of Volcano's backfill (`pickUpPendingTasks`) in a
-//!   session without nodes, not a decision users see.
-//! - `plugins/gang/gang_test.go` (`TestShouldSkipUnschedulableForReleasing`)
-//!   calls a helper of Volcano's gang plugin on hand-built job objects, with no
-//!   session or cluster around it.
 //! - The `*_shard_test.go` files test Volcano's node sharding between scheduler
 //!   instances, which this scheduler does not have.
 
 mod allocate;
 mod allocate_topology;
+mod backfill;
 mod capacity;
 mod capacity_hierarchy;
 mod drf;
 mod enqueue;
+mod gang;
 mod inqueue_accounting;
 mod predicates;
 mod preempt;

@@ -14,7 +14,7 @@ use crate::volcano::framework::nodes::{NodeSet, SessionNode};
 use crate::volcano::framework::outcome::SessionOutcome;
 use crate::volcano::framework::queue::QueueInfo;
 use crate::volcano::framework::testing::{job, state, task};
-use crate::volcano::framework::{Action, GangKey, GangPhase, JobInfo, Session};
+use crate::volcano::framework::{Action, GangKey, GangPhase, GangVerdict, JobInfo, Session};
 use crate::volcano::objects::{QueueSpec, QueueState};
 use crate::volcano::plugins::registry;
 use crate::volcano::topology::{HyperNode, NetworkTopology, TopologyConstraint};
@@ -92,16 +92,17 @@ fn pod_object(row: &PodRow, namespace: &str) -> k8s_openapi::api::core::v1::Pod 
     if let Some(affinity) = &row.affinity {
         spec["affinity"] = affinity.clone();
     }
-    serde_json::from_value(serde_json::json!({
-        "metadata": {
-            "name": row.name,
-            "namespace": namespace,
-            "uid": format!("uid-{}", row.name),
-            "labels": pairs(&row.labels),
-        },
-        "spec": spec,
-    }))
-    .unwrap_or_default()
+    let mut metadata = serde_json::json!({
+        "name": row.name,
+        "namespace": namespace,
+        "uid": format!("uid-{}", row.name),
+        "labels": pairs(&row.labels),
+    });
+    if row.terminating {
+        metadata["deletionTimestamp"] = "2026-01-01T00:00:00Z".into();
+    }
+    serde_json::from_value(serde_json::json!({"metadata": metadata, "spec": spec}))
+        .unwrap_or_default()
 }
 
 /// One pod of a table: namespace `ns`, its PodGroup, phase and request.
@@ -115,6 +116,9 @@ pub struct PodRow {
     pub node: &'static str,
     /// Running or Pending.
     pub running: bool,
+    /// Being deleted (`metadata.deletionTimestamp` set): Volcano's Releasing,
+    /// still on its node if it has one.
+    pub terminating: bool,
     /// CPU and memory.
     pub request: Resources,
     /// Pod priority.
@@ -144,6 +148,7 @@ pub fn pod(
         group,
         node,
         running,
+        terminating: false,
         request,
         priority: 0,
         never_preempts: false,
@@ -151,6 +156,21 @@ pub fn pod(
         labels: Vec::new(),
         node_selector: Vec::new(),
         affinity: None,
+    }
+}
+
+/// `pod` being deleted: `util.BuildPod` with a deletion timestamp, which Volcano
+/// reads as Releasing.
+pub fn terminating(mut pod: PodRow) -> PodRow {
+    pod.running = false;
+    pod.terminating = true;
+    pod
+}
+
+impl PodRow {
+    /// Whether the pod occupies its node: running there, or leaving it.
+    fn on_node(&self) -> bool {
+        self.running || (self.terminating && !self.node.is_empty())
     }
 }
 
@@ -279,8 +299,13 @@ impl Table {
                         t.priority = p.priority;
                         t.never_preempts = p.never_preempts;
                         t.preemptable = !p.not_preemptable;
-                        if p.running {
-                            t.status = TaskStatus::Running;
+                        if p.terminating {
+                            t.status = TaskStatus::Releasing;
+                        }
+                        if p.on_node() {
+                            if p.running {
+                                t.status = TaskStatus::Running;
+                            }
                             t.gated = false;
                             t.placement = Some(TaskPlacement {
                                 node: p.node.to_string(),
@@ -328,7 +353,7 @@ impl Table {
         let mut total = Resources::default();
         let mut requested: BTreeMap<&str, Resources> = BTreeMap::new();
         let mut bound: BTreeMap<&str, Vec<Arc<AffinityPod>>> = BTreeMap::new();
-        for p in self.pods.iter().filter(|p| p.running) {
+        for p in self.pods.iter().filter(|p| p.on_node()) {
             let object = pod_object(p, namespace_of(&self.groups, p));
             requested
                 .entry(p.node)
@@ -391,6 +416,11 @@ impl Table {
 /// `c1/<pod>` of every evicted pod.
 pub fn evicted(o: &SessionOutcome) -> BTreeSet<String> {
     o.evictions().map(|e| format!("c1/{}", e.name)).collect()
+}
+
+/// What the session decided for PodGroup `c1/<name>`.
+pub fn verdict<'a>(o: &'a SessionOutcome, name: &str) -> Option<&'a GangVerdict> {
+    o.verdicts.get(&key(name))
 }
 
 /// The phase of PodGroup `c1/<name>`.
