@@ -12,7 +12,8 @@
 //! other queue and job again, so elastic jobs grow by turns rather than one taking
 //! everything.
 
-use super::{jobs_by_queue, next_job};
+use super::skipped_jobs::SkippedJobs;
+use super::{in_job_order, jobs_by_queue_unordered, next_job};
 use crate::volcano::framework::{Action, GangKey, Session, Statement};
 use std::collections::BTreeMap;
 
@@ -26,22 +27,23 @@ impl Action for Allocate {
     }
 
     fn execute(&self, session: &mut Session) {
-        let mut waiting = jobs_by_queue(session, |job| job.inqueue);
+        let mut waiting = jobs_by_queue_unordered(session, |job| job.inqueue);
+        // Jobs still blocked for the reason they waited with are not tried:
+        // trying them again would fail the same way (see `AllocateHints`).
+        let mut skipped = SkippedJobs::take_from(session, &mut waiting);
+        let mut waiting = in_job_order(session, waiting);
         while let Some(key) = next_job(session, &mut waiting, true) {
-            // Still blocked for the reason it waited with: trying it again would
-            // fail the same way (see `AllocateHints`).
-            if let Some(message) = session.hints.skip.get(&key).cloned() {
-                session.note_job(&key, None, "NotEnoughResources", message);
+            let Some(queue) = session.state.job(&key).map(|j| j.queue.clone()) else {
                 continue;
-            }
-            if allocate_job(session, &key)
-                && let Some(queue) = session.state.job(&key).map(|j| j.queue.clone())
-            {
+            };
+            skipped.turn_of(session, &queue, &key);
+            if allocate_job(session, &key) {
                 let jobs = waiting.entry(queue).or_default();
                 jobs.push(key);
                 jobs.sort_by(|a, b| session.job_order(a, b));
             }
         }
+        skipped.finish(session, &mut waiting);
         // Jobs of overused queues never reached allocation: say so.
         for (queue, jobs) in waiting {
             for key in jobs {

@@ -20,6 +20,9 @@ mod queue_limits_tests;
 pub mod reclaim;
 #[cfg(test)]
 mod reclaim_tests;
+mod skipped_jobs;
+#[cfg(test)]
+mod skipped_jobs_tests;
 
 use super::conf::{Action as ActionName, SchedulerConf};
 use super::framework::Action;
@@ -46,6 +49,16 @@ pub fn configured(conf: &SchedulerConf) -> Vec<Box<dyn Action>> {
 /// order: not completed, within the session's scope, passing `keep`. Jobs that
 /// cannot be scheduled at all are noted on the way (once per session).
 pub(crate) fn jobs_by_queue(
+    session: &mut super::framework::Session,
+    keep: impl Fn(&super::framework::JobInfo) -> bool,
+) -> std::collections::BTreeMap<String, Vec<super::framework::GangKey>> {
+    let by_queue = jobs_by_queue_unordered(session, keep);
+    in_job_order(session, by_queue)
+}
+
+/// Like [`jobs_by_queue`], each queue's jobs in no particular order (for an
+/// action that orders only some of them).
+pub(crate) fn jobs_by_queue_unordered(
     session: &mut super::framework::Session,
     keep: impl Fn(&super::framework::JobInfo) -> bool,
 ) -> std::collections::BTreeMap<String, Vec<super::framework::GangKey>> {
@@ -82,11 +95,11 @@ pub(crate) fn jobs_by_queue(
             by_queue.entry(job.queue.clone()).or_default().push(key);
         }
     }
-    in_job_order(session, by_queue)
+    by_queue
 }
 
 /// Every queue's jobs sorted in job order.
-fn in_job_order(
+pub(crate) fn in_job_order(
     session: &super::framework::Session,
     mut by_queue: std::collections::BTreeMap<String, Vec<super::framework::GangKey>>,
 ) -> std::collections::BTreeMap<String, Vec<super::framework::GangKey>> {
