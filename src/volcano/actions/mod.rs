@@ -8,6 +8,9 @@ mod allocate_in_topology_tests;
 pub mod backfill;
 pub mod enqueue;
 mod make_room;
+mod note_only_jobs;
+#[cfg(test)]
+mod note_only_jobs_tests;
 #[cfg(test)]
 mod plain_tasks_tests;
 #[cfg(test)]
@@ -20,9 +23,6 @@ mod queue_limits_tests;
 pub mod reclaim;
 #[cfg(test)]
 mod reclaim_tests;
-mod skipped_jobs;
-#[cfg(test)]
-mod skipped_jobs_tests;
 
 use super::conf::{Action as ActionName, SchedulerConf};
 use super::framework::Action;
