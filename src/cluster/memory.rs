@@ -228,6 +228,9 @@ pub struct MemoryCluster {
     /// Pods evicted (`namespace/name`), oldest first, until taken (the last
     /// [`EVENT_HISTORY`] of them).
     evicted: Mutex<VecDeque<Box<str>>>,
+    /// Pods whose scheduling gate was lifted (`namespace/name`), in order, until
+    /// taken; kept only when asked for (see [`Self::recording_lifted_gates`]).
+    lifted_gates: Option<Mutex<Vec<Box<str>>>>,
     /// The last resourceVersion handed out.
     version: AtomicU64,
     simulate_device_plugin: bool,
@@ -300,6 +303,7 @@ impl MemoryCluster {
             volcano_status: Mutex::new(BTreeMap::new()),
             learned: Mutex::new(HashSet::new()),
             evicted: Mutex::new(VecDeque::new()),
+            lifted_gates: None,
             version: AtomicU64::new(0),
             simulate_device_plugin,
             reports_changes: false,
@@ -313,6 +317,24 @@ impl MemoryCluster {
     pub fn reporting_changes(mut self) -> Self {
         self.reports_changes = true;
         self
+    }
+
+    /// The store remembers which pods had a scheduling gate lifted, for a caller
+    /// that follows gated pods (the simulator) to learn which were released
+    /// without reading every one back.
+    pub fn recording_lifted_gates(mut self) -> Self {
+        self.lifted_gates = Some(Mutex::new(Vec::new()));
+        self
+    }
+
+    /// The pods whose scheduling gate was lifted since the last call
+    /// (`namespace/name`), in the order they were lifted; empty unless
+    /// [`Self::recording_lifted_gates`].
+    pub fn take_lifted_gates(&self) -> Vec<Box<str>> {
+        self.lifted_gates
+            .as_ref()
+            .map(|lifted| std::mem::take(&mut *lifted.lock()))
+            .unwrap_or_default()
     }
 
     fn next_version(&self) -> String {
@@ -574,8 +596,11 @@ impl ClusterApi for MemoryCluster {
         {
             crate::gang::pin::pin_to_node(spec, node);
         }
+        let mut lifted = false;
         if let Some(gates) = pod.spec.as_mut().and_then(|s| s.scheduling_gates.as_mut()) {
+            let before = gates.len();
             gates.retain(|g| g.name != gate);
+            lifted = gates.len() < before;
             if gates.is_empty()
                 && let Some(spec) = pod.spec.as_mut()
             {
@@ -583,6 +608,9 @@ impl ClusterApi for MemoryCluster {
             }
         }
         *stored = StoredPod::new(&pod);
+        if lifted && let Some(record) = &self.lifted_gates {
+            record.lock().push(key.clone());
+        }
         Ok(())
     }
 
@@ -616,3 +644,7 @@ impl ClusterApi for MemoryCluster {
         Ok(())
     }
 }
+
+#[cfg(test)]
+#[path = "memory_lifted_gates_tests.rs"]
+mod lifted_gates_tests;

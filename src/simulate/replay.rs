@@ -196,7 +196,8 @@ struct Engine<'a> {
 /// Replays the workload through one variant.
 pub async fn replay(setup: &VariantSetup, input: &ReplayInput<'_>) -> Result<ReplayResult, String> {
     let clock = ManualClock::starting_at(replay_epoch());
-    let memory = Arc::new(MemoryCluster::new(Vec::new(), Vec::new(), true));
+    let memory =
+        Arc::new(MemoryCluster::new(Vec::new(), Vec::new(), true).recording_lifted_gates());
     let api: Arc<dyn ClusterApi> = memory.clone();
     let scheduler = Arc::new(Scheduler::with_clock(
         setup.config.clone(),
@@ -464,6 +465,11 @@ impl Engine<'_> {
         }
         // Why the gangs still waiting wait, as their PodGroups would say.
         let view = self.scheduler.gang_view();
+        let mut verdicts: HashMap<&str, &crate::volcano::framework::GangVerdict> =
+            HashMap::with_capacity(view.gangs.len());
+        for g in &view.gangs {
+            verdicts.entry(g.gang.as_str()).or_insert(g);
+        }
         let waiting: BTreeSet<usize> = self.gated.iter().map(|(job, _)| *job).collect();
         for job in waiting {
             let j = &self.input.jobs[job];
@@ -471,25 +477,50 @@ impl Engine<'_> {
             let gang = format!("{}/{}", line.namespace, objects::group_name(j, line));
             // Named as the planner's condition names it (`Unschedulable`,
             // `NotEnoughResources`, ...), as the PodGroup would show it.
-            if let Some(g) = view.gangs.iter().find(|g| g.gang == gang)
+            if let Some(g) = verdicts.get(gang.as_str())
                 && let Some(message) = &g.message
             {
                 let step = g.reason.unwrap_or("waiting");
                 self.records[job].reason = Some(format!("Volcano planner, {step}: {message}"));
             }
         }
-        let gated: Vec<(usize, u32)> = self.gated.iter().copied().collect();
-        for (job, member) in gated {
-            let Some(pod) = self.pod_of(job, member).await else {
-                self.gated.remove(&(job, member));
-                continue;
-            };
-            if !is_gated(&pod) {
-                self.gated.remove(&(job, member));
-                self.pending.push_back((job, member));
-            }
+        for (job, member) in self.released_members().await {
+            self.gated.remove(&(job, member));
+            self.pending.push_back((job, member));
         }
         Ok(())
+    }
+
+    /// Gated members whose gate was lifted since the last cycle, in arrival
+    /// order. Only the pods the store saw lifted are read back: with thousands
+    /// of members waiting, reading every one after every cycle was most of a
+    /// replay.
+    async fn released_members(&mut self) -> Vec<(usize, u32)> {
+        let mut candidates = BTreeSet::new();
+        for key in self.memory.take_lifted_gates() {
+            let Some(&job) = self.pods.get(&*key) else {
+                continue;
+            };
+            let j = &self.input.jobs[job];
+            let line = &self.input.workload.arrivals[j.line];
+            let name = key.split_once('/').map_or(&*key, |(_, name)| name);
+            candidates.extend(
+                self.gated
+                    .range((job, 0)..=(job, u32::MAX))
+                    .filter(|(_, member)| objects::pod_name(j, line, *member) == name)
+                    .copied(),
+            );
+        }
+        let mut released = Vec::with_capacity(candidates.len());
+        for (job, member) in candidates {
+            // Lifted, then evicted and created again gated: still waiting.
+            if let Some(pod) = self.pod_of(job, member).await
+                && !is_gated(&pod)
+            {
+                released.push((job, member));
+            }
+        }
+        released
     }
 
     /// Tries the waiting pods in order until too many in a row do not fit.

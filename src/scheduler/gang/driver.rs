@@ -4,6 +4,7 @@
 
 use crate::scheduler::Scheduler;
 use crate::volcano::conf::SchedulerConf;
+use futures::FutureExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -64,6 +65,10 @@ pub fn start(
                 _ = tokio::time::sleep(period) => {}
                 _ = wake.notified() => tokio::time::sleep(DEBOUNCE).await,
             }
+            // Changes told since the wake (during the debounce, or just before the
+            // period ran out) are in the cycle about to run: they start no other.
+            // Those told while the cycle runs leave one wake for the next.
+            let _ = wake.notified().now_or_never();
             if may_plan() {
                 scheduler.run_gang_cycle().await;
                 scheduler.metrics().planning_cycle("run");
@@ -74,3 +79,7 @@ pub fn start(
     }));
     tasks
 }
+
+#[cfg(test)]
+#[path = "driver_tests.rs"]
+mod tests;

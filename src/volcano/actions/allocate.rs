@@ -12,7 +12,8 @@
 //! other queue and job again, so elastic jobs grow by turns rather than one taking
 //! everything.
 
-use super::{jobs_by_queue, next_job};
+use super::note_only_jobs::NoteOnlyJobs;
+use super::{in_job_order, jobs_by_queue_unordered, next_job};
 use crate::volcano::framework::{Action, GangKey, Session, Statement};
 use std::collections::BTreeMap;
 
@@ -26,38 +27,53 @@ impl Action for Allocate {
     }
 
     fn execute(&self, session: &mut Session) {
-        let mut waiting = jobs_by_queue(session, |job| job.inqueue);
+        let mut waiting = jobs_by_queue_unordered(session, |job| job.inqueue);
+        // Jobs still blocked for the reason they waited with are not tried
+        // (trying them again would fail the same way, see `AllocateHints`), nor
+        // are jobs with nothing to place: their turns only note them.
+        let mut note_only = NoteOnlyJobs::take_from(session, &mut waiting);
+        let mut waiting = in_job_order(session, waiting);
         while let Some(key) = next_job(session, &mut waiting, true) {
-            // Still blocked for the reason it waited with: trying it again would
-            // fail the same way (see `AllocateHints`).
-            if let Some(message) = session.hints.skip.get(&key).cloned() {
-                session.note_job(&key, None, "NotEnoughResources", message);
+            let Some(queue) = session.state.job(&key).map(|j| j.queue.clone()) else {
                 continue;
-            }
-            if allocate_job(session, &key)
-                && let Some(queue) = session.state.job(&key).map(|j| j.queue.clone())
-            {
+            };
+            note_only.turn_of(session, &queue, &key, note_only_turn);
+            if allocate_job(session, &key) {
                 let jobs = waiting.entry(queue).or_default();
                 jobs.push(key);
                 jobs.sort_by(|a, b| session.job_order(a, b));
             }
         }
-        // Jobs of overused queues never reached allocation: say so.
-        for (queue, jobs) in waiting {
-            for key in jobs {
-                let ready = session.state.job(&key).is_some_and(|j| j.is_ready());
-                if !session.has_note(&key) && !ready {
-                    session.note_job(
-                        &key,
-                        None,
-                        "NotEnoughResources",
-                        format!(
-                            "queue {queue:?} is overused (allocated reached its deserved share)"
-                        ),
-                    );
-                }
+        note_only.finish(session, &mut waiting, note_only_turn);
+        note_never_reached(session, waiting);
+    }
+}
+
+/// Jobs of overused queues never reached allocation: say so.
+pub(super) fn note_never_reached(session: &mut Session, waiting: BTreeMap<String, Vec<GangKey>>) {
+    for (queue, jobs) in waiting {
+        for key in jobs {
+            let ready = session.state.job(&key).is_some_and(|j| j.is_ready());
+            if !session.has_note(&key) && !ready {
+                session.note_job(
+                    &key,
+                    None,
+                    "NotEnoughResources",
+                    format!("queue {queue:?} is overused (allocated reached its deserved share)"),
+                );
             }
         }
+    }
+}
+
+/// The turn of a job whose turn only notes it: a skipped job is noted with the
+/// message it waited with; one with nothing to place is noted as its try would
+/// note it (ready, or short of its minimum).
+fn note_only_turn(session: &mut Session, key: &GangKey) {
+    if let Some(message) = session.hints.skip.get(key).cloned() {
+        session.note_job(key, None, "NotEnoughResources", message);
+    } else {
+        allocate_job(session, key);
     }
 }
 
@@ -65,7 +81,7 @@ impl Action for Allocate {
 /// True when the job became ready with tasks still waiting: it goes back to its
 /// queue for another turn. A job with a network-topology constraint is placed
 /// inside one HyperNode (see [`super::allocate_in_topology`]).
-fn allocate_job(session: &mut Session, key: &GangKey) -> bool {
+pub(super) fn allocate_job(session: &mut Session, key: &GangKey) -> bool {
     let Some(job) = session.state.job(key) else {
         return false;
     };

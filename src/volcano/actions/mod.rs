@@ -8,6 +8,9 @@ mod allocate_in_topology_tests;
 pub mod backfill;
 pub mod enqueue;
 mod make_room;
+mod note_only_jobs;
+#[cfg(test)]
+mod note_only_jobs_tests;
 #[cfg(test)]
 mod plain_tasks_tests;
 #[cfg(test)]
@@ -49,6 +52,16 @@ pub(crate) fn jobs_by_queue(
     session: &mut super::framework::Session,
     keep: impl Fn(&super::framework::JobInfo) -> bool,
 ) -> std::collections::BTreeMap<String, Vec<super::framework::GangKey>> {
+    let by_queue = jobs_by_queue_unordered(session, keep);
+    in_job_order(session, by_queue)
+}
+
+/// Like [`jobs_by_queue`], each queue's jobs in no particular order (for an
+/// action that orders only some of them).
+pub(crate) fn jobs_by_queue_unordered(
+    session: &mut super::framework::Session,
+    keep: impl Fn(&super::framework::JobInfo) -> bool,
+) -> std::collections::BTreeMap<String, Vec<super::framework::GangKey>> {
     use super::framework::GangPhase;
     let mut by_queue: std::collections::BTreeMap<String, Vec<super::framework::GangKey>> =
         Default::default();
@@ -82,11 +95,11 @@ pub(crate) fn jobs_by_queue(
             by_queue.entry(job.queue.clone()).or_default().push(key);
         }
     }
-    in_job_order(session, by_queue)
+    by_queue
 }
 
 /// Every queue's jobs sorted in job order.
-fn in_job_order(
+pub(crate) fn in_job_order(
     session: &super::framework::Session,
     mut by_queue: std::collections::BTreeMap<String, Vec<super::framework::GangKey>>,
 ) -> std::collections::BTreeMap<String, Vec<super::framework::GangKey>> {
