@@ -14,8 +14,9 @@ use crate::volcano::framework::job::JobInfo;
 use crate::volcano::framework::outcome::SessionOutcome;
 use crate::volcano::framework::queue::QueueInfo;
 use crate::volcano::framework::testing::{gpu_nodes, gpu_task, job, placed_state, running_task};
-use crate::volcano::framework::{Action, GangKey, Session, SessionState, registry};
+use crate::volcano::framework::{Action, GangKey, Session, SessionState};
 use crate::volcano::objects::QueueSpec;
+use crate::volcano::plugins::registry;
 use proptest::prelude::*;
 use std::collections::BTreeMap;
 
