@@ -24,6 +24,7 @@
 //! instead (`refused_plugins`); remarks on how a configuration is applied are in
 //! [`SchedulerConf::notes`].
 
+use super::action_configurations::ActionConfigurations;
 use serde::Serialize;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -262,6 +263,8 @@ pub struct SchedulerConf {
     pub actions: Vec<Action>,
     /// Plugin tiers.
     pub tiers: Vec<Tier>,
+    /// Arguments of actions (`configurations:`).
+    pub configurations: ActionConfigurations,
 }
 
 /// Why a configuration was refused.
@@ -336,6 +339,7 @@ impl Default for SchedulerConf {
                 tier(&["priority", "gang", "conformance"]),
                 tier(&["overcommit", "drf", "predicates", "proportion", "nodeorder"]),
             ],
+            configurations: ActionConfigurations::default(),
         }
     }
 }
@@ -374,7 +378,12 @@ impl SchedulerConf {
                 )));
             }
         };
-        Ok(Self { actions, tiers })
+        let configurations = ActionConfigurations::parse(top.get("configurations"))?;
+        Ok(Self {
+            actions,
+            tiers,
+            configurations,
+        })
     }
 
     /// Whether an action is configured.
@@ -453,6 +462,7 @@ impl SchedulerConf {
                 ));
             }
         }
+        notes.extend(self.configurations.notes());
         notes
     }
 }

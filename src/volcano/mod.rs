@@ -6,6 +6,7 @@
 //! async, no Kubernetes client, no clock. The watcher or the cluster file reads the
 //! objects, the gang layer builds a session's state per cycle and runs it.
 
+pub mod action_configurations;
 pub mod actions;
 pub mod capacity;
 pub mod card_quota;
