@@ -88,7 +88,12 @@ fn planning_cycle(c: &mut Criterion) {
         .expect("runtime");
     let mut group = c.benchmark_group("gang_cycle");
     group.sample_size(10);
-    for (nodes, gangs) in [(100, 10), (1000, 50), (5000, 100)] {
+    let sizes: &[(usize, usize)] = if measuring() {
+        &[(100, 10), (1000, 50), (5000, 100)]
+    } else {
+        &[(100, 10)]
+    };
+    for &(nodes, gangs) in sizes {
         let objects = cluster(nodes, gangs);
         group.bench_with_input(
             BenchmarkId::new(format!("{gangs}x{MEMBERS}_members"), nodes),
@@ -110,6 +115,13 @@ fn planning_cycle(c: &mut Criterion) {
     group.finish();
 }
 
+/// Whether criterion measures (`cargo bench`) rather than runs each benchmark
+/// once as a test (`cargo test --all-targets`, in a debug build), where the
+/// smallest cluster checks the same assertions in a fraction of the time.
+fn measuring() -> bool {
+    std::env::args().any(|a| a == "--bench")
+}
+
 /// Waiting gangs of this many members each.
 const WAITING_MEMBERS: usize = 10;
 
@@ -128,7 +140,7 @@ fn cycle_after_one_change(c: &mut Criterion) {
         .expect("runtime");
     let mut group = c.benchmark_group("gang_cycle_after_one_change");
     group.sample_size(10);
-    let (nodes, waiting) = (1000, 2000);
+    let (nodes, waiting) = if measuring() { (1000, 2000) } else { (50, 100) };
     // A whole card each: the first 800 gangs fill every card, the rest wait.
     let placed = nodes * GPUS_PER_NODE / WAITING_MEMBERS;
     let objects = gang_cluster(nodes, placed + waiting, WAITING_MEMBERS, "80000");
