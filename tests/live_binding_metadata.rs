@@ -35,8 +35,11 @@ async fn on_a_server_that_copies_no_binding_labels_the_vgpu_node_label_follows_t
         "{p}"
     );
     assert!(
+        // The fake logs a request once its answer is built, just after the
+        // store holds the change: wait for both.
         api.wait_until(Duration::from_secs(5), |a| {
             label(&api_pod(a, NS, "train"), "hami.io/vgpu-node") == Some("gpu-a")
+                && a.api_calls().count("patch", "pods") >= 1
         })
         .await,
         "label never set: {}\nlog:\n{}",
