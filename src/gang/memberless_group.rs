@@ -61,6 +61,7 @@ pub fn memberless_jobs(
                 // Only Kubernetes' own PodGroups say how they may be disrupted,
                 // and those are left out above.
                 disrupted_whole: false,
+                group_preemptable: crate::gang::victim_facts::group_preemptable(&g.annotations),
                 service_type: crate::gang::victim_facts::service_type(Some(&g.annotations)),
                 task_topology: TopologyAnnotations::of(&g.annotations),
                 inqueue: inqueue.contains(&key) || g.phase.as_deref() == Some("Inqueue"),

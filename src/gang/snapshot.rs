@@ -395,6 +395,8 @@ fn job_of(
         disrupted_whole: group
             .and_then(|g| g.native.as_ref())
             .is_some_and(crate::gang::native_group::NativeGroup::disrupted_whole),
+        group_preemptable: group
+            .is_none_or(|g| crate::gang::victim_facts::group_preemptable(&g.annotations)),
         tasks,
         allocated: allocated.without_zeros(),
     }

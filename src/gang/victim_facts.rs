@@ -28,6 +28,15 @@ pub fn preemptable(pod: &Pod) -> bool {
     }
 }
 
+/// A PodGroup's `volcano.sh/preemptable` annotation: absent means yes, as for a
+/// pod; a value that is not a boolean means no.
+pub fn group_preemptable(annotations: &std::collections::BTreeMap<String, String>) -> bool {
+    annotations
+        .get(PREEMPTABLE)
+        .map(|v| v.trim().to_ascii_lowercase())
+        .is_none_or(|v| matches!(v.as_str(), "true" | "1" | "t"))
+}
+
 /// `volcano.sh/cooldown-time` from the label, then the annotation, as a Go-style
 /// duration (`600s`, `10m`, `1h30m`); `None` when absent or unreadable (logged).
 pub fn cooldown(pod: &Pod) -> Option<Duration> {

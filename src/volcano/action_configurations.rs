@@ -92,6 +92,9 @@ impl ActionConfigurations {
                 "preempt's {TOPOLOGY_AWARE_PREEMPTION} is not carried out: preempt chooses victims node by node as Volcano does with it off"
             ));
         }
+        notes.extend(crate::volcano::actions::gang_eviction_arguments::notes(
+            self,
+        ));
         notes
     }
 }

@@ -179,16 +179,22 @@ pub enum Action {
     Reclaim,
     /// Evict running pods by policy.
     Shuffle,
+    /// Evict whole victim bundles within a queue for a starving higher-priority gang.
+    GangPreempt,
+    /// Evict whole victim bundles across queues for a starving gang.
+    GangReclaim,
 }
 
 impl Action {
-    const ALL: [Action; 6] = [
+    const ALL: [Action; 8] = [
         Action::Enqueue,
         Action::Allocate,
         Action::Backfill,
         Action::Preempt,
         Action::Reclaim,
         Action::Shuffle,
+        Action::GangPreempt,
+        Action::GangReclaim,
     ];
 
     /// The action's name in the configuration.
@@ -200,6 +206,8 @@ impl Action {
             Action::Preempt => "preempt",
             Action::Reclaim => "reclaim",
             Action::Shuffle => "shuffle",
+            Action::GangPreempt => "gangpreempt",
+            Action::GangReclaim => "gangreclaim",
         }
     }
 
@@ -283,7 +291,7 @@ pub enum ConfError {
     NoActions,
     /// An action name Volcano does not have.
     #[error(
-        "scheduler configuration: actions: unknown action {0:?} (known: enqueue, allocate, backfill, preempt, reclaim, shuffle)"
+        "scheduler configuration: actions: unknown action {0:?} (known: enqueue, allocate, backfill, preempt, reclaim, shuffle, gangpreempt, gangreclaim)"
     )]
     UnknownAction(String),
     /// An action listed twice.

@@ -271,17 +271,34 @@ fn future_choice(
 /// The first node (by name) on which the task fits once what this session evicts
 /// is gone.
 fn fits_what_is_freed(session: &Session, job: &GangKey, uid: &str) -> Option<Choice> {
+    fits_freed_where(session, job, uid, |_| true)
+}
+
+/// The first node (by name) that `keep` accepts and on which the task fits once
+/// what this session evicts is gone (the gang eviction actions look only inside
+/// one HyperNode).
+pub(crate) fn fits_freed_where(
+    session: &Session,
+    job: &GangKey,
+    uid: &str,
+    keep: impl Fn(&str) -> bool,
+) -> Option<Choice> {
     let task = session.state.task(job, uid)?;
     let want = Want::of(session, task).ok()?;
-    session.state.nodes.releasing_nodes().find_map(|node| {
-        session.node_allowed(job, uid, node).ok()?;
-        let placement = want.fit_future(session, node, &Released::default()).ok()?;
-        Some(Choice {
-            node: node.to_string(),
-            placement,
-            rank: 0.0,
+    session
+        .state
+        .nodes
+        .releasing_nodes()
+        .filter(|n| keep(n))
+        .find_map(|node| {
+            session.node_allowed(job, uid, node).ok()?;
+            let placement = want.fit_future(session, node, &Released::default()).ok()?;
+            Some(Choice {
+                node: node.to_string(),
+                placement,
+                rank: 0.0,
+            })
         })
-    })
 }
 
 /// Every node where evictions let the task fit, the fewest evictions first (ties:

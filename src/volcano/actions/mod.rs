@@ -7,7 +7,13 @@ mod allocate_in_topology;
 mod allocate_in_topology_tests;
 pub mod backfill;
 pub mod enqueue;
+mod eviction_domains;
+mod gang_eviction;
+pub mod gang_eviction_arguments;
+pub mod gang_preempt;
+pub mod gang_reclaim;
 mod make_room;
+mod nomination_plan;
 mod note_only_jobs;
 #[cfg(test)]
 mod note_only_jobs_tests;
@@ -23,9 +29,11 @@ mod queue_limits_tests;
 pub mod reclaim;
 #[cfg(test)]
 mod reclaim_tests;
+mod victim_bundles;
 
 use super::conf::{Action as ActionName, SchedulerConf};
 use super::framework::Action;
+use gang_eviction_arguments::GangEvictionArguments;
 
 /// The configured actions that run, in order. `shuffle` is accepted in the
 /// configuration and does not run.
@@ -40,6 +48,12 @@ pub fn configured(conf: &SchedulerConf) -> Vec<Box<dyn Action>> {
                 ActionName::Preempt => Some(Box::new(preempt::Preempt)),
                 ActionName::Reclaim => Some(Box::new(reclaim::Reclaim)),
                 ActionName::Shuffle => None,
+                ActionName::GangPreempt => Some(Box::new(gang_preempt::GangPreempt::new(
+                    GangEvictionArguments::of(&conf.configurations, a.as_str()),
+                ))),
+                ActionName::GangReclaim => Some(Box::new(gang_reclaim::GangReclaim::new(
+                    GangEvictionArguments::of(&conf.configurations, a.as_str()),
+                ))),
             }
         })
         .collect()

@@ -247,6 +247,10 @@ pub struct JobInfo {
     /// evict all of its running members or none, even where it would keep its
     /// minimum without some of them.
     pub disrupted_whole: bool,
+    /// Its PodGroup lets its members be evicted by the gang eviction actions:
+    /// false only when the PodGroup says `volcano.sh/preemptable: "false"`, as
+    /// Volcano reads an unset value there as allowed.
+    pub group_preemptable: bool,
     /// Tasks in a stable order (priority, age, name).
     pub tasks: Vec<TaskInfo>,
     /// What the tasks holding resources are charged, summed.
@@ -273,6 +277,7 @@ impl JobInfo {
             inqueue: self.inqueue,
             network_topology: self.network_topology.clone(),
             disrupted_whole: self.disrupted_whole,
+            group_preemptable: self.group_preemptable,
             tasks: Vec::new(),
             allocated: self.allocated.clone(),
         }

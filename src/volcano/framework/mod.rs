@@ -17,6 +17,7 @@ pub mod action;
 pub mod allocate_hints;
 pub mod arguments;
 pub mod charge;
+pub mod gang_eviction;
 pub mod job;
 pub mod job_figures;
 pub mod nodes;

@@ -4,6 +4,7 @@
 //!
 //! How the session combines plugins, tier by tier, is in [`super::tiers`].
 
+use super::gang_eviction::GangEviction;
 use super::job::{JobInfo, TaskInfo};
 use super::queue::QueueInfo;
 use super::rejection::Rejection;
@@ -202,6 +203,27 @@ pub trait Plugin: fmt::Debug + Send + Sync {
         _reclaimer: &TaskInfo,
         _candidates: &[&TaskInfo],
     ) -> Option<Vec<String>> {
+        None
+    }
+
+    /// Which of `candidates` the gang eviction actions may evict (Volcano's
+    /// unified evictable hook); `None`: no opinion. Unlike `preemptable` and
+    /// `reclaimable`, no `enableXxx` switch turns it off, as in Volcano; and gang
+    /// safety is not judged here: those actions evict whole victim bundles.
+    fn gang_evictable(
+        &self,
+        _state: &SessionState,
+        _eviction: &GangEviction<'_>,
+        _candidates: &[&TaskInfo],
+    ) -> Option<Vec<String>> {
+        None
+    }
+
+    /// For a plugin that groups HyperNodes into gradients for gangs with a hard
+    /// network-topology constraint: how many HyperNodes the gang eviction actions
+    /// may search room in for one such gang, the widest first. `None`: the plugin
+    /// has no gradients, and room is sought in the whole cluster.
+    fn eviction_hyper_nodes(&self) -> Option<usize> {
         None
     }
 

@@ -102,6 +102,7 @@ pub fn job(name: &str, queue: &str, min_member: usize, tasks: Vec<TaskInfo>) -> 
         inqueue: true,
         network_topology: None,
         disrupted_whole: false,
+        group_preemptable: true,
         tasks,
         allocated,
     }

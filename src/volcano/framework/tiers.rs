@@ -21,6 +21,7 @@
 //!
 //! An entry's `enableXxx: false` takes that plugin out of that point only.
 
+use super::gang_eviction::GangEviction;
 use super::job::{JobInfo, TaskInfo};
 use super::plugin::{JobInvalid, Plugin, TaskEvent, Vote};
 use super::queue::QueueInfo;
@@ -309,6 +310,47 @@ impl Tiers {
         self.victims(ExtensionPoint::Reclaimable, |p| {
             p.reclaimable(state, reclaimer, candidates)
         })
+    }
+
+    /// Victims the gang eviction actions may evict (UIDs, in candidate order), as
+    /// Volcano combines its unified evictable hook: within a tier the answering
+    /// plugins' victims are intersected, a plugin allowing none ends the tier with
+    /// none, and the first tier left with some victims gives them; otherwise none.
+    /// No switch takes a plugin out of it.
+    pub fn gang_evictable(
+        &self,
+        state: &SessionState,
+        eviction: &GangEviction<'_>,
+        candidates: &[&TaskInfo],
+    ) -> Vec<String> {
+        for tier in &self.tiers {
+            let mut victims: Option<Vec<String>> = None;
+            for s in tier {
+                let Some(allowed) = s.plugin.gang_evictable(state, eviction, candidates) else {
+                    continue;
+                };
+                if allowed.is_empty() {
+                    victims = None;
+                    break;
+                }
+                victims = Some(match victims {
+                    None => allowed,
+                    Some(v) => v.into_iter().filter(|u| allowed.contains(u)).collect(),
+                });
+            }
+            if let Some(v) = victims {
+                return v;
+            }
+        }
+        Vec::new()
+    }
+
+    /// How many HyperNodes the gang eviction actions search for a hard-constrained
+    /// gang: the answer of the first plugin with HyperNode gradients switched on
+    /// that has gradients (Volcano asks only that one); `None` when none has.
+    pub fn eviction_hyper_nodes(&self) -> Option<usize> {
+        self.slots_on(ExtensionPoint::HyperNodeGradient)
+            .find_map(|s| s.plugin.eviction_hyper_nodes())
     }
 
     /// First non-equal answer of the plugins on which victim queue goes first.

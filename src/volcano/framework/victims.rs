@@ -161,7 +161,7 @@ pub fn keeps_minimum(job: &JobInfo, gone: &BTreeSet<&str>) -> bool {
 /// on a node yet (reserved and not bound, or pipelined). Such a member cannot be
 /// evicted: taking the running members below the minimum would leave it to
 /// start alone, a half-running gang. The job is no victim until it runs whole.
-fn holds_off_node(job: &JobInfo) -> bool {
+pub fn holds_off_node(job: &JobInfo) -> bool {
     job.tasks
         .iter()
         .any(|t| matches!(t.status, TaskStatus::Allocated | TaskStatus::Pipelined))

@@ -10,6 +10,7 @@ use super::proportion::without_cards;
 use super::queue_tree::QueueTree;
 use crate::volcano::capacity::{allocatable_excess, share, within_deserved_somewhere};
 use crate::volcano::conf::{ANCESTOR_RECLAIM_LEVEL, ConfError};
+use crate::volcano::framework::gang_eviction::{GangEviction, GangEvictionKind};
 use crate::volcano::framework::plugin::{Plugin, Vote};
 use crate::volcano::framework::registry::BuildContext;
 use crate::volcano::framework::{
@@ -221,6 +222,24 @@ impl Plugin for Capacity {
         candidates: &[&TaskInfo],
     ) -> Option<Vec<String>> {
         Some(self.reclaim_tree().victims(state, reclaimer, candidates))
+    }
+
+    /// `gangpreempt`: every candidate (capacity has no say within a queue).
+    /// `gangreclaim`: as `reclaimable`, against the starving job's whole need.
+    fn gang_evictable(
+        &self,
+        state: &SessionState,
+        eviction: &GangEviction<'_>,
+        candidates: &[&TaskInfo],
+    ) -> Option<Vec<String>> {
+        match eviction.kind {
+            GangEvictionKind::Preempt => Some(candidates.iter().map(|t| t.uid.clone()).collect()),
+            GangEvictionKind::Reclaim => Some(self.reclaim_tree().victims(
+                state,
+                eviction.need,
+                candidates,
+            )),
+        }
     }
 
     /// Under hierarchy, as Volcano: victims of the queues nearest the preemptor's

@@ -2,6 +2,7 @@
 //! `kube-system` and pods of the two critical priority classes.
 
 use crate::volcano::conf::ConfError;
+use crate::volcano::framework::gang_eviction::GangEviction;
 use crate::volcano::framework::plugin::Plugin;
 use crate::volcano::framework::registry::BuildContext;
 use crate::volcano::framework::{SessionState, TaskInfo};
@@ -61,6 +62,15 @@ impl Plugin for Conformance {
         &self,
         _: &SessionState,
         _: &TaskInfo,
+        candidates: &[&TaskInfo],
+    ) -> Option<Vec<String>> {
+        Some(evictable(candidates))
+    }
+
+    fn gang_evictable(
+        &self,
+        _: &SessionState,
+        _: &GangEviction<'_>,
         candidates: &[&TaskInfo],
     ) -> Option<Vec<String>> {
         Some(evictable(candidates))

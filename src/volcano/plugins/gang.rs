@@ -3,6 +3,7 @@
 //! many hold resources, and jobs not yet ready are served before ready ones.
 
 use crate::volcano::conf::ConfError;
+use crate::volcano::framework::gang_eviction::GangEviction;
 use crate::volcano::framework::plugin::{JobInvalid, Plugin, Vote};
 use crate::volcano::framework::registry::BuildContext;
 use crate::volcano::framework::victims::gang_safe;
@@ -100,6 +101,17 @@ impl Plugin for Gang {
         candidates: &[&TaskInfo],
     ) -> Option<Vec<String>> {
         self.preemptable(state, reclaimer, candidates)
+    }
+
+    /// Every candidate: the gang eviction actions keep gangs whole themselves,
+    /// evicting a job's members that would break it only all together.
+    fn gang_evictable(
+        &self,
+        _: &SessionState,
+        _: &GangEviction<'_>,
+        candidates: &[&TaskInfo],
+    ) -> Option<Vec<String>> {
+        Some(candidates.iter().map(|t| t.uid.clone()).collect())
     }
 
     /// Jobs not yet ready first: finishing a gang's minimum frees nothing, but a

@@ -18,6 +18,12 @@ use crate::volcano::framework::{JobInfo, Plugin, SessionState};
 use crate::volcano::topology::{NetworkTopology, Span};
 
 const WEIGHT: &str = "weight";
+/// How many HyperNodes a hard-constrained gang's room is sought in by the gang
+/// eviction actions, the widest first.
+const EVICT_MAX_HYPER_NODES: &str = "hypernode.gradient.evict.max-hypernodes";
+/// Volcano's default for [`EVICT_MAX_HYPER_NODES`], also used for a value of 0
+/// or less.
+const DEFAULT_EVICT_MAX_HYPER_NODES: usize = 8;
 /// Volcano's score for the nodes with the lowest IP, behind a feature gate that is
 /// off by default; accepted and not used.
 const HIGH_PRIORITY_IP_SCORE: &str = "highPriorityIPScore";
@@ -29,16 +35,24 @@ const FULL_SCORE: f64 = 100.0;
 pub struct NetworkTopologyAware {
     weight: f64,
     ip_score_set: bool,
+    evict_max_hyper_nodes: usize,
 }
 
 /// Builds the plugin from its arguments.
 pub fn build(ctx: &BuildContext<'_>) -> Result<Option<Box<dyn Plugin>>, ConfError> {
-    ctx.args.only(&[WEIGHT, HIGH_PRIORITY_IP_SCORE])?;
+    ctx.args
+        .only(&[WEIGHT, HIGH_PRIORITY_IP_SCORE, EVICT_MAX_HYPER_NODES])?;
     let weight = ctx.args.integer_at_least(WEIGHT, 0)?.unwrap_or(1);
     ctx.args.number(HIGH_PRIORITY_IP_SCORE)?;
+    let evict_max_hyper_nodes = ctx
+        .args
+        .number(EVICT_MAX_HYPER_NODES)?
+        .filter(|n| *n >= 1.0)
+        .map_or(DEFAULT_EVICT_MAX_HYPER_NODES, |n| n as usize);
     Ok(Some(Box::new(NetworkTopologyAware {
         weight: weight as f64,
         ip_score_set: ctx.args.raw(HIGH_PRIORITY_IP_SCORE).is_some(),
+        evict_max_hyper_nodes,
     })))
 }
 
@@ -69,6 +83,10 @@ impl NetworkTopologyAware {
 impl Plugin for NetworkTopologyAware {
     fn name(&self) -> &'static str {
         "network-topology-aware"
+    }
+
+    fn eviction_hyper_nodes(&self) -> Option<usize> {
+        Some(self.evict_max_hyper_nodes)
     }
 
     fn hyper_node_order(

@@ -38,6 +38,7 @@ fn plugin(weight: i64) -> NetworkTopologyAware {
     NetworkTopologyAware {
         weight: weight as f64,
         ip_score_set: false,
+        evict_max_hyper_nodes: 8,
     }
 }
 

@@ -3,6 +3,7 @@
 //! priority); a job starves while some of its tasks wait.
 
 use crate::volcano::conf::ConfError;
+use crate::volcano::framework::gang_eviction::{GangEviction, GangEvictionKind};
 use crate::volcano::framework::plugin::Plugin;
 use crate::volcano::framework::registry::BuildContext;
 use crate::volcano::framework::{JobInfo, SessionState, TaskInfo};
@@ -50,6 +51,30 @@ impl Plugin for Priority {
                     }
                 })
                 .map(|c| c.uid.clone())
+                .collect(),
+        )
+    }
+
+    /// For `gangpreempt`, tasks of jobs of lower priority than the preemptor's;
+    /// for `gangreclaim`, every candidate (reclaim is about fair shares, not
+    /// priority).
+    fn gang_evictable(
+        &self,
+        state: &SessionState,
+        eviction: &GangEviction<'_>,
+        candidates: &[&TaskInfo],
+    ) -> Option<Vec<String>> {
+        let lower = |t: &&&TaskInfo| match eviction.kind {
+            GangEvictionKind::Reclaim => true,
+            GangEvictionKind::Preempt => state
+                .job(&t.job)
+                .is_some_and(|j| j.priority < eviction.job.priority),
+        };
+        Some(
+            candidates
+                .iter()
+                .filter(lower)
+                .map(|t| t.uid.clone())
                 .collect(),
         )
     }
