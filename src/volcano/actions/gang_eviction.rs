@@ -29,6 +29,7 @@ use crate::volcano::framework::gang_eviction::{GangEviction, GangEvictionKind};
 use crate::volcano::framework::victims::{Budgets, evictable};
 use crate::volcano::framework::{EvictAction, GangKey, GangPhase, JobInfo, Session, TaskInfo};
 use std::cmp::Ordering;
+use std::collections::BTreeSet;
 
 /// What tells `gangpreempt` and `gangreclaim` apart.
 pub(crate) trait GangEvictionRules {
@@ -139,12 +140,7 @@ fn evict_for(
         let bundles = domain_bundles(session, rules, args, key, &need_task, &domain);
         let mut victims: Vec<(GangKey, String)> = Vec::new();
         for bundle in bundles {
-            victims.extend(
-                bundle
-                    .into_iter()
-                    .filter(|v| !victims.contains(v))
-                    .collect::<Vec<_>>(),
-            );
+            victims.extend(bundle);
             match plan_in_domain(session, key, &pending, &domain, &victims, action, &reason) {
                 Ok(plan) => return Ok(Some(plan)),
                 Err(e) => why = e,
@@ -206,15 +202,21 @@ fn domain_bundles(
     let mut bundles = keep_allowed(bundles, &allowed, in_domain);
     sort_bundles(&mut bundles, &need_task.resreq, order);
     let mut budgets = Budgets::new(state, session.evicted());
-    bundles
-        .into_iter()
-        .filter(|b| args.allow_whole_bundle || b.kind != BundleKind::Whole)
-        .filter(|b| budgets.take(&b.tasks))
-        .map(|b| {
-            b.tasks
-                .iter()
-                .map(|t| (t.job.clone(), t.uid.clone()))
-                .collect()
-        })
-        .collect()
+    let mut taken: BTreeSet<&str> = BTreeSet::new();
+    let mut out = Vec::new();
+    for b in &bundles {
+        if !args.allow_whole_bundle && b.kind == BundleKind::Whole {
+            continue;
+        }
+        let new: Vec<&TaskInfo> = b
+            .evicts()
+            .filter(|t| !taken.contains(t.uid.as_str()))
+            .collect();
+        if !budgets.take(&new) {
+            continue;
+        }
+        taken.extend(new.iter().map(|t| t.uid.as_str()));
+        out.push(new.iter().map(|t| (t.job.clone(), t.uid.clone())).collect());
+    }
+    out
 }

@@ -7,10 +7,10 @@
 //! kept at its minTaskMember (Volcano's gang readiness). A **whole** bundle holds
 //! the rest: evicting any of them breaks the job, so it goes only whole. Volcano
 //! evicts a whole bundle's tasks in the domain searched and leaves the job's
-//! others running below its minimum; here a whole bundle also takes the job's
-//! running members outside the domain, and is dropped when one of them may not
-//! go, since no eviction may leave a gang running below its minimum while others
-//! of it keep their GPUs.
+//! others running below its minimum; here a whole bundle takes the job's other
+//! running members along (those outside the domain, and the safe ones), and is
+//! dropped when one of them may not go, since no eviction may leave a gang
+//! running below its minimum while others of it keep their GPUs.
 //!
 //! Bundles are offered safe ones first, then by the victim's job (preempt: the
 //! job scheduled last first) or queue (reclaim: the plugins' victim queue order),
@@ -42,7 +42,10 @@ pub(crate) struct Bundle<'s> {
     pub job: &'s JobInfo,
     /// The tasks to evict: the lowest priority first.
     pub tasks: Vec<&'s TaskInfo>,
-    /// What its tasks in the domain free.
+    /// The job's other running members, which go with a whole bundle unless
+    /// evicted already (none for a safe bundle).
+    pub along: Vec<&'s TaskInfo>,
+    /// What its tasks (and those along) in the domain free.
     pub local: Resources,
     /// What evicting it costs: the whole job's request for a whole bundle,
     /// nothing for a safe one.
@@ -80,6 +83,7 @@ pub(crate) fn job_bundles<'s>(
             job,
             local: sum(candidates.iter().copied()),
             tasks: candidates,
+            along: Vec::new(),
             global: Resources::default(),
         }];
     }
@@ -124,6 +128,7 @@ pub(crate) fn job_bundles<'s>(
             job,
             local: sum(safe.iter().copied()),
             tasks: safe,
+            along: Vec::new(),
             global: Resources::default(),
         });
     }
@@ -147,26 +152,38 @@ fn whole_bundle<'s>(
     if holds_off_node(job) || !whole_gang(job).into_iter().all(|t| may_go(t)) {
         return None;
     }
-    let mut tasks: Vec<&TaskInfo> = breaking.to_vec();
-    for member in whole_gang(job) {
-        if !tasks.iter().any(|t| t.uid == member.uid) {
-            tasks.push(member);
-        }
-    }
+    let along: Vec<&TaskInfo> = whole_gang(job)
+        .into_iter()
+        .filter(|m| !breaking.iter().any(|t| t.uid == m.uid))
+        .collect();
     Some(Bundle {
         kind: BundleKind::Whole,
         job,
-        local: sum(tasks.iter().copied().filter(|t| in_domain(t))),
+        local: sum(breaking
+            .iter()
+            .chain(&along)
+            .copied()
+            .filter(|t| in_domain(t))),
         global: sum(job.tasks.iter()),
-        tasks,
+        tasks: breaking.to_vec(),
+        along,
     })
 }
 
-/// The bundles' tasks, in bundle order.
+impl<'s> Bundle<'s> {
+    /// What evicting the bundle evicts: its tasks, then those along.
+    pub fn evicts(&self) -> impl Iterator<Item = &'s TaskInfo> + '_ {
+        self.tasks.iter().chain(&self.along).copied()
+    }
+}
+
+/// What the bundles evict, in bundle order, each task once.
 pub(crate) fn flatten<'s>(bundles: &[Bundle<'s>]) -> Vec<&'s TaskInfo> {
+    let mut seen = std::collections::BTreeSet::new();
     bundles
         .iter()
-        .flat_map(|b| b.tasks.iter().copied())
+        .flat_map(Bundle::evicts)
+        .filter(|t| seen.insert(t.uid.as_str()))
         .collect()
 }
 
@@ -181,7 +198,10 @@ pub(crate) fn keep_allowed<'s>(
     bundles
         .into_iter()
         .filter_map(|mut b| match b.kind {
-            BundleKind::Whole => b.tasks.iter().all(|t| ok(t)).then_some(b),
+            BundleKind::Whole => {
+                let whole = b.evicts().all(|t| ok(t));
+                whole.then_some(b)
+            }
             BundleKind::Safe => {
                 b.tasks.retain(|t| ok(t));
                 b.local = sum(b.tasks.iter().copied().filter(|t| in_domain(t)));

@@ -25,7 +25,12 @@
 //! `plugins/gang/gang_test.go` (`TestShouldSkipUnschedulableForReleasing`,
 //! [`gang`]): the PodGroup status written while members are being deleted.
 //! `actions/backfill/backfill_test.go` (`TestPickUpPendingTasks`, [`backfill`]):
-//! the order backfill places best-effort pods in. In part:
+//! the order backfill places best-effort pods in.
+//! `actions/gangpreempt/gangpreempt_test.go` ([`gang_preempt`]) and
+//! `actions/gangreclaim/gangreclaim_test.go` ([`gang_reclaim`]): their cases as
+//! sessions; the bundle and ordering tests of `actions/utils/bundle_test.go` and
+//! the plan tests of `actions/utils/simulate_test.go` are unit tests of
+//! `actions::victim_bundles` and `actions::nomination_plan`. In part:
 //! `plugins/predicates/predicates_test.go` ([`predicates`]: the tests that run
 //! sessions).
 //!
@@ -44,6 +49,9 @@ mod capacity_hierarchy;
 mod drf;
 mod enqueue;
 mod gang;
+mod gang_eviction_support;
+mod gang_preempt;
+mod gang_reclaim;
 mod inqueue_accounting;
 mod predicates;
 mod preempt;

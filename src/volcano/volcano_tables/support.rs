@@ -195,6 +195,8 @@ pub struct GroupRow {
     pub min_roles: Vec<(&'static str, usize)>,
     /// `spec.networkTopology`.
     pub network_topology: Option<TopologyConstraint>,
+    /// `metadata.annotations`.
+    pub annotations: Vec<(&'static str, &'static str)>,
 }
 
 /// `util.BuildPodGroup(name, ns, queue, minMember, …, phase)`.
@@ -214,6 +216,7 @@ pub fn group(
         namespace: "c1",
         min_roles: Vec::new(),
         network_topology: None,
+        annotations: Vec::new(),
     }
 }
 
@@ -328,6 +331,12 @@ impl Table {
                     .map(|(role, n)| (role.to_string(), *n))
                     .collect();
                 j.network_topology = g.network_topology.clone();
+                j.group_preemptable = crate::gang::victim_facts::group_preemptable(
+                    &g.annotations
+                        .iter()
+                        .map(|(k, v)| (k.to_string(), v.to_string()))
+                        .collect(),
+                );
                 j.priority = g.priority;
                 j.inqueue = g.phase != GangPhase::Pending;
                 j
