@@ -820,6 +820,46 @@ configurations:
     }
 
     #[test]
+    fn gang_eviction_actions_load_and_unknown_actions_are_still_refused() {
+        let conf = SchedulerConf::parse(
+            "actions: enqueue, allocate, gangpreempt, gangreclaim, backfill\ntiers:\n- plugins:\n  - name: gang\n",
+        )
+        .unwrap();
+        assert_eq!(
+            conf.actions,
+            vec![
+                Action::Enqueue,
+                Action::Allocate,
+                Action::GangPreempt,
+                Action::GangReclaim,
+                Action::Backfill
+            ]
+        );
+        let names: Vec<&str> = crate::volcano::actions::configured(&conf)
+            .iter()
+            .map(|a| a.name())
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "enqueue",
+                "allocate",
+                "gangpreempt",
+                "gangreclaim",
+                "backfill"
+            ]
+        );
+        let err = SchedulerConf::parse("actions: enqueue, gangpreemptt\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("unknown action \"gangpreemptt\"")
+                && err.contains("gangpreempt, gangreclaim"),
+            "{err}"
+        );
+    }
+
+    #[test]
     fn garbage_is_refused_with_a_named_cause() {
         let cases: &[(&str, &str)] = &[
             ("actions: [enqueue", "scheduler configuration: "),

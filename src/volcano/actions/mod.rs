@@ -7,13 +7,13 @@ mod allocate_in_topology;
 mod allocate_in_topology_tests;
 pub mod backfill;
 pub mod enqueue;
-mod eviction_domains;
+pub(crate) mod eviction_domains;
 mod gang_eviction;
 pub mod gang_eviction_arguments;
 pub mod gang_preempt;
 pub mod gang_reclaim;
 mod make_room;
-mod nomination_plan;
+pub(crate) mod nomination_plan;
 mod note_only_jobs;
 #[cfg(test)]
 mod note_only_jobs_tests;
@@ -30,6 +30,8 @@ pub mod reclaim;
 #[cfg(test)]
 mod reclaim_tests;
 mod victim_bundles;
+#[cfg(test)]
+mod victim_bundles_tests;
 
 use super::conf::{Action as ActionName, SchedulerConf};
 use super::framework::Action;

@@ -111,3 +111,29 @@ tiers:
         assert!(e.contains(needle), "{args}: {e}");
     }
 }
+
+/// Volcano's `hypernode.gradient.evict.max-hypernodes` loads: it caps the
+/// HyperNodes the gang eviction actions search (default 8, also for 0 or
+/// less), and only while the plugin's HyperNode gradients are switched on.
+#[test]
+fn eviction_hyper_nodes_argument_loads_with_volcano_default() {
+    let cap = |entry: &str| {
+        let conf = SchedulerConf::parse(&format!(
+            "actions: enqueue, allocate, gangpreempt\ntiers:\n- plugins:\n  - name: network-topology-aware\n{entry}"
+        ))
+        .expect("configuration");
+        registry::build(&conf)
+            .expect("plugins build")
+            .eviction_hyper_nodes()
+    };
+    assert_eq!(cap(""), Some(8));
+    assert_eq!(
+        cap("    arguments:\n      hypernode.gradient.evict.max-hypernodes: 3\n"),
+        Some(3)
+    );
+    assert_eq!(
+        cap("    arguments:\n      hypernode.gradient.evict.max-hypernodes: 0\n"),
+        Some(8)
+    );
+    assert_eq!(cap("    enabledHyperNodeGradient: false\n"), None);
+}

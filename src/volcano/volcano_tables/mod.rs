@@ -28,9 +28,9 @@
 //! the order backfill places best-effort pods in.
 //! `actions/gangpreempt/gangpreempt_test.go` ([`gang_preempt`]) and
 //! `actions/gangreclaim/gangreclaim_test.go` ([`gang_reclaim`]): their cases as
-//! sessions; the bundle and ordering tests of `actions/utils/bundle_test.go` and
-//! the plan tests of `actions/utils/simulate_test.go` are unit tests of
-//! `actions::victim_bundles` and `actions::nomination_plan`. In part:
+//! sessions; `actions/utils/simulate_test.go` ([`gang_eviction_plan`]: the plan
+//! tried in one domain), and `actions/utils/bundle_test.go` as unit tests of
+//! `actions::victim_bundles`. In part:
 //! `plugins/predicates/predicates_test.go` ([`predicates`]: the tests that run
 //! sessions).
 //!
@@ -49,6 +49,7 @@ mod capacity_hierarchy;
 mod drf;
 mod enqueue;
 mod gang;
+mod gang_eviction_plan;
 mod gang_eviction_support;
 mod gang_preempt;
 mod gang_reclaim;
