@@ -10,6 +10,8 @@ pub mod enqueue;
 pub(crate) mod eviction_domains;
 mod gang_eviction;
 pub mod gang_eviction_arguments;
+#[cfg(test)]
+mod gang_eviction_tests;
 pub mod gang_preempt;
 pub mod gang_reclaim;
 mod make_room;
