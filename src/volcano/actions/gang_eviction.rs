@@ -27,12 +27,41 @@ use super::{jobs_by_queue, note_pipelined};
 use crate::resources::Resources;
 use crate::volcano::framework::gang_eviction::{GangEviction, GangEvictionKind};
 use crate::volcano::framework::victims::{Budgets, evictable};
-use crate::volcano::framework::{EvictAction, GangKey, GangPhase, JobInfo, Session, TaskInfo};
+use crate::volcano::framework::{
+    Action, EvictAction, GangKey, GangPhase, JobInfo, Session, TaskInfo,
+};
 use std::cmp::Ordering;
 use std::collections::BTreeSet;
 
+/// A gang eviction action: its rules and its arguments from the configuration.
+#[derive(Debug, Clone, Copy)]
+pub struct GangEvictionAction<R> {
+    rules: R,
+    args: GangEvictionArguments,
+}
+
+impl<R> GangEvictionAction<R> {
+    /// The action of these rules with these arguments.
+    pub fn with(rules: R, args: GangEvictionArguments) -> Self {
+        Self { rules, args }
+    }
+}
+
+impl<R: GangEvictionRules + std::fmt::Debug + Send + Sync> Action for GangEvictionAction<R> {
+    fn name(&self) -> &'static str {
+        self.rules.name()
+    }
+
+    fn execute(&self, session: &mut Session) {
+        run(session, &self.rules, self.args);
+    }
+}
+
 /// What tells `gangpreempt` and `gangreclaim` apart.
-pub(crate) trait GangEvictionRules {
+pub trait GangEvictionRules {
+    /// The action's name in the configuration.
+    fn name(&self) -> &'static str;
+
     /// Which action this is.
     fn kind(&self) -> GangEvictionKind;
 
@@ -61,11 +90,7 @@ pub(crate) trait GangEvictionRules {
 }
 
 /// Runs one gang eviction action over the session.
-pub(crate) fn run(
-    session: &mut Session,
-    rules: &dyn GangEvictionRules,
-    args: GangEvictionArguments,
-) {
+fn run(session: &mut Session, rules: &dyn GangEvictionRules, args: GangEvictionArguments) {
     let waiting = jobs_by_queue(session, |job| job.inqueue);
     for queue in session.ordered_queues() {
         if !rules.serves_queue(session, &queue) {

@@ -9,8 +9,10 @@ use crate::volcano::conf::SchedulerConf;
 use crate::volcano::disruption_budget::DisruptionBudget;
 use crate::volcano::framework::job::JobInfo;
 use crate::volcano::framework::queue::QueueInfo;
-use crate::volcano::framework::testing::{gpu_nodes, gpu_task, job, placed_state, running_task};
-use crate::volcano::framework::{Action, GangKey, Session};
+use crate::volcano::framework::testing::{
+    gang_key, gpu_nodes, gpu_task, job, placed_state, running_task,
+};
+use crate::volcano::framework::{Action, Session};
 use crate::volcano::objects::QueueSpec;
 use crate::volcano::plugins::registry;
 use std::collections::BTreeSet;
@@ -22,14 +24,6 @@ tiers:
   - name: gang
   - name: conformance
 ";
-
-fn key(name: &str) -> GangKey {
-    GangKey {
-        namespace: "ns".into(),
-        name: name.into(),
-        single: false,
-    }
-}
 
 fn queues() -> Vec<QueueInfo> {
     let queue = |name: &str, reclaimable: bool| {
@@ -44,7 +38,7 @@ fn queues() -> Vec<QueueInfo> {
 /// A running training gang of two (minMember 2) on `node`, one GPU each,
 /// labelled `job: <name>`.
 fn training_gang(name: &str, node: usize, priority: i32) -> JobInfo {
-    let k = key(name);
+    let k = gang_key(name);
     let tasks = (0..2)
         .map(|i| {
             let mut t = running_task(&k, &format!("{name}-{i}"), node, i);
@@ -61,7 +55,7 @@ fn training_gang(name: &str, node: usize, priority: i32) -> JobInfo {
 
 /// A waiting gang of two one-GPU tasks.
 fn waiting(name: &str, queue: &str, priority: i32) -> JobInfo {
-    let k = key(name);
+    let k = gang_key(name);
     let tasks = (0..2)
         .map(|i| gpu_task(&k, &format!("{name}-{i}"), 1))
         .collect();

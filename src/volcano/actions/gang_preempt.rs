@@ -12,36 +12,31 @@
 //! capacity answer as in Volcano). Victim jobs go in the reverse of the job
 //! order: the job that would be scheduled last is evicted first.
 
-use super::gang_eviction::{GangEvictionRules, run};
+use super::gang_eviction::{GangEvictionAction, GangEvictionRules};
 use super::gang_eviction_arguments::GangEvictionArguments;
 use crate::volcano::framework::gang_eviction::GangEvictionKind;
-use crate::volcano::framework::{Action, JobInfo, Session, TaskInfo};
+use crate::volcano::framework::{JobInfo, Session, TaskInfo};
 use std::cmp::Ordering;
 
 /// The gangpreempt action, with its arguments from the configuration.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct GangPreempt {
-    args: GangEvictionArguments,
-}
+pub type GangPreempt = GangEvictionAction<PreemptRules>;
 
 impl GangPreempt {
     /// The action with these arguments.
     pub fn new(args: GangEvictionArguments) -> Self {
-        Self { args }
+        Self::with(PreemptRules, args)
     }
 }
 
-impl Action for GangPreempt {
+/// What gangpreempt evicts, and for whom.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PreemptRules;
+
+impl GangEvictionRules for PreemptRules {
     fn name(&self) -> &'static str {
         "gangpreempt"
     }
 
-    fn execute(&self, session: &mut Session) {
-        run(session, self, self.args);
-    }
-}
-
-impl GangEvictionRules for GangPreempt {
     fn kind(&self) -> GangEvictionKind {
         GangEvictionKind::Preempt
     }

@@ -13,37 +13,32 @@
 //! queue order (capacity under hierarchy: the nearest first), else the reverse
 //! of the queue order.
 
-use super::gang_eviction::{GangEvictionRules, run};
+use super::gang_eviction::{GangEvictionAction, GangEvictionRules};
 use super::gang_eviction_arguments::GangEvictionArguments;
 use crate::resources::Resources;
 use crate::volcano::framework::gang_eviction::GangEvictionKind;
-use crate::volcano::framework::{Action, JobInfo, Session, TaskInfo};
+use crate::volcano::framework::{JobInfo, Session, TaskInfo};
 use std::cmp::Ordering;
 
 /// The gangreclaim action, with its arguments from the configuration.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct GangReclaim {
-    args: GangEvictionArguments,
-}
+pub type GangReclaim = GangEvictionAction<ReclaimRules>;
 
 impl GangReclaim {
     /// The action with these arguments.
     pub fn new(args: GangEvictionArguments) -> Self {
-        Self { args }
+        Self::with(ReclaimRules, args)
     }
 }
 
-impl Action for GangReclaim {
+/// What gangreclaim evicts, and for whom.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ReclaimRules;
+
+impl GangEvictionRules for ReclaimRules {
     fn name(&self) -> &'static str {
         "gangreclaim"
     }
 
-    fn execute(&self, session: &mut Session) {
-        run(session, self, self.args);
-    }
-}
-
-impl GangEvictionRules for GangReclaim {
     fn kind(&self) -> GangEvictionKind {
         GangEvictionKind::Reclaim
     }

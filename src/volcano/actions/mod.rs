@@ -8,7 +8,7 @@ mod allocate_in_topology_tests;
 pub mod backfill;
 pub mod enqueue;
 pub(crate) mod eviction_domains;
-mod gang_eviction;
+pub mod gang_eviction;
 pub mod gang_eviction_arguments;
 #[cfg(test)]
 mod gang_eviction_tests;
