@@ -149,7 +149,7 @@ fn whole_bundle<'s>(
     in_domain: impl Fn(&TaskInfo) -> bool,
     may_go: impl Fn(&TaskInfo) -> bool,
 ) -> Option<Bundle<'s>> {
-    if holds_off_node(job) || !whole_gang(job).into_iter().all(|t| may_go(t)) {
+    if holds_off_node(job) || !whole_gang(job).into_iter().all(may_go) {
         return None;
     }
     let along: Vec<&TaskInfo> = whole_gang(job)
@@ -194,12 +194,12 @@ pub(crate) fn keep_allowed<'s>(
     allowed: &[String],
     in_domain: impl Fn(&TaskInfo) -> bool,
 ) -> Vec<Bundle<'s>> {
-    let ok = |t: &TaskInfo| allowed.iter().any(|a| *a == t.uid);
+    let ok = |t: &TaskInfo| allowed.contains(&t.uid);
     bundles
         .into_iter()
         .filter_map(|mut b| match b.kind {
             BundleKind::Whole => {
-                let whole = b.evicts().all(|t| ok(t));
+                let whole = b.evicts().all(&ok);
                 whole.then_some(b)
             }
             BundleKind::Safe => {
