@@ -189,9 +189,13 @@ struct Running {
 }
 
 async fn training_running(group: &str, n: u32) -> Running {
+    training_running_under(conf(), group, n).await
+}
+
+/// [`training_running`] under another configuration.
+async fn training_running_under(conf: SchedulerConfFile, group: &str, n: u32) -> Running {
     let api = FakeApiServer::start().await;
     tidal(&api);
-    let conf = conf();
     training_gang(&api, group, n, "training", "pc-low");
     let server = LiveServer::start_planning(&api, &conf).await;
     let gang = names(group, n);
@@ -439,4 +443,66 @@ async fn a_higher_priority_job_preempts_a_lower_one_in_its_own_queue() {
         preempted, 2,
         "the whole gang of two: one alone would break it"
     );
+}
+
+/// Volcano's gang eviction actions instead of reclaim and preempt, with the
+/// plugins that let them take whole gangs.
+const GANG_EVICTION: &str = "actions: enqueue, allocate, gangreclaim, gangpreempt, backfill
+tiers:
+- plugins:
+  - name: priority
+  - name: gang
+  - name: conformance
+";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gangreclaim_evicts_the_training_gang_whole_through_the_eviction_api() {
+    let Running {
+        api,
+        conf: _conf,
+        server,
+        gang: train,
+    } = training_running_under(SchedulerConfFile::new(GANG_EVICTION), "train", 2).await;
+
+    // One GPU is wanted; the gang of two goes whole or not at all.
+    inference_pod(&api, "svc");
+    wait_for_reclaim(&api, &server, &train).await;
+    for v in &train {
+        api.finish_deletion(NS, v);
+    }
+    wait_for(&server, "svc released", || !gang_gated(&api, NS, "svc")).await;
+    assert_eq!(
+        annotation(&api_pod(&api, NS, "svc"), "hami.io/vgpu-node"),
+        Some("n1")
+    );
+    server.schedule(&api, NS, "svc", &["n1"]).await;
+    assert_eq!(api.evicted_pods().len(), 2, "nobody else evicted");
+    let evicted = server
+        .metric(r#"vgpu_scheduler_evictions_total{action="reclaim",queue="training",service_type="training",outcome="evicted"}"#)
+        .await;
+    assert_eq!(evicted, 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gangpreempt_takes_a_lower_priority_gang_of_its_queue_whole() {
+    let Running {
+        api,
+        conf: _conf,
+        server,
+        gang: low,
+    } = training_running_under(SchedulerConfFile::new(GANG_EVICTION), "low", 2).await;
+    training_gang(&api, "high", 1, "training", "pc-high");
+    wait_for(&server, "the low gang evicted", || {
+        low.iter().all(|v| terminating(&api, v))
+    })
+    .await;
+    for v in &low {
+        api.finish_deletion(NS, v);
+    }
+    wait_for(&server, "the high job released", || {
+        !gang_gated(&api, NS, "high0")
+    })
+    .await;
+    server.schedule(&api, NS, "high0", &["n1"]).await;
+    assert_eq!(api.evicted_pods().len(), 2, "{:?}", api.evicted_pods());
 }
