@@ -84,3 +84,38 @@ fn pick_domains_from_gradients_fallback() {
         set(&["v1", "v2", "v3"])
     );
 }
+
+/// Beside Volcano's cases, where this scheduler differs on purpose: a victim
+/// gang broken to make room in one HyperNode goes whole, its members in other
+/// HyperNodes too (Volcano evicts only those in the domain searched and leaves
+/// the rest running below minMember).
+#[test]
+fn a_gang_broken_for_one_domain_goes_whole_across_domains() {
+    let mut victim = job("victim", "q1", 10);
+    victim.min_member = 2;
+    let t = Table {
+        nodes: one_cpu_nodes(&["n1", "n2", "n3"]),
+        queues: vec![queue("q1", 1, None)],
+        groups: vec![
+            super::gang_eviction_support::hard_tier_one(job("preemptor", "q1", 100)),
+            victim,
+            job("high", "q1", 1000),
+        ],
+        pods: vec![
+            preemptor(),
+            test_task("v1", "victim", "n1"),
+            test_task("v2", "victim", "n2"),
+            test_task("busy", "high", "n3"),
+        ],
+        ..Table::default()
+    };
+    assert_eq!(
+        run_action(
+            &t,
+            &super::gang_eviction_support::three_domains(),
+            "gangpreempt",
+            ""
+        ),
+        set(&["v1", "v2"])
+    );
+}
