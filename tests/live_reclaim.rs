@@ -415,27 +415,35 @@ async fn a_restart_while_victims_leave_keeps_the_plan_and_evicts_nobody_twice() 
     assert_eq!(api.evictions().len(), 2, "{:?}", api.evictions());
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_higher_priority_job_preempts_a_lower_one_in_its_own_queue() {
+/// A high-priority job of one joins the queue of the running gang `low`: the
+/// gang is evicted, its kubelet lets go, and the job is released and bound.
+async fn high_priority_job_takes_over(running: &Running) {
     let Running {
         api,
-        conf: _conf,
         server,
         gang: low,
-    } = training_running("low", 2).await;
-    training_gang(&api, "high", 1, "training", "pc-high");
-    wait_for(&server, "the low gang evicted", || {
-        low.iter().all(|v| terminating(&api, v))
+        ..
+    } = running;
+    training_gang(api, "high", 1, "training", "pc-high");
+    wait_for(server, "the low gang evicted", || {
+        low.iter().all(|v| terminating(api, v))
     })
     .await;
-    for v in &low {
+    for v in low {
         api.finish_deletion(NS, v);
     }
-    wait_for(&server, "the high job released", || {
-        !gang_gated(&api, NS, "high0")
+    wait_for(server, "the high job released", || {
+        !gang_gated(api, NS, "high0")
     })
     .await;
-    server.schedule(&api, NS, "high0", &["n1"]).await;
+    server.schedule(api, NS, "high0", &["n1"]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_higher_priority_job_preempts_a_lower_one_in_its_own_queue() {
+    let running = training_running("low", 2).await;
+    high_priority_job_takes_over(&running).await;
+    let server = &running.server;
     let preempted = server
         .metric(r#"vgpu_scheduler_evictions_total{action="preempt",queue="training",service_type="training",outcome="evicted"}"#)
         .await;
@@ -485,24 +493,8 @@ async fn gangreclaim_evicts_the_training_gang_whole_through_the_eviction_api() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gangpreempt_takes_a_lower_priority_gang_of_its_queue_whole() {
-    let Running {
-        api,
-        conf: _conf,
-        server,
-        gang: low,
-    } = training_running_under(SchedulerConfFile::new(GANG_EVICTION), "low", 2).await;
-    training_gang(&api, "high", 1, "training", "pc-high");
-    wait_for(&server, "the low gang evicted", || {
-        low.iter().all(|v| terminating(&api, v))
-    })
-    .await;
-    for v in &low {
-        api.finish_deletion(NS, v);
-    }
-    wait_for(&server, "the high job released", || {
-        !gang_gated(&api, NS, "high0")
-    })
-    .await;
-    server.schedule(&api, NS, "high0", &["n1"]).await;
-    assert_eq!(api.evicted_pods().len(), 2, "{:?}", api.evicted_pods());
+    let running = training_running_under(SchedulerConfFile::new(GANG_EVICTION), "low", 2).await;
+    high_priority_job_takes_over(&running).await;
+    let evicted = running.api.evicted_pods();
+    assert_eq!(evicted.len(), 2, "the whole gang of two: {evicted:?}");
 }
