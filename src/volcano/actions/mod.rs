@@ -16,6 +16,7 @@ mod plain_tasks_tests;
 #[cfg(test)]
 mod pod_affinity_tests;
 pub mod preempt;
+pub mod preempt_arguments;
 #[cfg(test)]
 mod preferred_pod_affinity_tests;
 #[cfg(test)]
@@ -23,6 +24,9 @@ mod queue_limits_tests;
 pub mod reclaim;
 #[cfg(test)]
 mod reclaim_tests;
+mod topology_aware_preempt;
+#[cfg(test)]
+mod topology_aware_preempt_tests;
 
 use super::conf::{Action as ActionName, SchedulerConf};
 use super::framework::Action;
@@ -37,7 +41,7 @@ pub fn configured(conf: &SchedulerConf) -> Vec<Box<dyn Action>> {
                 ActionName::Enqueue => Some(Box::new(enqueue::Enqueue)),
                 ActionName::Allocate => Some(Box::new(allocate::Allocate)),
                 ActionName::Backfill => Some(Box::new(backfill::Backfill)),
-                ActionName::Preempt => Some(Box::new(preempt::Preempt)),
+                ActionName::Preempt => Some(preempt::Preempt::configured(&conf.configurations)),
                 ActionName::Reclaim => Some(Box::new(reclaim::Reclaim)),
                 ActionName::Shuffle => None,
             }
