@@ -79,18 +79,20 @@ fn make_room_topology_aware(
         .ok_or_else(|| "no node where evictions let it fit".to_string())?;
     let (action, reason) = eviction_reason(session, job, uid, scope);
     let mut on_node = Statement::new();
-    let mut victims = 0usize;
+    let mut gone = BTreeSet::new();
     for (victim_job, victim) in best.victims.iter().flatten() {
         on_node.evict(session, victim_job, victim, action, reason.clone());
-        victims += 1;
+        gone.insert(victim.clone());
     }
-    match fits_once_gone(session, job, uid, &best.node, &BTreeSet::new()) {
+    // The task waits for its victims to leave: their pods count for its
+    // inter-pod affinity no longer.
+    match fits_once_gone(session, job, uid, &best.node, &gone) {
         Ok((choice, charge)) => {
             on_node.pipeline(session, job, uid, Some(&choice), charge);
             statement.merge(on_node);
             Ok(Room::Pipelined {
                 node: best.node,
-                victims,
+                victims: gone.len(),
             })
         }
         Err(e) => {
