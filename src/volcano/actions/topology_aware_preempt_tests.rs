@@ -201,3 +201,55 @@ fn keeping_a_victim_never_leaves_a_gang_below_its_minimum() {
     let o = run(&topology_aware(), &[("n1", 5, 110)], vec![gang, urgent(4)]);
     assert_eq!(evicted(&o), names(&["a", "b", "c"]));
 }
+
+/// vGPU pods: node-0 holds two whole-GPU pods of priority 10, node-1 one of
+/// priority 50 beside a free GPU; the preemptor asks for two GPUs. Node by node,
+/// one eviction on node-1 wins; topology-aware, the two low-priority pods go.
+#[test]
+fn vgpu_victims_are_chosen_by_the_same_order() {
+    use crate::volcano::framework::testing::{
+        gang_key, gpu_nodes, gpu_task, placed_state, running_task,
+    };
+    use crate::volcano::framework::{QueueInfo, Session};
+    use crate::volcano::objects::QueueSpec;
+    use crate::volcano::plugins::registry;
+    let gpu_job = |name: &str, priority: i32, node: usize, gpu: u32| {
+        let mut t = running_task(&gang_key(name), &format!("{name}-0"), node, gpu);
+        t.priority = priority;
+        let mut j = job(name, "q", 1, vec![t]);
+        j.priority = priority;
+        j
+    };
+    let run_gpus = |conf: &str| {
+        let mut t = gpu_task(&gang_key("urgent"), "urgent-0", 2);
+        t.priority = 1000;
+        let mut waiting = job("urgent", "q", 1, vec![t]);
+        waiting.priority = 1000;
+        let jobs = vec![
+            gpu_job("low-a", 10, 0, 0),
+            gpu_job("low-b", 10, 0, 1),
+            gpu_job("mid", 50, 1, 0),
+            waiting,
+        ];
+        let conf = SchedulerConf::parse(conf).expect("configuration");
+        let st = placed_state(
+            gpu_nodes(2, 2, 1),
+            vec![QueueInfo::idle(QueueSpec::new("q"))],
+            jobs,
+        );
+        let mut session = Session::open(st, registry::build(&conf).expect("builds"));
+        for action in configured(&conf) {
+            action.execute(&mut session);
+        }
+        let o = session.close();
+        (evicted(&o), planned(&o).get("urgent-0").cloned().flatten())
+    };
+    assert_eq!(
+        run_gpus(&topology_aware()),
+        (names(&["low-a-0", "low-b-0"]), Some("node-0".to_string()))
+    );
+    assert_eq!(
+        run_gpus(TIERS),
+        (names(&["mid-0"]), Some("node-1".to_string()))
+    );
+}
