@@ -6,10 +6,16 @@
 use super::configured;
 use super::plain_tasks_tests::{cpu_task, labelled_cpu_nodes, planned, run_with, running};
 use crate::volcano::conf::SchedulerConf;
-use crate::volcano::framework::Action;
+use crate::volcano::disruption_budget::DisruptionBudget;
 use crate::volcano::framework::job::{JobInfo, TaskInfo};
 use crate::volcano::framework::outcome::SessionOutcome;
-use crate::volcano::framework::testing::job;
+use crate::volcano::framework::testing::{
+    gang_key, gpu_nodes, gpu_task, job, placed_state, running_task,
+};
+use crate::volcano::framework::{Action, QueueInfo, Session};
+use crate::volcano::objects::QueueSpec;
+use crate::volcano::plugins::registry;
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
@@ -202,54 +208,79 @@ fn keeping_a_victim_never_leaves_a_gang_below_its_minimum() {
     assert_eq!(evicted(&o), names(&["a", "b", "c"]));
 }
 
-/// vGPU pods: node-0 holds two whole-GPU pods of priority 10, node-1 one of
-/// priority 50 beside a free GPU; the preemptor asks for two GPUs. Node by node,
-/// one eviction on node-1 wins; topology-aware, the two low-priority pods go.
+/// A job of one pod of `priority` holding GPU `gpu` of `node-<node>` whole,
+/// labelled `app: <name>`.
+fn gpu_job(name: &str, priority: i32, node: usize, gpu: u32) -> JobInfo {
+    let mut t = running_task(&gang_key(name), &format!("{name}-0"), node, gpu);
+    t.priority = priority;
+    let mut pod = (*t.pod).clone();
+    pod.metadata.labels = Some(BTreeMap::from([("app".to_string(), name.to_string())]));
+    t.pod = Arc::new(pod);
+    let mut j = job(name, "q", 1, vec![t]);
+    j.priority = priority;
+    j
+}
+
+/// Two nodes of two GPUs: node-0 holds low-a and low-b (priority 10), node-1
+/// holds mid (priority 50) beside a free GPU; urgent asks for two GPUs. Runs the
+/// actions `conf` configures under `budgets`; the pods evicted and where urgent
+/// waits.
+fn run_gpus(conf: &str, budgets: Vec<DisruptionBudget>) -> (BTreeSet<String>, Option<String>) {
+    let mut t = gpu_task(&gang_key("urgent"), "urgent-0", 2);
+    t.priority = 1000;
+    let mut waiting = job("urgent", "q", 1, vec![t]);
+    waiting.priority = 1000;
+    let jobs = vec![
+        gpu_job("low-a", 10, 0, 0),
+        gpu_job("low-b", 10, 0, 1),
+        gpu_job("mid", 50, 1, 0),
+        waiting,
+    ];
+    let conf = SchedulerConf::parse(conf).expect("configuration");
+    let mut st = placed_state(
+        gpu_nodes(2, 2, 1),
+        vec![QueueInfo::idle(QueueSpec::new("q"))],
+        jobs,
+    );
+    st.budgets = budgets;
+    let mut session = Session::open(st, registry::build(&conf).expect("builds"));
+    for action in configured(&conf) {
+        action.execute(&mut session);
+    }
+    let o = session.close();
+    (evicted(&o), planned(&o).get("urgent-0").cloned().flatten())
+}
+
+/// Node by node, one eviction on node-1 wins; topology-aware, the two
+/// low-priority pods on node-0 go.
 #[test]
 fn vgpu_victims_are_chosen_by_the_same_order() {
-    use crate::volcano::framework::testing::{
-        gang_key, gpu_nodes, gpu_task, placed_state, running_task,
-    };
-    use crate::volcano::framework::{QueueInfo, Session};
-    use crate::volcano::objects::QueueSpec;
-    use crate::volcano::plugins::registry;
-    let gpu_job = |name: &str, priority: i32, node: usize, gpu: u32| {
-        let mut t = running_task(&gang_key(name), &format!("{name}-0"), node, gpu);
-        t.priority = priority;
-        let mut j = job(name, "q", 1, vec![t]);
-        j.priority = priority;
-        j
-    };
-    let run_gpus = |conf: &str| {
-        let mut t = gpu_task(&gang_key("urgent"), "urgent-0", 2);
-        t.priority = 1000;
-        let mut waiting = job("urgent", "q", 1, vec![t]);
-        waiting.priority = 1000;
-        let jobs = vec![
-            gpu_job("low-a", 10, 0, 0),
-            gpu_job("low-b", 10, 0, 1),
-            gpu_job("mid", 50, 1, 0),
-            waiting,
-        ];
-        let conf = SchedulerConf::parse(conf).expect("configuration");
-        let st = placed_state(
-            gpu_nodes(2, 2, 1),
-            vec![QueueInfo::idle(QueueSpec::new("q"))],
-            jobs,
-        );
-        let mut session = Session::open(st, registry::build(&conf).expect("builds"));
-        for action in configured(&conf) {
-            action.execute(&mut session);
-        }
-        let o = session.close();
-        (evicted(&o), planned(&o).get("urgent-0").cloned().flatten())
-    };
     assert_eq!(
-        run_gpus(&topology_aware()),
+        run_gpus(&topology_aware(), Vec::new()),
         (names(&["low-a-0", "low-b-0"]), Some("node-0".to_string()))
     );
     assert_eq!(
-        run_gpus(TIERS),
+        run_gpus(TIERS, Vec::new()),
+        (names(&["mid-0"]), Some("node-1".to_string()))
+    );
+}
+
+/// A PodDisruptionBudget lets only one of low-a and low-b go: node-0 is no
+/// candidate, and mid on node-1 is evicted instead.
+#[test]
+fn a_disruption_budget_is_never_broken_for_a_cheaper_node() {
+    let pdb: PodDisruptionBudget = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "low", "namespace": "ns"},
+        "spec": {"selector": {"matchExpressions": [
+            {"key": "app", "operator": "In", "values": ["low-a", "low-b"]}
+        ]}},
+        "status": {"disruptionsAllowed": 1, "currentHealthy": 2, "desiredHealthy": 1,
+                   "expectedPods": 2}
+    }))
+    .expect("pdb");
+    let budget = DisruptionBudget::of(&pdb).expect("budget");
+    assert_eq!(
+        run_gpus(&topology_aware(), vec![budget]),
         (names(&["mid-0"]), Some("node-1".to_string()))
     );
 }
