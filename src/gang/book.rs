@@ -393,7 +393,16 @@ pub fn member_of(pod: &Pod) -> Option<Member> {
     };
     let mut trimmed = pod.clone();
     trimmed.metadata.managed_fields = None;
-    trimmed.status = None;
+    // Of the status, only the start time is kept: preemption that weighs victims
+    // as kube-scheduler does prefers the node whose victims started last.
+    trimmed.status = pod.status.as_ref().and_then(|s| {
+        s.start_time
+            .as_ref()
+            .map(|t| k8s_openapi::api::core::v1::PodStatus {
+                start_time: Some(t.clone()),
+                ..Default::default()
+            })
+    });
     let annotations = pod.metadata.annotations.as_ref();
     Some(Member {
         uid,

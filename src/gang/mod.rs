@@ -18,6 +18,8 @@ pub mod filter_only;
 pub mod job_cache;
 pub mod kept_holdings;
 pub mod kept_state;
+#[cfg(test)]
+mod member_start_time_tests;
 pub mod memberless_group;
 pub mod membership;
 pub mod native_group;

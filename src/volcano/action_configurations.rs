@@ -2,13 +2,13 @@
 //! actions (`- name: preempt` / `arguments: {...}`), as Volcano's
 //! `framework.GetArgOfActionFromConf` reads them.
 //!
-//! Most of Volcano's action arguments tune how it searches, not what it
-//! decides (`predicateErrorCacheEnable`, candidate-node counts of the
-//! topology-aware search): this scheduler accepts them and has nothing to tune.
-//! An argument that would change decisions and that this scheduler does not
-//! carry out is accepted, as Volcano accepts it, and named in the
-//! configuration's notes (logged at load and shown by `/debug/queues`), so that
-//! an operator sees it is not acted on instead of finding out from placements.
+//! Some of Volcano's action arguments tune only how it searches
+//! (`predicateErrorCacheEnable`): this scheduler accepts them and has nothing to
+//! tune. The preempt action's arguments (topology-aware preemption) are read by
+//! [`crate::volcano::actions::preempt_arguments`]. A value Volcano would not
+//! take is accepted, as Volcano accepts it, and named in the configuration's
+//! notes (logged at load and shown by `/debug/queues`), so that an operator sees
+//! it is not acted on instead of finding out from placements.
 
 use serde::Serialize;
 use serde_json::Value;
@@ -19,10 +19,6 @@ use super::conf::ConfError;
 /// Each action's arguments, by action name.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct ActionConfigurations(BTreeMap<String, BTreeMap<String, Value>>);
-
-/// Volcano's preempt switch for kube-scheduler-style topology-aware preemption
-/// (dry runs over candidate nodes), off by default.
-const TOPOLOGY_AWARE_PREEMPTION: &str = "enableTopologyAwarePreemption";
 
 impl ActionConfigurations {
     /// Reads the section: a list of mappings with a `name` and, optionally,
@@ -81,30 +77,13 @@ impl ActionConfigurations {
         self.0.get(action).and_then(|args| args.get(key))
     }
 
-    /// Arguments that would change decisions and are not carried out here.
+    /// Arguments whose values Volcano would not take (their defaults are used).
     pub fn notes(&self) -> Vec<String> {
-        let mut notes = Vec::new();
-        if self
-            .argument("preempt", TOPOLOGY_AWARE_PREEMPTION)
-            .is_some_and(is_true)
-        {
-            notes.push(format!(
-                "preempt's {TOPOLOGY_AWARE_PREEMPTION} is not carried out: preempt chooses victims node by node as Volcano does with it off"
-            ));
-        }
+        let mut notes = crate::volcano::actions::preempt_arguments::notes(self);
         notes.extend(crate::volcano::actions::gang_eviction_arguments::notes(
             self,
         ));
         notes
-    }
-}
-
-/// Volcano's `Arguments.GetBool`: a boolean, or a string Go's `ParseBool` reads as true.
-fn is_true(value: &Value) -> bool {
-    match value {
-        Value::Bool(b) => *b,
-        Value::String(s) => matches!(s.as_str(), "1" | "t" | "T" | "true" | "TRUE" | "True"),
-        _ => false,
     }
 }
 
@@ -120,21 +99,24 @@ mod tests {
     }
 
     #[test]
-    fn topology_aware_preemption_loads_and_is_named_as_not_carried_out() {
+    fn topology_aware_preemption_loads_and_is_carried_out_without_notes() {
+        use crate::volcano::actions::preempt_arguments::TopologyAwarePreemption;
         let on = conf("- name: preempt\n  arguments:\n    enableTopologyAwarePreemption: true\n    minCandidateNodesPercentage: 20\n").unwrap();
-        let notes = on.notes();
-        assert!(
-            notes.len() == 1
-                && notes[0].contains("enableTopologyAwarePreemption is not carried out"),
-            "{notes:?}"
+        assert!(on.notes().is_empty(), "{:?}", on.notes());
+        assert_eq!(
+            TopologyAwarePreemption::configured(&on.configurations)
+                .map(|t| t.min_candidate_nodes_percentage),
+            Some(20)
         );
         let as_string =
             conf("- name: preempt\n  arguments:\n    enableTopologyAwarePreemption: \"true\"\n")
                 .unwrap();
-        assert_eq!(as_string.notes().len(), 1);
+        assert!(as_string.notes().is_empty(), "{:?}", as_string.notes());
+        assert!(TopologyAwarePreemption::configured(&as_string.configurations).is_some());
         let off = conf("- name: preempt\n  arguments:\n    enableTopologyAwarePreemption: false\n")
             .unwrap();
         assert!(off.notes().is_empty(), "{:?}", off.notes());
+        assert!(TopologyAwarePreemption::configured(&off.configurations).is_none());
     }
 
     #[test]

@@ -106,8 +106,8 @@ struct Released {
 /// room than the node does.
 struct NodePlan {
     node: String,
-    units: Vec<Vec<(GangKey, String)>>,
-    spare: Vec<Vec<(GangKey, String)>>,
+    units: Vec<VictimUnit>,
+    spare: Vec<VictimUnit>,
     evicted: usize,
 }
 
@@ -126,55 +126,12 @@ pub(crate) fn make_room(
     uid: &str,
     scope: Scope,
 ) -> Result<Room, String> {
+    if let Some(room) = room_without_evicting(session, statement, job, uid, scope)? {
+        return Ok(room);
+    }
     let asks_queue = scope != Scope::OtherQueues;
-    let queue_takes = |session: &Session, charge: &Charge| {
-        !asks_queue || session.allocatable(job, uid, charge).is_ok()
-    };
-    // A task that fits as things are needs nobody to leave.
-    if let Ok(choice) = session.choose_node(job, uid) {
-        let Some(task) = session.state.task(job, uid) else {
-            return Err("task is gone".into());
-        };
-        let charge = session.charge_for(task, choice.as_ref());
-        if queue_takes(session, &charge) {
-            statement.allocate(session, job, uid, choice.as_ref(), charge);
-            return Ok(Room::Placed);
-        }
-    }
-    // Nor does one that fits what this session's evictions already free.
-    if let Some(choice) = fits_what_is_freed(session, job, uid) {
-        let Some(task) = session.state.task(job, uid) else {
-            return Err("task is gone".into());
-        };
-        let charge = session.charge_for(task, Some(&choice));
-        if queue_takes(session, &charge) {
-            let node = choice.node.clone();
-            statement.pipeline(session, job, uid, Some(&choice), charge);
-            return Ok(Room::Pipelined { node, victims: 0 });
-        }
-    }
     let plans = node_plans(session, job, uid, scope)?;
-    let action = match scope {
-        Scope::OtherQueues => EvictAction::Reclaim,
-        _ => EvictAction::Preempt,
-    };
-    let reason = {
-        let task = session.state.task(job, uid);
-        let queue = session
-            .state
-            .job(job)
-            .map(|j| j.queue.clone())
-            .unwrap_or_default();
-        format!(
-            "{} for pod {}/{} of queue {queue:?}",
-            match action {
-                EvictAction::Reclaim => "reclaimed",
-                EvictAction::Preempt => "preempted",
-            },
-            task.map_or("", |t| t.namespace.as_str()),
-            task.map_or(uid, |t| t.name.as_str()),
-        )
-    };
+    let (action, reason) = eviction_reason(session, job, uid, scope);
     // Nodes in order of cost, as Volcano tries its nodes one after another: a node
     // whose evictions still leave the queue without room is given up for the next.
     let mut why = String::new();
@@ -191,6 +148,76 @@ pub(crate) fn make_room(
         }
     }
     Err(why)
+}
+
+/// Places the task without evicting anyone when it can be: it fits a node as
+/// things are, or what this session's evictions already free. Preempting within
+/// a queue asks the queue too (see [`make_room`]). `None`: somebody must leave.
+pub(crate) fn room_without_evicting(
+    session: &mut Session,
+    statement: &mut Statement,
+    job: &GangKey,
+    uid: &str,
+    scope: Scope,
+) -> Result<Option<Room>, String> {
+    let asks_queue = scope != Scope::OtherQueues;
+    let queue_takes = |session: &Session, charge: &Charge| {
+        !asks_queue || session.allocatable(job, uid, charge).is_ok()
+    };
+    // A task that fits as things are needs nobody to leave.
+    if let Ok(choice) = session.choose_node(job, uid) {
+        let Some(task) = session.state.task(job, uid) else {
+            return Err("task is gone".into());
+        };
+        let charge = session.charge_for(task, choice.as_ref());
+        if queue_takes(session, &charge) {
+            statement.allocate(session, job, uid, choice.as_ref(), charge);
+            return Ok(Some(Room::Placed));
+        }
+    }
+    // Nor does one that fits what this session's evictions already free.
+    if let Some(choice) = fits_what_is_freed(session, job, uid) {
+        let Some(task) = session.state.task(job, uid) else {
+            return Err("task is gone".into());
+        };
+        let charge = session.charge_for(task, Some(&choice));
+        if queue_takes(session, &charge) {
+            let node = choice.node.clone();
+            statement.pipeline(session, job, uid, Some(&choice), charge);
+            return Ok(Some(Room::Pipelined { node, victims: 0 }));
+        }
+    }
+    Ok(None)
+}
+
+/// How evictions for the task are recorded: as preemption or reclaim, and the
+/// reason its victims are given (which pod of which queue they make room for).
+pub(crate) fn eviction_reason(
+    session: &Session,
+    job: &GangKey,
+    uid: &str,
+    scope: Scope,
+) -> (EvictAction, String) {
+    let action = match scope {
+        Scope::OtherQueues => EvictAction::Reclaim,
+        _ => EvictAction::Preempt,
+    };
+    let task = session.state.task(job, uid);
+    let queue = session
+        .state
+        .job(job)
+        .map(|j| j.queue.clone())
+        .unwrap_or_default();
+    let reason = format!(
+        "{} for pod {}/{} of queue {queue:?}",
+        match action {
+            EvictAction::Reclaim => "reclaimed",
+            EvictAction::Preempt => "preempted",
+        },
+        task.map_or("", |t| t.namespace.as_str()),
+        task.map_or(uid, |t| t.name.as_str()),
+    );
+    (action, reason)
 }
 
 /// The evictions that made room on one node, with the task pipelined there.
@@ -250,7 +277,7 @@ fn room_on(
 }
 
 /// Where the task goes on `node` once what is being evicted there is gone.
-fn future_choice(
+pub(crate) fn future_choice(
     session: &Session,
     job: &GangKey,
     uid: &str,
@@ -301,6 +328,10 @@ pub(crate) fn fits_freed_where(
         })
 }
 
+/// A unit of victims: tasks that leave together (a victim alone, or the rest of
+/// a gang it would take below its minimum), as (job, task uid).
+pub(crate) type VictimUnit = Vec<(GangKey, String)>;
+
 /// Every node where evictions let the task fit, the fewest evictions first (ties:
 /// the less important victims, then the node's name).
 fn node_plans(
@@ -312,10 +343,85 @@ fn node_plans(
     let state = &session.state;
     let task = state.task(job, uid).ok_or("task is gone")?;
     let want = Want::of(session, task)?;
+    let mut plans: Vec<((usize, Importance), NodePlan)> = Vec::new();
+    let mut why = "no running task may make room for it".to_string();
+    for (node, candidates) in candidates_by_node(session, job, uid, scope)? {
+        // Evicting anyone from a node the task may not use frees nothing for it.
+        if let Err(e) = session.node_allowed(job, uid, node) {
+            why = e;
+            continue;
+        }
+        // Victims unit by unit, least important first, until the task fits; the
+        // rest may still go should its queue need more room than the node does.
+        let mut released = Released::default();
+        let mut units: Vec<VictimUnit> = Vec::new();
+        let mut spare: Vec<VictimUnit> = Vec::new();
+        let mut evicted = 0usize;
+        let mut fits = false;
+        let mut weightiest: Option<Importance> = None;
+        for unit in victim_units(session, job, uid, scope, candidates) {
+            let keys = unit
+                .iter()
+                .map(|t| (t.job.clone(), t.uid.clone()))
+                .collect();
+            if fits {
+                spare.push(keys);
+                continue;
+            }
+            let (key, _) = victim_key(state, &unit);
+            weightiest = Some(weightiest.map_or(key, |w| w.max(key)));
+            for t in &unit {
+                if let Some(p) = t.placement.as_ref().filter(|p| p.node == node) {
+                    released
+                        .gpus
+                        .extend(collapse_pod_usage(&p.devices, p.init_count));
+                    released.requests.add(&pod_footprint(&t.pod));
+                }
+            }
+            evicted += unit.len();
+            units.push(keys);
+            match want.fit_future(session, node, &released) {
+                Ok(_) => fits = true,
+                Err(e) => why = format!("evicting every allowed task still leaves: {e}"),
+            }
+        }
+        if !fits {
+            continue;
+        }
+        let cost = (evicted, weightiest.unwrap_or_default());
+        plans.push((
+            cost,
+            NodePlan {
+                node: node.to_string(),
+                units,
+                spare,
+                evicted,
+            },
+        ));
+    }
+    if plans.is_empty() {
+        return Err(why);
+    }
+    // Nodes come by name; a stable sort keeps the name as the last tie-break.
+    plans.sort_by_key(|(a, _)| *a);
+    Ok(plans.into_iter().map(|(_, plan)| plan).collect())
+}
+
+/// The tasks that may be considered for making room for task `uid`, by node:
+/// within `scope`, evictable, freeing something the task needs, and (within its
+/// own job) of lower priority than it.
+pub(crate) fn candidates_by_node<'s>(
+    session: &'s Session,
+    job: &GangKey,
+    uid: &str,
+    scope: Scope,
+) -> Result<BTreeMap<&'s str, Vec<&'s TaskInfo>>, String> {
+    let state = &session.state;
+    let task = state.task(job, uid).ok_or("task is gone")?;
+    let want = Want::of(session, task)?;
     let Some(preemptor_job) = state.job(job) else {
         return Err("job is gone".into());
     };
-    // Candidates per node, by scope.
     let mut by_node: BTreeMap<&str, Vec<&TaskInfo>> = BTreeMap::new();
     for other in state.jobs.values() {
         let in_scope = match scope {
@@ -344,6 +450,25 @@ fn node_plans(
             }
         }
     }
+    Ok(by_node)
+}
+
+/// What may leave one node for the task, as units that go together, least
+/// important first: the candidates the plugins let go (`preemptable`, or
+/// `reclaimable` for reclaim), a victim whose job would drop below its minimum
+/// together with the rest of its job (or not at all), within what
+/// PodDisruptionBudgets allow.
+pub(crate) fn victim_units<'s>(
+    session: &'s Session,
+    job: &GangKey,
+    uid: &str,
+    scope: Scope,
+    candidates: Vec<&'s TaskInfo>,
+) -> Vec<Vec<&'s TaskInfo>> {
+    let state = &session.state;
+    let (Some(task), Some(preemptor_job)) = (state.task(job, uid), state.job(job)) else {
+        return Vec::new();
+    };
     // Victims of the queues the plugins name first go first (capacity under
     // hierarchy: the nearest queues); then the least important.
     let queue_of = |t: &TaskInfo| state.job(&t.job).map_or("", |j| j.queue.as_str());
@@ -353,101 +478,35 @@ fn node_plans(
             .victim_queue_order(state, queue_of(a), queue_of(b), &preemptor_job.queue)
             .then_with(|| victim_key(state, &[a]).cmp(&victim_key(state, &[b])))
     };
-    let mut plans: Vec<((usize, Importance), NodePlan)> = Vec::new();
-    let mut why = "no running task may make room for it".to_string();
-    for (node, candidates) in by_node {
-        // Evicting anyone from a node the task may not use frees nothing for it.
-        if let Err(e) = session.node_allowed(job, uid, node) {
-            why = e;
+    // Plugins judge the candidates in the order they would go (capacity counts
+    // each victim as gone before judging the next, as Volcano does).
+    let mut candidates = with_whole_gangs(session.tiers(), state, candidates);
+    candidates.sort_by(|a, b| victim_first(a, b));
+    let allowed = match scope {
+        Scope::OtherQueues => session.tiers().reclaimable(state, task, &candidates),
+        _ => session.tiers().preemptable(state, task, &candidates),
+    };
+    let allowed_set: BTreeSet<&str> = allowed.iter().map(String::as_str).collect();
+    let mut order: Vec<&TaskInfo> = allowed
+        .iter()
+        .filter_map(|uid| candidates.iter().find(|t| &t.uid == uid).copied())
+        .collect();
+    order.sort_by(|a, b| victim_first(a, b));
+    let mut budgets = Budgets::new(state, session.evicted());
+    let mut taken: BTreeSet<String> = BTreeSet::new();
+    let mut units = Vec::new();
+    for victim in order {
+        if taken.contains(&victim.uid) {
             continue;
         }
-        // Plugins judge the candidates in the order they would go (capacity
-        // counts each victim as gone before judging the next, as Volcano does).
-        let mut candidates = with_whole_gangs(session.tiers(), state, candidates);
-        candidates.sort_by(|a, b| victim_first(a, b));
-        let allowed = match scope {
-            Scope::OtherQueues => session.tiers().reclaimable(state, task, &candidates),
-            _ => session.tiers().preemptable(state, task, &candidates),
+        let Some(unit) = take_with(state, &allowed_set, &taken, victim) else {
+            continue;
         };
-        if allowed.is_empty() {
+        if !budgets.take(&unit) {
             continue;
         }
-        // Victims one by one, least important first; a victim whose job would drop
-        // below its minimum takes the rest of its job along, or is passed over.
-        let allowed_set: BTreeSet<&str> = allowed.iter().map(String::as_str).collect();
-        let mut order: Vec<&TaskInfo> = allowed
-            .iter()
-            .filter_map(|uid| candidates.iter().find(|t| &t.uid == uid).copied())
-            .collect();
-        order.sort_by(|a, b| victim_first(a, b));
-        let mut budgets = Budgets::new(state, session.evicted());
-        let mut taken: BTreeSet<String> = BTreeSet::new();
-        let mut released = Released::default();
-        let mut units: Vec<Vec<(GangKey, String)>> = Vec::new();
-        let mut spare: Vec<Vec<(GangKey, String)>> = Vec::new();
-        let mut evicted = 0usize;
-        let mut fits = false;
-        let mut weightiest: Option<Importance> = None;
-        for victim in order {
-            if taken.contains(&victim.uid) {
-                continue;
-            }
-            let Some(unit) = take_with(state, &allowed_set, &taken, victim) else {
-                continue;
-            };
-            if !budgets.take(&unit) {
-                continue;
-            }
-            if fits {
-                taken.extend(unit.iter().map(|t| t.uid.clone()));
-                spare.push(
-                    unit.iter()
-                        .map(|t| (t.job.clone(), t.uid.clone()))
-                        .collect(),
-                );
-                continue;
-            }
-            let (key, _) = victim_key(state, &unit);
-            weightiest = Some(weightiest.map_or(key, |w| w.max(key)));
-            for t in &unit {
-                taken.insert(t.uid.clone());
-                if let Some(p) = t.placement.as_ref().filter(|p| p.node == node) {
-                    released
-                        .gpus
-                        .extend(collapse_pod_usage(&p.devices, p.init_count));
-                    released.requests.add(&pod_footprint(&t.pod));
-                }
-            }
-            evicted += unit.len();
-            units.push(
-                unit.iter()
-                    .map(|t| (t.job.clone(), t.uid.clone()))
-                    .collect(),
-            );
-            match want.fit_future(session, node, &released) {
-                Ok(_) => fits = true,
-                Err(e) => why = format!("evicting every allowed task still leaves: {e}"),
-            }
-        }
-        let taken_units = units;
-        if !fits {
-            continue;
-        }
-        let cost = (evicted, weightiest.unwrap_or_default());
-        plans.push((
-            cost,
-            NodePlan {
-                node: node.to_string(),
-                units: taken_units,
-                spare,
-                evicted,
-            },
-        ));
+        taken.extend(unit.iter().map(|t| t.uid.clone()));
+        units.push(unit);
     }
-    if plans.is_empty() {
-        return Err(why);
-    }
-    // Nodes come by name; a stable sort keeps the name as the last tie-break.
-    plans.sort_by_key(|(a, _)| *a);
-    Ok(plans.into_iter().map(|(_, plan)| plan).collect())
+    units
 }

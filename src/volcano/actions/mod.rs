@@ -24,6 +24,7 @@ mod plain_tasks_tests;
 #[cfg(test)]
 mod pod_affinity_tests;
 pub mod preempt;
+pub mod preempt_arguments;
 #[cfg(test)]
 mod preferred_pod_affinity_tests;
 #[cfg(test)]
@@ -31,6 +32,9 @@ mod queue_limits_tests;
 pub mod reclaim;
 #[cfg(test)]
 mod reclaim_tests;
+mod topology_aware_preempt;
+#[cfg(test)]
+mod topology_aware_preempt_tests;
 mod victim_bundles;
 #[cfg(test)]
 mod victim_bundles_tests;
@@ -49,7 +53,7 @@ pub fn configured(conf: &SchedulerConf) -> Vec<Box<dyn Action>> {
                 ActionName::Enqueue => Some(Box::new(enqueue::Enqueue)),
                 ActionName::Allocate => Some(Box::new(allocate::Allocate)),
                 ActionName::Backfill => Some(Box::new(backfill::Backfill)),
-                ActionName::Preempt => Some(Box::new(preempt::Preempt)),
+                ActionName::Preempt => Some(preempt::Preempt::configured(&conf.configurations)),
                 ActionName::Reclaim => Some(Box::new(reclaim::Reclaim)),
                 ActionName::Shuffle => None,
                 ActionName::GangPreempt => Some(Box::new(gang_preempt::GangPreempt::new(

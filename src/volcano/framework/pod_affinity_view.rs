@@ -13,11 +13,20 @@ use crate::placement::node_traits::NodeTraits;
 use crate::placement::pod_affinity::{AffinityPod, InterPodAffinity, required_terms};
 use crate::placement::preferred_pod_affinity::PreferredPodAffinity;
 use k8s_openapi::api::core::v1::Pod;
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 /// The inter-pod affinity check for `task`, or `None` when nothing applies to it
 /// (no terms of its own, and no pod anywhere with required anti-affinity).
 pub fn inter_pod_affinity(state: &SessionState, task: &TaskInfo) -> Option<InterPodAffinity> {
+    inter_pod_affinity_once_gone(state, task, &BTreeSet::new())
+}
+
+/// [`inter_pod_affinity`] once the tasks in `gone` have left their nodes.
+pub fn inter_pod_affinity_once_gone(
+    state: &SessionState,
+    task: &TaskInfo,
+    gone: &BTreeSet<String>,
+) -> Option<InterPodAffinity> {
     let mut check =
         InterPodAffinity::new(&task.pod).in_namespaces(state.nodes.namespaces().clone());
     let every_pod = check.has_own_terms();
@@ -29,6 +38,7 @@ pub fn inter_pod_affinity(state: &SessionState, task: &TaskInfo) -> Option<Inter
         every_pod,
         planned: &has_terms,
         bound: &|pod| !pod.anti_affinity.is_empty(),
+        gone,
     };
     counted.visit(state, task, |pod, labels| check.add(pod, labels));
     Some(check)
@@ -55,6 +65,7 @@ pub fn preferred_pod_affinity(
         every_pod,
         planned: &has_terms,
         bound: &|pod| !pod.preferred.is_empty(),
+        gone: &BTreeSet::new(),
     };
     counted.visit(state, task, |pod, labels| scores.add(pod, labels));
     (!scores.is_empty()).then_some(scores)
@@ -84,6 +95,8 @@ struct Counted<'f> {
     planned: &'f dyn Fn(&Pod) -> bool,
     /// For a pod the watch saw bound.
     bound: &'f dyn Fn(&AffinityPod) -> bool,
+    /// Tasks counted as gone from their nodes (by uid).
+    gone: &'f BTreeSet<String>,
 }
 
 impl Counted<'_> {
@@ -95,6 +108,7 @@ impl Counted<'_> {
         mut visit: impl FnMut(&AffinityPod, &BTreeMap<String, String>),
     ) {
         let planned: Vec<(&TaskInfo, AffinityPod)> = placed_tasks(state, task)
+            .filter(|t| !self.gone.contains(&t.uid))
             .filter(|t| self.every_pod || (self.planned)(&t.pod))
             .map(|t| (t, AffinityPod::of(&t.pod)))
             .collect();
@@ -109,6 +123,7 @@ impl Counted<'_> {
         // A planned task the watch also saw bound is counted once, as the plan has it.
         let mut seen: HashSet<&str> = placed_tasks(state, task).map(|t| t.uid.as_str()).collect();
         seen.insert(&task.uid);
+        seen.extend(self.gone.iter().map(String::as_str));
         for (t, pod) in &planned {
             if let Some(p) = &t.placement {
                 visit(pod, labels_of(&p.node));

@@ -311,6 +311,19 @@ impl Session {
     /// reclaim pick their node themselves, but only among the nodes the task may
     /// use at all).
     pub fn node_allowed(&self, job: &GangKey, uid: &str, node: &str) -> Result<(), String> {
+        self.node_allowed_once_gone(job, uid, node, &std::collections::BTreeSet::new())
+    }
+
+    /// [`Self::node_allowed`] once the tasks in `gone` have left: their pods no
+    /// longer count for inter-pod affinity (a dry run of preemption asks whether
+    /// evicting them lets the task in).
+    pub fn node_allowed_once_gone(
+        &self,
+        job: &GangKey,
+        uid: &str,
+        node: &str,
+        gone: &std::collections::BTreeSet<String>,
+    ) -> Result<(), String> {
         if !self.tiers.filters() {
             return Ok(());
         }
@@ -322,7 +335,8 @@ impl Session {
             super::job::GpuAsk::Vgpu(ctx) => Some(&**ctx),
             _ => None,
         };
-        let affinity = self.pod_affinity(task);
+        let affinity =
+            super::pod_affinity_view::inter_pod_affinity_once_gone(&self.state, task, gone);
         let mut facts = self.task_facts(job, task, ctx);
         facts.pod_affinity = affinity.as_ref();
         let nodes = &self.state.nodes;

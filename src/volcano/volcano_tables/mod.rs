@@ -8,7 +8,8 @@
 //!
 //! Translated whole: `actions/enqueue/enqueue_test.go` ([`enqueue`]),
 //! `actions/reclaim/reclaim_test.go` ([`reclaim`]),
-//! `actions/preempt/preempt_test.go` `TestPreempt` ([`preempt`]),
+//! `actions/preempt/preempt_test.go` `TestPreempt` ([`preempt`]) and
+//! `TestTopologyAwarePreempt` ([`preempt_topology_aware`]),
 //! `plugins/priority/priority_test.go` `TestPreempt` ([`priority`]),
 //! `plugins/drf/hdrf_test.go` ([`drf`]),
 //! `plugins/proportion/proportion_test.go` ([`proportion`], but for one metrics
@@ -56,6 +57,7 @@ mod gang_reclaim;
 mod inqueue_accounting;
 mod predicates;
 mod preempt;
+mod preempt_topology_aware;
 mod priority;
 mod proportion;
 mod queue_pod_count;

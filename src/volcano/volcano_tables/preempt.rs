@@ -2,16 +2,14 @@
 //! action with conformance, gang, priority and proportion and the switches of
 //! Volcano's tier (every other switch off, as Volcano reads an unset switch in
 //! its tests). PodGroups of "low-priority" (10) and "high-priority" (100000).
-//! Every case of `TestPreempt` is here.
+//! Every case of `TestPreempt` is here; `TestTopologyAwarePreempt` is in
+//! [`super::preempt_topology_aware`].
 //!
 //! Left out:
 //! - `TestNormalPreemptRechecksPredicateAfterEviction` (and its benchmark): its
 //!   predicate is a plugin written inside the Go test that refuses the node while
 //!   a pod named "preemptee" is not releasing; no plugin of Volcano's or of this
 //!   scheduler behaves so, so there is nothing of ours for it to drive.
-//! - `TestTopologyAwarePreempt`: Volcano's topology-aware preemption
-//!   (`enableTopologyAwarePreemption`), an option of its preempt action this
-//!   scheduler does not have.
 //! - `preempt_shard_test.go`: Volcano's node sharding between scheduler
 //!   instances, which this scheduler does not have.
 //! - The `minTaskMember` maps of the PodGroups (`{"": n}`): they name the task
