@@ -170,8 +170,10 @@ pub fn build_state_with(
     picture: LedgerPicture,
     kept: Kept<'_>,
 ) -> SessionState {
+    // The cluster's pod slots count as Volcano's session total counts them:
+    // proportion shares them out (see `volcano::plugins::pod_charge`).
     let mut total = Resources::default();
-    for dim in ["cpu", "memory"] {
+    for dim in ["cpu", "memory", crate::placement::resource_fit::POD_COUNT] {
         if picture.allocatable.contains(dim) {
             total.set(dim, picture.allocatable.get(dim));
         }
