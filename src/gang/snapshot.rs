@@ -366,7 +366,7 @@ fn job_of(
         .collect();
     let mut allocated = Resources::default();
     for t in &tasks {
-        if t.status.holds_resources() {
+        if t.holds_resources() {
             allocated.add(&t.resreq);
         }
     }
@@ -415,6 +415,8 @@ fn task_of(
         MemberPhase::Failed => TaskStatus::Failed,
         MemberPhase::Placed if m.terminating => TaskStatus::Releasing,
         MemberPhase::Placed => TaskStatus::Running,
+        // As Volcano's `getTaskStatus`: a pod being deleted is Releasing, placed or not.
+        MemberPhase::Pending if m.terminating => TaskStatus::Releasing,
         MemberPhase::Pending if pipelined => TaskStatus::Pipelined,
         MemberPhase::Pending if held.is_some() => TaskStatus::Allocated,
         MemberPhase::Pending => TaskStatus::Pending,

@@ -14,6 +14,8 @@ mod card_quota_mig_tests;
 pub mod claims;
 mod debug_state;
 #[cfg(test)]
+mod deleted_members_tests;
+#[cfg(test)]
 mod event_order_tests;
 mod events;
 mod filter;

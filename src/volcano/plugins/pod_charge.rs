@@ -51,11 +51,13 @@ impl QueuePods {
         for job in state.jobs.values() {
             let counts = by_queue.entry(job.queue.clone()).or_default();
             for t in &job.tasks {
-                if matches!(t.status, TaskStatus::Succeeded | TaskStatus::Failed) {
+                if matches!(t.status, TaskStatus::Succeeded | TaskStatus::Failed)
+                    || t.deleted_unplaced()
+                {
                     continue;
                 }
                 counts.asked += 1;
-                if t.status.holds_resources() {
+                if t.holds_resources() {
                     counts.held += 1;
                 }
             }
