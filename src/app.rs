@@ -7,6 +7,7 @@ use crate::cluster::memory::MemoryCluster;
 use crate::extender::wire::{
     ExtenderArgs, ExtenderBindingArgs, ExtenderBindingResult, ExtenderError, ExtenderFilterResult,
 };
+use crate::object_namespace::namespace_of;
 use crate::scheduler::Scheduler;
 use crate::server::client_certificate_layer;
 use crate::webhook::{WebhookConfig, review_with_quota};
@@ -119,7 +120,7 @@ fn pod_key(args: &ExtenderArgs) -> String {
         .map(|p| {
             format!(
                 "{}/{}",
-                p.metadata.namespace.as_deref().unwrap_or("default"),
+                namespace_of(&p.metadata),
                 p.metadata.name.as_deref().unwrap_or("")
             )
         })

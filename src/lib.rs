@@ -24,6 +24,7 @@ pub mod metrics;
 pub mod node_load;
 pub mod node_lock;
 pub mod node_metrics;
+pub mod object_namespace;
 pub mod placement;
 pub mod policy;
 pub mod quantity;

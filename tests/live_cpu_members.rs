@@ -308,17 +308,10 @@ async fn two_members_that_repel_each_other_are_pinned_to_two_nodes_where_binpack
                 "topologyKey": "kubernetes.io/hostname"}]});
         create_pod(&api, member);
     }
-    let conf = SchedulerConfFile::new(
-        "actions: \"enqueue, allocate, backfill\"
-tiers:
-- plugins:
-  - name: priority
-  - name: gang
-- plugins:
-  - name: predicates
-  - name: binpack
-",
-    );
+    let conf = SchedulerConfFile::new(&conf_fixture::priority_gang_then(
+        "enqueue, allocate, backfill",
+        &[("predicates", &[]), ("binpack", &[])],
+    ));
     let server = LiveServer::start_planning(&api, &conf).await;
     wait_for(&server, "both members released", || {
         !gang_gated(&api, NS, "ps-0") && !gang_gated(&api, NS, "ps-1")

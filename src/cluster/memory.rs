@@ -8,6 +8,7 @@ use super::api::{
     ApiError, BindingMetadata, ClusterApi, MetadataPatch, SchedulerEvent, VolcanoObject,
 };
 use crate::annotations::{BIND_PHASE, NODE_LOCK};
+use crate::object_namespace::namespace_of;
 use async_trait::async_trait;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use parking_lot::{Mutex, MutexGuard};
@@ -241,10 +242,7 @@ pub struct MemoryCluster {
 
 fn pod_key(pod: &Pod) -> Option<Box<str>> {
     let name = pod.metadata.name.as_deref()?;
-    Some(key(
-        pod.metadata.namespace.as_deref().unwrap_or("default"),
-        name,
-    ))
+    Some(key(namespace_of(&pod.metadata), name))
 }
 
 /// A pod's key in the store: `namespace/name` in one allocation (neither may

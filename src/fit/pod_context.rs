@@ -4,6 +4,7 @@
 use crate::device::device_config::NvidiaConfig;
 use crate::device::request::{PodRequest, parse_pod_request};
 use crate::device::selectors::DeviceSelectors;
+use crate::object_namespace::namespace_of;
 use crate::policy::{GpuPolicy, NodePolicy, PodPolicies};
 use k8s_openapi::api::core::v1::Pod;
 
@@ -47,11 +48,7 @@ impl PodContext {
             .ok_or("pod has no metadata.uid")?;
         Ok(Some(Self {
             uid,
-            namespace: pod
-                .metadata
-                .namespace
-                .clone()
-                .unwrap_or_else(|| "default".into()),
+            namespace: namespace_of(&pod.metadata).to_owned(),
             name: pod.metadata.name.clone().unwrap_or_default(),
             request,
             policies,

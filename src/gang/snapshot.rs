@@ -170,8 +170,10 @@ pub fn build_state_with(
     picture: LedgerPicture,
     kept: Kept<'_>,
 ) -> SessionState {
+    // The cluster's pod slots count as Volcano's session total counts them:
+    // proportion shares them out (see `volcano::plugins::pod_charge`).
     let mut total = Resources::default();
-    for dim in ["cpu", "memory"] {
+    for dim in ["cpu", "memory", crate::placement::resource_fit::POD_COUNT] {
         if picture.allocatable.contains(dim) {
             total.set(dim, picture.allocatable.get(dim));
         }
@@ -364,7 +366,7 @@ fn job_of(
         .collect();
     let mut allocated = Resources::default();
     for t in &tasks {
-        if t.status.holds_resources() {
+        if t.holds_resources() {
             allocated.add(&t.resreq);
         }
     }
@@ -415,6 +417,8 @@ fn task_of(
         MemberPhase::Failed => TaskStatus::Failed,
         MemberPhase::Placed if m.terminating => TaskStatus::Releasing,
         MemberPhase::Placed => TaskStatus::Running,
+        // As Volcano's `getTaskStatus`: a pod being deleted is Releasing, placed or not.
+        MemberPhase::Pending if m.terminating => TaskStatus::Releasing,
         MemberPhase::Pending if pipelined => TaskStatus::Pipelined,
         MemberPhase::Pending if held.is_some() => TaskStatus::Allocated,
         MemberPhase::Pending => TaskStatus::Pending,

@@ -19,6 +19,7 @@
 //! known by the `kubernetes.io/metadata.name` label alone.
 
 use super::namespace_labels::NamespaceLabels;
+use crate::object_namespace::namespace_of;
 use k8s_openapi::api::core::v1::{Pod, PodAffinityTerm};
 use kube::core::{Selector, SelectorExt};
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -190,7 +191,7 @@ pub fn preferred_terms(pod: &Pod, namespace: &str) -> Box<[WeightedTerm]> {
 impl AffinityPod {
     /// What is kept of `pod`.
     pub fn of(pod: &Pod) -> Self {
-        let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");
+        let namespace = namespace_of(&pod.metadata);
         Self {
             uid: pod.metadata.uid.as_deref().unwrap_or_default().into(),
             namespace: namespace.into(),

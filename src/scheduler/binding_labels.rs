@@ -10,6 +10,7 @@
 
 use crate::annotations::VGPU_NODE;
 use crate::cluster::api::MetadataPatch;
+use crate::object_namespace::namespace_of;
 use k8s_openapi::api::core::v1::Pod;
 use parking_lot::Mutex;
 use std::collections::HashMap;
@@ -71,11 +72,7 @@ impl BindingLabels {
         let mut patch = MetadataPatch::default();
         patch.labels.insert(VGPU_NODE.to_string(), Some(node));
         Some(MissingLabel {
-            namespace: pod
-                .metadata
-                .namespace
-                .clone()
-                .unwrap_or_else(|| "default".into()),
+            namespace: namespace_of(&pod.metadata).to_owned(),
             name: pod.metadata.name.clone().unwrap_or_default(),
             patch,
         })

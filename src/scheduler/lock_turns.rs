@@ -6,6 +6,7 @@ use crate::annotations::BIND_PHASE;
 use crate::ledger::PodPhase;
 use crate::node_lock::handoff::{LockSighting, Turn};
 use crate::node_lock::{self, LockError, LockKnowledge, ReadEverything};
+use crate::object_namespace::namespace_of;
 use k8s_openapi::api::core::v1::Pod;
 use std::time::{Duration, Instant};
 
@@ -132,7 +133,7 @@ impl Scheduler {
         {
             self.lock_handoff.answered(
                 node,
-                pod.metadata.namespace.as_deref().unwrap_or("default"),
+                namespace_of(&pod.metadata),
                 pod.metadata.name.as_deref().unwrap_or_default(),
                 self.clock.now(),
             );

@@ -14,6 +14,8 @@ mod card_quota_mig_tests;
 pub mod claims;
 mod debug_state;
 #[cfg(test)]
+mod deleted_members_tests;
+#[cfg(test)]
 mod event_order_tests;
 mod events;
 mod filter;
@@ -73,6 +75,7 @@ use crate::device::device_config::NvidiaConfig;
 use crate::freshness::LocalMark;
 use crate::ledger::{Ledger, PodPhase, QuotaLimits};
 use crate::metrics::Metrics;
+use crate::object_namespace::namespace_of;
 use crate::policy::{GpuPolicy, NodePolicy};
 use crate::quantity::{quantity_to_count, quantity_to_mib};
 use k8s_openapi::api::core::v1::{Node, Pod, ResourceQuota};
@@ -363,7 +366,7 @@ impl Scheduler {
             Ok(parsed) => parsed,
             Err(e) => {
                 tracing::warn!(
-                    pod = %format!("{}/{}", pod.metadata.namespace.as_deref().unwrap_or("default"), pod.metadata.name.as_deref().unwrap_or("")),
+                    pod = %format!("{}/{}", namespace_of(&pod.metadata), pod.metadata.name.as_deref().unwrap_or("")),
                     error = %e,
                     "ignoring pod with malformed device annotations"
                 );
@@ -554,7 +557,7 @@ impl Scheduler {
     /// memory factor like requests), and the whole quota for admission.
     pub fn apply_quota(&self, quota: &ResourceQuota) {
         self.apply_namespace_quota(quota);
-        let ns = quota.metadata.namespace.as_deref().unwrap_or("default");
+        let ns = namespace_of(&quota.metadata);
         let name = quota.metadata.name.as_deref().unwrap_or_default();
         let hard = quota.spec.as_ref().and_then(|s| s.hard.as_ref());
         let pick = |resource: &str, parse: &dyn Fn(&str) -> Option<u64>| {

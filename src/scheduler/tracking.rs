@@ -6,6 +6,7 @@ use crate::annotations::{DEVICES_ALLOCATED, MIG_ALLOCATIONS, VGPU_NODE, VGPU_TIM
 use crate::device::allocation_codec::decode_pod_devices;
 use crate::device::mig_allocations::{attach_mig_allocations, decode_mig_allocations};
 use crate::ledger::{PodEntry, PodPhase};
+use crate::object_namespace::namespace_of;
 use k8s_openapi::api::core::v1::Pod;
 use std::time::Duration;
 
@@ -46,7 +47,7 @@ pub fn pod_entry(
         let shown = || {
             format!(
                 "{}/{}",
-                pod.metadata.namespace.as_deref().unwrap_or("default"),
+                namespace_of(&pod.metadata),
                 pod.metadata.name.as_deref().unwrap_or_default()
             )
         };
@@ -88,10 +89,7 @@ pub fn pod_entry(
             let left = (deadline - clock.wall().timestamp()).max(0) as u64;
             return Ok(Some(PodEntry::new(
                 uid,
-                pod.metadata
-                    .namespace
-                    .clone()
-                    .unwrap_or_else(|| "default".into()),
+                namespace_of(&pod.metadata).to_owned(),
                 pod.metadata.name.clone().unwrap_or_default(),
                 node.clone(),
                 devices,
@@ -113,10 +111,7 @@ pub fn pod_entry(
     };
     Ok(Some(PodEntry::new(
         uid,
-        pod.metadata
-            .namespace
-            .clone()
-            .unwrap_or_else(|| "default".into()),
+        namespace_of(&pod.metadata).to_owned(),
         pod.metadata.name.clone().unwrap_or_default(),
         node.clone(),
         devices,

@@ -27,6 +27,7 @@ use crate::cluster::memory::MemoryCluster;
 use crate::extender::node_names::NodeNames;
 use crate::gang::book::GANG_GATE;
 use crate::metrics::Metrics;
+use crate::object_namespace::namespace_of;
 use crate::scheduler::{Scheduler, SchedulerConfig};
 use crate::volcano::SchedulerConf;
 use crate::webhook::WebhookConfig;
@@ -658,7 +659,7 @@ impl Engine<'_> {
 fn pod_key(pod: &Pod) -> String {
     format!(
         "{}/{}",
-        pod.metadata.namespace.as_deref().unwrap_or("default"),
+        namespace_of(&pod.metadata),
         pod.metadata.name.as_deref().unwrap_or_default()
     )
 }

@@ -19,6 +19,7 @@ use crate::gang::membership::{GROUP_NAME, Membership, VOLCANO_GROUP_NAME};
 use crate::gang::native_group::any_podgroup_from_json;
 use crate::gang::scheduling_group::SCHEDULING_GROUP;
 use crate::gang::victim_facts::SERVICE_TYPE;
+use crate::object_namespace::namespace_of;
 use crate::trace::{Trace, TraceEvent};
 use crate::volcano::objects::PodGroupSpec;
 use chrono::{DateTime, Utc};
@@ -231,11 +232,7 @@ fn drafts(
     let mut without_group = 0usize;
     for (i, recorded) in pods.iter().enumerate() {
         let pod = &recorded.pod;
-        let namespace = pod
-            .metadata
-            .namespace
-            .clone()
-            .unwrap_or_else(|| "default".into());
+        let namespace = namespace_of(&pod.metadata).to_owned();
         let name = pod.metadata.name.clone().unwrap_or_default();
         let group = Membership::of(pod).and_then(|m| m.group);
         let versions = group
@@ -329,7 +326,7 @@ fn rename_reused_names(pods: &mut [RecordedPod], notes: &mut Vec<String>) {
     let mut renamed = Vec::new();
     for recorded in pods.iter_mut() {
         let meta = &mut recorded.pod.metadata;
-        let namespace = meta.namespace.clone().unwrap_or_else(|| "default".into());
+        let namespace = namespace_of(meta).to_owned();
         let name = meta.name.clone().unwrap_or_default();
         let copies = taken.entry((namespace.clone(), name.clone())).or_insert(0);
         *copies += 1;

@@ -113,7 +113,7 @@ pub struct PodShape {
 }
 
 fn default_namespace() -> String {
-    "default".into()
+    crate::object_namespace::DEFAULT_NAMESPACE.into()
 }
 
 fn one() -> u32 {

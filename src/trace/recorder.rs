@@ -13,6 +13,7 @@ use super::private::{leave_out_private, leave_out_private_of_podgroup};
 use super::scrub::{as_created, podgroup_as_created};
 use super::seen::{FirstSight, SeenBook};
 use super::writer::{TraceWriter, open_for_append};
+use crate::object_namespace::namespace_of;
 use chrono::{DateTime, Utc};
 use k8s_openapi::api::core::v1::Pod;
 use parking_lot::Mutex;
@@ -117,12 +118,7 @@ impl TraceRecorder {
             return;
         };
         // Called on every `/filter`: the key is made only for a pod not seen before.
-        let key = || {
-            format!(
-                "{}/{name}",
-                pod.metadata.namespace.as_deref().unwrap_or("default")
-            )
-        };
+        let key = || format!("{}/{name}", namespace_of(&pod.metadata));
         // Sent under the book's lock, so that a bind or end decided after this
         // first sight is queued after it (`try_send` never waits).
         let mut seen = self.seen.lock();

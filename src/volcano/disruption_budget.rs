@@ -2,6 +2,7 @@
 //! many more of them it lets go (`status.disruptionsAllowed`, kept by the
 //! disruption controller).
 
+use crate::object_namespace::namespace_of;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::core::{Selector, SelectorExt};
 use std::collections::BTreeMap;
@@ -23,11 +24,7 @@ pub struct DisruptionBudget {
 impl DisruptionBudget {
     /// The budget of a PDB object.
     pub fn of(pdb: &PodDisruptionBudget) -> Option<Self> {
-        let namespace = pdb
-            .metadata
-            .namespace
-            .clone()
-            .unwrap_or_else(|| "default".into());
+        let namespace = namespace_of(&pdb.metadata).to_owned();
         let name = pdb.metadata.name.clone()?;
         let selector = pdb
             .spec

@@ -11,6 +11,8 @@ pub mod actions;
 pub mod capacity;
 pub mod card_quota;
 pub mod conf;
+#[cfg(test)]
+pub(crate) mod conf_fixture;
 pub mod crd;
 pub mod disruption_budget;
 pub mod framework;

@@ -34,7 +34,7 @@ pub const ROOT_QUEUE: &str = "root";
 pub const DEFAULT_QUEUE: &str = "default";
 
 /// Namespace of a PodGroup that names none (hand-written cluster files).
-const DEFAULT_NAMESPACE: &str = "default";
+use crate::object_namespace::DEFAULT_NAMESPACE;
 
 /// Why a Volcano object could not be read.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]

@@ -3,6 +3,7 @@
 //! under the quota's own names (`requests.nvidia.com/gpu`, `cpu`, `limits.memory`,
 //! `pods`).
 
+use crate::object_namespace::namespace_of;
 use crate::resources::{Resources, parse_milli};
 use k8s_openapi::api::core::v1::ResourceQuota;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
@@ -30,11 +31,7 @@ impl NamespaceQuota {
     /// Reads a ResourceQuota. Quantities that cannot be read are left out (logged):
     /// one bad entry must not stop the namespace's other limits from applying.
     pub fn of(quota: &ResourceQuota) -> Self {
-        let namespace = quota
-            .metadata
-            .namespace
-            .clone()
-            .unwrap_or_else(|| "default".into());
+        let namespace = namespace_of(&quota.metadata).to_owned();
         let name = quota.metadata.name.clone().unwrap_or_default();
         let spec = quota.spec.as_ref();
         let status = quota.status.as_ref();

@@ -8,6 +8,10 @@
 
 #![allow(dead_code)]
 
+/// The configuration text the unit tests build their sessions from.
+#[path = "../../src/volcano/conf_fixture.rs"]
+pub mod conf_fixture;
+
 use crate::fake_apiserver::FakeApiServer;
 use crate::support::{GpuState, State, Usage, h100, https_client, node, pod};
 use serde_json::{Value, json};

@@ -3,6 +3,7 @@
 //! watching, so a missed delete event cannot leave GPUs booked.
 
 use crate::gang::scheduling_group::WatchedPod;
+use crate::object_namespace::namespace_of;
 use crate::scheduler::Scheduler;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, Pod, ResourceQuota};
@@ -156,10 +157,7 @@ pub fn start(client: Client, scheduler: Arc<Scheduler>, node_selector: Option<St
             let mut seen: HashSet<(String, String)> = HashSet::new();
             let key = |q: &ResourceQuota| {
                 (
-                    q.metadata
-                        .namespace
-                        .clone()
-                        .unwrap_or_else(|| "default".into()),
+                    namespace_of(&q.metadata).to_owned(),
                     q.metadata.name.clone().unwrap_or_default(),
                 )
             };
@@ -171,7 +169,7 @@ pub fn start(client: Client, scheduler: Arc<Scheduler>, node_selector: Option<St
                     }
                     Ok(watcher::Event::Apply(q)) => scheduler.apply_quota(&q),
                     Ok(watcher::Event::Delete(q)) => scheduler.forget_quota(
-                        q.metadata.namespace.as_deref().unwrap_or("default"),
+                        namespace_of(&q.metadata),
                         q.metadata.name.as_deref().unwrap_or(""),
                     ),
                     Ok(watcher::Event::InitDone) => {

@@ -200,3 +200,27 @@ proptest! {
         prop_assert!(within_capacity(&c.s));
     }
 }
+
+/// Volcano's session total counts the nodes' pod slots (proportion shares them
+/// out between queues), not only their CPU, memory and GPUs.
+#[test]
+fn a_session_counts_the_pod_slots_the_nodes_report() {
+    let nodes = ["n1", "n2"].map(|name| {
+        let mut node = crate::scheduler::gang_tests::gpu_node(name, 1);
+        if let Some(allocatable) = node.status.as_mut().and_then(|s| s.allocatable.as_mut()) {
+            allocatable.insert(
+                "pods".into(),
+                k8s_openapi::apimachinery::pkg::api::resource::Quantity("110".into()),
+            );
+        }
+        node
+    });
+    let c = Cluster::from_nodes(nodes.to_vec(), GangConfig::default());
+    assert_eq!(
+        session_on(&c)
+            .state
+            .total
+            .get(crate::placement::resource_fit::POD_COUNT),
+        220_000
+    );
+}

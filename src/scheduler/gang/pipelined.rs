@@ -19,6 +19,7 @@ use crate::gang::PLAN_DEADLINE;
 use crate::gang::book::MemberPhase;
 use crate::gang::pipelined_plan::{PIPELINED_PLAN, PipelinedPlan};
 use crate::ledger::{Ledger, Pledge, PodEntry, PodPhase};
+use crate::object_namespace::namespace_of;
 use crate::scheduler::{Scheduler, allocation_patch};
 use crate::volcano::framework::EvictAction;
 use crate::volcano::framework::outcome::Eviction;
@@ -48,7 +49,7 @@ impl Scheduler {
         }
         let who = format!(
             "{}/{}",
-            pod.metadata.namespace.as_deref().unwrap_or("default"),
+            namespace_of(&pod.metadata),
             pod.metadata.name.as_deref().unwrap_or("")
         );
         let plan = match PipelinedPlan::decode(text) {
@@ -65,10 +66,7 @@ impl Scheduler {
         let deadline = self.clock.now() + std::time::Duration::from_secs(left as u64);
         let entry = PodEntry::new(
             uid.to_string(),
-            pod.metadata
-                .namespace
-                .clone()
-                .unwrap_or_else(|| "default".into()),
+            namespace_of(&pod.metadata).to_owned(),
             pod.metadata.name.clone().unwrap_or_default(),
             plan.node,
             plan.devices,

@@ -2,6 +2,7 @@
 //! PriorityClasses (who outranks whom) and PodDisruptionBudgets (how many pods of
 //! an application may be gone at once).
 
+use crate::object_namespace::namespace_of;
 use crate::scheduler::Scheduler;
 use crate::volcano::disruption_budget::DisruptionBudget;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
@@ -62,7 +63,7 @@ impl Scheduler {
 
     /// Whether a PodDisruptionBudget covers the pod (evicting it may be refused).
     pub(crate) fn budget_covers(&self, pod: &k8s_openapi::api::core::v1::Pod) -> bool {
-        let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");
+        let namespace = namespace_of(&pod.metadata);
         let empty = Default::default();
         let labels = pod.metadata.labels.as_ref().unwrap_or(&empty);
         self.gang

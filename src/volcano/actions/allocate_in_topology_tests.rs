@@ -4,6 +4,7 @@
 
 use crate::gang::plan::plan;
 use crate::volcano::conf::SchedulerConf;
+use crate::volcano::conf_fixture::priority_gang_then;
 use crate::volcano::framework::queue::QueueInfo;
 use crate::volcano::framework::testing::{gpu_nodes, gpu_task, job, placed_state, running_task};
 use crate::volcano::framework::{GangKey, JobInfo, SessionOutcome};
@@ -15,26 +16,21 @@ use serde_json::json;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-const ALLOCATE: &str = "actions: enqueue, allocate
-tiers:
-- plugins:
-  - name: priority
-  - name: gang
-- plugins:
-  - name: predicates
-";
+/// Enqueue and allocate, the predicates deciding where.
+fn allocate_conf() -> String {
+    priority_gang_then("enqueue, allocate", &[("predicates", &[])])
+}
 
-const WITH_PLUGIN: &str = "actions: enqueue, allocate
-tiers:
-- plugins:
-  - name: priority
-  - name: gang
-- plugins:
-  - name: predicates
-  - name: network-topology-aware
-    arguments:
-      weight: 10
-";
+/// [`allocate_conf`] with network-topology-aware scoring HyperNodes.
+fn with_plugin_conf() -> String {
+    priority_gang_then(
+        "enqueue, allocate",
+        &[
+            ("predicates", &[]),
+            ("network-topology-aware", &[("weight", "10")]),
+        ],
+    )
+}
 
 fn hyper_node(name: &str, tier: u32, members: serde_json::Value) -> HyperNode {
     HyperNode::from_json(&json!({"metadata": {"name": name},
@@ -155,7 +151,7 @@ fn in_one_leaf(nodes: &BTreeSet<String>) -> bool {
 #[test]
 fn a_gang_of_eight_lands_inside_one_tier_one_hyper_node() {
     let o = run(
-        ALLOCATE,
+        &allocate_conf(),
         &topology(true),
         vec![gang("train", 8, 8, constraint(TopologyMode::Hard, 1))],
     );
@@ -170,7 +166,7 @@ fn a_hard_gang_no_leaf_can_hold_waits_naming_the_topology() {
     // s0 keeps 6 GPUs free, s1 keeps 7: together 13, but no leaf has 8.
     let busy = holding("busy", &[(0, 0), (1, 0), (4, 0)]);
     let o = run(
-        ALLOCATE,
+        &allocate_conf(),
         &topology(true),
         vec![busy, gang("train", 8, 8, constraint(TopologyMode::Hard, 1))],
     );
@@ -190,7 +186,7 @@ fn a_hard_gang_no_leaf_can_hold_waits_naming_the_topology() {
 fn a_higher_allowed_tier_lets_the_gang_span_the_spine() {
     let busy = holding("busy", &[(0, 0), (1, 0), (4, 0)]);
     let o = run(
-        ALLOCATE,
+        &allocate_conf(),
         &topology(true),
         vec![busy, gang("train", 8, 8, constraint(TopologyMode::Hard, 2))],
     );
@@ -205,7 +201,7 @@ fn a_higher_allowed_tier_lets_the_gang_span_the_spine() {
 fn without_a_spine_the_leaves_meet_at_the_cluster_root_one_tier_up() {
     let busy = || holding("busy", &[(0, 0), (1, 0), (4, 0)]);
     let o = run(
-        ALLOCATE,
+        &allocate_conf(),
         &topology(false),
         vec![
             busy(),
@@ -215,7 +211,7 @@ fn without_a_spine_the_leaves_meet_at_the_cluster_root_one_tier_up() {
     assert_eq!(placed_count(&o, "train"), 8);
     assert!(!in_one_leaf(&nodes_of(&o, "train")));
     let o = run(
-        ALLOCATE,
+        &allocate_conf(),
         &topology(false),
         vec![
             busy(),
@@ -229,7 +225,7 @@ fn without_a_spine_the_leaves_meet_at_the_cluster_root_one_tier_up() {
 #[test]
 fn a_soft_gang_prefers_a_leaf_and_goes_anywhere_when_none_holds_it() {
     let o = run(
-        ALLOCATE,
+        &allocate_conf(),
         &topology(false),
         vec![gang("fits", 4, 4, constraint(TopologyMode::Soft, 1))],
     );
@@ -237,7 +233,7 @@ fn a_soft_gang_prefers_a_leaf_and_goes_anywhere_when_none_holds_it() {
 
     let busy = holding("busy", &[(0, 0), (1, 0), (4, 0)]);
     let o = run(
-        ALLOCATE,
+        &allocate_conf(),
         &topology(false),
         vec![
             busy,
@@ -258,7 +254,7 @@ fn a_soft_gang_naming_an_unknown_tier_still_prefers_a_leaf() {
     });
     let busy = holding("busy", &[(0, 0), (1, 0), (2, 0), (4, 0)]);
     let o = run(
-        ALLOCATE,
+        &allocate_conf(),
         &topology(false),
         vec![busy, gang("fits", 4, 4, soft_named)],
     );
@@ -271,16 +267,16 @@ fn a_hard_gang_is_placed_anywhere_when_no_hyper_node_exists() {
     // Volcano's cluster-wide root is then tier 1 and holds every node, so any
     // allowed tier reaches it: the gang is placed as one without the constraint.
     let o = run(
-        ALLOCATE,
+        &allocate_conf(),
         &[],
         vec![gang("train", 2, 2, constraint(TopologyMode::Hard, 1))],
     );
     assert_eq!(placed_count(&o, "train"), 2);
-    let o = run(ALLOCATE, &[], vec![gang("free", 2, 2, None)]);
+    let o = run(&allocate_conf(), &[], vec![gang("free", 2, 2, None)]);
     assert_eq!(placed_count(&o, "free"), 2);
     // Tier 0 is below even that root: nothing can hold the gang.
     let o = run(
-        ALLOCATE,
+        &allocate_conf(),
         &[],
         vec![gang("flat", 2, 2, constraint(TopologyMode::Hard, 0))],
     );
@@ -292,7 +288,7 @@ fn a_hard_gang_is_placed_anywhere_when_no_hyper_node_exists() {
 fn binpack_fills_the_fuller_leaf_first() {
     let busy = holding("busy", &[(5, 0)]);
     let o = run(
-        ALLOCATE,
+        &allocate_conf(),
         &topology(true),
         vec![busy, gang("train", 4, 4, constraint(TopologyMode::Hard, 1))],
     );
@@ -313,12 +309,12 @@ fn the_plugin_keeps_a_growing_gang_next_to_its_members() {
         j.network_topology = constraint(TopologyMode::Hard, 2);
         vec![holding("busy", &[(0, 0), (0, 1), (1, 0)]), j]
     };
-    let without = run(ALLOCATE, &topology(true), jobs());
+    let without = run(&allocate_conf(), &topology(true), jobs());
     assert_eq!(
         nodes_of(&without, "elastic"),
         BTreeSet::from(["node-1".to_string()])
     );
-    let with = run(WITH_PLUGIN, &topology(true), jobs());
+    let with = run(&with_plugin_conf(), &topology(true), jobs());
     assert_eq!(
         nodes_of(&with, "elastic"),
         BTreeSet::from(["node-6".to_string()])
@@ -336,7 +332,7 @@ fn a_growing_hard_gang_stays_in_its_leaf() {
     tasks.extend((4..9).map(|i| gpu_task(&k, &format!("elastic-{i}"), 1)));
     let mut j = job("elastic", "default", 4, tasks);
     j.network_topology = constraint(TopologyMode::Hard, 1);
-    let o = run(ALLOCATE, &topology(true), vec![j]);
+    let o = run(&allocate_conf(), &topology(true), vec![j]);
     let nodes = nodes_of(&o, "elastic");
     assert_eq!(placed_count(&o, "elastic"), 4, "{nodes:?}");
     assert!(nodes.iter().all(|n| n.as_str() >= "node-4"), "{nodes:?}");
@@ -348,7 +344,7 @@ fn a_growing_hard_gang_stays_in_its_leaf() {
 /// priority; the gang of two evicts two of its members.
 #[test]
 fn a_gang_naming_an_unknown_tier_preempts_as_an_unconstrained_one() {
-    let preempt = ALLOCATE.replacen("allocate", "allocate, preempt", 1);
+    let preempt = allocate_conf().replacen("allocate", "allocate, preempt", 1);
     let every_gpu: Vec<(usize, u32)> = (0..8).flat_map(|n| [(n, 0), (n, 1)]).collect();
     let mut busy = holding("busy", &every_gpu);
     busy.min_member = 1;
@@ -371,7 +367,7 @@ fn a_gang_naming_an_unknown_tier_preempts_as_an_unconstrained_one() {
 /// leaf's eight GPUs, evicts across both leaves; allowed only tier 1, nobody.
 #[test]
 fn preemption_spans_parentless_leaves_when_the_gang_reaches_the_cluster_root() {
-    let preempt = ALLOCATE.replacen("allocate", "allocate, preempt", 1);
+    let preempt = allocate_conf().replacen("allocate", "allocate, preempt", 1);
     let evictions_for = |tier: u32| {
         let every_gpu: Vec<(usize, u32)> = (0..8).flat_map(|n| [(n, 0), (n, 1)]).collect();
         let mut busy = holding("busy", &every_gpu);

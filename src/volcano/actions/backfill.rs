@@ -2,10 +2,15 @@
 //! admitted jobs that allocate left waiting, for instance because their queue was
 //! overused: they take nothing from anyone but a pod slot on the node chosen for
 //! them. A job's backfilled tasks commit only when the job is ready with them.
+//!
+//! As Volcano's backfill, it first takes back the best-effort tasks an earlier
+//! action pipelined (onto room that evictions are still freeing) and places them
+//! with the waiting ones: asking nothing, they need not wait for anyone to leave,
+//! and if no node has a pod slot for them now they simply wait again.
 
 use super::jobs_by_queue;
 use crate::volcano::framework::state::plannable_when;
-use crate::volcano::framework::{Action, Session, Statement};
+use crate::volcano::framework::{Action, Session, Statement, TaskStatus};
 
 /// The backfill action.
 #[derive(Debug, Clone, Copy)]
@@ -23,11 +28,24 @@ impl Action for Backfill {
         let alone = session.state.only.is_some();
         let waiting = jobs_by_queue(session, |job| {
             job.inqueue
-                && job
-                    .tasks
-                    .iter()
-                    .any(|t| plannable_when(t, alone) && t.is_best_effort())
+                && job.tasks.iter().any(|t| {
+                    t.is_best_effort()
+                        && (plannable_when(t, alone) || t.status == TaskStatus::Pipelined)
+                })
         });
+        for key in waiting.values().flatten() {
+            let pipelined: Vec<String> = session
+                .state
+                .job(key)
+                .into_iter()
+                .flat_map(|j| &j.tasks)
+                .filter(|t| t.status == TaskStatus::Pipelined && t.is_best_effort())
+                .map(|t| t.uid.clone())
+                .collect();
+            for uid in pipelined {
+                session.unpipeline(key, &uid);
+            }
+        }
         for queue in session.ordered_queues() {
             for key in waiting.get(&queue).into_iter().flatten() {
                 let mut statement = Statement::new();

@@ -12,6 +12,7 @@ use crate::placement::pod_affinity::AffinityPod;
 use crate::placement::resource_fit::pod_footprint;
 use crate::resources::Resources;
 use crate::volcano::conf::SchedulerConf;
+use crate::volcano::conf_fixture::priority_gang_then;
 use crate::volcano::framework::job::{JobInfo, TaskInfo, TaskPlacement};
 use crate::volcano::framework::nodes::{NodeSet, SessionNode};
 use crate::volcano::framework::outcome::SessionOutcome;
@@ -23,14 +24,10 @@ use k8s_openapi::api::core::v1::Pod;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-const CONF: &str = "actions: allocate, preempt
-tiers:
-- plugins:
-  - name: priority
-  - name: gang
-- plugins:
-  - name: predicates
-";
+/// Allocate and preempt, the predicates deciding where.
+fn conf() -> String {
+    priority_gang_then("allocate, preempt", &[("predicates", &[])])
+}
 
 /// A gated task whose pod requests `cpu` CPUs.
 pub(super) fn cpu_task(job: &str, name: &str, cpu: i64) -> TaskInfo {
@@ -104,13 +101,13 @@ fn run(nodes: &[(&str, i64, i64)], jobs: Vec<JobInfo>, actions: &[&dyn Action]) 
     run_on(nodes, jobs, actions)
 }
 
-/// Runs `actions` in a session over `nodes` and `jobs`, with [`CONF`].
+/// Runs `actions` in a session over `nodes` and `jobs`, with [`conf`].
 pub(super) fn run_on(
     nodes: NodeSet,
     jobs: Vec<JobInfo>,
     actions: &[&dyn Action],
 ) -> SessionOutcome {
-    run_with(CONF, nodes, jobs, actions)
+    run_with(&conf(), nodes, jobs, actions)
 }
 
 /// Runs `actions` in a session over `nodes` and `jobs`, with the configuration
@@ -226,7 +223,7 @@ fn a_pod_holding_no_gpu_is_not_evicted_for_a_vgpu_preemptor() {
     preemptor.priority = 100;
     let mut urgent = job("urgent", "q", 1, vec![preemptor]);
     urgent.priority = 100;
-    let conf = SchedulerConf::parse(CONF).expect("conf");
+    let conf = SchedulerConf::parse(&conf()).expect("conf");
     let st = placed_state(
         gpu_nodes(1, 1, 1),
         vec![QueueInfo::idle(QueueSpec::new("q"))],

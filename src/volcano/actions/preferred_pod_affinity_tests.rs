@@ -8,24 +8,19 @@
 use super::allocate::Allocate;
 use super::plain_tasks_tests::{cpu_task, labelled_cpu_nodes, planned, run_with, running};
 use super::pod_affinity_tests::{HOSTNAME, labelled_gpu_nodes, shaped, topology};
+use crate::volcano::conf_fixture::priority_gang_then;
 use crate::volcano::framework::job::JobInfo;
 use crate::volcano::framework::testing::{gang_key, gpu_task, job};
 use serde_json::{Value, json};
 
 /// nodeorder with this `podaffinity.weight`, after the predicates.
 fn conf(weight: u32) -> String {
-    format!(
-        "actions: allocate
-tiers:
-- plugins:
-  - name: priority
-  - name: gang
-- plugins:
-  - name: predicates
-  - name: nodeorder
-    arguments:
-      podaffinity.weight: {weight}
-"
+    priority_gang_then(
+        "allocate",
+        &[
+            ("predicates", &[]),
+            ("nodeorder", &[("podaffinity.weight", &weight.to_string())]),
+        ],
     )
 }
 

@@ -182,6 +182,20 @@ impl TaskInfo {
     pub fn is_best_effort(&self) -> bool {
         matches!(self.gpu, GpuAsk::None) && self.resreq.is_empty()
     }
+
+    /// Deleted before it was ever given a place: Volcano's Releasing task without
+    /// a node. It is on its way out of its gang: it counts neither as ready nor
+    /// as valid, asks for and holds nothing, and is never placed.
+    pub fn deleted_unplaced(&self) -> bool {
+        self.status == TaskStatus::Releasing && self.placement.is_none()
+    }
+
+    /// Whether the task holds (or is about to hold) resources its queue is charged
+    /// for: [`TaskStatus::holds_resources`], but for a task deleted before it was
+    /// placed, which holds none.
+    pub fn holds_resources(&self) -> bool {
+        self.status.holds_resources() && !self.deleted_unplaced()
+    }
 }
 
 /// Counts of a job's tasks by standing.
@@ -286,7 +300,7 @@ impl JobInfo {
     /// Counts of the tasks by standing.
     pub fn counts(&self) -> TaskCounts {
         let mut c = TaskCounts::default();
-        for t in &self.tasks {
+        for t in self.tasks.iter().filter(|t| !t.deleted_unplaced()) {
             let role = t.role.clone().unwrap_or_default();
             match t.status {
                 TaskStatus::Failed => {
@@ -369,7 +383,7 @@ impl JobInfo {
     pub fn placed_nodes(&self) -> impl Iterator<Item = &str> {
         self.tasks
             .iter()
-            .filter(|t| t.status.holds_resources())
+            .filter(|t| t.holds_resources())
             .filter_map(|t| t.placement.as_ref().map(|p| p.node.as_str()))
     }
 

@@ -34,11 +34,13 @@ impl JobFigures {
         };
         let mut held = 0usize;
         for t in &job.tasks {
-            if matches!(t.status, TaskStatus::Succeeded | TaskStatus::Failed) {
+            if matches!(t.status, TaskStatus::Succeeded | TaskStatus::Failed)
+                || t.deleted_unplaced()
+            {
                 continue;
             }
             figures.request.add(&t.resreq);
-            if t.status.holds_resources() {
+            if t.holds_resources() {
                 held += 1;
                 // What a gang holds beyond its minimum is elastic: admission may
                 // count it as given back (Volcano's `elastic`).

@@ -224,17 +224,30 @@ impl NodeSet {
         init_count: usize,
         requests: &Resources,
     ) -> Option<PlacedUsage> {
+        let placed = self.placed_usage(namespace, node, devices, init_count, requests)?;
+        self.apply(&placed, true);
+        Some(placed)
+    }
+
+    /// What [`NodeSet::place`] takes for a pod placed so, without taking it: to
+    /// take back a placement whose statement is already committed.
+    pub fn placed_usage(
+        &self,
+        namespace: &str,
+        node: &str,
+        devices: &PodDevices,
+        init_count: usize,
+        requests: &Resources,
+    ) -> Option<PlacedUsage> {
         let &i = self.index.get(node)?;
-        let placed = PlacedUsage {
+        Some(PlacedUsage {
             node: i,
             namespace: namespace.to_string(),
             usage: collapse_pod_usage(devices, init_count)
                 .into_iter()
                 .collect(),
             requests: requests.clone(),
-        };
-        self.apply(&placed, true);
-        Some(placed)
+        })
     }
 
     /// Takes back a [`NodeSet::place`].

@@ -9,6 +9,7 @@
 
 use super::job::{TaskInfo, TaskStatus};
 use super::state::SessionState;
+use crate::object_namespace::namespace_of;
 use crate::placement::node_traits::NodeTraits;
 use crate::placement::pod_affinity::{AffinityPod, InterPodAffinity, required_terms};
 use crate::placement::preferred_pod_affinity::PreferredPodAffinity;
@@ -55,7 +56,7 @@ pub fn preferred_pod_affinity(
         .in_namespaces(state.nodes.namespaces().clone());
     let every_pod = scores.has_own_terms();
     let has_terms = |pod: &Pod| {
-        let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");
+        let namespace = namespace_of(&pod.metadata);
         !crate::placement::pod_affinity::preferred_terms(pod, namespace).is_empty()
     };
     if !every_pod && !state.nodes.has_preferring_pods() && !placed(state, task).any(has_terms) {

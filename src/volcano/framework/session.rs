@@ -562,6 +562,43 @@ impl Session {
         self.tiers.on_deallocate(&self.state, &event);
     }
 
+    /// Takes a task pipelined earlier in this session back to waiting (Volcano's
+    /// unpipeline): it gives up its node and its queue's charge, and its placement
+    /// leaves the committed decisions (the evictions made for it stay). Backfill
+    /// does this with best-effort tasks, which need not wait for anyone to leave.
+    /// Only for tasks charged their own request (no vGPU): false otherwise, or
+    /// when the task is not pipelined.
+    pub(crate) fn unpipeline(&mut self, job: &GangKey, uid: &str) -> bool {
+        let Some(task) = self.state.task(job, uid) else {
+            return false;
+        };
+        if task.status != TaskStatus::Pipelined || !matches!(task.gpu, super::job::GpuAsk::None) {
+            return false;
+        }
+        let before = TaskBefore {
+            status: TaskStatus::Pending,
+            resreq: task.resreq.clone(),
+            cards: task.cards.clone(),
+            placement: None,
+        };
+        let placed = task.placement.as_ref().and_then(|p| {
+            self.state.nodes.placed_usage(
+                &task.namespace,
+                &p.node,
+                &p.devices,
+                p.init_count,
+                &crate::placement::resource_fit::pod_footprint(&task.pod),
+            )
+        });
+        self.undo_allocate(job, uid, before, placed.as_ref());
+        for commit in self.commits.iter_mut().filter(|c| &c.gang == job) {
+            commit.members.retain(|m| m.uid != uid);
+        }
+        self.commits
+            .retain(|c| !c.members.is_empty() || !c.evictions.is_empty());
+        true
+    }
+
     /// Marks a running task as being evicted: its queue is no longer charged for it
     /// and its GPUs count as free for pipelining.
     pub(crate) fn apply_evict(

@@ -161,7 +161,7 @@ fn session(conf: &str) -> Session {
         jobs,
     );
     for j in st.jobs.values() {
-        for t in j.tasks.iter().filter(|t| t.status.holds_resources()) {
+        for t in j.tasks.iter().filter(|t| t.holds_resources()) {
             let q = st.queues.get_mut(&j.queue).expect("queue");
             q.allocated.add(&t.resreq);
             super::queue::add_cards(&mut q.cards, &t.cards);

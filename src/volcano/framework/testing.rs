@@ -80,7 +80,7 @@ pub fn job(name: &str, queue: &str, min_member: usize, tasks: Vec<TaskInfo>) -> 
         .into_iter()
         .map(|mut t| {
             t.job = key.clone();
-            if t.status.holds_resources() {
+            if t.holds_resources() {
                 allocated.add(&t.resreq);
             }
             t
@@ -398,7 +398,7 @@ pub fn placed_state(nodes: NodeSet, queues: Vec<QueueInfo>, jobs: Vec<JobInfo>) 
     let mut st = state(Resources::new(), queues, jobs);
     let mut nodes = nodes;
     for j in st.jobs.values() {
-        for t in j.tasks.iter().filter(|t| t.status.holds_resources()) {
+        for t in j.tasks.iter().filter(|t| t.holds_resources()) {
             if let Some(p) = &t.placement {
                 nodes.place(
                     &t.namespace,

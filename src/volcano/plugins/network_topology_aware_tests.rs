@@ -87,21 +87,17 @@ fn no_opinion_before_anything_is_placed() {
 
 #[test]
 fn the_seed_configuration_loads_and_bad_weights_are_refused() {
-    let ok = "actions: \"enqueue, allocate, backfill\"
-tiers:
-- plugins:
-  - name: priority
-  - name: gang
-- plugins:
-  - name: predicates
-  - name: proportion
-  - name: nodeorder
-  - name: binpack
-  - name: network-topology-aware
-    arguments:
-      weight: 10
-";
-    let conf = SchedulerConf::parse(ok).unwrap();
+    let ok = crate::volcano::conf_fixture::priority_gang_then(
+        "enqueue, allocate, backfill",
+        &[
+            ("predicates", &[]),
+            ("proportion", &[]),
+            ("nodeorder", &[]),
+            ("binpack", &[]),
+            ("network-topology-aware", &[("weight", "10")]),
+        ],
+    );
+    let conf = SchedulerConf::parse(&ok).unwrap();
     registry::build(&conf).unwrap();
     for (args, needle) in [("weight: -1", "weight"), ("wieght: 1", "unknown argument")] {
         let text = format!(

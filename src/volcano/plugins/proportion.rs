@@ -1,12 +1,15 @@
 //! proportion: queues share the cluster by weight (water-filling, with guarantees
 //! and capabilities); a queue may be allocated up to its deserved share and is
 //! skipped once it holds it, and admission checks its real capability. See
-//! `volcano::proportion` for the arithmetic.
+//! `volcano::proportion` for the arithmetic. As Volcano's, it counts one `pods`
+//! per task (see `pod_charge`): the cluster's pod slots are shared out too, and
+//! a queue with pods still waiting within its share of them is not overused.
 
+use super::pod_charge::{QueuePods, task_charge};
 use crate::resources::Resources;
 use crate::volcano::card_quota::CARD_DIMENSION_PREFIX;
 use crate::volcano::conf::ConfError;
-use crate::volcano::framework::plugin::{Plugin, Vote};
+use crate::volcano::framework::plugin::{Plugin, TaskEvent, Vote};
 use crate::volcano::framework::registry::BuildContext;
 use crate::volcano::framework::{
     JobInfo, QueueInfo, QueueReport, Rejection, SessionState, TaskInfo,
@@ -22,6 +25,8 @@ use std::collections::BTreeMap;
 pub struct Proportion {
     /// Per queue: real capability and deserved amount.
     shares: BTreeMap<String, (Resources, Resources)>,
+    /// Per queue: the pods it asks for and holds.
+    pods: QueuePods,
 }
 
 /// Builds the plugin. Listed together with capacity, it steps aside: capacity's
@@ -47,7 +52,7 @@ impl Proportion {
 
     fn share(&self, q: &QueueInfo) -> f64 {
         self.deserved(q.name())
-            .map_or(0.0, |d| share(&q.allocated, d))
+            .map_or(0.0, |d| share(&self.pods.allocated(q), d))
     }
 }
 
@@ -57,6 +62,7 @@ impl Plugin for Proportion {
     }
 
     fn open(&mut self, state: &SessionState) {
+        self.pods = QueuePods::count(state);
         let inputs: Vec<ProportionInput> = state
             .queues
             .values()
@@ -64,7 +70,7 @@ impl Plugin for Proportion {
                 weight: q.spec.weight,
                 guarantee: q.spec.guarantee.clone().unwrap_or_default(),
                 capability: q.spec.capability.clone(),
-                request: q.request.clone(),
+                request: self.pods.request(q),
             })
             .collect();
         self.shares = state
@@ -89,7 +95,7 @@ impl Plugin for Proportion {
 
     fn overused(&self, _: &SessionState, q: &QueueInfo) -> bool {
         self.deserved(q.name())
-            .is_some_and(|d| overused(d, &q.allocated))
+            .is_some_and(|d| overused(d, &self.pods.allocated(q)))
     }
 
     fn allocatable(
@@ -177,13 +183,21 @@ impl Plugin for Proportion {
             };
             let held = allocated
                 .entry(q.name())
-                .or_insert_with(|| q.allocated.clone());
+                .or_insert_with(|| self.pods.allocated(q));
             if held.first_excess(deserved).is_some() {
-                held.saturating_sub(&c.resreq);
+                held.saturating_sub(&task_charge(&c.resreq));
                 victims.push(c.uid.clone());
             }
         }
         Some(victims)
+    }
+
+    fn on_allocate(&mut self, _: &SessionState, event: &TaskEvent<'_>) {
+        self.pods.placed(event.queue);
+    }
+
+    fn on_deallocate(&mut self, _: &SessionState, event: &TaskEvent<'_>) {
+        self.pods.released(event.queue);
     }
 
     fn describe_queue(&self, _: &SessionState, q: &QueueInfo, report: &mut QueueReport) {

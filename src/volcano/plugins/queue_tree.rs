@@ -110,7 +110,7 @@ impl QueueTree {
             .values()
             .filter(|j| in_subtree(&j.queue))
             .flat_map(|j| &j.tasks)
-            .filter(|t| t.status.holds_resources())
+            .filter(|t| t.holds_resources())
             .count();
         super::pod_charge::plus_pods(held, pods)
     }

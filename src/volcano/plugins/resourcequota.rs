@@ -77,7 +77,7 @@ fn still_needed(job: &JobInfo) -> Resources {
         return Resources::default();
     };
     let mut placed = Resources::default();
-    for t in job.tasks.iter().filter(|t| t.status.holds_resources()) {
+    for t in job.tasks.iter().filter(|t| t.holds_resources()) {
         placed.add(&of_pod(&t.pod));
     }
     demand.minus(&placed).without_zeros()

@@ -24,7 +24,7 @@ use crate::volcano::framework::GangPhase;
 use std::collections::BTreeSet;
 
 /// `TestPreempt`'s tier.
-fn conf() -> String {
+pub(super) fn conf() -> String {
     tiers_conf(
         "preempt",
         &[&[

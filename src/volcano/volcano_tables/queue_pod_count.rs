@@ -9,6 +9,10 @@
 //! checks are not used: a queue keeps as many pods as its guarantee names, and
 //! a deserved amount naming `pods` covers every pod of the queue; capacity's
 //! queue order counts them too (its share runs over every deserved dimension).
+//! Proportion shares the nodes' pod slots out like any resource (its total is
+//! the session's, pods included, and its request counts one pod per task), and
+//! compares the pod count where Volcano's `LessEqual` does: "overused", the
+//! queue order's share, and "above deserved" for reclaim.
 
 use super::support::{Table, bound, evicted, group, node_alloc, pod, resources, with};
 use crate::resources::Resources;
@@ -185,4 +189,32 @@ fn a_queue_deserving_pods_is_served_by_its_pod_count_too() {
         .into_keys()
         .collect();
     assert_eq!(placed, BTreeSet::from(["c1/b3".to_string()]));
+}
+
+#[test]
+fn proportion_reclaims_from_a_queue_holding_more_pods_than_its_share_of_the_pod_slots() {
+    // n1 has 4 CPUs and 4 pod slots, all taken by q2's four half-CPU pods; q1
+    // (same weight) waits with one half-CPU pod. q1 deserves 0.5 CPU and 1 pod,
+    // q2 2 CPUs and the 3 pods left: on CPU q2 holds no more than it deserves,
+    // but it holds one pod too many, so one of its pods is reclaimed.
+    let groups = vec![
+        group("waiting", "q1", 1, GangPhase::Inqueue),
+        group("big", "q2", 1, GangPhase::Running),
+    ];
+    let mut pods = vec![pod("w1", "", false, resources("500m", "0"), "waiting")];
+    for p in ["b1", "b2", "b3", "b4"] {
+        pods.push(pod(p, "n1", true, resources("500m", "0"), "big"));
+    }
+    let t = Table {
+        nodes: vec![("n1", node_alloc("4", "4G", 4))],
+        queues: vec![
+            super::support::queue("q1", 1, None),
+            super::support::queue("q2", 1, None),
+        ],
+        groups,
+        pods,
+        ..Table::default()
+    };
+    let taken = evicted(&t.run(&conf("proportion"), &[&Allocate as &dyn Action, &Reclaim]));
+    assert_eq!(taken.len(), 1, "{taken:?}");
 }
