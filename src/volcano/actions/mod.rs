@@ -1,6 +1,9 @@
 //! The actions a configuration can list, as values: `actions: "enqueue, allocate,
 //! backfill"` runs these three, in that order, in every session.
 
+mod alike_failures;
+#[cfg(test)]
+mod alike_failures_tests;
 pub mod allocate;
 mod allocate_in_topology;
 #[cfg(test)]
