@@ -12,6 +12,7 @@
 //! other queue and job again, so elastic jobs grow by turns rather than one taking
 //! everything.
 
+use super::alike_failures::AlikeFailures;
 use super::note_only_jobs::NoteOnlyJobs;
 use super::{in_job_order, jobs_by_queue_unordered, next_job};
 use crate::volcano::framework::{Action, GangKey, Session, Statement};
@@ -138,12 +139,20 @@ impl Attempt {
                     .is_some_and(|t| session.state.plannable(t))
             })
             .collect();
+        // A member alike to one that could not be placed since the last
+        // placement fails as it did, without judging every node again.
+        let mut alike = AlikeFailures::default();
         for (n, uid) in plannable.iter().enumerate() {
             let uid = uid.as_str();
             attempt.waiting_members += 1;
+            if let Some(reason) = alike.earlier(session, key, uid) {
+                *attempt.unplaced.entry(reason).or_default() += 1;
+                continue;
+            }
             let choice = match session.choose_node_among(key, uid, within) {
                 Ok(choice) => choice,
                 Err(reason) => {
+                    alike.failed(uid, &reason);
                     *attempt.unplaced.entry(reason).or_default() += 1;
                     continue;
                 }
@@ -153,13 +162,16 @@ impl Attempt {
             };
             let charge = session.charge_for(task, choice.as_ref());
             if let Err(rejection) = session.allocatable(key, uid, &charge) {
-                *attempt.unplaced.entry(rejection.to_string()).or_default() += 1;
+                let reason = rejection.to_string();
+                alike.failed(uid, &reason);
+                *attempt.unplaced.entry(reason).or_default() += 1;
                 continue;
             }
             attempt.rank += choice.as_ref().map_or(0.0, |c| c.rank);
             attempt
                 .statement
                 .allocate(session, key, uid, choice.as_ref(), charge);
+            alike.placed();
             if n + 1 < plannable.len() && session.job_ready(key) {
                 attempt.more_waiting = true;
                 break;

@@ -17,10 +17,10 @@ impl Action for Enqueue {
     }
 
     fn execute(&self, session: &mut Session) {
+        // A job with anything placed is admitted already. Most jobs are admitted
+        // already: their tasks are not counted.
         let mut waiting = admittable_by_queue(session, |job| {
-            let c = job.counts();
-            // A job with anything placed is admitted already.
-            !job.inqueue && c.ready == 0
+            !job.inqueue && !job.tasks.iter().any(|t| t.status.is_ready())
         });
         while let Some(key) = next_job(session, &mut waiting, false) {
             let Some(job) = session.state.job(&key) else {

@@ -1,6 +1,9 @@
 //! The actions a configuration can list, as values: `actions: "enqueue, allocate,
 //! backfill"` runs these three, in that order, in every session.
 
+mod alike_failures;
+#[cfg(test)]
+mod alike_failures_tests;
 pub mod allocate;
 mod allocate_in_topology;
 #[cfg(test)]
@@ -87,15 +90,14 @@ pub(crate) fn jobs_by_queue_unordered(
     use super::framework::GangPhase;
     let mut by_queue: std::collections::BTreeMap<String, Vec<super::framework::GangKey>> =
         Default::default();
-    let keys: Vec<super::framework::GangKey> = session.state.jobs.keys().cloned().collect();
-    for key in keys {
-        let Some(job) = session.state.job(&key) else {
-            continue;
-        };
-        if job.is_completed() || session.state.only.as_ref().is_some_and(|o| o != &key) {
+    // Notes wait until every job was looked at: the jobs are borrowed meanwhile,
+    // and only the few noted or kept are copied.
+    let mut invalid = Vec::new();
+    for (key, job) in &session.state.jobs {
+        if job.is_completed() || session.state.only.as_ref().is_some_and(|o| o != key) {
             continue;
         }
-        if let Err(invalid) = session.job_valid(job) {
+        if let Err(reason) = session.job_valid(job) {
             // As Volcano's job status: a job that cannot be scheduled yet keeps
             // the Inqueue its admission gave it (a Volcano Job's controller creates
             // the pods only once its PodGroup reads Inqueue).
@@ -106,15 +108,23 @@ pub(crate) fn jobs_by_queue_unordered(
             } else {
                 GangPhase::Pending
             };
-            // A job enqueue refused keeps that reason: admission is what it
-            // waits for first.
-            if phase != GangPhase::Pending || !session.has_note(&key) {
-                session.note_job(&key, Some(phase), invalid.reason, invalid.message);
-            }
+            invalid.push((key.clone(), phase, reason));
             continue;
         }
         if keep(job) {
-            by_queue.entry(job.queue.clone()).or_default().push(key);
+            match by_queue.get_mut(&job.queue) {
+                Some(jobs) => jobs.push(key.clone()),
+                None => {
+                    by_queue.insert(job.queue.clone(), vec![key.clone()]);
+                }
+            }
+        }
+    }
+    for (key, phase, reason) in invalid {
+        // A job enqueue refused keeps that reason: admission is what it waits
+        // for first.
+        if phase != GangPhase::Pending || !session.has_note(&key) {
+            session.note_job(&key, Some(phase), reason.reason, reason.message);
         }
     }
     by_queue

@@ -356,6 +356,19 @@ impl JobInfo {
         self.reaches_minimum(c.ready, &c.ready_roles)
     }
 
+    /// How many tasks count towards the job's minimum at all (not failed, not
+    /// held back by someone else's gate): [`Self::counts`]'s `valid`, without
+    /// its maps.
+    pub fn valid_count(&self) -> usize {
+        self.tasks
+            .iter()
+            .filter(|t| {
+                t.status != TaskStatus::Failed
+                    && !(t.foreign_gates && t.status == TaskStatus::Pending)
+            })
+            .count()
+    }
+
     /// Whether every task finished successfully.
     pub fn is_completed(&self) -> bool {
         !self.tasks.is_empty() && self.tasks.iter().all(|t| t.status == TaskStatus::Succeeded)

@@ -7,7 +7,7 @@
 //! ([`inter_pod_affinity`]); preferred terms score them
 //! ([`preferred_pod_affinity`]).
 
-use super::job::{TaskInfo, TaskStatus};
+use super::job::{GangKey, TaskInfo, TaskStatus};
 use super::state::SessionState;
 use crate::object_namespace::namespace_of;
 use crate::placement::node_traits::NodeTraits;
@@ -16,23 +16,79 @@ use crate::placement::preferred_pod_affinity::PreferredPodAffinity;
 use k8s_openapi::api::core::v1::Pod;
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 
+/// The session's tasks whose pods carry inter-pod affinity terms, found once
+/// per session: a task's pod does not change while the session runs, only where
+/// the task stands. Asking "does any placed task have terms" of these few
+/// instead of every task keeps each node choice from passing over every task of
+/// every job (thousands of gangs waiting make that most of a cycle).
+#[derive(Debug, Default)]
+pub struct TermHolders {
+    /// Tasks with required terms.
+    required: Vec<(GangKey, String)>,
+    /// Tasks with preferred terms.
+    preferred: Vec<(GangKey, String)>,
+}
+
+impl TermHolders {
+    /// The holders among the state's tasks.
+    pub fn of(state: &SessionState) -> Self {
+        let mut holders = Self::default();
+        for t in state.jobs.values().flat_map(|j| &j.tasks) {
+            if has_required_terms(&t.pod) {
+                holders.required.push((t.job.clone(), t.uid.clone()));
+            }
+            if has_preferred_terms(&t.pod) {
+                holders.preferred.push((t.job.clone(), t.uid.clone()));
+            }
+        }
+        holders
+    }
+}
+
+/// Whether any of `holders` but `task` is placed on a node now.
+fn any_placed(state: &SessionState, holders: &[(GangKey, String)], task: &TaskInfo) -> bool {
+    holders.iter().any(|(job, uid)| {
+        *uid != task.uid
+            && state
+                .task(job, uid)
+                .is_some_and(|t| t.placement.is_some() && on_a_node(t.status))
+    })
+}
+
+fn has_required_terms(pod: &Pod) -> bool {
+    !required_terms(pod, true).is_empty()
+}
+
+fn has_preferred_terms(pod: &Pod) -> bool {
+    let namespace = namespace_of(&pod.metadata);
+    !crate::placement::pod_affinity::preferred_terms(pod, namespace).is_empty()
+}
+
 /// The inter-pod affinity check for `task`, or `None` when nothing applies to it
 /// (no terms of its own, and no pod anywhere with required anti-affinity).
-pub fn inter_pod_affinity(state: &SessionState, task: &TaskInfo) -> Option<InterPodAffinity> {
-    inter_pod_affinity_once_gone(state, task, &BTreeSet::new())
+pub fn inter_pod_affinity(
+    state: &SessionState,
+    holders: &TermHolders,
+    task: &TaskInfo,
+) -> Option<InterPodAffinity> {
+    inter_pod_affinity_once_gone(state, holders, task, &BTreeSet::new())
 }
 
 /// [`inter_pod_affinity`] once the tasks in `gone` have left their nodes.
 pub fn inter_pod_affinity_once_gone(
     state: &SessionState,
+    holders: &TermHolders,
     task: &TaskInfo,
     gone: &BTreeSet<String>,
 ) -> Option<InterPodAffinity> {
     let mut check =
         InterPodAffinity::new(&task.pod).in_namespaces(state.nodes.namespaces().clone());
     let every_pod = check.has_own_terms();
-    let has_terms = |pod: &Pod| !required_terms(pod, true).is_empty();
-    if !every_pod && !state.nodes.has_anti_affine_pods() && !placed(state, task).any(has_terms) {
+    let has_terms = |pod: &Pod| has_required_terms(pod);
+    if !every_pod
+        && !state.nodes.has_anti_affine_pods()
+        && !any_placed(state, &holders.required, task)
+    {
         return None;
     }
     let counted = Counted {
@@ -50,16 +106,17 @@ pub fn inter_pod_affinity_once_gone(
 /// preferred terms).
 pub fn preferred_pod_affinity(
     state: &SessionState,
+    holders: &TermHolders,
     task: &TaskInfo,
 ) -> Option<PreferredPodAffinity> {
     let mut scores = PreferredPodAffinity::new(AffinityPod::of(&task.pod))
         .in_namespaces(state.nodes.namespaces().clone());
     let every_pod = scores.has_own_terms();
-    let has_terms = |pod: &Pod| {
-        let namespace = namespace_of(&pod.metadata);
-        !crate::placement::pod_affinity::preferred_terms(pod, namespace).is_empty()
-    };
-    if !every_pod && !state.nodes.has_preferring_pods() && !placed(state, task).any(has_terms) {
+    let has_terms = |pod: &Pod| has_preferred_terms(pod);
+    if !every_pod
+        && !state.nodes.has_preferring_pods()
+        && !any_placed(state, &holders.preferred, task)
+    {
         return None;
     }
     let counted = Counted {
@@ -70,11 +127,6 @@ pub fn preferred_pod_affinity(
     };
     counted.visit(state, task, |pod, labels| scores.add(pod, labels));
     (!scores.is_empty()).then_some(scores)
-}
-
-/// The pods of the session's tasks placed on a node, but `task`.
-fn placed<'s>(state: &'s SessionState, task: &'s TaskInfo) -> impl Iterator<Item = &'s Pod> {
-    placed_tasks(state, task).map(|t| &*t.pod)
 }
 
 fn placed_tasks<'s>(

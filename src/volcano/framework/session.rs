@@ -10,6 +10,7 @@ use super::outcome::{
     EvictAction, Eviction, GangPhase, GangVerdict, JobCommit, PlannedTask, SessionOutcome,
 };
 use super::plugin::{JobInvalid, TaskEvent};
+use super::pod_affinity_view::TermHolders;
 use super::queue::{QueueInfo, add_cards, sub_cards};
 use super::rejection::Rejection;
 use super::report::QueueReport;
@@ -50,6 +51,9 @@ pub struct Session {
     evicted: std::collections::BTreeSet<String>,
     /// Jobs allocate may skip, and those it could not place.
     pub(crate) hints: super::allocate_hints::AllocateHints,
+    /// The tasks with inter-pod affinity terms, found when a node is first
+    /// chosen.
+    term_holders: std::sync::OnceLock<TermHolders>,
 }
 
 /// What a statement needs to take an operation back.
@@ -73,6 +77,7 @@ impl Session {
             notes: BTreeMap::new(),
             evicted: Default::default(),
             hints: Default::default(),
+            term_holders: Default::default(),
         }
     }
 
@@ -335,8 +340,12 @@ impl Session {
             super::job::GpuAsk::Vgpu(ctx) => Some(&**ctx),
             _ => None,
         };
-        let affinity =
-            super::pod_affinity_view::inter_pod_affinity_once_gone(&self.state, task, gone);
+        let affinity = super::pod_affinity_view::inter_pod_affinity_once_gone(
+            &self.state,
+            self.term_holders(),
+            task,
+            gone,
+        );
         let mut facts = self.task_facts(job, task, ctx);
         facts.pod_affinity = affinity.as_ref();
         let nodes = &self.state.nodes;
@@ -362,7 +371,7 @@ impl Session {
         if !self.tiers.filters() {
             return None;
         }
-        super::pod_affinity_view::inter_pod_affinity(&self.state, task)
+        super::pod_affinity_view::inter_pod_affinity(&self.state, self.term_holders(), task)
     }
 
     /// The task's preferred inter-pod affinity scores, when a plugin weighs them.
@@ -374,7 +383,12 @@ impl Session {
         if self.tiers.pod_affinity_weight() <= 0.0 {
             return None;
         }
-        super::pod_affinity_view::preferred_pod_affinity(&self.state, task)
+        super::pod_affinity_view::preferred_pod_affinity(&self.state, self.term_holders(), task)
+    }
+
+    fn term_holders(&self) -> &TermHolders {
+        self.term_holders
+            .get_or_init(|| TermHolders::of(&self.state))
     }
 
     /// What the plugins see of a task when they judge nodes for it.

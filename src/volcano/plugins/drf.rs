@@ -91,6 +91,18 @@ impl Drf {
     }
 }
 
+/// What the job's placed and running tasks hold (pipelined ones and those
+/// being evicted do not count), `None` when nothing.
+fn held_by(job: &JobInfo) -> Option<Resources> {
+    let mut held: Option<Resources> = None;
+    for t in &job.tasks {
+        if matches!(t.status, TaskStatus::Allocated | TaskStatus::Running) {
+            held.get_or_insert_default().add(&t.resreq);
+        }
+    }
+    held.map(Resources::without_zeros)
+}
+
 /// Everything the job's live tasks ask for.
 fn total_request(job: &JobInfo) -> Resources {
     let mut r = Resources::default();
@@ -113,13 +125,12 @@ impl Plugin for Drf {
         self.total_allocated = Resources::default();
         self.tree = HdrfTree::default();
         for (key, job) in &state.jobs {
-            let mut held = Resources::default();
-            for t in &job.tasks {
-                if matches!(t.status, TaskStatus::Allocated | TaskStatus::Running) {
-                    held.add(&t.resreq);
-                }
-            }
-            held.prune_zeros();
+            // A job holding nothing has the share of a job not listed (none):
+            // with thousands of gangs waiting, most sessions list only the few
+            // that run.
+            let Some(held) = held_by(job) else {
+                continue;
+            };
             self.total_allocated.add(&held);
             let share = dominant_share(&amounts(&held), &self.total);
             self.jobs.insert(key.clone(), (held, share));

@@ -26,17 +26,23 @@ impl Plugin for Gang {
     }
 
     fn job_valid(&self, _: &SessionState, job: &JobInfo) -> Result<(), JobInvalid> {
-        let c = job.counts();
         let invalid = |message: String| JobInvalid {
             reason: "NotEnoughTasks",
             message,
         };
-        if c.valid < job.min_member {
+        // Every action asks this of every job: without role minimums a count
+        // answers it.
+        let valid = job.valid_count();
+        if valid < job.min_member {
             return Err(invalid(format!(
                 "{} of minMember {} pods exist; waiting for the rest",
-                c.valid, job.min_member
+                valid, job.min_member
             )));
         }
+        if job.min_roles.is_empty() {
+            return Ok(());
+        }
+        let c = job.counts();
         let role_sum: usize = job.min_roles.values().sum();
         if job.min_member >= role_sum {
             for (role, min) in &job.min_roles {
