@@ -18,12 +18,11 @@
 //! the other eviction actions (Volcano's gang actions do not read the policy;
 //! Kubernetes promises such a pod never preempts).
 
-use super::allocate_in_topology::keeps_constraint;
 use super::eviction_domains::{Domain, candidate_domains};
 use super::gang_eviction_arguments::GangEvictionArguments;
 use super::nomination_plan::{Plan, plan_in_domain};
 use super::victim_bundles::{BundleKind, flatten, job_bundles, keep_allowed, sort_bundles};
-use super::{jobs_by_queue, note_pipelined};
+use super::{commit_if_pipelined, jobs_by_queue};
 use crate::resources::Resources;
 use crate::volcano::framework::gang_eviction::{GangEviction, GangEvictionKind};
 use crate::volcano::framework::victims::{Budgets, evictable};
@@ -102,12 +101,7 @@ fn run(session: &mut Session, rules: &dyn GangEvictionRules, args: GangEvictionA
             }
             match evict_for(session, rules, args, key) {
                 Ok(Some(plan)) => {
-                    if session.job_pipelined(key) && keeps_constraint(session, key) {
-                        plan.statement.commit(session);
-                        note_pipelined(session, key, &plan.pipelined);
-                    } else {
-                        plan.statement.discard(session);
-                    }
+                    commit_if_pipelined(session, key, plan.statement, &plan.pipelined);
                 }
                 Ok(None) => {}
                 Err(why) => {

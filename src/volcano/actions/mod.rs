@@ -170,6 +170,28 @@ pub(crate) fn admittable_by_queue(
     in_job_order(session, by_queue)
 }
 
+/// Ends a statement that made room for job `key`: commits it (and says where the
+/// job's tasks wait) when the job is now pipelined and keeps its network-topology
+/// constraint, discards it otherwise. Whether it was committed.
+pub(crate) fn commit_if_pipelined(
+    session: &mut super::framework::Session,
+    key: &super::framework::GangKey,
+    statement: super::framework::Statement,
+    pipelined: &[(String, usize)],
+) -> bool {
+    if !statement.is_empty()
+        && session.job_pipelined(key)
+        && allocate_in_topology::keeps_constraint(session, key)
+    {
+        statement.commit(session);
+        note_pipelined(session, key, pipelined);
+        true
+    } else {
+        statement.discard(session);
+        false
+    }
+}
+
 /// Says where a job's pipelined tasks wait and for how many evictions.
 pub(crate) fn note_pipelined(
     session: &mut super::framework::Session,

@@ -9,11 +9,10 @@
 //! kube-scheduler-style dry runs instead ([`super::topology_aware_preempt`]); the
 //! jobs, their order and what commits stay as here.
 
-use super::allocate_in_topology::keeps_constraint;
 use super::make_room::{Room, Scope, make_room};
 use super::preempt_arguments::TopologyAwarePreemption;
 use super::topology_aware_preempt::TopologyAwarePreempt;
-use super::{jobs_by_queue, note_pipelined};
+use super::{commit_if_pipelined, jobs_by_queue};
 use crate::volcano::action_configurations::ActionConfigurations;
 use crate::volcano::framework::{Action, GangKey, Session, Statement};
 
@@ -70,15 +69,7 @@ pub(crate) fn preempt_with(
                         Err(_) => break,
                     }
                 }
-                if !statement.is_empty()
-                    && session.job_pipelined(key)
-                    && keeps_constraint(session, key)
-                {
-                    statement.commit(session);
-                    note_pipelined(session, key, &pipelined);
-                } else {
-                    statement.discard(session);
-                }
+                commit_if_pipelined(session, key, statement, &pipelined);
             }
         }
     }

@@ -7,9 +7,8 @@
 //! then has its minimum placed or pipelined (for a gang with a hard network-topology
 //! constraint, only inside the tier it allows); otherwise nothing is evicted.
 
-use super::allocate_in_topology::keeps_constraint;
 use super::make_room::{Room, Scope, make_room};
-use super::{jobs_by_queue, note_pipelined};
+use super::{commit_if_pipelined, jobs_by_queue};
 use crate::volcano::framework::{Action, GangPhase, Session, Statement};
 
 /// The reclaim action.
@@ -57,14 +56,7 @@ impl Action for Reclaim {
                         }
                     }
                 }
-                if !statement.is_empty()
-                    && session.job_pipelined(key)
-                    && keeps_constraint(session, key)
-                {
-                    statement.commit(session);
-                    note_pipelined(session, key, &pipelined);
-                } else {
-                    statement.discard(session);
+                if !commit_if_pipelined(session, key, statement, &pipelined) {
                     if let Some(why) = refused
                         && !session.has_note(key)
                     {
