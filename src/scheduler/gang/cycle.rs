@@ -98,11 +98,11 @@ impl Scheduler {
             .inc_by(skips.skip.len() as u64);
         stages.done("queueing hints");
         let (outcome, unplaced) =
-            off_the_workers(|| plan_with_hints(state, &conf.conf, skips.clone(), stages));
+            off_the_workers(|| plan_with_hints(state, &conf.conf, skips, stages));
         // Only a cycle over every job says which jobs are blocked.
         if only.is_none() {
             let placed = PlannedPods::placed_by(&outcome, copy.book());
-            memory.hints.lock().planned(opened, skips, unplaced, placed);
+            memory.hints.lock().planned(opened, unplaced, placed);
         }
         outcome
     }

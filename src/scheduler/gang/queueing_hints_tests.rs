@@ -456,6 +456,12 @@ async fn kept_state_is_current(c: &Cluster) -> Result<(), TestCaseError> {
         holdings.planned_gated(),
         "planned members still gated"
     );
+    let missed = memory.hints.lock().world_differences(&kept, &conf.conf);
+    prop_assert!(
+        missed.is_empty(),
+        "the queueing hints' world brought up to date differs from one worked out whole: {:?}",
+        missed
+    );
     Ok(())
 }
 
