@@ -252,6 +252,11 @@ impl World {
         self.apply_placed(placed);
     }
 
+    /// A job as the world holds it.
+    pub fn job(&self, key: &GangKey) -> Option<&Arc<JobInfo>> {
+        self.jobs.get(key)
+    }
+
     /// Notes the tasks the session opened with this world placed.
     pub fn apply_placed(&mut self, placed: PlannedPods) {
         self.placed_by_session = placed;
@@ -294,9 +299,9 @@ impl World {
 }
 
 impl WorldChanges {
-    /// The jobs that differ from the world (new, changed or gone).
-    pub fn jobs(&self) -> usize {
-        self.jobs.len()
+    /// The jobs that differ from the world: each as it is now, `None` when gone.
+    pub fn jobs(&self) -> impl Iterator<Item = (&GangKey, Option<&Arc<JobInfo>>)> {
+        self.jobs.iter().map(|(key, job)| (key, job.as_ref()))
     }
 }
 

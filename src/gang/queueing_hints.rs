@@ -39,26 +39,26 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// Blocked jobs and the world they were blocked in, kept between cycles.
+///
+/// A cycle looks again only at the jobs that are not the very ones the world
+/// holds (see `gang::hint_world`): a job unchanged since is blocked or not as it
+/// was, and what allocate skips is kept whole, ready to hand to the session.
 #[derive(Default)]
 pub struct QueueingHints {
     /// The world as the last full cycle saw it when it opened.
     world: Option<World>,
-    /// Jobs allocate could not place, with what they were when it tried.
-    blocked: BTreeMap<GangKey, Blocked>,
+    /// Jobs allocate could not place, as they were when it tried.
+    blocked: BTreeMap<GangKey, JobMark>,
+    /// The same jobs with the message each waited with: what allocate skips.
+    skip: BTreeMap<GangKey, String>,
     /// A full cycle planned and not yet committed: what to remember once its
     /// commit shows whether the ledger holds what its session decided.
     planned: Option<(Opened, BTreeMap<GangKey, String>, PlannedPods)>,
-    /// Cycles opened so far: tells the blocked jobs a cycle skipped from those
-    /// an earlier one did.
-    opened: u64,
 }
 
-/// A blocked job: what it was when allocate failed it, and why it waited.
-struct Blocked {
-    job: JobMark,
-    message: String,
-    /// The last cycle that skipped it.
-    skipped_in: u64,
+/// Whether a job has tasks and none of them holds anything.
+fn all_waiting(job: &JobInfo) -> bool {
+    !job.tasks.is_empty() && job.tasks.iter().all(|t| t.status == TaskStatus::Pending)
 }
 
 /// What a job was: the job itself, shared with the planner's kept jobs (a job
@@ -108,10 +108,6 @@ impl PartialEq for JobMark {
 /// What a cycle's hints were worked out from, to remember after its session.
 pub struct Opened {
     world: OpenedWorld,
-    /// Jobs allocate may try whose tasks all wait, as they were.
-    candidates: BTreeMap<GangKey, JobMark>,
-    /// Which cycle this is.
-    cycle: u64,
 }
 
 impl QueueingHints {
@@ -119,8 +115,6 @@ impl QueueingHints {
     /// and nothing happened since that could let them in), and what to remember
     /// after the session.
     pub fn open(&mut self, state: &SessionState, conf: &SchedulerConf) -> (AllocateHints, Opened) {
-        self.opened += 1;
-        let cycle = self.opened;
         let (world, filled) = match &self.world {
             Some(before) => {
                 let changes = before.changes(state, conf);
@@ -130,46 +124,46 @@ impl QueueingHints {
             None => (OpenedWorld::Whole(World::of(state, conf)), None),
         };
         match filled {
-            None => self.blocked.clear(),
-            Some(AffinityChange::Added) => self.blocked.retain(|_, b| !b.job.follows_pods),
+            None => {
+                self.blocked.clear();
+                self.skip.clear();
+            }
+            Some(AffinityChange::Added) => {
+                self.blocked.retain(|_, b| !b.follows_pods);
+                let blocked = &self.blocked;
+                self.skip.retain(|key, _| blocked.contains_key(key));
+            }
             Some(_) => {}
         }
-        let mut hints = AllocateHints::default();
-        let mut candidates = BTreeMap::new();
-        for (key, job) in &state.jobs {
-            // Only jobs none of whose tasks holds anything: what allocate does
-            // for them depends on nothing of their own but what the mark keeps.
-            if job.tasks.is_empty() || job.tasks.iter().any(|t| t.status != TaskStatus::Pending) {
-                continue;
-            }
-            // The very job it was blocked as (kept between cycles): nothing of
-            // it to compare.
-            if let Some(blocked) = self.blocked.get_mut(key)
-                && Arc::ptr_eq(&blocked.job.job, job)
-            {
-                blocked.skipped_in = cycle;
-                hints.skip.insert(key.clone(), blocked.message.clone());
-                continue;
-            }
-            let mark = JobMark::of(job);
-            match self.blocked.get_mut(key) {
-                Some(blocked) if blocked.job == mark => {
-                    blocked.skipped_in = cycle;
-                    hints.skip.insert(key.clone(), blocked.message.clone());
-                }
-                _ => {
-                    candidates.insert(key.clone(), mark);
+        // A blocked job that changed stays blocked only if allocate would see
+        // it as it was when it failed.
+        if let OpenedWorld::Changed(changes) = &world {
+            for (key, job) in changes.jobs() {
+                let Some(blocked) = self.blocked.get_mut(key) else {
+                    continue;
+                };
+                let still = match job {
+                    Some(job) if all_waiting(job) => {
+                        Arc::ptr_eq(&blocked.job, job) || {
+                            let mark = JobMark::of(job);
+                            let same = *blocked == mark;
+                            *blocked = mark;
+                            same
+                        }
+                    }
+                    _ => false,
+                };
+                if !still {
+                    self.blocked.remove(key);
+                    self.skip.remove(key);
                 }
             }
         }
-        (
-            hints,
-            Opened {
-                world,
-                candidates,
-                cycle,
-            },
-        )
+        let hints = AllocateHints {
+            skip: self.skip.clone(),
+            ..AllocateHints::default()
+        };
+        (hints, Opened { world })
     }
 
     /// A full cycle's session is done: what it opened with, the jobs allocate
@@ -204,12 +198,7 @@ impl QueueingHints {
         unplaced: BTreeMap<GangKey, String>,
         placed: PlannedPods,
     ) {
-        let Opened {
-            world,
-            mut candidates,
-            cycle,
-        } = opened;
-        self.world = match (self.world.take(), world) {
+        self.world = match (self.world.take(), opened.world) {
             (Some(mut kept), OpenedWorld::Changed(changes)) => {
                 kept.apply(changes, placed);
                 Some(kept)
@@ -221,19 +210,39 @@ impl QueueingHints {
             // Forgotten meanwhile: worked out whole next time.
             (None, OpenedWorld::Changed(_)) => None,
         };
-        self.blocked.retain(|_, b| b.skipped_in == cycle);
+        let Some(world) = &self.world else {
+            return;
+        };
         for (key, message) in unplaced {
-            if let Some(job) = candidates.remove(&key) {
-                self.blocked.insert(
-                    key,
-                    Blocked {
-                        job,
-                        message,
-                        skipped_in: cycle,
-                    },
-                );
+            // Only jobs none of whose tasks holds anything: what allocate does
+            // for them depends on nothing of their own but what the mark keeps.
+            let Some(job) = world.job(&key).filter(|job| all_waiting(job)) else {
+                continue;
+            };
+            if self.blocked.contains_key(&key) {
+                continue;
             }
+            self.blocked.insert(key.clone(), JobMark::of(job));
+            self.skip.insert(key, message);
         }
+    }
+
+    /// The jobs a cycle opened on `state` would skip although they are not what
+    /// allocate failed: none when every change to a blocked job was seen.
+    pub fn stale_skips(&mut self, state: &SessionState, conf: &SchedulerConf) -> Vec<String> {
+        let (hints, _) = self.open(state, conf);
+        hints
+            .skip
+            .keys()
+            .filter(|key| {
+                let now = state.jobs.get(*key).filter(|job| all_waiting(job));
+                match (now, self.blocked.get(*key)) {
+                    (Some(job), Some(blocked)) => JobMark::of(job) != *blocked,
+                    _ => true,
+                }
+            })
+            .map(|key| key.to_string())
+            .collect()
     }
 
     /// Where the world kept for the hints differs from one worked out whole
@@ -252,5 +261,6 @@ impl QueueingHints {
     fn forget(&mut self) {
         self.world = None;
         self.blocked.clear();
+        self.skip.clear();
     }
 }
