@@ -352,16 +352,20 @@ fn same_node((gpus, resources): &NodeFigures, node: &SessionNode) -> bool {
         && resources.requested == node.resources.requested
 }
 
-/// The jobs of `now` that are not the very ones of `before`, walking both in
-/// key order: (key, before, now).
-fn changed_jobs<'a>(
-    before: &'a BTreeMap<GangKey, Arc<JobInfo>>,
-    now: &'a BTreeMap<GangKey, Arc<JobInfo>>,
-) -> Vec<(
+/// A job that differs between two maps: its key, and the job in each (`None`
+/// where it is missing).
+type JobDifference<'a> = (
     &'a GangKey,
     Option<&'a Arc<JobInfo>>,
     Option<&'a Arc<JobInfo>>,
-)> {
+);
+
+/// The jobs of `now` that are not the very ones of `before`, walking both in
+/// key order.
+fn changed_jobs<'a>(
+    before: &'a BTreeMap<GangKey, Arc<JobInfo>>,
+    now: &'a BTreeMap<GangKey, Arc<JobInfo>>,
+) -> Vec<JobDifference<'a>> {
     let mut changed = Vec::new();
     let (mut b, mut n) = (before.iter().peekable(), now.iter().peekable());
     loop {
