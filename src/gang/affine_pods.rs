@@ -11,13 +11,12 @@
 //! new one.
 
 use crate::gang::book::GangBook;
-use crate::ledger::NodeEntry;
 use crate::node_load::NodeResources;
 use crate::placement::pod_affinity::AffinityPod;
 use crate::volcano::framework::pod_affinity_view::on_a_node;
-use crate::volcano::framework::{SessionOutcome, SessionState};
+use crate::volcano::framework::{JobInfo, SessionOutcome, SessionState};
 use k8s_openapi::api::core::v1::Pod;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// What pods on nodes did between two pictures, as far as pod affinity sees.
@@ -40,25 +39,28 @@ struct Seen<'a> {
     labels: Option<&'a BTreeMap<String, String>>,
 }
 
+/// A task on a node as the planner placed it: its node and its pod.
+pub type PlannedPod = (String, Arc<Pod>);
+
 /// The tasks the planner put on nodes when a session opened, by UID.
-#[derive(Default)]
-pub struct PlannedPods(BTreeMap<String, (String, Arc<Pod>)>);
+#[derive(Default, Clone)]
+pub struct PlannedPods(BTreeMap<String, PlannedPod>);
 
 impl PlannedPods {
     /// The tasks of `state` placed on a node (planned, or bound since).
     pub fn of(state: &SessionState) -> Self {
-        Self(
-            state
-                .jobs
-                .values()
-                .flat_map(|j| &j.tasks)
-                .filter(|t| on_a_node(t.status))
-                .filter_map(|t| {
-                    let node = &t.placement.as_ref()?.node;
-                    Some((t.uid.clone(), (node.clone(), t.pod.clone())))
-                })
-                .collect(),
-        )
+        Self(state.jobs.values().flat_map(|j| Self::of_job(j)).collect())
+    }
+
+    /// The tasks of one job placed on a node (planned, or bound since).
+    pub fn of_job(job: &JobInfo) -> impl Iterator<Item = (String, PlannedPod)> + '_ {
+        job.tasks
+            .iter()
+            .filter(|t| on_a_node(t.status))
+            .filter_map(|t| {
+                let node = &t.placement.as_ref()?.node;
+                Some((t.uid.clone(), (node.clone(), t.pod.clone())))
+            })
     }
 
     /// The tasks a session placed, as its commits name them, with the pods of
@@ -78,19 +80,47 @@ impl PlannedPods {
         )
     }
 
+    /// The task placed as `uid`.
+    pub fn get(&self, uid: &str) -> Option<&PlannedPod> {
+        self.0.get(uid)
+    }
+
+    /// Places (`Some`) or takes off (`None`) the task `uid`.
+    pub fn set(&mut self, uid: String, placed: Option<PlannedPod>) {
+        match placed {
+            Some(placed) => {
+                self.0.insert(uid, placed);
+            }
+            None => {
+                self.0.remove(&uid);
+            }
+        }
+    }
+
     /// Every task, as affinity sees it.
     fn iter(&self) -> impl Iterator<Item = (&str, Seen<'_>)> {
         self.0
-            .keys()
-            .filter_map(|uid| self.seen(uid).map(|s| (uid.as_str(), s)))
+            .iter()
+            .map(|(uid, placed)| (uid.as_str(), seen_planned(placed)))
     }
 
-    fn seen(&self, uid: &str) -> Option<Seen<'_>> {
-        self.0.get(uid).map(|(node, pod)| Seen {
-            node,
-            namespace: pod.metadata.namespace.as_deref().unwrap_or("default"),
-            labels: pod.metadata.labels.as_ref().filter(|l| !l.is_empty()),
-        })
+    /// Whether both hold the same tasks on the same nodes, as the same pod
+    /// versions.
+    pub fn same_as(&self, other: &Self) -> bool {
+        self.0.len() == other.0.len()
+            && self
+                .0
+                .iter()
+                .zip(&other.0)
+                .all(|((a, (an, ap)), (b, (bn, bp)))| a == b && an == bn && Arc::ptr_eq(ap, bp))
+    }
+}
+
+fn seen_planned((node, pod): &PlannedPod) -> Seen<'_> {
+    Seen {
+        node,
+        namespace: pod.metadata.namespace.as_deref().unwrap_or("default"),
+        labels: pod.metadata.labels.as_ref().filter(|l| !l.is_empty()),
     }
 }
 
@@ -104,62 +134,57 @@ fn seen_bound<'a>(node: &'a str, pod: &'a AffinityPod) -> Seen<'a> {
 
 /// One picture of the pods on nodes: those the watch saw bound (per node, shared
 /// with the session) and those the planner placed.
-pub struct AffinePods<'a> {
-    /// Every node's GPUs and resources, bound pods among them, by name.
-    pub bound: &'a HashMap<String, (Arc<NodeEntry>, NodeResources)>,
-    pub planned: &'a PlannedPods,
+pub trait PodsOnNodes {
+    /// The task the planner placed as `uid`.
+    fn planned(&self, uid: &str) -> Option<&PlannedPod>;
+    /// The node `name`'s figures, the pods bound to it among them.
+    fn node(&self, name: &str) -> Option<&NodeResources>;
 }
 
-impl<'a> AffinePods<'a> {
-    /// Whether `uid` is on `seen.node` in this picture, as `seen` shows it.
-    fn holds(&self, uid: &str, seen: Seen<'_>) -> bool {
-        self.planned.seen(uid) == Some(seen)
-            || self.bound.get(seen.node).is_some_and(|(_, r)| {
-                r.pods
-                    .iter()
-                    .any(|p| &*p.uid == uid && seen_bound(seen.node, p) == seen)
-            })
-    }
-
-    /// The pods of this picture `other` may not hold as they are here: those
-    /// bound to nodes whose pods are not the very list `other` shares, and the
-    /// planned ones.
-    fn maybe_moved<'o>(
-        &self,
-        other: &'o AffinePods<'_>,
-    ) -> impl Iterator<Item = (&'a str, Seen<'a>)> + use<'a, 'o> {
-        let bound = self.bound.iter().flat_map(move |(node, (_, resources))| {
-            let shared = other
-                .bound
-                .get(node)
-                .is_some_and(|(_, o)| Arc::ptr_eq(&o.pods, &resources.pods));
-            let pods: &'a [Arc<AffinityPod>] = if shared { &[] } else { &resources.pods };
-            pods.iter()
-                .map(move |p| (&*p.uid, seen_bound(node.as_str(), p)))
-        });
-        bound.chain(self.planned.iter())
-    }
+/// Whether `uid` is on `seen.node` in `picture`, as `seen` shows it.
+fn holds(picture: &impl PodsOnNodes, uid: &str, seen: Seen<'_>) -> bool {
+    picture.planned(uid).map(seen_planned) == Some(seen)
+        || picture.node(seen.node).is_some_and(|r| {
+            r.pods
+                .iter()
+                .any(|p| &*p.uid == uid && seen_bound(seen.node, p) == seen)
+        })
 }
 
-/// What happened to the pods on nodes between `before` and `now`. The pods a
-/// session opened with `before` placed count as there for what left or changed
-/// (jobs it tried after placing them saw them), and as added since (jobs it
-/// tried before did not).
+/// The pods of `picture` on the nodes named and the planned tasks named: those
+/// another picture may not hold as they are here.
+fn named<'a>(
+    picture: &'a impl PodsOnNodes,
+    nodes: &'a [&'a str],
+    tasks: &'a [&'a str],
+) -> impl Iterator<Item = (&'a str, Seen<'a>)> + 'a {
+    let bound = nodes.iter().flat_map(move |node| {
+        let pods: &'a [Arc<AffinityPod>] = picture.node(node).map_or(&[], |r| &r.pods[..]);
+        pods.iter().map(move |p| (&*p.uid, seen_bound(node, p)))
+    });
+    let planned = tasks
+        .iter()
+        .filter_map(move |uid| Some((*uid, seen_planned(picture.planned(uid)?))));
+    bound.chain(planned)
+}
+
+/// What happened to the pods on nodes between `before` and `now`, which differ
+/// at most in the pods bound to `nodes` and the planned tasks `tasks`. The pods
+/// a session opened with `before` placed count as there for what left or
+/// changed (jobs it tried after placing them saw them), and as added since (jobs
+/// it tried before did not).
 pub fn affinity_change(
-    before: &AffinePods<'_>,
+    before: &impl PodsOnNodes,
     placed_by_session: &PlannedPods,
-    now: &AffinePods<'_>,
+    now: &impl PodsOnNodes,
+    (nodes, tasks): (&[&str], &[&str]),
 ) -> AffinityChange {
-    if before
-        .maybe_moved(now)
+    if named(before, nodes, tasks)
         .chain(placed_by_session.iter())
-        .any(|(uid, seen)| !now.holds(uid, seen))
+        .any(|(uid, seen)| !holds(now, uid, seen))
     {
         AffinityChange::Other
-    } else if now
-        .maybe_moved(before)
-        .any(|(uid, seen)| !before.holds(uid, seen))
-    {
+    } else if named(now, nodes, tasks).any(|(uid, seen)| !holds(before, uid, seen)) {
         AffinityChange::Added
     } else {
         AffinityChange::None

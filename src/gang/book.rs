@@ -153,6 +153,17 @@ impl GangBook {
         &self.groups
     }
 
+    /// The notes of what changed since they were last taken, left in place.
+    pub fn pending_changes(&self) -> &BookChanges {
+        &self.changes
+    }
+
+    /// Kubernetes' own PodGroups by (namespace, name), whether or not a Volcano
+    /// PodGroup of the same name takes their place in [`GangBook::groups`].
+    pub fn native_groups(&self) -> &BTreeMap<(String, String), PodGroupSpec> {
+        &self.native_groups
+    }
+
     /// Takes the notes of what changed since they were last taken.
     pub fn take_changes(&mut self) -> BookChanges {
         std::mem::take(&mut self.changes)

@@ -87,6 +87,12 @@ impl PlannerBook {
             .unwrap_or_else(|| EMPTY.get_or_init(GangBook::default))
     }
 
+    /// The members of one gang as of the last [`PlannerBook::follow`], by pod
+    /// UID.
+    pub fn member_uids_of(&self, gang: &GangKey) -> impl Iterator<Item = &String> {
+        self.by_gang.get(gang).into_iter().flatten()
+    }
+
     /// The members of one gang, in placement order.
     pub fn members_of(&self, gang: &GangKey) -> Vec<&Member> {
         let book = self.book();

@@ -30,41 +30,35 @@
 //! waited with, and a differential test compares plans with hints to plans of
 //! sessions that try everything.
 
-use crate::gang::affine_pods::{
-    AffinePods, AffinityChange, PlannedPods, affinity_change, follows_pods,
-};
-use crate::ledger::NodeEntry;
-use crate::node_load::NodeResources;
-use crate::node_metrics::NodeMetricsBook;
-use crate::resources::Resources;
-use crate::usage::GpuUsage;
+use crate::gang::affine_pods::{AffinityChange, PlannedPods, follows_pods};
+use crate::gang::hint_world::{OpenedWorld, World};
 use crate::volcano::conf::SchedulerConf;
 use crate::volcano::framework::allocate_hints::AllocateHints;
-use crate::volcano::framework::{GangKey, JobInfo, QueueInfo, SessionState, TaskStatus};
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use crate::volcano::framework::{GangKey, JobInfo, SessionState, TaskStatus};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// Blocked jobs and the world they were blocked in, kept between cycles.
+///
+/// A cycle looks again only at the jobs that are not the very ones the world
+/// holds (see `gang::hint_world`): a job unchanged since is blocked or not as it
+/// was, and what allocate skips is kept whole, ready to hand to the session.
 #[derive(Default)]
 pub struct QueueingHints {
     /// The world as the last full cycle saw it when it opened.
     world: Option<World>,
-    /// Jobs allocate could not place, with what they were when it tried.
-    blocked: BTreeMap<GangKey, Blocked>,
+    /// Jobs allocate could not place, as they were when it tried.
+    blocked: BTreeMap<GangKey, JobMark>,
+    /// The same jobs with the message each waited with: what allocate skips.
+    skip: BTreeMap<GangKey, String>,
     /// A full cycle planned and not yet committed: what to remember once its
     /// commit shows whether the ledger holds what its session decided.
-    planned: Option<(
-        Opened,
-        AllocateHints,
-        BTreeMap<GangKey, String>,
-        PlannedPods,
-    )>,
+    planned: Option<(Opened, BTreeMap<GangKey, String>, PlannedPods)>,
 }
 
-/// A blocked job: what it was when allocate failed it, and why it waited.
-struct Blocked {
-    job: JobMark,
-    message: String,
+/// Whether a job has tasks and none of them holds anything.
+fn all_waiting(job: &JobInfo) -> bool {
+    !job.tasks.is_empty() && job.tasks.iter().all(|t| t.status == TaskStatus::Pending)
 }
 
 /// What a job was: the job itself, shared with the planner's kept jobs (a job
@@ -111,152 +105,9 @@ impl PartialEq for JobMark {
     }
 }
 
-/// What could let a blocked job in, as one session opened with it.
-struct World {
-    nodes: HashMap<String, (Arc<NodeEntry>, NodeResources)>,
-    releasing: BTreeSet<String>,
-    planned: PlannedPods,
-    /// The tasks the session opened with this world placed.
-    placed_by_session: PlannedPods,
-    queues: BTreeMap<String, QueueInfo>,
-    total: Resources,
-    quotas: BTreeMap<String, crate::fit::QuotaHeadroom>,
-    resource_quotas: BTreeMap<String, Vec<crate::volcano::resource_quota::NamespaceQuota>>,
-    topology: Arc<crate::volcano::topology::NetworkTopology>,
-    measured: Arc<NodeMetricsBook>,
-    namespaces: Arc<crate::placement::namespace_labels::NamespaceLabels>,
-    conf: SchedulerConf,
-}
-
-impl World {
-    fn of(state: &SessionState, conf: &SchedulerConf) -> Self {
-        Self {
-            nodes: state
-                .nodes
-                .iter()
-                .map(|n| (n.name.clone(), (n.gpus.clone(), n.resources.clone())))
-                .collect(),
-            releasing: state
-                .jobs
-                .values()
-                .flat_map(|j| &j.tasks)
-                .filter(|t| t.status == TaskStatus::Releasing)
-                .map(|t| t.uid.clone())
-                .collect(),
-            planned: PlannedPods::of(state),
-            placed_by_session: PlannedPods::default(),
-            queues: state.queues.clone(),
-            total: state.total.clone(),
-            quotas: state.nodes.quotas().clone(),
-            resource_quotas: state.resource_quotas.clone(),
-            topology: state.topology.clone(),
-            measured: state.nodes.measured().clone(),
-            namespaces: state.nodes.namespaces().clone(),
-            conf: conf.clone(),
-        }
-    }
-
-    /// What happened between `self` (earlier) and `now` on the nodes' pods,
-    /// when nothing else that could let a blocked job in happened: `None` when
-    /// something did.
-    fn only_filled_up_to(&self, now: &World) -> Option<AffinityChange> {
-        if !self.only_took_room(now) {
-            return None;
-        }
-        match affinity_change(&self.pods(), &self.placed_by_session, &now.pods()) {
-            AffinityChange::Other => None,
-            change => Some(change),
-        }
-    }
-
-    /// The pods on nodes, as affinity sees them.
-    fn pods(&self) -> AffinePods<'_> {
-        AffinePods {
-            bound: &self.nodes,
-            planned: &self.planned,
-        }
-    }
-
-    /// Whether room was only taken between `self` (earlier) and `now`.
-    fn only_took_room(&self, now: &World) -> bool {
-        // Measured usage is judged against the clock (samples go stale), which no
-        // comparison of two pictures can follow.
-        self.measured.is_empty()
-            && now.measured.is_empty()
-            && self.total == now.total
-            && self.quotas == now.quotas
-            && self.resource_quotas == now.resource_quotas
-            && self.topology == now.topology
-            && self.namespaces == now.namespaces
-            && self.conf == now.conf
-            && now.releasing.is_subset(&self.releasing)
-            && self.queues.len() == now.queues.len()
-            && self.queues.iter().all(|(name, before)| {
-                now.queues
-                    .get(name)
-                    .is_some_and(|after| queue_only_took(before, after))
-            })
-            && now.nodes.iter().all(|(name, (gpus, resources))| {
-                self.nodes.get(name).is_some_and(|(was_gpus, was)| {
-                    node_only_took(was_gpus, gpus) && resources_only_took(was, resources)
-                })
-            })
-    }
-}
-
-/// The queue's figures are the same but for more held.
-fn queue_only_took(before: &QueueInfo, after: &QueueInfo) -> bool {
-    before.spec == after.spec
-        && before.request == after.request
-        && before.inqueue == after.inqueue
-        && before.elastic == after.elastic
-        && no_less(&before.allocated, &after.allocated)
-        && before
-            .cards
-            .iter()
-            .all(|(card, n)| after.cards.get(card).is_some_and(|m| m >= n))
-}
-
-/// Every dimension of `before` is at least as large in `after`.
-fn no_less(before: &Resources, after: &Resources) -> bool {
-    before.iter().all(|(dim, value)| after.get(dim) >= value)
-}
-
-/// The node's GPUs are the same devices with no less used on any.
-fn node_only_took(before: &Arc<NodeEntry>, after: &Arc<NodeEntry>) -> bool {
-    if Arc::ptr_eq(before, after) {
-        return true;
-    }
-    before.devices == after.devices
-        && before.unusable_reason == after.unusable_reason
-        && before.registration_error == after.registration_error
-        && before.cordoned == after.cordoned
-        && usage_only_grew(&before.effective, &after.effective)
-        && usage_only_grew(&before.usage, &after.usage)
-}
-
-fn usage_only_grew(before: &[GpuUsage], after: &[GpuUsage]) -> bool {
-    before.len() == after.len()
-        && before.iter().zip(after).all(|(b, a)| {
-            a.used >= b.used
-                && a.usedmem >= b.usedmem
-                && a.usedcores >= b.usedcores
-                && a.mig == b.mig
-        })
-}
-
-/// The node's CPU and memory are the same but for more requested.
-fn resources_only_took(before: &NodeResources, after: &NodeResources) -> bool {
-    before.allocatable == after.allocatable
-        && before.traits == after.traits
-        && no_less(&before.requested, &after.requested)
-}
-
 /// What a cycle's hints were worked out from, to remember after its session.
 pub struct Opened {
-    world: World,
-    /// Jobs allocate may try whose tasks all wait, as they were.
-    candidates: BTreeMap<GangKey, JobMark>,
+    world: OpenedWorld,
 }
 
 impl QueueingHints {
@@ -264,64 +115,74 @@ impl QueueingHints {
     /// and nothing happened since that could let them in), and what to remember
     /// after the session.
     pub fn open(&mut self, state: &SessionState, conf: &SchedulerConf) -> (AllocateHints, Opened) {
-        let world = World::of(state, conf);
-        match self
-            .world
-            .as_ref()
-            .and_then(|before| before.only_filled_up_to(&world))
-        {
-            None => self.blocked.clear(),
-            Some(AffinityChange::Added) => self.blocked.retain(|_, b| !b.job.follows_pods),
+        let (world, filled) = match &self.world {
+            Some(before) => {
+                let changes = before.changes(state, conf);
+                let filled = before.only_filled_up_to(&changes);
+                (OpenedWorld::Changed(changes), filled)
+            }
+            None => (OpenedWorld::Whole(World::of(state, conf)), None),
+        };
+        match filled {
+            None => {
+                self.blocked.clear();
+                self.skip.clear();
+            }
+            Some(AffinityChange::Added) => {
+                self.blocked.retain(|_, b| !b.follows_pods);
+                let blocked = &self.blocked;
+                self.skip.retain(|key, _| blocked.contains_key(key));
+            }
             Some(_) => {}
         }
-        let mut hints = AllocateHints::default();
-        let mut candidates = BTreeMap::new();
-        for (key, job) in &state.jobs {
-            // Only jobs none of whose tasks holds anything: what allocate does
-            // for them depends on nothing of their own but what the mark keeps.
-            if job.tasks.is_empty() || job.tasks.iter().any(|t| t.status != TaskStatus::Pending) {
-                continue;
-            }
-            // The very job it was blocked as (kept between cycles): nothing of
-            // it to compare.
-            if let Some(blocked) = self.blocked.get(key)
-                && Arc::ptr_eq(&blocked.job.job, job)
-            {
-                hints.skip.insert(key.clone(), blocked.message.clone());
-                continue;
-            }
-            let mark = JobMark::of(job);
-            match self.blocked.get(key) {
-                Some(blocked) if blocked.job == mark => {
-                    hints.skip.insert(key.clone(), blocked.message.clone());
-                }
-                _ => {
-                    candidates.insert(key.clone(), mark);
+        // A blocked job that changed stays blocked only if allocate would see
+        // it as it was when it failed.
+        if let OpenedWorld::Changed(changes) = &world {
+            for (key, job) in changes.jobs() {
+                let Some(blocked) = self.blocked.get_mut(key) else {
+                    continue;
+                };
+                let still = match job {
+                    Some(job) if all_waiting(job) => {
+                        Arc::ptr_eq(&blocked.job, job) || {
+                            let mark = JobMark::of(job);
+                            let same = *blocked == mark;
+                            *blocked = mark;
+                            same
+                        }
+                    }
+                    _ => false,
+                };
+                if !still {
+                    self.blocked.remove(key);
+                    self.skip.remove(key);
                 }
             }
         }
-        (hints, Opened { world, candidates })
+        let hints = AllocateHints {
+            skip: self.skip.clone(),
+            ..AllocateHints::default()
+        };
+        (hints, Opened { world })
     }
 
-    /// A full cycle's session is done: what it opened with, what allocate
-    /// skipped, the jobs allocate tried and could not place, and the tasks it
-    /// placed.
+    /// A full cycle's session is done: what it opened with, the jobs allocate
+    /// tried and could not place, and the tasks it placed.
     pub fn planned(
         &mut self,
         opened: Opened,
-        skipped: AllocateHints,
         unplaced: BTreeMap<GangKey, String>,
         placed: PlannedPods,
     ) {
-        self.planned = Some((opened, skipped, unplaced, placed));
+        self.planned = Some((opened, unplaced, placed));
     }
 
     /// The cycle's plan is committed: its hints are kept when every commit was
     /// booked as planned, and all are forgotten otherwise.
     pub fn committed(&mut self, all_booked: bool) {
         match self.planned.take() {
-            Some((opened, skipped, unplaced, placed)) if all_booked => {
-                self.remember(opened, &skipped, unplaced, placed)
+            Some((opened, unplaced, placed)) if all_booked => {
+                self.remember(opened, unplaced, placed)
             }
             _ if all_booked => {}
             _ => self.forget(),
@@ -334,24 +195,65 @@ impl QueueingHints {
     fn remember(
         &mut self,
         opened: Opened,
-        skipped: &AllocateHints,
         unplaced: BTreeMap<GangKey, String>,
         placed: PlannedPods,
     ) {
-        let Opened {
-            mut world,
-            mut candidates,
-        } = opened;
-        world.placed_by_session = placed;
-        let mut blocked = std::mem::take(&mut self.blocked);
-        blocked.retain(|key, _| skipped.skip.contains_key(key));
-        for (key, message) in unplaced {
-            if let Some(job) = candidates.remove(&key) {
-                blocked.insert(key, Blocked { job, message });
+        self.world = match (self.world.take(), opened.world) {
+            (Some(mut kept), OpenedWorld::Changed(changes)) => {
+                kept.apply(changes, placed);
+                Some(kept)
             }
+            (_, OpenedWorld::Whole(mut whole)) => {
+                whole.apply_placed(placed);
+                Some(whole)
+            }
+            // Forgotten meanwhile: worked out whole next time.
+            (None, OpenedWorld::Changed(_)) => None,
+        };
+        let Some(world) = &self.world else {
+            return;
+        };
+        for (key, message) in unplaced {
+            // Only jobs none of whose tasks holds anything: what allocate does
+            // for them depends on nothing of their own but what the mark keeps.
+            let Some(job) = world.job(&key).filter(|job| all_waiting(job)) else {
+                continue;
+            };
+            if self.blocked.contains_key(&key) {
+                continue;
+            }
+            self.blocked.insert(key.clone(), JobMark::of(job));
+            self.skip.insert(key, message);
         }
-        self.world = Some(world);
-        self.blocked = blocked;
+    }
+
+    /// The jobs a cycle opened on `state` would skip although they are not what
+    /// allocate failed: none when every change to a blocked job was seen.
+    pub fn stale_skips(&mut self, state: &SessionState, conf: &SchedulerConf) -> Vec<String> {
+        let (hints, _) = self.open(state, conf);
+        hints
+            .skip
+            .keys()
+            .filter(|key| {
+                let now = state.jobs.get(*key).filter(|job| all_waiting(job));
+                match (now, self.blocked.get(*key)) {
+                    (Some(job), Some(blocked)) => JobMark::of(job) != *blocked,
+                    _ => true,
+                }
+            })
+            .map(|key| key.to_string())
+            .collect()
+    }
+
+    /// Where the world kept for the hints differs from one worked out whole
+    /// from `state` (nothing when every change since was seen).
+    pub fn world_differences(&self, state: &SessionState, conf: &SchedulerConf) -> Vec<String> {
+        let Some(kept) = &self.world else {
+            return Vec::new();
+        };
+        let mut current = kept.clone();
+        current.apply(kept.changes(state, conf), PlannedPods::default());
+        current.differences_from(&World::of(state, conf))
     }
 
     /// Forgets every hint (a commit was overtaken: what jobs saw at their turn
@@ -359,5 +261,6 @@ impl QueueingHints {
     fn forget(&mut self) {
         self.world = None;
         self.blocked.clear();
+        self.skip.clear();
     }
 }

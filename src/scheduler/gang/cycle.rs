@@ -98,11 +98,11 @@ impl Scheduler {
             .inc_by(skips.skip.len() as u64);
         stages.done("queueing hints");
         let (outcome, unplaced) =
-            off_the_workers(|| plan_with_hints(state, &conf.conf, skips.clone(), stages));
+            off_the_workers(|| plan_with_hints(state, &conf.conf, skips, stages));
         // Only a cycle over every job says which jobs are blocked.
         if only.is_none() {
             let placed = PlannedPods::placed_by(&outcome, copy.book());
-            memory.hints.lock().planned(opened, skips, unplaced, placed);
+            memory.hints.lock().planned(opened, unplaced, placed);
         }
         outcome
     }
@@ -341,15 +341,13 @@ impl Scheduler {
         stages.done("watchdog");
         self.release_broken_pins().await;
         stages.done("broken pins");
-        self.write_statuses(&mut memory, &outcome).await;
+        let gang_counts = queue_counts(&outcome.verdicts);
+        self.write_statuses(&mut memory, &outcome, &gang_counts)
+            .await;
         stages.done("statuses");
         self.tell_waiting_members(&mut memory, &outcome.verdicts)
             .await;
         stages.done("events");
-        let mut gang_counts: BTreeMap<String, QueueCounts> = BTreeMap::new();
-        for v in outcome.verdicts.values() {
-            gang_counts.entry(v.queue.clone()).or_default().add(v.phase);
-        }
         let mut verdicts = outcome.verdicts;
         name_native_groups(&self.gang.book.read(), &mut verdicts);
         *self.gang.view.write() = Arc::new(GangView {
@@ -367,19 +365,41 @@ impl Scheduler {
     }
 }
 
+/// The gangs of each queue by phase.
+fn queue_counts(verdicts: &BTreeMap<GangKey, GangVerdict>) -> BTreeMap<String, QueueCounts> {
+    let mut counts: BTreeMap<String, QueueCounts> = BTreeMap::new();
+    for v in verdicts.values() {
+        match counts.get_mut(&v.queue) {
+            Some(c) => c.add(v.phase),
+            None => counts.entry(v.queue.clone()).or_default().add(v.phase),
+        }
+    }
+    counts
+}
+
 /// Marks the gangs Kubernetes' own PodGroups declared, so the queue views say
-/// which API a waiting gang came from.
+/// which API a waiting gang came from. Only those PodGroups are looked at: the
+/// session leaves every verdict unmarked.
 fn name_native_groups(book: &GangBook, verdicts: &mut BTreeMap<GangKey, GangVerdict>) {
-    for (key, v) in verdicts.iter_mut() {
-        let native = book
+    for ((namespace, name), group) in book.native_groups() {
+        // A Volcano PodGroup of the same name declares the gang instead.
+        let declared = book
             .groups()
-            .get(&(key.namespace.clone(), key.name.clone()))
+            .get(&(namespace.clone(), name.clone()))
             .and_then(|g| g.native.as_ref());
-        v.api = native.map(|n| n.api_version.clone());
-        v.workload = native
-            .and_then(|n| n.workload.as_ref())
-            .map(|w| format!("{}/{w}", key.namespace));
-        v.disruption_mode = native.map(|n| n.disruption_mode.clone());
+        let (Some(native), Some(_)) = (declared, group.native.as_ref()) else {
+            continue;
+        };
+        let key = GangKey {
+            namespace: namespace.clone(),
+            name: name.clone(),
+            single: false,
+        };
+        if let Some(v) = verdicts.get_mut(&key) {
+            v.api = Some(native.api_version.clone());
+            v.workload = native.workload.as_ref().map(|w| format!("{namespace}/{w}"));
+            v.disruption_mode = Some(native.disruption_mode.clone());
+        }
     }
 }
 

@@ -34,7 +34,6 @@ mod topology_feed;
 mod topology_view;
 mod watchdog;
 
-use crate::cluster::api::VolcanoObject;
 use crate::gang::GangView;
 use crate::gang::barrier::Barriers;
 use crate::gang::book::{GangBook, GangKey};
@@ -58,11 +57,12 @@ use std::sync::Arc;
 pub(crate) struct PlannerMemory {
     /// Gangs admitted by enqueue, not yet placed.
     inqueue: BTreeSet<GangKey>,
-    /// Status last written per object (without timestamps).
-    written: HashMap<VolcanoObject, serde_json::Value>,
-    /// The verdict each PodGroup's status was last written from (a PodGroup
-    /// whose verdict is unchanged needs no status built).
-    written_verdicts: HashMap<GangKey, GangVerdict>,
+    /// Each PodGroup's status as last written (without timestamps), with the
+    /// verdict it was written from: a PodGroup whose verdict is unchanged needs
+    /// no status built.
+    written_groups: HashMap<GangKey, (GangVerdict, serde_json::Value)>,
+    /// Each Queue's status as last written.
+    written_queues: BTreeMap<String, serde_json::Value>,
     /// Why each gang waited when its members were last told (events).
     told: HashMap<GangKey, String>,
     /// The evictions asked: when each victim was last asked, and the last few.

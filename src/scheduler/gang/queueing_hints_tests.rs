@@ -456,6 +456,19 @@ async fn kept_state_is_current(c: &Cluster) -> Result<(), TestCaseError> {
         holdings.planned_gated(),
         "planned members still gated"
     );
+    let mut hints = memory.hints.lock();
+    let missed = hints.world_differences(&kept, &conf.conf);
+    prop_assert!(
+        missed.is_empty(),
+        "the queueing hints' world brought up to date differs from one worked out whole: {:?}",
+        missed
+    );
+    let stale = hints.stale_skips(&kept, &conf.conf);
+    prop_assert!(
+        stale.is_empty(),
+        "jobs skipped although they changed since allocate failed them: {:?}",
+        stale
+    );
     Ok(())
 }
 

@@ -4,11 +4,13 @@
 
 use super::PlannerMemory;
 use crate::cluster::api::{EventType, VolcanoObject};
-use crate::gang::book::GangKey;
+use crate::gang::book::{GangBook, GangKey, Member};
+use crate::gang::planner_book::PlannerBook;
 use crate::gang::status::{QueueCounts, podgroup_status, podgroup_status_key, queue_status};
 use crate::scheduler::Scheduler;
 use crate::volcano::framework::{GangPhase, GangVerdict, SessionOutcome};
-use std::collections::{BTreeMap, HashSet};
+use crate::volcano::objects::PodGroupSpec;
+use std::collections::{BTreeMap, BTreeSet};
 
 impl Scheduler {
     /// Tells the gated members of a waiting gang why, as a pod event (what
@@ -18,26 +20,24 @@ impl Scheduler {
         memory: &mut PlannerMemory,
         verdicts: &BTreeMap<GangKey, GangVerdict>,
     ) {
-        memory.told.retain(|k, _| {
-            verdicts
-                .get(k)
-                .is_some_and(|v| v.message.is_some() && v.phase != GangPhase::Running)
-        });
         let mut tell: Vec<(String, String, String, String)> = Vec::new();
         {
             let book = self.gang.book.read();
+            let copy = memory.book.lock();
+            let mut waiting = 0;
             for (key, v) in verdicts {
-                let Some(message) = &v.message else { continue };
-                if v.phase == GangPhase::Running || memory.told.get(key) == Some(message) {
+                let Some(message) = v.message.as_ref().filter(|_| v.phase != GangPhase::Running)
+                else {
+                    memory.told.remove(key);
+                    continue;
+                };
+                waiting += 1;
+                if memory.told.get(key) == Some(message) {
                     continue;
                 }
                 memory.told.insert(key.clone(), message.clone());
                 let text = format!("gang {key} waits: {message}");
-                for m in book
-                    .members()
-                    .values()
-                    .filter(|m| &m.gang == key && m.gated)
-                {
+                for m in gang_members(&book, &copy, key).filter(|m| m.gated) {
                     tell.push((
                         m.namespace.clone(),
                         m.name.clone(),
@@ -45,6 +45,10 @@ impl Scheduler {
                         text.clone(),
                     ));
                 }
+            }
+            // Forget the gangs that are gone.
+            if waiting < memory.told.len() {
+                memory.told.retain(|k, _| verdicts.contains_key(k));
             }
         }
         for (ns, name, uid, text) in tell {
@@ -54,41 +58,50 @@ impl Scheduler {
     }
 
     /// Writes the status of every Volcano PodGroup and Queue whose status
-    /// changed. A PodGroup whose verdict is the one its status was last written
-    /// from is not looked at again: with thousands of gangs waiting unchanged,
-    /// building each status to compare it cost more than the session.
+    /// changed (`counts`: the PodGroups of each queue by phase). A PodGroup whose
+    /// verdict is the one its status was last written from is not looked at
+    /// again: with thousands of gangs waiting unchanged, building each status
+    /// (or even naming each object) to compare it cost more than the session.
     pub(super) async fn write_statuses(
         &self,
         memory: &mut PlannerMemory,
         outcome: &SessionOutcome,
+        counts: &BTreeMap<String, QueueCounts>,
     ) {
         let now = self
             .clock
             .wall()
             .to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
-        // Each object with its status, or `None` when it is as last written.
-        let mut writes: Vec<(VolcanoObject, Option<(GangKey, serde_json::Value)>)> = Vec::new();
-        let mut queue_writes: Vec<(VolcanoObject, serde_json::Value)> = Vec::new();
-        let mut counts: BTreeMap<&str, QueueCounts> = BTreeMap::new();
+        // The PodGroups whose verdict changed, with their status.
+        let mut writes: Vec<(GangKey, serde_json::Value)> = Vec::new();
+        let mut queue_writes: Vec<(String, serde_json::Value)> = Vec::new();
         {
             let book = self.gang.book.read();
+            let mut group = GroupLookup::default();
+            // Entries of `written_groups` whose gang is still planned.
+            let mut still_planned = 0;
             for (key, v) in &outcome.verdicts {
-                counts.entry(v.queue.as_str()).or_default().add(v.phase);
+                let written = memory.written_groups.get(key);
+                still_planned += usize::from(written.is_some());
                 // kube-scheduler writes the status of Kubernetes' own PodGroups.
-                let group = book
-                    .groups()
-                    .get(&(key.namespace.clone(), key.name.clone()));
-                if key.single || group.is_none_or(|g| g.native.is_some()) {
+                let volcano =
+                    !key.single && group.get(&book, key).is_some_and(|g| g.native.is_none());
+                if !volcano {
+                    if written.is_some() {
+                        memory.written_groups.remove(key);
+                        still_planned -= 1;
+                    }
                     continue;
                 }
-                let object = VolcanoObject::PodGroup {
-                    namespace: key.namespace.clone(),
-                    name: key.name.clone(),
-                };
-                let unchanged = memory.written_verdicts.get(key) == Some(v)
-                    && memory.written.contains_key(&object);
-                let status = (!unchanged).then(|| (key.clone(), podgroup_status(v, &now)));
-                writes.push((object, status));
+                if written.is_none_or(|(verdict, _)| verdict != v) {
+                    writes.push((key.clone(), podgroup_status(v, &now)));
+                }
+            }
+            // Forget what was written for gangs that are gone.
+            if still_planned < memory.written_groups.len() {
+                memory
+                    .written_groups
+                    .retain(|k, _| outcome.verdicts.contains_key(k));
             }
             for report in &outcome.queues {
                 if !book.queues.contains_key(&report.name) {
@@ -98,50 +111,83 @@ impl Scheduler {
                     .get(report.name.as_str())
                     .copied()
                     .unwrap_or_default();
-                queue_writes.push((
-                    VolcanoObject::Queue {
-                        name: report.name.clone(),
-                    },
-                    queue_status(report, &c),
-                ));
+                queue_writes.push((report.name.clone(), queue_status(report, &c)));
             }
         }
-        // Forget what was written for objects that are gone.
-        let current: HashSet<&VolcanoObject> = writes
-            .iter()
-            .map(|(o, _)| o)
-            .chain(queue_writes.iter().map(|(o, _)| o))
-            .collect();
-        memory.written.retain(|o, _| current.contains(o));
+        // Forget what was written for queues that are gone.
         memory
-            .written_verdicts
-            .retain(|k, _| outcome.verdicts.contains_key(k));
-        let changed = writes
-            .into_iter()
-            .filter_map(|(object, status)| Some((object, status?)))
-            .map(|(object, (gang, status))| (object, Some(gang), status));
-        let queues = queue_writes
-            .into_iter()
-            .map(|(object, status)| (object, None, status));
-        for (object, gang, status) in changed.chain(queues).collect::<Vec<_>>() {
+            .written_queues
+            .retain(|name, _| queue_writes.iter().any(|(q, _)| q == name));
+        for (gang, status) in writes {
             let key = podgroup_status_key(&status);
-            let written = memory.written.get(&object) == Some(&key)
-                || match self.api.patch_volcano_status(&object, &status).await {
-                    Ok(()) => {
-                        memory.written.insert(object, key);
-                        true
-                    }
-                    // Retried next cycle; a PodGroup deleted meanwhile is forgotten then.
-                    Err(e) => {
-                        tracing::warn!(object = %object, error = %e, "could not write status");
-                        false
-                    }
-                };
-            if let Some(gang) = gang.filter(|_| written)
-                && let Some(v) = outcome.verdicts.get(&gang)
-            {
-                memory.written_verdicts.insert(gang, v.clone());
+            let written = memory
+                .written_groups
+                .get(&gang)
+                .is_some_and(|(_, last)| *last == key);
+            let object = VolcanoObject::PodGroup {
+                namespace: gang.namespace.clone(),
+                name: gang.name.clone(),
+            };
+            let written = written || self.patch_status(&object, &status).await;
+            if written && let Some(v) = outcome.verdicts.get(&gang) {
+                memory.written_groups.insert(gang, (v.clone(), key));
             }
         }
+        for (name, status) in queue_writes {
+            if memory.written_queues.get(&name) == Some(&status) {
+                continue;
+            }
+            let object = VolcanoObject::Queue { name: name.clone() };
+            if self.patch_status(&object, &status).await {
+                memory.written_queues.insert(name, status);
+            }
+        }
+    }
+
+    /// Writes one object's status; false when it could not be written (it is
+    /// tried again next cycle; a PodGroup deleted meanwhile is forgotten then).
+    async fn patch_status(&self, object: &VolcanoObject, status: &serde_json::Value) -> bool {
+        match self.api.patch_volcano_status(object, status).await {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::warn!(object = %object, error = %e, "could not write status");
+                false
+            }
+        }
+    }
+}
+
+/// The members of `gang` in the live `book`, found through the planner's copy
+/// (indexed by gang) and the members the book changed since it was copied,
+/// rather than by looking at every member of every gang.
+fn gang_members<'b>(
+    book: &'b GangBook,
+    copy: &'b PlannerBook,
+    gang: &'b GangKey,
+) -> impl Iterator<Item = &'b Member> + 'b {
+    let uids: BTreeSet<&String> = copy
+        .member_uids_of(gang)
+        .chain(&book.pending_changes().members)
+        .collect();
+    uids.into_iter()
+        .filter_map(|uid| book.members().get(uid))
+        .map(|m| &**m)
+        .filter(move |m| &m.gang == gang)
+}
+
+/// Looks PodGroups up by gang without allocating a key for each: the book
+/// keys them by owned (namespace, name), so one key is kept and refilled.
+#[derive(Default)]
+struct GroupLookup {
+    key: (String, String),
+}
+
+impl GroupLookup {
+    fn get<'b>(&mut self, book: &'b GangBook, gang: &GangKey) -> Option<&'b PodGroupSpec> {
+        self.key.0.clear();
+        self.key.0.push_str(&gang.namespace);
+        self.key.1.clear();
+        self.key.1.push_str(&gang.name);
+        book.groups().get(&self.key)
     }
 }
