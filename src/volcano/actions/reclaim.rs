@@ -56,12 +56,11 @@ impl Action for Reclaim {
                         }
                     }
                 }
-                if !commit_if_pipelined(session, key, statement, &pipelined) {
-                    if let Some(why) = refused
-                        && !session.has_note(key)
-                    {
-                        session.note_job(key, Some(GangPhase::Inqueue), "NotEnoughResources", why);
-                    }
+                if !commit_if_pipelined(session, key, statement, &pipelined)
+                    && let Some(why) = refused
+                    && !session.has_note(key)
+                {
+                    session.note_job(key, Some(GangPhase::Inqueue), "NotEnoughResources", why);
                 }
             }
         }
