@@ -4,7 +4,8 @@
 //! `configurations:` arguments are read as a deployment reads them).
 
 use super::support::{
-    GroupRow, PodRow, Table, evicted, group, node_alloc, pod, queue, resources, tiers_conf,
+    GroupRow, PREEMPTING_PLUGINS, PodRow, Table, evicted, group, node_alloc, pod, queue, resources,
+    tiers_conf,
 };
 use crate::volcano::actions::configured;
 use crate::volcano::conf::SchedulerConf;
@@ -16,21 +17,7 @@ use std::collections::BTreeSet;
 /// candidate go; gang does so here, with what a session needs to call a job
 /// starving and pipelined, and conformance and priority as a deployment lists
 /// them. `network-topology-aware` gives the HyperNode gradients.
-const TIER: &[(&str, &[&str])] = &[
-    ("conformance", &["Preemptable"]),
-    ("gang", &["Preemptable", "JobPipelined", "JobStarving"]),
-    (
-        "priority",
-        &[
-            "TaskOrder",
-            "JobOrder",
-            "Preemptable",
-            "JobPipelined",
-            "JobStarving",
-        ],
-    ),
-    ("network-topology-aware", &["HyperNodeGradient"]),
-];
+const NETWORK_TOPOLOGY: &[(&str, &[&str])] = &[("network-topology-aware", &["HyperNodeGradient"])];
 
 /// `testTask(job, name, node, Running|Pending, priority, 1000)`: 1 CPU, 1G.
 pub fn test_task(name: &'static str, group: &'static str, node: &'static str) -> PodRow {
@@ -92,7 +79,7 @@ pub fn run_action(
     action: &str,
     configurations: &str,
 ) -> BTreeSet<String> {
-    let mut text = tiers_conf(action, &[TIER]);
+    let mut text = tiers_conf(action, &[&[PREEMPTING_PLUGINS, NETWORK_TOPOLOGY].concat()]);
     if !configurations.is_empty() {
         text.push_str(&format!("configurations:\n{configurations}"));
     }

@@ -16,7 +16,8 @@
 //!   role of pods built without one; no case's expectation depends on them.
 
 use super::support::{
-    GroupRow, PodRow, Table, evicted, group, node_alloc, pod, queue, resources, tiers_conf,
+    GroupRow, PREEMPTING_PLUGINS, PodRow, Table, evicted, group, node_alloc, pod, queue, resources,
+    tiers_conf,
 };
 use crate::resources::Resources;
 use crate::volcano::actions::preempt::Preempt;
@@ -28,20 +29,10 @@ pub(super) fn conf() -> String {
     tiers_conf(
         "preempt",
         &[&[
-            ("conformance", &["Preemptable"]),
-            ("gang", &["Preemptable", "JobPipelined", "JobStarving"]),
-            (
-                "priority",
-                &[
-                    "TaskOrder",
-                    "JobOrder",
-                    "Preemptable",
-                    "JobPipelined",
-                    "JobStarving",
-                ],
-            ),
-            ("proportion", &["Overused", "Allocatable", "QueueOrder"]),
-        ]],
+            PREEMPTING_PLUGINS,
+            &[("proportion", &["Overused", "Allocatable", "QueueOrder"])],
+        ]
+        .concat()],
     )
 }
 

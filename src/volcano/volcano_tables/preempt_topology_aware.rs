@@ -14,7 +14,8 @@
 //! one with a waiting job), so the tier leaves it out.
 
 use super::support::{
-    GroupRow, PodRow, Table, evicted, group, node_alloc, pod, queue, resources, tiers_conf,
+    GroupRow, PREEMPTING_PLUGINS, PodRow, Table, evicted, group, node_alloc, pod, queue, resources,
+    tiers_conf,
 };
 use crate::resources::Resources;
 use crate::volcano::actions::configured;
@@ -27,24 +28,16 @@ fn conf() -> String {
     let tiers = tiers_conf(
         "preempt",
         &[&[
-            ("conformance", &["Preemptable"]),
-            ("gang", &["Preemptable", "JobPipelined", "JobStarving"]),
-            (
-                "priority",
-                &[
-                    "TaskOrder",
-                    "JobOrder",
-                    "Preemptable",
-                    "JobPipelined",
-                    "JobStarving",
-                ],
-            ),
-            (
-                "proportion",
-                &["Overused", "Allocatable", "QueueOrder", "Predicate"],
-            ),
-            ("predicates", &["Preemptable", "Predicate"]),
-        ]],
+            PREEMPTING_PLUGINS,
+            &[
+                (
+                    "proportion",
+                    &["Overused", "Allocatable", "QueueOrder", "Predicate"],
+                ),
+                ("predicates", &["Preemptable", "Predicate"]),
+            ],
+        ]
+        .concat()],
     );
     format!(
         "{tiers}configurations:\n- name: preempt\n  arguments:\n    enableTopologyAwarePreemption: true\n"

@@ -32,6 +32,24 @@ pub fn resources(cpu: &str, memory: &str) -> Resources {
     r
 }
 
+/// The plugins Volcano's preemption tables (preempt, gangpreempt, gangreclaim)
+/// start their tier with: conformance, gang and priority with what a session
+/// needs to call a job starving and pipelined and to pick victims.
+pub const PREEMPTING_PLUGINS: &[(&str, &[&str])] = &[
+    ("conformance", &["Preemptable"]),
+    ("gang", &["Preemptable", "JobPipelined", "JobStarving"]),
+    (
+        "priority",
+        &[
+            "TaskOrder",
+            "JobOrder",
+            "Preemptable",
+            "JobPipelined",
+            "JobStarving",
+        ],
+    ),
+];
+
 /// A `volcano-scheduler.conf` as Volcano's tests build their tiers: each plugin
 /// with the switches named on (Volcano's `EnabledXxx` without its prefix, e.g.
 /// `"JobStarving"`) and every other switch off, since a test's `conf.PluginOption`
