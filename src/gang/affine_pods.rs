@@ -12,6 +12,7 @@
 
 use crate::gang::book::GangBook;
 use crate::node_load::NodeResources;
+use crate::object_namespace::namespace_of;
 use crate::placement::pod_affinity::AffinityPod;
 use crate::volcano::framework::pod_affinity_view::on_a_node;
 use crate::volcano::framework::{JobInfo, SessionOutcome, SessionState};
@@ -119,7 +120,7 @@ impl PlannedPods {
 fn seen_planned((node, pod): &PlannedPod) -> Seen<'_> {
     Seen {
         node,
-        namespace: pod.metadata.namespace.as_deref().unwrap_or("default"),
+        namespace: namespace_of(&pod.metadata),
         labels: pod.metadata.labels.as_ref().filter(|l| !l.is_empty()),
     }
 }

@@ -6,6 +6,7 @@ use super::book_changes::BookChanges;
 use super::membership::{DEFAULT_QUEUE, Membership};
 use super::priority_classes::PriorityClasses;
 use super::victim_facts;
+use crate::object_namespace::namespace_of;
 use crate::resources::{Resources, pod_requests};
 use crate::volcano::disruption_budget::DisruptionBudget;
 use crate::volcano::objects::{PodGroupSpec, QueueSpec};
@@ -368,11 +369,7 @@ pub fn member_order(a: &Member, b: &Member) -> std::cmp::Ordering {
 pub fn member_of(pod: &Pod) -> Option<Member> {
     let membership = Membership::of(pod)?;
     let uid = pod.metadata.uid.clone()?;
-    let namespace = pod
-        .metadata
-        .namespace
-        .clone()
-        .unwrap_or_else(|| "default".into());
+    let namespace = namespace_of(&pod.metadata).to_owned();
     let name = pod.metadata.name.clone().unwrap_or_default();
     let spec = pod.spec.as_ref();
     let phase = match pod.status.as_ref().and_then(|s| s.phase.as_deref()) {

@@ -13,6 +13,7 @@
 //! template by `workloadRef`).
 
 use super::membership::QUEUE_NAME;
+use crate::object_namespace::namespace_in;
 use crate::volcano::crd;
 use crate::volcano::objects::{DEFAULT_QUEUE, ObjectError, PodGroupSpec};
 use chrono::{DateTime, Utc};
@@ -141,12 +142,7 @@ pub fn podgroup_from_json(value: &Value) -> Result<PodGroupSpec, ObjectError> {
     if !value.is_object() {
         return Err(ObjectError::NotAnObject { kind: KIND });
     }
-    let namespace = value
-        .pointer("/metadata/namespace")
-        .and_then(Value::as_str)
-        .filter(|n| !n.is_empty())
-        .unwrap_or("default")
-        .to_owned();
+    let namespace = namespace_in(value).to_owned();
     let error = |field: &str, reason: String| ObjectError::Field {
         kind: KIND,
         name: format!("{namespace}/{name}"),

@@ -3,6 +3,7 @@
 //! changes or goes (the watches of the two kinds deliver them in any order).
 
 use super::workload_template::{complete, template_ref};
+use crate::object_namespace::namespace_in;
 use serde_json::Value;
 use std::collections::BTreeMap;
 
@@ -16,7 +17,7 @@ fn key_of(object: &Value) -> Key {
             .filter(|s| !s.is_empty())
     };
     (
-        text("/metadata/namespace").unwrap_or("default").to_owned(),
+        namespace_in(object).to_owned(),
         text("/metadata/name").unwrap_or_default().to_owned(),
     )
 }

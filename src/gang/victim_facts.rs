@@ -2,6 +2,7 @@
 //! (`volcano.sh/cooldown-time`), when it was bound, its preemption policy and the
 //! kind of workload that owns it. Read the way Volcano reads them.
 
+use crate::object_namespace::namespace_of;
 use chrono::{DateTime, Utc};
 use k8s_openapi::api::core::v1::Pod;
 use std::time::Duration;
@@ -49,7 +50,7 @@ pub fn cooldown(pod: &Pod) -> Option<Duration> {
     match humantime::parse_duration(value.trim()) {
         Ok(d) => Some(d),
         Err(e) => {
-            tracing::warn!(pod = %format!("{}/{}", meta.namespace.as_deref().unwrap_or("default"), meta.name.as_deref().unwrap_or("")), value = %value, error = %e, "ignoring unreadable cooldown time");
+            tracing::warn!(pod = %format!("{}/{}", namespace_of(meta), meta.name.as_deref().unwrap_or("")), value = %value, error = %e, "ignoring unreadable cooldown time");
             None
         }
     }
