@@ -109,6 +109,22 @@ async fn debug_queues(server: &LiveServer) -> Value {
     serde_json::from_str(&body).expect("/debug/queues is JSON")
 }
 
+/// The evictions `/debug/queues` lists, as (pod, action, outcome).
+fn listed_evictions(view: &Value) -> Vec<(&str, &str, &str)> {
+    view["evictions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|e| {
+            (
+                e["pod"].as_str().unwrap_or(""),
+                e["action"].as_str().unwrap_or(""),
+                e["outcome"].as_str().unwrap_or(""),
+            )
+        })
+        .collect()
+}
+
 /// Polls `/debug/queues` until `f` holds.
 async fn wait_for_view(server: &LiveServer, what: &str, f: impl Fn(&Value) -> bool) {
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -251,20 +267,8 @@ async fn inference_reclaims_a_training_gang_and_starts_once_the_kubelet_lets_go(
         plan["waitsFor"],
         json!([{"pod": "ml/train0", "leaving": true}, {"pod": "ml/train1", "leaving": true}])
     );
-    let evicted: Vec<(&str, &str, &str)> = view["evictions"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|e| {
-            (
-                e["pod"].as_str().unwrap_or(""),
-                e["action"].as_str().unwrap_or(""),
-                e["outcome"].as_str().unwrap_or(""),
-            )
-        })
-        .collect();
     assert_eq!(
-        evicted,
+        listed_evictions(&view),
         [
             ("ml/train0", "reclaim", "evicted"),
             ("ml/train1", "reclaim", "evicted")
@@ -486,9 +490,41 @@ async fn gangreclaim_evicts_the_training_gang_whole_through_the_eviction_api() {
     server.schedule(&api, NS, "svc", &["n1"]).await;
     assert_eq!(api.evicted_pods().len(), 2, "nobody else evicted");
     let evicted = server
-        .metric(r#"vgpu_scheduler_evictions_total{action="reclaim",queue="training",service_type="training",outcome="evicted"}"#)
+        .metric(r#"vgpu_scheduler_evictions_total{action="gangreclaim",queue="training",service_type="training",outcome="evicted"}"#)
         .await;
-    assert_eq!(evicted, 2);
+    assert_eq!(evicted, 2, "counted under the action that chose them");
+    assert_evictions_named(&api, &server, &train, "gangreclaim", "Reclaimed").await;
+}
+
+/// `/debug/queues` lists each of `victims` as evicted by `action`, and each
+/// victim's `Evict` event names it after what happened to it (`title`).
+async fn assert_evictions_named(
+    api: &FakeApiServer,
+    server: &LiveServer,
+    victims: &[String],
+    action: &str,
+    title: &str,
+) {
+    let view = debug_queues(server).await;
+    let mut listed = listed_evictions(&view);
+    listed.sort();
+    let wanted: Vec<String> = victims.iter().map(|v| format!("{NS}/{v}")).collect();
+    let wanted: Vec<(&str, &str, &str)> = wanted
+        .iter()
+        .map(|p| (p.as_str(), action, "evicted"))
+        .collect();
+    assert_eq!(listed, wanted, "{view}");
+    let opening = format!("{title} by {action}: ");
+    for v in victims {
+        let events = api.events_for(NS, v);
+        assert!(
+            events.iter().any(|e| e["reason"] == "Evict"
+                && e["message"]
+                    .as_str()
+                    .is_some_and(|m| m.starts_with(&opening))),
+            "{v}: {events:?}"
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -497,4 +533,17 @@ async fn gangpreempt_takes_a_lower_priority_gang_of_its_queue_whole() {
     high_priority_job_takes_over(&running).await;
     let evicted = running.api.evicted_pods();
     assert_eq!(evicted.len(), 2, "the whole gang of two: {evicted:?}");
+    let counted = running
+        .server
+        .metric(r#"vgpu_scheduler_evictions_total{action="gangpreempt",queue="training",service_type="training",outcome="evicted"}"#)
+        .await;
+    assert_eq!(counted, 2, "counted under the action that chose them");
+    assert_evictions_named(
+        &running.api,
+        &running.server,
+        &running.gang,
+        "gangpreempt",
+        "Preempted",
+    )
+    .await;
 }

@@ -31,6 +31,9 @@ pub(super) struct EvictionLog {
     pub asked: HashMap<String, Instant>,
     /// The last evictions asked, oldest first.
     pub recent: VecDeque<EvictionRecord>,
+    /// Which action asked each victim of a standing plan to leave: asking it
+    /// again is reported under the same name.
+    pub by: HashMap<String, EvictAction>,
 }
 
 impl EvictionLog {
@@ -85,6 +88,7 @@ impl Scheduler {
         let mut run = EvictionRun::default();
         for victim in ordered {
             log.asked.insert(victim.uid.clone(), self.clock.now());
+            log.by.insert(victim.uid.clone(), victim.action);
             let outcome = self.evict_one(victim).await;
             log.record(EvictionRecord {
                 at: self
@@ -151,14 +155,7 @@ impl Scheduler {
                     (&victim.namespace, &victim.name, &victim.uid),
                     EventType::Warning,
                     "Evict",
-                    format!(
-                        "{}: {}",
-                        match victim.action {
-                            EvictAction::Preempt => "Preempted",
-                            EvictAction::Reclaim => "Reclaimed",
-                        },
-                        victim.reason
-                    ),
+                    format!("{}: {}", victim.action.event_title(), victim.reason),
                 )
                 .await;
                 self.victim_leaving(&victim.uid);

@@ -239,11 +239,15 @@ impl Scheduler {
                         .get(&(m.gang.namespace.clone(), m.gang.name.clone()))
                         .and_then(|g| crate::gang::victim_facts::service_type(Some(&g.annotations)))
                         .or_else(|| m.service_type.clone());
-                    let action = if preemptor_queue.as_deref() == Some(queue.as_str()) {
-                        EvictAction::Preempt
-                    } else {
-                        EvictAction::Reclaim
-                    };
+                    // After a restart nobody remembers the action: the queues tell
+                    // preemption from reclaim.
+                    let action = memory.evictions.by.get(uid).copied().unwrap_or(
+                        if preemptor_queue.as_deref() == Some(queue.as_str()) {
+                            EvictAction::Preempt
+                        } else {
+                            EvictAction::Reclaim
+                        },
+                    );
                     victims.push(Eviction {
                         uid: uid.clone(),
                         namespace: m.namespace.clone(),
@@ -255,10 +259,7 @@ impl Scheduler {
                         action,
                         reason: format!(
                             "{} for pod {}/{}",
-                            match action {
-                                EvictAction::Preempt => "preempted",
-                                EvictAction::Reclaim => "reclaimed",
-                            },
+                            action.verb(),
                             preemptor.namespace,
                             preemptor.name
                         ),
@@ -271,6 +272,7 @@ impl Scheduler {
             .evictions
             .asked
             .retain(|uid, _| waiting.contains(uid));
+        memory.evictions.by.retain(|uid, _| waiting.contains(uid));
         if !victims.is_empty() {
             self.evict_victims(&victims, &mut memory.evictions).await;
         }

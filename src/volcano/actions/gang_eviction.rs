@@ -146,13 +146,16 @@ fn evict_for(
     let mut need_task = pending[0].clone();
     need_task.resreq = need.clone();
     let pending: Vec<String> = pending.iter().map(|t| t.uid.clone()).collect();
-    let (action, verb) = match rules.kind() {
-        GangEvictionKind::Preempt => (EvictAction::Preempt, "preempted"),
-        GangEvictionKind::Reclaim => (EvictAction::Reclaim, "reclaimed"),
+    let action = match rules.kind() {
+        GangEvictionKind::Preempt => EvictAction::GangPreempt,
+        GangEvictionKind::Reclaim => EvictAction::GangReclaim,
     };
     let reason = format!(
-        "{verb} for gang {}/{} of queue {:?}",
-        key.namespace, key.name, job.queue
+        "{} for gang {}/{} of queue {:?}",
+        action.verb(),
+        key.namespace,
+        key.name,
+        job.queue
     );
     let mut why = "no running task may make room for it".to_string();
     for domain in candidate_domains(session, key, args.max_domains) {

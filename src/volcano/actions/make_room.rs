@@ -210,10 +210,7 @@ pub(crate) fn eviction_reason(
         .unwrap_or_default();
     let reason = format!(
         "{} for pod {}/{} of queue {queue:?}",
-        match action {
-            EvictAction::Reclaim => "reclaimed",
-            EvictAction::Preempt => "preempted",
-        },
+        action.verb(),
         task.map_or("", |t| t.namespace.as_str()),
         task.map_or(uid, |t| t.name.as_str()),
     );

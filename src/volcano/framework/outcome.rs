@@ -67,14 +67,41 @@ pub enum EvictAction {
     Preempt,
     /// Across queues: a queue below its deserved share takes back what it lent.
     Reclaim,
+    /// `gangpreempt`: as preempt, whole victim bundles for a whole gang at once.
+    GangPreempt,
+    /// `gangreclaim`: as reclaim, whole victim bundles for a whole gang at once.
+    GangReclaim,
 }
 
 impl EvictAction {
-    /// The action's name in the configuration, in events and in metrics.
+    /// The action's name in the configuration, in events and in metrics, so an
+    /// eviction is told apart by the action that chose it.
     pub fn as_str(self) -> &'static str {
         match self {
             EvictAction::Preempt => "preempt",
             EvictAction::Reclaim => "reclaim",
+            EvictAction::GangPreempt => "gangpreempt",
+            EvictAction::GangReclaim => "gangreclaim",
+        }
+    }
+
+    /// What happens to the victim (`preempted`, `reclaimed`), the opening of
+    /// its reason.
+    pub fn verb(self) -> &'static str {
+        match self {
+            EvictAction::Preempt | EvictAction::GangPreempt => "preempted",
+            EvictAction::Reclaim | EvictAction::GangReclaim => "reclaimed",
+        }
+    }
+
+    /// The opening of the victim's `Evict` event: what happened to it, and by
+    /// which action when that is not the plain one the word already names.
+    pub fn event_title(self) -> &'static str {
+        match self {
+            EvictAction::Preempt => "Preempted",
+            EvictAction::Reclaim => "Reclaimed",
+            EvictAction::GangPreempt => "Preempted by gangpreempt",
+            EvictAction::GangReclaim => "Reclaimed by gangreclaim",
         }
     }
 }
