@@ -547,3 +547,36 @@ async fn gangpreempt_takes_a_lower_priority_gang_of_its_queue_whole() {
     )
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gangpreempt_eviction_asked_again_is_still_named_gangpreempt() {
+    let running = training_running_under(SchedulerConfFile::new(GANG_EVICTION), "low", 2).await;
+    let Running { api, server, .. } = &running;
+    // The first request to evict low1 fails: the plan stands, low1 is asked again.
+    api.inject_errors("pods/low1/eviction", 500, 1);
+    training_gang(api, "high", 1, "training", "pc-high");
+    let series = |outcome: &str| {
+        format!(
+            r#"vgpu_scheduler_evictions_total{{action="gangpreempt",queue="training",service_type="training",outcome="{outcome}"}}"#
+        )
+    };
+    server
+        .wait_metric(&series("failed"), 1, Duration::from_secs(15))
+        .await;
+    // Asked again once the retry interval has passed.
+    server
+        .wait_metric(&series("evicted"), 2, Duration::from_secs(30))
+        .await;
+    let view = debug_queues(server).await;
+    let mut listed = listed_evictions(&view);
+    listed.sort();
+    assert_eq!(
+        listed,
+        [
+            ("ml/low0", "gangpreempt", "evicted"),
+            ("ml/low1", "gangpreempt", "evicted"),
+            ("ml/low1", "gangpreempt", "failed"),
+        ],
+        "{view}"
+    );
+}
