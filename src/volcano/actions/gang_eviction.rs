@@ -9,15 +9,17 @@
 //! tasks the action may take (its rules: which jobs, in which order) are split
 //! into victim bundles ([`super::victim_bundles`]); the plugins say which may go
 //! (Volcano's unified evictable hook); PodDisruptionBudgets drop the bundles they
-//! forbid. Bundles are then added one after another, each time the plan is tried
-//! ([`super::nomination_plan`]): the first that places every waiting task and
-//! gives the job its minimum is kept, and the job's evictions commit. A job no
-//! domain works for evicts nothing.
+//! forbid. A domain that could not hold the waiting tasks even with all of them
+//! gone is passed over ([`super::domain_room`]). Bundles are then added one after
+//! another, each time the plan is tried ([`super::nomination_plan`]): the first
+//! that places every waiting task and gives the job its minimum is kept, and the
+//! job's evictions commit. A job no domain works for evicts nothing.
 //!
 //! A job with a waiting task of `preemptionPolicy: Never` evicts nobody, as in
 //! the other eviction actions (Volcano's gang actions do not read the policy;
 //! Kubernetes promises such a pod never preempts).
 
+use super::domain_room::could_hold;
 use super::eviction_domains::{Domain, candidate_domains};
 use super::gang_eviction_arguments::GangEvictionArguments;
 use super::nomination_plan::{Plan, plan_in_domain};
@@ -99,7 +101,16 @@ fn run(session: &mut Session, rules: &dyn GangEvictionRules, args: GangEvictionA
             if !session.job_starving(key) {
                 continue;
             }
-            match evict_for(session, rules, args, key) {
+            let mut effort = SearchEffort::default();
+            let found = evict_for(session, rules, args, key, &mut effort);
+            tracing::debug!(
+                action = rules.name(),
+                job = %key,
+                trials = effort.trials,
+                domains_without_room = effort.domains_without_room,
+                "searched for room"
+            );
+            match found {
                 Ok(Some(plan)) => {
                     commit_if_pipelined(session, key, plan.statement, &plan.pipelined);
                 }
@@ -114,13 +125,24 @@ fn run(session: &mut Session, rules: &dyn GangEvictionRules, args: GangEvictionA
     }
 }
 
+/// How much work the search for one job's plan took.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(super) struct SearchEffort {
+    /// Nomination plans tried.
+    pub trials: usize,
+    /// Domains passed over without a trial: they could not hold the waiting
+    /// tasks even with every victim there gone.
+    pub domains_without_room: usize,
+}
+
 /// The first plan that works for the job, applied to the session (its
 /// statement not yet committed); `Ok(None)` when it has nothing to place.
-fn evict_for(
+pub(super) fn evict_for(
     session: &mut Session,
     rules: &dyn GangEvictionRules,
     args: GangEvictionArguments,
     key: &GangKey,
+    effort: &mut SearchEffort,
 ) -> Result<Option<Plan>, String> {
     let Some(job) = session.state.job(key) else {
         return Ok(None);
@@ -160,9 +182,22 @@ fn evict_for(
     let mut why = "no running task may make room for it".to_string();
     for domain in candidate_domains(session, key, args.max_domains) {
         let bundles = domain_bundles(session, rules, args, key, &need_task, &domain);
+        if bundles.is_empty() {
+            continue;
+        }
+        let every_victim: Vec<(GangKey, String)> = bundles.iter().flatten().cloned().collect();
+        if !could_hold(session, key, &pending, &domain, &every_victim) {
+            effort.domains_without_room += 1;
+            why = format!(
+                "its waiting tasks do not fit in {} even with every victim there gone",
+                domain.name
+            );
+            continue;
+        }
         let mut victims: Vec<(GangKey, String)> = Vec::new();
         for bundle in bundles {
             victims.extend(bundle);
+            effort.trials += 1;
             match plan_in_domain(session, key, &pending, &domain, &victims, action, &reason) {
                 Ok(plan) => return Ok(Some(plan)),
                 Err(e) => why = e,

@@ -2,8 +2,9 @@
 //! holds whatever the configuration (PodDisruptionBudgets, pods that may not be
 //! evicted, which no bundle of their job passes over).
 
+use super::gang_eviction::{SearchEffort, evict_for};
 use super::gang_eviction_arguments::GangEvictionArguments;
-use super::gang_preempt::GangPreempt;
+use super::gang_preempt::{GangPreempt, PreemptRules};
 use super::gang_reclaim::GangReclaim;
 use crate::volcano::conf::SchedulerConf;
 use crate::volcano::disruption_budget::DisruptionBudget;
@@ -157,4 +158,64 @@ fn gang_preempt_takes_the_lower_priority_gang_of_its_queue_only() {
         ..GangEvictionArguments::default()
     });
     assert!(run(jobs(), vec![], &safe_only).is_empty());
+}
+
+/// gangpreempt's search for `waiting`'s plan over two nodes of two GPUs:
+/// whether a plan was found (`Err`: why not) and the effort it took.
+fn search_for(jobs: Vec<JobInfo>, waiting: &str) -> (Result<bool, String>, SearchEffort) {
+    let conf = SchedulerConf::parse(CONF).expect("conf");
+    let state = placed_state(gpu_nodes(2, 2, 1), queues(), jobs);
+    let mut session = Session::open(state, registry::build(&conf).expect("builds"));
+    let mut effort = SearchEffort::default();
+    let found = evict_for(
+        &mut session,
+        &PreemptRules,
+        GangEvictionArguments::default(),
+        &gang_key(waiting),
+        &mut effort,
+    );
+    (found.map(|plan| plan.is_some()), effort)
+}
+
+#[test]
+fn gang_preempt_tries_no_plan_where_every_victim_gone_still_leaves_too_few_gpus() {
+    // Two waiting tasks of three GPUs each: six, and the cluster has four, all
+    // held by lower-priority gangs that could each go whole.
+    let k = gang_key("wide");
+    let tasks = (0..2)
+        .map(|i| gpu_task(&k, &format!("wide-{i}"), 3))
+        .collect();
+    let mut wide = job("wide", "training", 2, tasks);
+    wide.priority = 100;
+    let jobs = vec![training_gang("a", 0, 10), training_gang("b", 1, 10), wide];
+    let (found, effort) = search_for(jobs, "wide");
+    assert_eq!(
+        found,
+        Err("its waiting tasks do not fit in <cluster-top-hypernode> even with every victim there gone".into())
+    );
+    assert_eq!(
+        effort,
+        SearchEffort {
+            trials: 0,
+            domains_without_room: 1
+        }
+    );
+}
+
+#[test]
+fn gang_preempt_still_tries_plans_where_the_victims_make_enough_room() {
+    let jobs = vec![
+        training_gang("low", 0, 10),
+        training_gang("high", 1, 1000),
+        waiting("urgent", "training", 100),
+    ];
+    let (found, effort) = search_for(jobs, "urgent");
+    assert_eq!(found, Ok(true));
+    assert_eq!(
+        effort,
+        SearchEffort {
+            trials: 1,
+            domains_without_room: 0
+        }
+    );
 }

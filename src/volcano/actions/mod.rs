@@ -9,6 +9,7 @@ mod allocate_in_topology;
 #[cfg(test)]
 mod allocate_in_topology_tests;
 pub mod backfill;
+mod domain_room;
 pub mod enqueue;
 pub(crate) mod eviction_domains;
 pub mod gang_eviction;

@@ -332,6 +332,24 @@ impl NodeSet {
         Some(usage)
     }
 
+    /// What the node has left of each resource it offers once what the session
+    /// evicts from it and `also` are gone: the most [`Self::fit_requests`] can
+    /// grant pods there. `None` when its allocatable was never seen: such a node
+    /// is not judged on requests at all.
+    pub fn requests_left_once_gone(&self, node: &str, also: &Resources) -> Option<Resources> {
+        let &i = self.index.get(node)?;
+        let allocatable = &self.nodes[i].resources.allocatable;
+        if allocatable.is_empty() {
+            return None;
+        }
+        let mut requested = self.requested_of(i).clone();
+        if let Some(c) = &self.changed[i] {
+            requested.saturating_sub(&c.releasing_requests);
+        }
+        requested.saturating_sub(also);
+        Some(allocatable.minus(&requested))
+    }
+
     /// Whether a pod taking `want` (see `placement::resource_fit`) fits the
     /// node: as it is now, or, with `future`, once what the session evicts from it
     /// and `future`'s requests are gone (the fit a pipelined task needs).
