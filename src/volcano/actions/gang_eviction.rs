@@ -135,6 +135,11 @@ pub(super) struct SearchEffort {
     pub domains_without_room: usize,
 }
 
+/// Whether a domain could hold the waiting tasks with every victim there gone
+/// ([`could_hold`]); a parameter so that tests can compare with no check at all.
+pub(super) type RoomCheck =
+    fn(&Session, &GangKey, &[String], &Domain, &[(GangKey, String)]) -> bool;
+
 /// The first plan that works for the job, applied to the session (its
 /// statement not yet committed); `Ok(None)` when it has nothing to place.
 pub(super) fn evict_for(
@@ -143,6 +148,18 @@ pub(super) fn evict_for(
     args: GangEvictionArguments,
     key: &GangKey,
     effort: &mut SearchEffort,
+) -> Result<Option<Plan>, String> {
+    evict_for_checking_room(session, rules, args, key, effort, could_hold)
+}
+
+/// [`evict_for`], passing over the domains `room` says cannot hold the job.
+pub(super) fn evict_for_checking_room(
+    session: &mut Session,
+    rules: &dyn GangEvictionRules,
+    args: GangEvictionArguments,
+    key: &GangKey,
+    effort: &mut SearchEffort,
+    room: RoomCheck,
 ) -> Result<Option<Plan>, String> {
     let Some(job) = session.state.job(key) else {
         return Ok(None);
@@ -186,7 +203,7 @@ pub(super) fn evict_for(
             continue;
         }
         let every_victim: Vec<(GangKey, String)> = bundles.iter().flatten().cloned().collect();
-        if !could_hold(session, key, &pending, &domain, &every_victim) {
+        if !room(session, key, &pending, &domain, &every_victim) {
             effort.domains_without_room += 1;
             why = format!(
                 "its waiting tasks do not fit in {} even with every victim there gone",
