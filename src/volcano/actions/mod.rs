@@ -10,6 +10,8 @@ mod allocate_in_topology;
 mod allocate_in_topology_tests;
 pub mod backfill;
 mod domain_room;
+#[cfg(test)]
+mod domain_room_tests;
 pub mod enqueue;
 pub(crate) mod eviction_domains;
 pub mod gang_eviction;
