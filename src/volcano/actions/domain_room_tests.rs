@@ -1,12 +1,14 @@
-//! gangpreempt passing over the domains that cannot hold a gang even with
-//! every victim there gone: no trial there, and the same decisions as trying
-//! every victim bundle, for GPU gangs and gangs without GPUs.
+//! The gang eviction actions passing over the domains that cannot hold a gang
+//! even with every victim there gone: no trial there, and the same decisions
+//! as trying every victim bundle, for GPU gangs and gangs without GPUs, in
+//! gangpreempt and gangreclaim alike.
 
 use super::domain_room::could_hold;
-use super::gang_eviction::{RoomCheck, SearchEffort, evict_for_checking_room};
+use super::gang_eviction::{GangEvictionRules, RoomCheck, SearchEffort, evict_for_checking_room};
 use super::gang_eviction_arguments::GangEvictionArguments;
 use super::gang_eviction_tests::{CONF, names, queues, training_gang, waiting};
 use super::gang_preempt::PreemptRules;
+use super::gang_reclaim::ReclaimRules;
 use crate::resources::Resources;
 use crate::volcano::conf::SchedulerConf;
 use crate::volcano::framework::Session;
@@ -22,16 +24,19 @@ use std::collections::BTreeSet;
 /// gangpreempt's search for `waiting`'s plan over two nodes of two GPUs:
 /// whether a plan was found (`Err`: why not) and the effort it took.
 fn search_for(jobs: Vec<JobInfo>, waiting: &str) -> (Result<bool, String>, SearchEffort) {
-    let (found, effort, _) = search_in(gpu_nodes(2, 2, 1), jobs, waiting, could_hold);
+    let (found, effort, _) =
+        search_in(gpu_nodes(2, 2, 1), jobs, waiting, &PreemptRules, could_hold);
     (found, effort)
 }
 
-/// gangpreempt's search for `waiting`'s plan over `nodes`, passing over the
-/// domains `room` rejects: whether a plan was found, the effort, who it evicts.
+/// The search of the action of `rules` for `waiting`'s plan over `nodes`,
+/// passing over the domains `room` rejects: whether a plan was found, the
+/// effort, who it evicts.
 fn search_in(
     nodes: NodeSet,
     jobs: Vec<JobInfo>,
     waiting: &str,
+    rules: &dyn GangEvictionRules,
     room: RoomCheck,
 ) -> (Result<bool, String>, SearchEffort, BTreeSet<String>) {
     let conf = SchedulerConf::parse(CONF).expect("conf");
@@ -40,7 +45,7 @@ fn search_in(
     let mut effort = SearchEffort::default();
     let found = evict_for_checking_room(
         &mut session,
-        &PreemptRules,
+        rules,
         GangEvictionArguments::default(),
         &gang_key(waiting),
         &mut effort,
@@ -93,10 +98,12 @@ fn gang_preempt_still_tries_plans_where_the_victims_make_enough_room() {
     );
 }
 
-/// Every GPU of a small cluster held by a lower-priority job or free, and a
-/// waiting gang of a few multi-GPU tasks.
+/// Every GPU of a small cluster held by a training job or free, and a waiting
+/// gang of a few multi-GPU tasks: of higher priority in training (gangpreempt),
+/// or in inference (gangreclaim).
 #[derive(Debug, Clone)]
 struct Crowd {
+    reclaim: bool,
     gpus_per_node: u32,
     slots: u32,
     /// Per node, per GPU: the victim job holding it, if any.
@@ -108,23 +115,32 @@ struct Crowd {
 }
 
 fn crowd() -> impl Strategy<Value = Crowd> {
-    (1usize..=3, 1u32..=3, 1u32..=2).prop_flat_map(|(nodes, gpus_per_node, slots)| {
-        (
-            proptest::collection::vec(
-                proptest::collection::vec(proptest::option::of(0usize..3), gpus_per_node as usize),
-                nodes,
-            ),
-            proptest::collection::vec((prop_oneof![Just(10), Just(20), Just(500)], 1usize..=3), 3),
-            proptest::collection::vec(1u32..=3, 1..=3),
-        )
-            .prop_map(move |(held, victims, wants)| Crowd {
-                gpus_per_node,
-                slots,
-                held,
-                victims,
-                wants,
-            })
-    })
+    (any::<bool>(), 1usize..=3, 1u32..=3, 1u32..=2).prop_flat_map(
+        |(reclaim, nodes, gpus_per_node, slots)| {
+            (
+                proptest::collection::vec(
+                    proptest::collection::vec(
+                        proptest::option::of(0usize..3),
+                        gpus_per_node as usize,
+                    ),
+                    nodes,
+                ),
+                proptest::collection::vec(
+                    (prop_oneof![Just(10), Just(20), Just(500)], 1usize..=3),
+                    3,
+                ),
+                proptest::collection::vec(1u32..=3, 1..=3),
+            )
+                .prop_map(move |(held, victims, wants)| Crowd {
+                    reclaim,
+                    gpus_per_node,
+                    slots,
+                    held,
+                    victims,
+                    wants,
+                })
+        },
+    )
 }
 
 impl Crowd {
@@ -161,10 +177,23 @@ impl Crowd {
             .enumerate()
             .map(|(i, gpus)| gpu_task(&k, &format!("wide-{i}"), *gpus))
             .collect();
-        let mut wide = job("wide", "training", self.wants.len(), tasks);
+        let queue = if self.reclaim {
+            "inference"
+        } else {
+            "training"
+        };
+        let mut wide = job("wide", queue, self.wants.len(), tasks);
         wide.priority = 100;
         jobs.push(wide);
         jobs
+    }
+
+    fn rules(&self) -> &'static dyn GangEvictionRules {
+        if self.reclaim {
+            &ReclaimRules
+        } else {
+            &PreemptRules
+        }
     }
 }
 
@@ -174,8 +203,8 @@ proptest! {
     #[test]
     fn passing_over_domains_without_room_decides_as_trying_them(c in crowd()) {
         let try_all: RoomCheck = |_, _, _, _, _| true;
-        let (found, effort, evicted) = search_in(c.nodes(), c.jobs(), "wide", could_hold);
-        let (found_all, effort_all, evicted_all) = search_in(c.nodes(), c.jobs(), "wide", try_all);
+        let (found, effort, evicted) = search_in(c.nodes(), c.jobs(), "wide", c.rules(), could_hold);
+        let (found_all, effort_all, evicted_all) = search_in(c.nodes(), c.jobs(), "wide", c.rules(), try_all);
         prop_assert_eq!(found.is_ok(), found_all.is_ok());
         prop_assert_eq!(found.ok(), found_all.ok());
         prop_assert_eq!(evicted, evicted_all);
@@ -247,6 +276,7 @@ fn a_gang_without_gpus_is_held_to_the_cpus_the_victims_would_leave() {
         node.clone(),
         vec![low.clone(), cpu_gang(3)],
         "cpu",
+        &PreemptRules,
         could_hold,
     );
     assert!(found.is_err(), "{found:?}");
@@ -257,13 +287,25 @@ fn a_gang_without_gpus_is_held_to_the_cpus_the_victims_would_leave() {
             domains_without_room: 1
         }
     );
-    let (tried, _, _) = search_in(node.clone(), vec![low.clone(), cpu_gang(3)], "cpu", try_all);
+    let (tried, _, _) = search_in(
+        node.clone(),
+        vec![low.clone(), cpu_gang(3)],
+        "cpu",
+        &PreemptRules,
+        try_all,
+    );
     assert!(
         tried.is_err(),
         "trying anyway finds nothing either: {tried:?}"
     );
     // Two tasks of 2 CPUs fit once low is gone: tried, and low goes.
-    let (found, effort, evicted) = search_in(node, vec![low, cpu_gang(2)], "cpu", could_hold);
+    let (found, effort, evicted) = search_in(
+        node,
+        vec![low, cpu_gang(2)],
+        "cpu",
+        &PreemptRules,
+        could_hold,
+    );
     assert_eq!(found, Ok(true));
     assert_eq!(effort.trials, 1);
     assert_eq!(evicted, names(&["uid-low-0", "uid-low-1"]));
