@@ -142,7 +142,7 @@ pub(super) type RoomCheck =
 
 /// The first plan that works for the job, applied to the session (its
 /// statement not yet committed); `Ok(None)` when it has nothing to place.
-pub(super) fn evict_for(
+fn evict_for(
     session: &mut Session,
     rules: &dyn GangEvictionRules,
     args: GangEvictionArguments,
