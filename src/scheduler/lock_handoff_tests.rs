@@ -406,3 +406,64 @@ async fn a_nearly_as_good_node_with_fewer_binds_ahead_is_passed_over_too_if_they
     let all = ["n1", "n2", "n3"];
     assert_eq!(placed_among(&s, &memory, "next", &all).await, "n3");
 }
+
+/// Three nodes of four GPUs whose device plugin is seen to hand a lock on in
+/// 30 ms (p0 bound on n1, the lock released 30 ms later); the clock stands
+/// at the release.
+async fn three_nodes_with_a_30_ms_turn(tolerance: f64) -> World {
+    let (s, memory, clock) = roomy_nodes(
+        3,
+        SchedulerConfig {
+            busy_node_tolerance: Some(tolerance),
+            ..SchedulerConfig::default()
+        },
+    );
+    assert_eq!(placed_among(&s, &memory, "p0", &["n1"]).await, "n1");
+    bound_and_locked(&s, &memory, "p0").await;
+    clock.advance(Duration::from_millis(30));
+    device_plugin_releases(&s, &memory).await;
+    (s, memory, clock)
+}
+
+#[tokio::test]
+async fn pods_sent_faster_than_a_lock_is_handed_on_are_bound_on_nearly_as_good_nodes_side_by_side()
+{
+    let (s, memory, clock) = three_nodes_with_a_30_ms_turn(10.0).await;
+    let all = ["n1", "n2", "n3"];
+    // A pod every 2 ms, fifteen a turn. Once that pace is seen (three pods
+    // in), each goes to the best node with no bind ahead, instead of queueing
+    // thirty deep on n1; when every node has one, to the fullest of those with
+    // the fewest.
+    let mut placed = Vec::new();
+    for n in 1..=6 {
+        clock.advance(Duration::from_millis(2));
+        placed.push(placed_among(&s, &memory, &format!("b{n}"), &all).await);
+    }
+    assert_eq!(placed, ["n1", "n1", "n1", "n2", "n3", "n2"]);
+}
+
+#[tokio::test]
+async fn a_trickle_slower_than_a_lock_is_handed_on_keeps_filling_one_node() {
+    let (s, memory, clock) = three_nodes_with_a_30_ms_turn(10.0).await;
+    let all = ["n1", "n2", "n3"];
+    for n in 1..=6 {
+        clock.advance(Duration::from_millis(50));
+        assert_eq!(placed_among(&s, &memory, &format!("t{n}"), &all).await, "n1");
+    }
+}
+
+#[tokio::test]
+async fn a_burst_spreads_only_over_nodes_within_the_tolerance() {
+    let (s, memory, clock) = three_nodes_with_a_30_ms_turn(10.0).await;
+    // n1 twelve pods fuller than n2 and n3, more than ten points of binpack's
+    // preference: the burst queues on n1 rather than start an empty node.
+    for n in 1..=12 {
+        placed_among(&s, &memory, &format!("a{n}"), &["n1"]).await;
+    }
+    clock.advance(Duration::from_secs(3));
+    for n in 1..=6 {
+        clock.advance(Duration::from_millis(2));
+        let all = ["n1", "n2", "n3"];
+        assert_eq!(placed_among(&s, &memory, &format!("b{n}"), &all).await, "n1");
+    }
+}
