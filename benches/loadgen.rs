@@ -301,7 +301,11 @@ fn parse_options(args: Vec<String>) -> Result<Options, String> {
                 o.cost = match value.as_str() {
                     "free" => control_plane::ControlPlaneCost::default(),
                     "calibrated" => control_plane::ControlPlaneCost::CALIBRATED,
-                    _ => return Err(format!("--control-plane: {value:?} is not free or calibrated")),
+                    _ => {
+                        return Err(format!(
+                            "--control-plane: {value:?} is not free or calibrated"
+                        ));
+                    }
                 }
             }
             _ => unreachable!("every flag taking a value is handled"),

@@ -2,7 +2,9 @@
 //! kube-apiserver, on loopback), N empty GPU nodes, the scheduler in live mode
 //! against it, a kube-scheduler stand-in (one cycle at a time, binds
 //! asynchronous) and a stand-in for HAMi's device plugin answering each bind
-//! after a configurable delay. M pods are created at once; the run reports how
+//! after a configurable delay. M pods are created at once (through the API
+//! server, as are kube-scheduler's `Scheduled` events, so that with
+//! `--control-plane calibrated` every call a placement makes is paid for); the run reports how
 //! fast they are bound (pods/s from the first create to the last bind, and each
 //! pod's create to bound), how they are packed, and whether any GPU was given
 //! more than it has or two pods were `allocating` on one node at once. The same
@@ -226,7 +228,9 @@ async fn burst(o: &BurstOptions, delay: Option<Duration>) -> Result<BurstResult,
     });
     let mut notes = outcome.notes.clone();
     if failed_events > 0 {
-        notes.push(format!("{failed_events} Scheduled events refused or not answered"));
+        notes.push(format!(
+            "{failed_events} Scheduled events refused or not answered"
+        ));
     }
     if bound < o.pods {
         notes.push(format!(

@@ -35,7 +35,8 @@ impl Arrivals {
             if pace.intervals.len() == INTERVALS_KEPT {
                 pace.intervals.pop_front();
             }
-            pace.intervals.push_back(now.saturating_duration_since(last));
+            pace.intervals
+                .push_back(now.saturating_duration_since(last));
         }
         pace.last = Some(pace.last.map_or(now, |last| last.max(now)));
     }

@@ -448,7 +448,10 @@ async fn a_trickle_slower_than_a_lock_is_handed_on_keeps_filling_one_node() {
     let all = ["n1", "n2", "n3"];
     for n in 1..=6 {
         clock.advance(Duration::from_millis(50));
-        assert_eq!(placed_among(&s, &memory, &format!("t{n}"), &all).await, "n1");
+        assert_eq!(
+            placed_among(&s, &memory, &format!("t{n}"), &all).await,
+            "n1"
+        );
     }
 }
 
@@ -464,6 +467,9 @@ async fn a_burst_spreads_only_over_nodes_within_the_tolerance() {
     for n in 1..=6 {
         clock.advance(Duration::from_millis(2));
         let all = ["n1", "n2", "n3"];
-        assert_eq!(placed_among(&s, &memory, &format!("b{n}"), &all).await, "n1");
+        assert_eq!(
+            placed_among(&s, &memory, &format!("b{n}"), &all).await,
+            "n1"
+        );
     }
 }
