@@ -1,10 +1,10 @@
 //! kube-scheduler's `Scheduled` event, one per bound pod, as the end-to-end
-//! run's kube-scheduler stand-in posts it: an `events.k8s.io/v1` Event, sent
-//! by one task one event at a time (client-go's event broadcaster writes to
-//! its sink from one goroutine) through a client limited like kube-scheduler's
-//! event client (its own limiter, with the same QPS and burst as its main
-//! client). Binds do not wait for their event; the API server pays for it all
-//! the same.
+//! run's kube-scheduler stand-in posts it: an `events.k8s.io/v1` Event, each
+//! sent on a task of its own (client-go's `events` broadcaster records every
+//! event in a goroutine of its own) through a client limited like
+//! kube-scheduler's event client (its own limiter, with the same QPS and burst
+//! as its main client). Binds do not wait for their event; the API server pays
+//! for it all the same.
 
 use serde_json::json;
 use std::sync::Arc;
@@ -48,24 +48,29 @@ impl ScheduledEvents {
         let failed = Arc::new(AtomicU64::new(0));
         let (sent_by_task, failed_by_task) = (sent.clone(), failed.clone());
         let task = tokio::spawn(async move {
+            // Dropped with the task: no event outlives the sender.
+            let mut in_flight = tokio::task::JoinSet::new();
             while let Some(event) = pending.recv().await {
                 limiter.until_ready().await;
                 let url = format!(
                     "{base}/apis/events.k8s.io/v1/namespaces/{}/events",
                     event.namespace
                 );
-                let accepted = client
+                let post = client
                     .post(&url)
                     .bearer_auth(&token)
                     .json(&event_object(&event))
-                    .send()
-                    .await
-                    .is_ok_and(|r| r.status().is_success());
-                if !accepted {
-                    failed_by_task.fetch_add(1, Ordering::Relaxed);
-                }
-                sent_by_task.fetch_add(1, Ordering::Relaxed);
+                    .send();
+                let (sent, failed) = (sent_by_task.clone(), failed_by_task.clone());
+                in_flight.spawn(async move {
+                    if !post.await.is_ok_and(|r| r.status().is_success()) {
+                        failed.fetch_add(1, Ordering::Relaxed);
+                    }
+                    sent.fetch_add(1, Ordering::Relaxed);
+                });
+                while in_flight.try_join_next().is_some() {}
             }
+            while in_flight.join_next().await.is_some() {}
         });
         Self {
             queue,
