@@ -50,8 +50,6 @@ pub struct LockHandoff {
     /// Running mean of how long a lock taken here stays held (taken to seen
     /// released).
     hold_time: Mutex<Option<Duration>>,
-    /// How fast `/filter` sends pods to be bound, on any node.
-    arrivals: super::arrivals::Arrivals,
 }
 
 #[derive(Debug)]
@@ -188,7 +186,6 @@ impl LockHandoff {
     /// `/filter` placed a pod on `node` at `now`: its bind is on its way, and the
     /// next pod would queue behind it.
     pub fn placed(&self, node: &str, now: Instant) {
-        self.arrivals.record(now);
         let handoff = self.node(node);
         let mut placed = handoff.placed.lock();
         while placed
@@ -316,12 +313,6 @@ impl LockHandoff {
     /// running mean); `None` until a release has been seen.
     pub fn mean_hold(&self) -> Option<Duration> {
         *self.hold_time.lock()
-    }
-
-    /// How long lately passes between two pods `/filter` sends to be bound
-    /// (see [`super::arrivals::Arrivals::interval`]).
-    pub fn placement_interval(&self, now: Instant) -> Option<Duration> {
-        self.arrivals.interval(now)
     }
 
     /// The longest any lock taken here and held at `now` has been held so far

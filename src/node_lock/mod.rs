@@ -5,7 +5,6 @@
 //! whose owner is gone, finished, or already handed its GPUs (bind phase `success` /
 //! `failed`, or bound to another node) is taken over at once, not after the timeout.
 
-pub mod arrivals;
 pub mod handoff;
 pub mod value;
 

@@ -17,19 +17,6 @@
 //! filling it, exactly as without this; when it takes as long as a kubelet admitting a pod, a node is
 //! busy as soon as one bind holds it.
 //!
-//! A node is busy as soon as one bind is ahead of the pod there, too, when pods
-//! are sent to be bound faster than a lock is handed on: lately less time
-//! between two placements than a lock taken here has stayed held (both measured,
-//! not guessed). On a real control plane a lock's turn (the lock write, the
-//! Binding, the device plugin's calls, the watch showing the release) takes tens
-//! of milliseconds, far below [`SLOW_ANSWER`], and a burst's pods come every few
-//! milliseconds: one node at a time would bind the burst at one pod per turn,
-//! however many pods the node has room for. Instead each pod goes to the best
-//! node with no bind ahead, so the burst is bound on as many nodes side by side
-//! as its rate needs (about one turn's worth of placements), each filled as
-//! binpack would; a trickle slower than one pod per turn finds the node free
-//! again each time and keeps filling it.
-//!
 //! When the policy's best node is busy, the pod goes instead to the best node
 //! that is not busy and that the policy likes at most `--busy-node-tolerance`
 //! points less (of its 0–100 preference: a node's utilisation in percent under
@@ -151,16 +138,12 @@ impl<S: NodeSource + ?Sized> NodeSource for NearlyAsGood<'_, S> {
     }
 }
 
-/// How long a lock is expected to stay held, for the two questions asked, and
-/// whether pods come faster than that.
+/// How long a lock is expected to stay held, for the two questions asked.
 struct Pace {
     /// For whether a node is busy.
     hold: Duration,
     /// For whether the binds ahead would be answered within the bind's budget.
     hold_for_budget: Duration,
-    /// Pods are lately sent to be bound more often than a lock is handed on:
-    /// any bind ahead makes a node busy.
-    outpaced: bool,
 }
 
 impl Pace {
@@ -169,9 +152,6 @@ impl Pace {
             Some(mean) => Self {
                 hold: mean,
                 hold_for_budget: mean,
-                outpaced: handoff
-                    .placement_interval(now)
-                    .is_some_and(|every| every < mean),
             },
             None => {
                 let longest = handoff.longest_current_hold(now);
@@ -184,9 +164,6 @@ impl Pace {
                     // And as if each bind ahead took as long as the slowest
                     // kubelets take, for whether it is answered in time.
                     hold_for_budget: longest.max(SLOWEST_ANSWER),
-                    // Not before the hold is measured: a guess would spread a
-                    // trickle that a fast device plugin keeps up with.
-                    outpaced: false,
                 }
             }
         }
@@ -216,13 +193,11 @@ impl Scheduler {
         let Pace {
             hold,
             hold_for_budget,
-            outpaced,
         } = Pace::of(handoff, now);
         let busy = |node: &str| {
             let ahead = handoff.binds_ahead_at(node, now);
             ahead > 0
-                && (outpaced
-                    || hold > SLOW_ANSWER
+                && (hold > SLOW_ANSWER
                     || handoff.held_for(node, now) > SLOW_ANSWER
                     || queue_time(hold, ahead) > LONGEST_QUEUE)
         };
