@@ -29,27 +29,40 @@ fn stored_writes(api: &FakeApiServer) -> usize {
     api.get("Node", None, "n1").map_or(0, |n| committed(&n))
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn writes_queue_on_one_lane_and_reads_pass_them() {
+/// Waits until `n` requests (`what`) are held in the lane or their latency.
+async fn until_held(api: &FakeApiServer, n: usize, what: &str) {
+    assert!(
+        api.wait_until(PATIENCE, |a| a.writes_in_lane() == n).await,
+        "{} of {n} {what} were held",
+        api.writes_in_lane()
+    );
+}
+
+/// The API server with node `n1`, its costs set by `costs` and its lane's
+/// clock stopped; a client, the node's URL and the authorization header.
+async fn stopped_server_with_n1(
+    costs: impl FnOnce(&FakeApiServer),
+) -> (FakeApiServer, reqwest::Client, String, String) {
     let api = FakeApiServer::start().await;
     api.create(json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"}}));
-    api.set_write_service_time(SERVICE);
+    costs(&api);
     api.stop_write_lane_clock();
-    let http = reqwest::Client::new();
     let url = format!("{}/api/v1/nodes/n1", api.url());
     let auth = format!("Bearer {}", api.token());
+    (api, reqwest::Client::new(), url, auth)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_queue_on_one_lane_and_reads_pass_them() {
+    let (api, http, url, auth) =
+        stopped_server_with_n1(|api| api.set_write_service_time(SERVICE)).await;
     let writes: Vec<_> = (0..WRITES)
         .map(|i| {
             let (http, url, auth) = (http.clone(), url.clone(), auth.clone());
             tokio::spawn(async move { patch_node(http, url, auth, &format!("w{i}")).await })
         })
         .collect();
-    assert!(
-        api.wait_until(PATIENCE, |a| a.writes_in_lane() == WRITES)
-            .await,
-        "{} of {WRITES} writes reached the lane",
-        api.writes_in_lane()
-    );
+    until_held(&api, WRITES, "writes").await;
 
     // The clock has not moved: every write still waits, and a read passes them.
     let read = http.get(&url).header("authorization", auth.clone()).send();
@@ -94,25 +107,15 @@ async fn patch_node(http: reqwest::Client, url: String, auth: String, key: &str)
 async fn requests_in_flight_together_spend_their_latency_side_by_side() {
     const LATENCY: Duration = Duration::from_millis(300);
     const READS: usize = 3;
-    let api = FakeApiServer::start().await;
-    api.create(json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"}}));
-    api.set_request_latency(LATENCY, LATENCY);
-    api.stop_write_lane_clock();
-    let http = reqwest::Client::new();
-    let url = format!("{}/api/v1/nodes/n1", api.url());
-    let auth = format!("Bearer {}", api.token());
+    let (api, http, url, auth) =
+        stopped_server_with_n1(|api| api.set_request_latency(LATENCY, LATENCY)).await;
     let reads: Vec<_> = (0..READS)
         .map(|_| {
             let read = http.get(&url).header("authorization", auth.clone()).send();
             tokio::spawn(async move { read.await.expect("get").status().as_u16() })
         })
         .collect();
-    assert!(
-        api.wait_until(PATIENCE, |a| a.writes_in_lane() == READS)
-            .await,
-        "{} of {READS} reads were held",
-        api.writes_in_lane()
-    );
+    until_held(&api, READS, "reads").await;
     // A watch is not held: its answer starts while the reads wait.
     let watch = http
         .get(format!("{}/api/v1/nodes?watch=true", api.url()))
@@ -143,23 +146,17 @@ async fn reads_with_a_service_time_take_their_turn_after_writes_and_writes_show_
  {
     const SERVICE: Duration = Duration::from_millis(100);
     const WRITE_LATENCY: Duration = Duration::from_millis(300);
-    let api = FakeApiServer::start().await;
-    api.create(json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"}}));
-    api.set_write_service_time(SERVICE);
-    api.set_read_service_time(SERVICE);
-    api.set_request_latency(Duration::ZERO, WRITE_LATENCY);
-    api.stop_write_lane_clock();
-    let http = reqwest::Client::new();
-    let url = format!("{}/api/v1/nodes/n1", api.url());
-    let auth = format!("Bearer {}", api.token());
+    let (api, http, url, auth) = stopped_server_with_n1(|api| {
+        api.set_write_service_time(SERVICE);
+        api.set_read_service_time(SERVICE);
+        api.set_request_latency(Duration::ZERO, WRITE_LATENCY);
+    })
+    .await;
     let write = tokio::spawn(patch_node(http.clone(), url.clone(), auth.clone(), "w0"));
-    assert!(api.wait_until(PATIENCE, |a| a.writes_in_lane() == 1).await);
+    until_held(&api, 1, "writes").await;
     let read = http.get(&url).header("authorization", auth).send();
     let read = tokio::spawn(async move { read.await.expect("get").json::<Value>().await });
-    assert!(
-        api.wait_until(PATIENCE, |a| a.writes_in_lane() == 2).await,
-        "the read was not held"
-    );
+    until_held(&api, 2, "requests (a write, a read)").await;
 
     // The write holds the lane first; the read is served after it.
     api.advance_write_lane(SERVICE);
