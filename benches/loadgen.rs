@@ -12,8 +12,12 @@
 //! `cargo test --all-targets` does) it makes a small smoke run instead, so the tool
 //! cannot rot. Flags: `--help`.
 
+#[path = "loadgen/burst_pods.rs"]
+mod burst_pods;
 #[path = "loadgen/cluster.rs"]
 mod cluster;
+#[path = "loadgen/control_plane.rs"]
+mod control_plane;
 #[path = "loadgen/device_plugin.rs"]
 mod device_plugin;
 #[path = "loadgen/e2e.rs"]
@@ -24,6 +28,8 @@ mod fake_apiserver;
 mod kube_scheduler;
 #[path = "loadgen/packing.rs"]
 mod packing;
+#[path = "loadgen/scheduled_events.rs"]
+mod scheduled_events;
 #[path = "loadgen/server.rs"]
 mod server;
 #[path = "loadgen/stats.rs"]
@@ -68,9 +74,18 @@ the same burst bound by the kube-scheduler stand-in alone.
   --scheduler-qps Q          the kube-scheduler stand-in's client QPS (default 50)
   --scheduler-burst B        and burst (default 100), as kube-scheduler's defaults
   --repeat R                 runs of each (default 1)
-  --write-service-ms W       milliseconds each write holds the API server's one etcd-like
-                             commit lane (default 0: the loopback fake answers in
-                             microseconds, far cheaper than a real control plane)
+  --control-plane free|calibrated
+                             what each API call costs: nothing (default: the loopback
+                             fake answers in microseconds, far cheaper than a real
+                             control plane), or as a kube-apiserver and etcd on a
+                             2-core machine do (README: how it was calibrated); the
+                             flags below, given after it, change one part
+  --write-service-ms W       milliseconds each write holds the API server's one lane,
+                             after the calls before it (its CPU, etcd's commits)
+  --read-service-ms R        the same for each read (default 0: reads pass the lane)
+  --write-latency-ms L       milliseconds each write then waits on its own (overlapping
+                             with the others in flight) before it is answered
+  --read-latency-ms L        the same for each read
   (--nodes, --server-arg, --server-log and --server-binary apply as above)
 ";
 
@@ -116,10 +131,20 @@ struct Options {
     /// The kube-scheduler stand-in's client QPS and burst.
     scheduler_qps: u32,
     scheduler_burst: u32,
-    /// What each write costs the fake API server's commit lane.
-    write_service_time: Duration,
+    /// What each call costs the fake API server.
+    cost: control_plane::ControlPlaneCost,
     /// Runs of each burst.
     repeat: usize,
+}
+
+/// A flag's value in milliseconds (fractions allowed), 0 to 1000.
+fn milliseconds(flag: &str, value: &str) -> Result<Duration, String> {
+    value
+        .parse::<f64>()
+        .ok()
+        .filter(|ms| ms.is_finite() && *ms >= 0.0 && *ms <= 1000.0)
+        .map(|ms| Duration::from_secs_f64(ms / 1000.0))
+        .ok_or_else(|| format!("{flag}: {value:?} is not 0 to 1000 milliseconds"))
 }
 
 fn parse_options(args: Vec<String>) -> Result<Options, String> {
@@ -145,7 +170,7 @@ fn parse_options(args: Vec<String>) -> Result<Options, String> {
             delays: [0, 50, 500].map(Duration::from_millis).to_vec(),
             scheduler_qps: 50,
             scheduler_burst: 100,
-            write_service_time: Duration::ZERO,
+            cost: Default::default(),
             repeat: 1,
         }
     } else {
@@ -169,7 +194,7 @@ fn parse_options(args: Vec<String>) -> Result<Options, String> {
             delays: [0, 50, 500].map(Duration::from_millis).to_vec(),
             scheduler_qps: 50,
             scheduler_burst: 100,
-            write_service_time: Duration::ZERO,
+            cost: Default::default(),
             repeat: 1,
         }
     };
@@ -200,6 +225,10 @@ fn parse_options(args: Vec<String>) -> Result<Options, String> {
                 | "--scheduler-burst"
                 | "--repeat"
                 | "--write-service-ms"
+                | "--read-service-ms"
+                | "--write-latency-ms"
+                | "--read-latency-ms"
+                | "--control-plane"
         );
         if !takes_value {
             match flag.as_str() {
@@ -264,17 +293,20 @@ fn parse_options(args: Vec<String>) -> Result<Options, String> {
             "--scheduler-qps" => o.scheduler_qps = number(&value)? as u32,
             "--scheduler-burst" => o.scheduler_burst = number(&value)? as u32,
             "--repeat" => o.repeat = (number(&value)? as usize).max(1),
-            "--write-service-ms" => {
-                o.write_service_time = Duration::from_secs_f64(
-                    value
-                        .parse::<f64>()
-                        .ok()
-                        .filter(|ms| ms.is_finite() && *ms >= 0.0 && *ms <= 1000.0)
-                        .ok_or_else(|| {
-                            format!("--write-service-ms: {value:?} is not 0 to 1000 milliseconds")
-                        })?
-                        / 1000.0,
-                )
+            "--write-service-ms" => o.cost.write_service = milliseconds(&flag, &value)?,
+            "--read-service-ms" => o.cost.read_service = milliseconds(&flag, &value)?,
+            "--write-latency-ms" => o.cost.write_latency = milliseconds(&flag, &value)?,
+            "--read-latency-ms" => o.cost.read_latency = milliseconds(&flag, &value)?,
+            "--control-plane" => {
+                o.cost = match value.as_str() {
+                    "free" => control_plane::ControlPlaneCost::default(),
+                    "calibrated" => control_plane::ControlPlaneCost::CALIBRATED,
+                    _ => {
+                        return Err(format!(
+                            "--control-plane: {value:?} is not free or calibrated"
+                        ));
+                    }
+                }
             }
             _ => unreachable!("every flag taking a value is handled"),
         }
@@ -881,7 +913,7 @@ fn main() {
         delays: vec![Duration::ZERO, Duration::from_millis(50)],
         scheduler_qps: options.scheduler_qps,
         scheduler_burst: options.scheduler_burst,
-        write_service_time: options.write_service_time,
+        cost: options.cost,
         server_args: options.server_args.clone(),
         server_binary: options.server_binary.clone(),
         repeat: 1,
@@ -896,7 +928,7 @@ fn main() {
             delays: options.delays.clone(),
             scheduler_qps: options.scheduler_qps,
             scheduler_burst: options.scheduler_burst,
-            write_service_time: options.write_service_time,
+            cost: options.cost,
             server_args: options.server_args.clone(),
             server_binary: options.server_binary.clone(),
             repeat: options.repeat,

@@ -2,18 +2,23 @@
 //! kube-apiserver, on loopback), N empty GPU nodes, the scheduler in live mode
 //! against it, a kube-scheduler stand-in (one cycle at a time, binds
 //! asynchronous) and a stand-in for HAMi's device plugin answering each bind
-//! after a configurable delay. M pods are created at once; the run reports how
+//! after a configurable delay. M pods are created at once (through the API
+//! server, as are kube-scheduler's `Scheduled` events, so that with
+//! `--control-plane calibrated` every call a placement makes is paid for); the run reports how
 //! fast they are bound (pods/s from the first create to the last bind, and each
 //! pod's create to bound), how they are packed, and whether any GPU was given
 //! more than it has or two pods were `allocating` on one node at once. The same
 //! burst bound by the kube-scheduler stand-in alone (no extender) is the
 //! reference.
 
+use super::burst_pods;
 use super::cluster::{self, GPU_SLOTS, GPUS_PER_NODE, LOAD_NAMESPACE};
+use super::control_plane::ControlPlaneCost;
 use super::device_plugin::DevicePlugin;
 use super::fake_apiserver::{ApiCalls, FakeApiServer, WatchTraffic};
-use super::kube_scheduler::{self, Binder, BurstPod};
+use super::kube_scheduler::{self, Binder};
 use super::packing::{Packing, packing};
+use super::scheduled_events::ScheduledEvents;
 use super::server::{HttpVersion, Launch, ServerProcess, ServerSource};
 use super::stats::{Samples, ms};
 use serde_json::{Value, json};
@@ -34,8 +39,8 @@ pub struct BurstOptions {
     /// The kube-scheduler stand-in's client QPS and burst (its defaults: 50, 100).
     pub scheduler_qps: u32,
     pub scheduler_burst: u32,
-    /// What each write costs the API server's commit lane.
-    pub write_service_time: Duration,
+    /// What each call costs the API server.
+    pub cost: ControlPlaneCost,
     /// Extra `serve` flags.
     pub server_args: Vec<String>,
     /// Another build of the server to run instead (to compare).
@@ -125,7 +130,7 @@ async fn burst(o: &BurstOptions, delay: Option<Duration>) -> Result<BurstResult,
         .tempdir()
         .map_err(|e| format!("temp dir: {e}"))?;
     let kubeconfig = api.write_kubeconfig(dir.path());
-    api.set_write_service_time(o.write_service_time);
+    o.cost.apply(&api);
     let mut server = None;
     let mut device_plugin = None;
     let binder = match delay {
@@ -171,28 +176,32 @@ async fn burst(o: &BurstOptions, delay: Option<Duration>) -> Result<BurstResult,
     // The burst: every pod created at once, then scheduled in creation order.
     // Counted from here: what placing the pods costs the API server.
     api.clear_request_log();
-    let mut pods = Vec::with_capacity(o.pods);
-    for i in 0..o.pods {
-        let object = api.create(load_pod(i));
-        let uid = object
-            .pointer("/metadata/uid")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_string();
-        pods.push(BurstPod {
-            name: format!("burst-{i:05}"),
-            uid,
-            object,
-            created: Instant::now(),
-        });
-    }
-    let first_created = pods.first().map_or_else(Instant::now, |p| p.created);
+    let http = reqwest::Client::builder()
+        .no_proxy()
+        .build()
+        .map_err(|e| e.to_string())?;
+    let events = ScheduledEvents::start(
+        http.clone(),
+        api.url(),
+        api.token(),
+        kube_scheduler::client_limiter(o.scheduler_qps, o.scheduler_burst),
+    );
+    let first_created = Instant::now();
+    let pods = burst_pods::create(
+        &http,
+        &api.url(),
+        &api.token(),
+        LOAD_NAMESPACE,
+        (0..o.pods).map(load_pod).collect(),
+    )
+    .await?;
     let outcome = kube_scheduler::schedule_burst(
         pods,
         LOAD_NAMESPACE,
         &node_names,
         GPUS_PER_NODE as u64 * GPU_SLOTS,
         Arc::new(binder),
+        &events,
         o.time_limit,
     )
     .await;
@@ -208,10 +217,21 @@ async fn burst(o: &BurstOptions, delay: Option<Duration>) -> Result<BurstResult,
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
+    // And the events of the last binds, so that they are counted.
+    let settle = Instant::now() + Duration::from_secs(30);
+    while events.sent() < bound as u64 && Instant::now() < settle {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let failed_events = events.failed.load(Ordering::Relaxed);
     let elapsed = outcome.last_bound.map_or(Duration::ZERO, |t| {
         t.saturating_duration_since(first_created)
     });
     let mut notes = outcome.notes.clone();
+    if failed_events > 0 {
+        notes.push(format!(
+            "{failed_events} Scheduled events refused or not answered"
+        ));
+    }
     if bound < o.pods {
         notes.push(format!(
             "{} of {} pods unbound after {:?}",
@@ -371,8 +391,8 @@ pub async fn run(o: BurstOptions) -> Result<bool, String> {
         o.scheduler_qps, o.scheduler_burst
     );
     println!(
-        "api server  the project's fake on loopback, each write holding its one commit lane {:.1} ms",
-        o.write_service_time.as_secs_f64() * 1000.0
+        "api server  the project's fake on loopback; {}",
+        o.cost.describe()
     );
     if !o.server_args.is_empty() {
         println!("server args {}", o.server_args.join(" "));
@@ -443,7 +463,7 @@ pub async fn run(o: BurstOptions) -> Result<bool, String> {
         "(part.: GPUs partly used; over: GPUs over capacity; 2x: a second pod allocating on a node before the first was answered)"
     );
     println!(
-        "(api calls: requests to the API server per bound pod, by every client (server and stand-ins), watches apart; the pods' creates and kube-scheduler's Scheduled events are not made through it: add 2 writes per pod)"
+        "(api calls: requests to the API server per bound pod, by every client (the pods' creator, server and stand-ins, kube-scheduler's Scheduled events included), watches apart)"
     );
     println!(
         "(watches: events the API server sent its watchers per bound pod, the creates' included, with their JSON bytes; a real cluster has more watchers of each)"

@@ -12,6 +12,7 @@
 //! default): that limit is what bounds kube-scheduler alone.
 
 use super::post;
+use super::scheduled_events::ScheduledEvents;
 use serde_json::{Value, json};
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -99,13 +100,14 @@ pub fn client_limiter(qps: u32, burst: u32) -> Arc<governor::DefaultDirectRateLi
 }
 
 /// Schedules every pod of the burst, in creation order, until all are bound or
-/// `time_limit` passes.
+/// `time_limit` passes, with a `Scheduled` event for each pod bound.
 pub async fn schedule_burst(
     pods: Vec<BurstPod>,
     namespace: &str,
     nodes: &[String],
     gpus_per_node: u64,
     binder: Arc<Binder>,
+    events: &ScheduledEvents,
     time_limit: Duration,
 ) -> Outcome {
     let deadline = Instant::now() + time_limit;
@@ -134,6 +136,9 @@ pub async fn schedule_burst(
         while let Ok((i, result)) = done_rx.try_recv() {
             match result {
                 Ok(at) => {
+                    if let Some(n) = assumed[i] {
+                        events.scheduled(namespace, &pods[i].name, &pods[i].uid, &nodes[n]);
+                    }
                     outcome.bound_after[i] = Some(at.saturating_duration_since(pods[i].created));
                     outcome.last_bound = Some(outcome.last_bound.map_or(at, |t| t.max(at)));
                     unbound -= 1;

@@ -2,7 +2,7 @@
 //! request log and the log of evictions.
 
 use super::eviction::EvictionRecord;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 struct Rule {
     pattern: String,
@@ -21,11 +21,6 @@ pub struct Faults {
     errors: Vec<Rule>,
     lost_answers: Vec<Rule>,
     pub latency: Duration,
-    /// What each write costs the one lane writes are committed on (see
-    /// [`Faults::write_slot`]); zero: writes cost nothing.
-    pub write_service_time: Duration,
-    /// When the write lane is next free.
-    write_lane_free: Option<Instant>,
     pub log: Vec<LogEntry>,
     /// Every eviction request the server handled, oldest first.
     pub evictions: Vec<EvictionRecord>,
@@ -87,19 +82,6 @@ impl Faults {
     /// was carried out.
     pub fn take_lost_answer(&mut self, line: &str) -> Option<u16> {
         take(&mut self.lost_answers, line)
-    }
-
-    /// When a write arriving `now` is committed: etcd commits writes one after
-    /// another, so each takes the lane for `write_service_time` after those
-    /// before it. `None` when writes cost nothing.
-    pub fn write_slot(&mut self, now: Instant) -> Option<Instant> {
-        if self.write_service_time.is_zero() {
-            return None;
-        }
-        let start = self.write_lane_free.map_or(now, |free| free.max(now));
-        let done = start + self.write_service_time;
-        self.write_lane_free = Some(done);
-        Some(done)
     }
 
     pub fn clear(&mut self) {

@@ -12,6 +12,7 @@ use super::patch::{self, PatchType};
 use super::pods;
 use super::priority;
 use super::query::{self, ListOptions};
+use super::request_cost::RequestKind;
 use super::resources::{self, Resource, Storage};
 use super::routes::{self, Discovery, Route};
 use super::selectors::{FieldSelector, Filter, LabelSelector};
@@ -80,9 +81,9 @@ pub async fn handle(State(state): State<Arc<Shared>>, req: Request) -> Response 
     if !latency.is_zero() {
         tokio::time::sleep(latency).await;
     }
-    if matches!(method.as_str(), "POST" | "PUT" | "PATCH" | "DELETE") {
-        let committed = state.faults.lock().write_slot(state.write_lane.now());
-        if let Some(at) = committed {
+    if let Some(kind) = RequestKind::of(&method, &query) {
+        let answer_at = state.cost.lock().answer_at(kind, state.write_lane.now());
+        if let Some(at) = answer_at {
             state.write_lane.wait_until(at).await;
         }
     }

@@ -53,6 +53,7 @@ mod patch;
 mod pods;
 mod priority;
 mod query;
+mod request_cost;
 mod resources;
 mod routes;
 mod selectors;
@@ -128,6 +129,7 @@ impl FakeApiServer {
             rv_waiters: Default::default(),
             watch_traffic: Mutex::default(),
             services: Mutex::default(),
+            cost: Mutex::default(),
             write_lane: Default::default(),
         });
         {
@@ -397,7 +399,25 @@ impl FakeApiServer {
     /// writes are committed on, as etcd commits them one after another: a
     /// write waits for those before it, then `d`. Zero (the default): free.
     pub fn set_write_service_time(&self, d: Duration) {
-        self.state.faults.lock().write_service_time = d;
+        self.state.cost.lock().write_service = d;
+    }
+
+    /// What each read (get, list; not a watch) costs the lane writes are
+    /// committed on: the control plane's capacity is shared by every call, so
+    /// a read waits for the calls before it, then `d`. Zero (the default): reads
+    /// do not take the lane.
+    pub fn set_read_service_time(&self, d: Duration) {
+        self.state.cost.lock().read_service = d;
+    }
+
+    /// How long each read and each write waits on its own after its turn in
+    /// the lane before it is answered (and a write's change shown to
+    /// watchers): etcd's disk sync and round trips, which requests in flight
+    /// together spend side by side. Zero (the default): answered at once.
+    pub fn set_request_latency(&self, read: Duration, write: Duration) {
+        let mut cost = self.state.cost.lock();
+        cost.read_latency = read;
+        cost.write_latency = write;
     }
 
     /// Runs the write lane on a manual clock from now on: queued writes commit
@@ -411,7 +431,8 @@ impl FakeApiServer {
         self.state.write_lane.advance(d);
     }
 
-    /// Writes waiting in the write lane for their turn.
+    /// Requests waiting for their turn in the lane or their latency (writes
+    /// only, unless reads have a service time or a latency).
     pub fn writes_in_lane(&self) -> usize {
         self.state.write_lane.waiting()
     }

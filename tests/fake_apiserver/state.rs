@@ -68,6 +68,8 @@ pub struct Shared {
     /// Where a webhook's `clientConfig.service` (namespace, name, port) is
     /// reached: the fake has no Services or Endpoints, so a test says.
     pub services: Mutex<HashMap<(String, String, u16), SocketAddr>>,
-    /// The clock writes wait on in the write lane.
+    /// What each request costs (latency, its turn in the lane).
+    pub cost: Mutex<super::request_cost::RequestCost>,
+    /// The clock requests wait on for their turn in the lane and their latency.
     pub write_lane: super::write_lane_clock::WriteLaneClock,
 }
