@@ -88,6 +88,13 @@ fn tell(
     ((order, reports, outcome.verdicts), memory)
 }
 
+/// The cluster's GPUs, its jobs, and the reasons noted on some of them.
+type Step<'a> = (
+    i64,
+    Vec<&'a Arc<JobInfo>>,
+    Vec<(&'a Arc<JobInfo>, &'static str)>,
+);
+
 #[test]
 fn a_session_opened_after_another_decides_as_one_opened_afresh() {
     let (a, b, c) = (
@@ -98,7 +105,7 @@ fn a_session_opened_after_another_decides_as_one_opened_afresh() {
     // c starts to run (a new job), a and b stay the same jobs; b is noted now.
     let c_running = gang("c", "b", 2, 2);
     let d = gang("d", "b", 1, 0);
-    let steps: Vec<(i64, Vec<&Arc<JobInfo>>, Vec<(&Arc<JobInfo>, &'static str)>)> = vec![
+    let steps: Vec<Step<'_>> = vec![
         (16, vec![&a, &b, &c], vec![(&c, "Unschedulable")]),
         (
             16,
