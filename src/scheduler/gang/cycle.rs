@@ -25,6 +25,7 @@ use crate::resources::VgpuDims;
 use crate::scheduler::Scheduler;
 use crate::usage::{collapse_pod_usage, usage_totals};
 use crate::volcano::framework::job::TaskPlacement;
+use crate::volcano::framework::session_memory::SessionMemory;
 use crate::volcano::framework::{GangPhase, GangVerdict, SessionOutcome};
 use k8s_openapi::api::core::v1::Pod;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -97,8 +98,17 @@ impl Scheduler {
             .planner_jobs_skipped
             .inc_by(skips.skip.len() as u64);
         stages.done("queueing hints");
+        // A session for one gang sees only its jobs: it leaves what sessions over
+        // every job keep alone.
+        let mut one_gang = SessionMemory::default();
+        let mut kept_session = memory.session.lock();
+        let session_memory = match only {
+            None => &mut *kept_session,
+            Some(_) => &mut one_gang,
+        };
         let (outcome, unplaced) =
-            off_the_workers(|| plan_with_hints(state, &conf.conf, skips, stages));
+            off_the_workers(|| plan_with_hints(state, &conf.conf, skips, session_memory, stages));
+        drop(kept_session);
         // Only a cycle over every job says which jobs are blocked.
         if only.is_none() {
             let placed = PlannedPods::placed_by(&outcome, copy.book());

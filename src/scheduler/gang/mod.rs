@@ -44,6 +44,7 @@ use crate::gang::planner_book::PlannerBook;
 use crate::gang::queueing_hints::QueueingHints;
 use crate::placement::NodeJudge;
 use crate::volcano::conf::SchedulerConf;
+use crate::volcano::framework::session_memory::SessionMemory;
 use crate::volcano::framework::{GangVerdict, Tiers};
 use crate::volcano::objects::QueueSpec;
 use crate::volcano::plugins::registry;
@@ -76,6 +77,9 @@ pub(crate) struct PlannerMemory {
     /// Jobs allocate could not place and need not try until something changes
     /// (locked only by the cycle that holds this memory).
     hints: Mutex<QueueingHints>,
+    /// What the last session over every job left for the next (plugins'
+    /// figures, verdicts; locked only by the cycle that holds this memory).
+    session: Mutex<SessionMemory>,
 }
 
 /// The configuration in force and the plugins built from it, swapped together.

@@ -10,7 +10,8 @@
 //! and jobs, brought up to date from what the book and the ledger noted as
 //! changed) must equal a state built anew from the live book and ledger: a
 //! change the book or the ledger failed to note shows there even when it would
-//! not change a decision.
+//! not change a decision. So must the figures the plugins kept from the last
+//! session, brought up to that state, equal figures derived from it anew.
 
 use crate::gang::kept_holdings::KeptHoldings;
 use crate::gang::kept_state::KeptState;
@@ -20,7 +21,9 @@ use crate::gang::snapshot::{LedgerPicture, SnapshotInput, build_state};
 use crate::resources::Resources;
 use crate::scheduler::GangConfig;
 use crate::scheduler::gang_tests::{Cluster, hostname_gpu_node, member, podgroup, queue};
+use crate::volcano::framework::session_memory::SessionMemory;
 use crate::volcano::framework::{GangPhase, SessionState};
+use crate::volcano::plugins::registry;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use proptest::prelude::*;
@@ -397,6 +400,7 @@ impl Pair {
             *memory.hints.lock() = QueueingHints::default();
             *memory.book.lock() = PlannerBook::default();
             *memory.kept.lock() = KeptState::default();
+            *memory.session.lock() = SessionMemory::default();
         }
         let a = self.incremental.s.run_gang_cycle().await;
         let b = self.scratch.s.run_gang_cycle().await;
@@ -456,6 +460,22 @@ async fn kept_state_is_current(c: &Cluster) -> Result<(), TestCaseError> {
         holdings.planned_gated(),
         "planned members still gated"
     );
+    // What the plugins kept from the last session, brought up to this state,
+    // equals what they derive from it anew.
+    let build = || registry::build(&conf.conf).expect("the configuration builds");
+    let mut session = memory.session.lock();
+    let mut kept_plugins = build();
+    kept_plugins.reuse(session.take_plugins());
+    kept_plugins.open(&kept);
+    session.keep_plugins(kept_plugins.keep());
+    let mut fresh_plugins = build();
+    fresh_plugins.open(&anew);
+    prop_assert_eq!(
+        session.plugin_figures(),
+        format!("{:?}", fresh_plugins.keep()),
+        "plugins' figures kept and derived anew"
+    );
+    drop(session);
     let mut hints = memory.hints.lock();
     let missed = hints.world_differences(&kept, &conf.conf);
     prop_assert!(

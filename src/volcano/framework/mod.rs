@@ -20,6 +20,7 @@ pub mod charge;
 pub mod gang_eviction;
 pub mod job;
 pub mod job_figures;
+pub mod kept_per_job;
 pub mod nodes;
 pub mod outcome;
 pub mod plain_choice;
@@ -31,6 +32,7 @@ pub mod rejection;
 pub mod releasing_minimum;
 pub mod report;
 pub mod session;
+pub mod session_memory;
 pub mod state;
 pub mod statement;
 pub mod tiers;
@@ -38,6 +40,8 @@ pub mod victims;
 
 #[cfg(test)]
 mod queue_policy_tests;
+#[cfg(test)]
+mod session_memory_tests;
 #[cfg(test)]
 mod statement_tests;
 #[cfg(test)]

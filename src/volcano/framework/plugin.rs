@@ -12,9 +12,16 @@ use super::report::QueueReport;
 use super::state::SessionState;
 use crate::placement::{NodeFacts, TaskFacts};
 use crate::volcano::objects::QueueSpec;
+use std::any::Any;
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
 use std::fmt;
+
+/// What a plugin derived from the jobs when a session opened, kept for the next
+/// session over the same cluster (see [`Plugin::keep`]).
+pub trait KeptFigures: Any + Send + fmt::Debug {}
+
+impl<T: Any + Send + fmt::Debug> KeptFigures for T {}
 
 /// A plugin's answer to a yes/no question it may abstain from (enqueueable,
 /// pipelined).
@@ -55,6 +62,19 @@ pub trait Plugin: fmt::Debug + Send + Sync {
     /// Called once when a session opens, after the session's own state is built:
     /// derive what the plugin keeps (deserved amounts, shares, trees).
     fn open(&mut self, _state: &SessionState) {}
+
+    /// What the plugin derived from the jobs when the session opened, as it was
+    /// then (not as the session's placements moved it since), for the next
+    /// session to derive again only for the jobs that changed (see
+    /// `kept_per_job`). It must depend on the session state alone, never on the
+    /// plugin's arguments: the next session's plugin of the same name gets it.
+    fn keep(&mut self) -> Option<Box<dyn KeptFigures>> {
+        None
+    }
+
+    /// Hands the plugin, before [`Self::open`], what the same plugin kept from
+    /// the last session ([`Self::keep`]).
+    fn reuse(&mut self, _kept: Box<dyn KeptFigures>) {}
 
     /// Called on the plugins `/filter` consults, which no session opens, with every
     /// Queue as it is now, and again whenever one changes: a plugin whose predicate

@@ -14,6 +14,7 @@ use super::pod_affinity_view::TermHolders;
 use super::queue::{QueueInfo, add_cards, sub_cards};
 use super::rejection::Rejection;
 use super::report::QueueReport;
+use super::session_memory::{KeptVerdict, SessionMemory};
 use super::state::SessionState;
 use super::tiers::Tiers;
 use crate::placement::{
@@ -30,7 +31,7 @@ pub const QUEUE_NOT_FOUND: &str = "QueueNotFound";
 
 /// Why a job waits, as the actions found it.
 #[derive(Debug, Clone, PartialEq)]
-struct JobNote {
+pub(crate) struct JobNote {
     /// The phase to report instead of the one its tasks imply (a job refused
     /// admission stays Pending).
     phase: Option<GangPhase>,
@@ -54,6 +55,9 @@ pub struct Session {
     /// The tasks with inter-pod affinity terms, found when a node is first
     /// chosen.
     term_holders: std::sync::OnceLock<TermHolders>,
+    /// What the last session left (verdicts; the plugins' figures were handed
+    /// to them as it opened), brought up to date as this one closes.
+    memory: SessionMemory,
 }
 
 /// What a statement needs to take an operation back.
@@ -67,9 +71,18 @@ pub(crate) struct TaskBefore {
 
 impl Session {
     /// Opens a session: the plugins derive what they keep from the state.
-    pub fn open(state: SessionState, mut tiers: Tiers) -> Self {
+    pub fn open(state: SessionState, tiers: Tiers) -> Self {
+        Self::open_after(state, tiers, SessionMemory::default())
+    }
+
+    /// Opens a session after the one that left `memory` over the same cluster:
+    /// the plugins derive again only what changed since (see
+    /// [`SessionMemory`]).
+    pub fn open_after(state: SessionState, mut tiers: Tiers, mut memory: SessionMemory) -> Self {
+        tiers.reuse(memory.take_plugins());
         tiers.open(&state);
         Self {
+            memory,
             state,
             tiers,
             commits: Vec::new(),
@@ -755,11 +768,28 @@ impl Session {
 
     /// Closes the session: every job's standing and every queue's report.
     pub fn close(self) -> SessionOutcome {
-        let verdicts = self
-            .state
-            .jobs
+        self.close_keeping().0
+    }
+
+    /// Closes the session, and keeps what the next session over the same
+    /// cluster may use: the plugins' figures as they opened, and every job's
+    /// verdict (built again only for the jobs whose `Arc` or note changed).
+    pub fn close_keeping(mut self) -> (SessionOutcome, SessionMemory) {
+        let mut memory = std::mem::take(&mut self.memory);
+        memory.keep_plugins(self.tiers.keep());
+        memory.verdicts.follow(
+            &self.state.jobs,
+            |job| KeptVerdict {
+                note: self.notes.get(&job.key).cloned(),
+                verdict: self.verdict(job),
+            },
+            |job, kept| kept.note.as_ref() != self.notes.get(&job.key),
+            |_| {},
+        );
+        let verdicts = memory
+            .verdicts
             .iter()
-            .map(|(key, job)| (key.clone(), self.verdict(job)))
+            .map(|(key, kept)| (key.clone(), kept.verdict.clone()))
             .collect();
         let queues = self.state.queues.values().map(|q| self.report(q)).collect();
         let node_generations = self
@@ -772,13 +802,14 @@ impl Session {
                 Some((p.node.clone(), node.gpus.generation))
             })
             .collect();
-        SessionOutcome {
+        let outcome = SessionOutcome {
             commits: self.commits,
             verdicts,
             enqueued: self.enqueued,
             queues,
             node_generations,
-        }
+        };
+        (outcome, memory)
     }
 
     /// Every queue's report now, in name order.

@@ -23,7 +23,7 @@
 
 use super::gang_eviction::GangEviction;
 use super::job::{JobInfo, TaskInfo};
-use super::plugin::{JobInvalid, Plugin, TaskEvent, Vote};
+use super::plugin::{JobInvalid, KeptFigures, Plugin, TaskEvent, Vote};
 use super::queue::QueueInfo;
 use super::rejection::Rejection;
 use super::report::QueueReport;
@@ -68,6 +68,9 @@ impl Slot {
 fn bit(point: ExtensionPoint) -> u32 {
     1 << (point as u32)
 }
+
+/// What each plugin kept from a session, by plugin name in tier order.
+pub type KeptByPlugin = Vec<(&'static str, Option<Box<dyn KeptFigures>>)>;
 
 /// The plugins, tier by tier.
 #[derive(Debug, Default)]
@@ -143,6 +146,32 @@ impl Tiers {
     pub fn open(&mut self, state: &SessionState) {
         for slot in self.tiers.iter_mut().flatten() {
             slot.plugin.open(state);
+        }
+    }
+
+    /// What every plugin kept from the session that opened them (see
+    /// [`Plugin::keep`]), by plugin name in tier order.
+    pub fn keep(&mut self) -> KeptByPlugin {
+        self.tiers
+            .iter_mut()
+            .flatten()
+            .map(|slot| (slot.plugin.name(), slot.plugin.keep()))
+            .collect()
+    }
+
+    /// Hands every plugin what the plugin of the same name at the same place
+    /// kept from the last session; a configuration that lists other plugins
+    /// leaves them to derive everything again.
+    pub fn reuse(&mut self, kept: KeptByPlugin) {
+        if self.tiers.iter().map(Vec::len).sum::<usize>() != kept.len() {
+            return;
+        }
+        for (slot, (name, figures)) in self.tiers.iter_mut().flatten().zip(kept) {
+            if let Some(figures) = figures
+                && slot.plugin.name() == name
+            {
+                slot.plugin.reuse(figures);
+            }
         }
     }
 

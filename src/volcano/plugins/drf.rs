@@ -10,7 +10,8 @@
 use super::drf_hierarchy::{HdrfTree, amounts, dominant_share, queue_path};
 use crate::resources::Resources;
 use crate::volcano::conf::ConfError;
-use crate::volcano::framework::plugin::{Plugin, TaskEvent};
+use crate::volcano::framework::kept_per_job::KeptPerJob;
+use crate::volcano::framework::plugin::{KeptFigures, Plugin, TaskEvent};
 use crate::volcano::framework::registry::BuildContext;
 use crate::volcano::framework::{GangKey, JobInfo, QueueInfo, SessionState, TaskStatus};
 use std::cmp::Ordering;
@@ -21,11 +22,50 @@ use std::collections::BTreeMap;
 pub struct Drf {
     hierarchy: bool,
     total: Resources,
-    /// What each job holds, and its dominant share of the total (kept with it:
-    /// job order reads the share at every comparison).
-    jobs: BTreeMap<GangKey, (Resources, f64)>,
+    /// What each job held as the session opened, kept from one session to the
+    /// next.
+    opened: HeldShares,
+    /// What the jobs this session placed or evicted hold now, and their shares
+    /// (read before `opened`).
+    moved: BTreeMap<GangKey, (Resources, f64)>,
     total_allocated: Resources,
     tree: HdrfTree,
+}
+
+/// What each job holds and its dominant share of the total (kept with it: job
+/// order reads the share at every comparison), as a session opened. A job
+/// holding nothing has the share of a job not listed (none).
+#[derive(Debug, Default)]
+struct HeldShares {
+    /// The total the shares are of.
+    total: Resources,
+    held: KeptPerJob<Option<(Resources, f64)>>,
+}
+
+impl HeldShares {
+    /// Brings the figures up to the session's jobs and total: the shares of
+    /// every job again when the total changed (from what each holds), what a
+    /// job holds only for the jobs that changed.
+    fn follow(&mut self, state: &SessionState) {
+        if self.total != state.total {
+            self.total = state.total.clone();
+            for (held, share) in self.held.figures_mut().flatten() {
+                *share = dominant_share(&amounts(held), &self.total);
+            }
+        }
+        let total = &self.total;
+        self.held.follow(
+            &state.jobs,
+            |job| {
+                held_by(job).map(|held| {
+                    let share = dominant_share(&amounts(&held), total);
+                    (held, share)
+                })
+            },
+            |_, _| false,
+            |_| {},
+        );
+    }
 }
 
 /// Builds the plugin (its only option is `enableHierarchy`).
@@ -40,7 +80,15 @@ pub fn build(ctx: &BuildContext<'_>) -> Result<Option<Box<dyn Plugin>>, ConfErro
 impl Drf {
     /// A job's dominant share.
     pub fn share(&self, job: &GangKey) -> f64 {
-        self.jobs.get(job).map_or(0.0, |(_, share)| *share)
+        self.held(job).map_or(0.0, |(_, share)| *share)
+    }
+
+    /// What a job holds now and its share, when it holds anything.
+    fn held(&self, job: &GangKey) -> Option<&(Resources, f64)> {
+        match self.moved.get(job) {
+            Some(moved) => Some(moved),
+            None => self.opened.held.get(job).and_then(Option::as_ref),
+        }
     }
 
     fn path(queue: &QueueInfo) -> Vec<(String, f64)> {
@@ -56,8 +104,7 @@ impl Drf {
         };
         let request = total_request(job);
         let allocated = self
-            .jobs
-            .get(&job.key)
+            .held(&job.key)
             .map(|(held, _)| held.clone())
             .unwrap_or_default();
         self.tree.set_job(
@@ -71,17 +118,35 @@ impl Drf {
 
     fn change(&mut self, state: &SessionState, event: &TaskEvent<'_>, add: bool) {
         let job = &event.task.job;
-        let (held, share) = self.jobs.entry(job.clone()).or_default();
+        let opened = &self.opened;
+        let (held, share) = self
+            .moved
+            .entry(job.clone())
+            .or_insert_with(|| opened.held.get(job).cloned().flatten().unwrap_or_default());
         if add {
             held.add(&event.task.resreq);
-            self.total_allocated.add(&event.task.resreq);
         } else {
             held.saturating_sub(&event.task.resreq);
-            self.total_allocated.saturating_sub(&event.task.resreq);
         }
         held.prune_zeros();
         *share = dominant_share(&amounts(held), &self.total);
-        self.total_allocated.prune_zeros();
+        // Back to what it held as the session opened (a statement discarded):
+        // the opened figure says so again.
+        let back = match opened.held.get(job).and_then(Option::as_ref) {
+            Some(before) => before.0 == *held,
+            None => held.is_empty(),
+        };
+        if back {
+            self.moved.remove(job);
+        }
+        if self.hierarchy {
+            if add {
+                self.total_allocated.add(&event.task.resreq);
+            } else {
+                self.total_allocated.saturating_sub(&event.task.resreq);
+            }
+            self.total_allocated.prune_zeros();
+        }
         if self.hierarchy
             && let Some(j) = state.job(job)
         {
@@ -121,26 +186,34 @@ impl Plugin for Drf {
 
     fn open(&mut self, state: &SessionState) {
         self.total = state.total.clone();
-        self.jobs.clear();
+        self.moved.clear();
         self.total_allocated = Resources::default();
         self.tree = HdrfTree::default();
-        for (key, job) in &state.jobs {
-            // A job holding nothing has the share of a job not listed (none):
-            // with thousands of gangs waiting, most sessions list only the few
-            // that run.
-            let Some(held) = held_by(job) else {
-                continue;
-            };
-            self.total_allocated.add(&held);
-            let share = dominant_share(&amounts(&held), &self.total);
-            self.jobs.insert(key.clone(), (held, share));
-        }
-        self.total_allocated.prune_zeros();
+        self.opened.follow(state);
         if self.hierarchy {
+            for (held, _) in self
+                .opened
+                .held
+                .iter()
+                .filter_map(|(_, held)| held.as_ref())
+            {
+                self.total_allocated.add(held);
+            }
+            self.total_allocated.prune_zeros();
             for job in state.jobs.values() {
                 self.place_in_tree(state, job);
             }
             self.tree.update(&self.total, &self.total_allocated);
+        }
+    }
+
+    fn keep(&mut self) -> Option<Box<dyn KeptFigures>> {
+        Some(Box::new(std::mem::take(&mut self.opened)))
+    }
+
+    fn reuse(&mut self, kept: Box<dyn KeptFigures>) {
+        if let Ok(opened) = (kept as Box<dyn std::any::Any>).downcast::<HeldShares>() {
+            self.opened = *opened;
         }
     }
 

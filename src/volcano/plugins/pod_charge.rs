@@ -9,7 +9,8 @@
 
 use crate::placement::resource_fit::POD_COUNT;
 use crate::resources::Resources;
-use crate::volcano::framework::{QueueInfo, SessionState, TaskStatus};
+use crate::volcano::framework::kept_per_job::KeptPerJob;
+use crate::volcano::framework::{JobInfo, QueueInfo, SessionState, TaskStatus};
 use std::collections::BTreeMap;
 
 /// `resources` with `pods` more pods.
@@ -44,27 +45,84 @@ struct Counts {
     held: usize,
 }
 
-impl QueuePods {
-    /// Counts every queue's pods as the session opens.
-    pub(crate) fn count(state: &SessionState) -> Self {
-        let mut by_queue: BTreeMap<String, Counts> = BTreeMap::new();
-        for job in state.jobs.values() {
-            let counts = by_queue.entry(job.queue.clone()).or_default();
-            for t in &job.tasks {
-                if matches!(t.status, TaskStatus::Succeeded | TaskStatus::Failed)
-                    || t.deleted_unplaced()
-                {
-                    continue;
-                }
-                counts.asked += 1;
-                if t.holds_resources() {
-                    counts.held += 1;
-                }
+impl Counts {
+    /// What one job's tasks ask for and hold.
+    fn of(job: &JobInfo) -> Self {
+        let mut counts = Self::default();
+        for t in &job.tasks {
+            if matches!(t.status, TaskStatus::Succeeded | TaskStatus::Failed)
+                || t.deleted_unplaced()
+            {
+                continue;
+            }
+            counts.asked += 1;
+            if t.holds_resources() {
+                counts.held += 1;
             }
         }
-        Self { by_queue }
+        counts
     }
+}
 
+/// Every queue's pods as sessions open, kept from one session to the next: a
+/// job's counts are taken out of its queue's and added again only when the job
+/// changed (see `kept_per_job`).
+#[derive(Debug, Default)]
+pub(crate) struct KeptQueuePods {
+    /// Each job's queue and counts.
+    by_job: KeptPerJob<(String, Counts)>,
+    /// Their sums by queue (queues without a pod left out).
+    by_queue: BTreeMap<String, Counts>,
+}
+
+impl KeptQueuePods {
+    /// Counts every queue's pods as the session opens, looking again only at
+    /// the jobs that changed since the last.
+    pub(crate) fn count(&mut self, state: &SessionState) -> QueuePods {
+        let by_queue = &mut self.by_queue;
+        self.by_job.follow(
+            &state.jobs,
+            |job| (job.queue.clone(), Counts::of(job)),
+            |_, _| false,
+            |(before, after)| {
+                if let Some((queue, counts)) = before {
+                    take_out(by_queue, queue, *counts);
+                }
+                if let Some((queue, counts)) = after {
+                    add_in(by_queue, queue, *counts);
+                }
+            },
+        );
+        QueuePods {
+            by_queue: self.by_queue.clone(),
+        }
+    }
+}
+
+fn add_in(by_queue: &mut BTreeMap<String, Counts>, queue: &str, counts: Counts) {
+    if counts == Counts::default() {
+        return;
+    }
+    let sum = match by_queue.get_mut(queue) {
+        Some(sum) => sum,
+        None => by_queue.entry(queue.to_owned()).or_default(),
+    };
+    sum.asked += counts.asked;
+    sum.held += counts.held;
+}
+
+fn take_out(by_queue: &mut BTreeMap<String, Counts>, queue: &str, counts: Counts) {
+    let Some(sum) = by_queue.get_mut(queue) else {
+        return;
+    };
+    sum.asked = sum.asked.saturating_sub(counts.asked);
+    sum.held = sum.held.saturating_sub(counts.held);
+    if *sum == Counts::default() {
+        by_queue.remove(queue);
+    }
+}
+
+impl QueuePods {
     /// A task of `queue` was placed (or a placement given back by an undone
     /// eviction).
     pub(crate) fn placed(&mut self, queue: &str) {

@@ -5,11 +5,11 @@
 //! per task (see `pod_charge`): the cluster's pod slots are shared out too, and
 //! a queue with pods still waiting within its share of them is not overused.
 
-use super::pod_charge::{QueuePods, task_charge};
+use super::pod_charge::{KeptQueuePods, QueuePods, task_charge};
 use crate::resources::Resources;
 use crate::volcano::card_quota::CARD_DIMENSION_PREFIX;
 use crate::volcano::conf::ConfError;
-use crate::volcano::framework::plugin::{Plugin, TaskEvent, Vote};
+use crate::volcano::framework::plugin::{KeptFigures, Plugin, TaskEvent, Vote};
 use crate::volcano::framework::registry::BuildContext;
 use crate::volcano::framework::{
     JobInfo, QueueInfo, QueueReport, Rejection, SessionState, TaskInfo,
@@ -27,6 +27,8 @@ pub struct Proportion {
     shares: BTreeMap<String, (Resources, Resources)>,
     /// Per queue: the pods it asks for and holds.
     pods: QueuePods,
+    /// The same as the session opened, kept for the next session.
+    opened_pods: KeptQueuePods,
 }
 
 /// Builds the plugin. Listed together with capacity, it steps aside: capacity's
@@ -62,7 +64,7 @@ impl Plugin for Proportion {
     }
 
     fn open(&mut self, state: &SessionState) {
-        self.pods = QueuePods::count(state);
+        self.pods = self.opened_pods.count(state);
         let inputs: Vec<ProportionInput> = state
             .queues
             .values()
@@ -83,6 +85,16 @@ impl Plugin for Proportion {
                     .map(|s| (s.real_capability, s.deserved)),
             )
             .collect();
+    }
+
+    fn keep(&mut self) -> Option<Box<dyn KeptFigures>> {
+        Some(Box::new(std::mem::take(&mut self.opened_pods)))
+    }
+
+    fn reuse(&mut self, kept: Box<dyn KeptFigures>) {
+        if let Ok(opened) = (kept as Box<dyn std::any::Any>).downcast::<KeptQueuePods>() {
+            self.opened_pods = *opened;
+        }
     }
 
     /// Higher queue priority first, then the lower share of its deserved amount.

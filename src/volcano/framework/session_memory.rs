@@ -1,0 +1,47 @@
+//! What one session leaves for the next over the same cluster, so that opening
+//! and closing a session cost what changed rather than what waits: the
+//! figures each plugin derived from the jobs when it opened (drf's shares,
+//! proportion's pod counts), and each job's verdict with the note it was
+//! built from. Both are kept per job with the job's `Arc` (see
+//! [`super::kept_per_job`]): only the jobs the planner built again, or the
+//! session changed or noted otherwise, are looked at again.
+
+use super::kept_per_job::KeptPerJob;
+use super::outcome::GangVerdict;
+use super::session::JobNote;
+use super::tiers::KeptByPlugin;
+
+/// A job's verdict and the note it was built from (a verdict is a function of
+/// the job and its note alone).
+#[derive(Debug, Clone)]
+pub(crate) struct KeptVerdict {
+    pub(crate) note: Option<JobNote>,
+    pub(crate) verdict: GangVerdict,
+}
+
+/// What a session keeps for the next one. Empty, a session derives everything.
+#[derive(Debug, Default)]
+pub struct SessionMemory {
+    /// Each plugin's figures as its session opened.
+    pub(crate) plugins: KeptByPlugin,
+    /// Each job's verdict as the last session closed.
+    pub(crate) verdicts: KeptPerJob<KeptVerdict>,
+}
+
+impl SessionMemory {
+    /// The plugins' kept figures as text, by plugin (to compare figures kept
+    /// with figures derived anew).
+    pub fn plugin_figures(&self) -> String {
+        format!("{:?}", self.plugins)
+    }
+
+    /// Takes the plugins' kept figures (to hand them to [`super::Tiers::reuse`]).
+    pub fn take_plugins(&mut self) -> KeptByPlugin {
+        std::mem::take(&mut self.plugins)
+    }
+
+    /// Keeps the plugins' figures (from [`super::Tiers::keep`]).
+    pub fn keep_plugins(&mut self, plugins: KeptByPlugin) {
+        self.plugins = plugins;
+    }
+}
