@@ -31,6 +31,7 @@ pub mod plan;
 pub mod planner_book;
 pub mod priority_classes;
 pub mod queue_metrics;
+pub mod queue_totals;
 pub mod queueing_hints;
 pub mod scheduling_group;
 pub mod snapshot;

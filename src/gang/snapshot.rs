@@ -11,6 +11,7 @@ use super::kept_holdings::KeptHoldings;
 use super::memberless_group::memberless_jobs;
 use super::membership::DEFAULT_QUEUE;
 use super::planner_book::PlannerBook;
+use super::queue_totals::QueueTotals;
 use super::task_cache::{TaskCache, TaskInputs};
 use crate::fit::{PodContext, QuotaHeadroom};
 use crate::ledger::Ledger;
@@ -188,19 +189,18 @@ pub fn build_state_with(
     let topology = Arc::new(resolve_topology(input.book, &node_set));
 
     let enqueue_on = input.conf.has_action(Action::Enqueue);
-    let (mut jobs, mut figures) = assemble_jobs(input, &node_set, kept);
+    let kept_jobs = assemble_jobs(input, &node_set, kept);
+    let mut jobs = kept_jobs.jobs();
     let memberless = memberless_jobs(input.book, &jobs, input.inqueue, |g| {
         job_priority(input.book, Some(g), &[])
     });
+    let mut memberless_figures = Vec::with_capacity(memberless.len());
     for mut job in memberless {
         admit_if_ready(&mut job, enqueue_on);
-        figures.push(Arc::new(JobFigures::of(
-            &job,
-            input.inqueue.contains(&job.key),
-        )));
+        memberless_figures.push(JobFigures::of(&job, input.inqueue.contains(&job.key)));
         jobs.insert(job.key.clone(), Arc::new(job));
     }
-    let queues = queue_infos(input.book, &figures);
+    let queues = queue_infos(input.book, kept_jobs.totals(), &memberless_figures);
     SessionState {
         jobs,
         queues,
@@ -231,14 +231,10 @@ fn admit_if_ready(job: &mut JobInfo, enqueue_on: bool) {
     job.inqueue |= c.ready > 0 || job.reaches_minimum(c.ready, &c.ready_roles) || !enqueue_on;
 }
 
-/// Every job with members, and what each adds to its queue's figures: the jobs
-/// of the gangs `kept.changed` names (of every gang without it) checked against
-/// the caches, the others taken from the job cache as they are.
-fn assemble_jobs(
-    input: &SnapshotInput<'_>,
-    nodes: &NodeSet,
-    kept: Kept<'_>,
-) -> (BTreeMap<GangKey, Arc<JobInfo>>, Vec<Arc<JobFigures>>) {
+/// Brings the job cache up to date and returns it: the jobs of the gangs
+/// `kept.changed` names (of every gang without it) checked against the caches,
+/// the others kept as they are.
+fn assemble_jobs<'a>(input: &SnapshotInput<'_>, nodes: &NodeSet, kept: Kept<'a>) -> &'a JobCache {
     let largest_card = largest_card_mib(nodes.iter().map(|n| &*n.gpus));
     let Kept {
         holdings,
@@ -252,7 +248,7 @@ fn assemble_jobs(
         nodes,
         largest_card,
         tasks,
-        jobs,
+        jobs: &mut *jobs,
     };
     match changed {
         Some((gangs, copy)) => {
@@ -278,7 +274,7 @@ fn assemble_jobs(
             gang.jobs.forget_unasked();
         }
     }
-    gang.jobs.all()
+    jobs
 }
 
 /// Builds or takes from the caches one gang's job.
@@ -543,8 +539,13 @@ fn requested_cards(members: &[&Member], min_member: usize) -> Resources {
 }
 
 /// Every queue that exists (and the default queue, unless its object is
-/// unreadable), with what its jobs hold and ask for (`figures`: each job's).
-fn queue_infos(book: &GangBook, figures: &[Arc<JobFigures>]) -> BTreeMap<String, QueueInfo> {
+/// unreadable), with what its jobs hold and ask for (`totals`: the kept jobs'
+/// figures summed by queue; `memberless`: the figures of jobs without members).
+fn queue_infos(
+    book: &GangBook,
+    totals: &QueueTotals,
+    memberless: &[JobFigures],
+) -> BTreeMap<String, QueueInfo> {
     let mut queues: BTreeMap<String, QueueInfo> = book
         .queues
         .values()
@@ -556,7 +557,10 @@ fn queue_infos(book: &GangBook, figures: &[Arc<JobFigures>]) -> BTreeMap<String,
             QueueInfo::idle(QueueSpec::new(DEFAULT_QUEUE)),
         );
     }
-    for job in figures {
+    for q in queues.values_mut() {
+        totals.add_to(q);
+    }
+    for job in memberless {
         if let Some(q) = queues.get_mut(&job.queue) {
             job.add_to(q);
         }
