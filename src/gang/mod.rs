@@ -18,6 +18,7 @@ pub mod filter_only;
 pub mod hint_world;
 pub mod job_cache;
 pub mod kept_holdings;
+pub mod kept_nodes;
 pub mod kept_state;
 #[cfg(test)]
 mod member_start_time_tests;

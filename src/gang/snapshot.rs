@@ -8,6 +8,7 @@
 use super::book::{GangBook, Member, MemberPhase};
 use super::job_cache::{JobCache, JobInputs, SharedJobInputs};
 use super::kept_holdings::KeptHoldings;
+use super::kept_nodes::KeptNodes;
 use super::memberless_group::memberless_jobs;
 use super::membership::DEFAULT_QUEUE;
 use super::planner_book::PlannerBook;
@@ -34,6 +35,7 @@ use crate::volcano::topology::NetworkTopology;
 use crate::volcano::waiting_time::waiting_time;
 use chrono::{DateTime, Utc};
 use k8s_openapi::api::core::v1::Pod;
+use rustc_hash::FxHashMap;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
@@ -63,7 +65,10 @@ pub struct SnapshotInput<'a> {
 /// What the ledger holds for each member is kept between cycles
 /// ([`KeptHoldings`]) and brought up to date while the picture is taken.
 pub struct LedgerPicture {
-    nodes: Vec<SessionNode>,
+    /// Sorted by name; shared with the nodes kept between cycles.
+    nodes: Vec<Arc<SessionNode>>,
+    /// Their positions by name.
+    index: Arc<FxHashMap<String, usize>>,
     quotas: BTreeMap<String, QuotaHeadroom>,
     allocatable: Resources,
     /// Every node's measured usage (shared with the ledger, not copied).
@@ -74,24 +79,19 @@ pub struct LedgerPicture {
 
 impl LedgerPicture {
     /// Takes the picture (call with the ledger locked for reading) and brings
-    /// `holdings` up to it (`changed`: the members the book changed since they
-    /// were last brought up, `None` for all). Returns the members whose holding
-    /// changed, `None` when every member was looked at again.
+    /// `holdings` and `kept_nodes` up to it (`changed`: the members the book
+    /// changed since they were last brought up, `None` for all). Returns the
+    /// members whose holding changed, `None` when every member was looked at
+    /// again.
     pub fn take(
         ledger: &Ledger,
         book: &GangBook,
-        holdings: &mut KeptHoldings,
+        (holdings, kept_nodes): (&mut KeptHoldings, &mut KeptNodes),
         changed: Option<&HashSet<String>>,
     ) -> (Self, Option<HashSet<String>>) {
-        let mut nodes: Vec<SessionNode> = ledger
-            .snapshot_nodes()
-            .into_iter()
-            .map(|(name, gpus)| SessionNode {
-                resources: ledger.load().get(&name).cloned().unwrap_or_default(),
-                name,
-                gpus,
-            })
-            .collect();
+        let names = kept_nodes.names_if_changed(ledger);
+        let moved = holdings.refresh(ledger, book, names.clone(), changed);
+        let (nodes, index) = kept_nodes.refresh(ledger, holdings, names.as_ref());
         let quotas = ledger
             .quota_report()
             .into_iter()
@@ -100,11 +100,9 @@ impl LedgerPicture {
                 (ns, headroom)
             })
             .collect();
-        let names = nodes.iter().map(|n| n.name.clone()).collect();
-        let moved = holdings.refresh(ledger, book, names, changed);
-        count_planned_on_nodes(&mut nodes, holdings);
         let picture = Self {
             nodes,
+            index,
             quotas,
             allocatable: ledger.load().total_allocatable(),
             measured: ledger.load().measured().clone(),
@@ -114,20 +112,8 @@ impl LedgerPicture {
     }
 
     /// The nodes, sorted by name.
-    pub fn nodes(&self) -> &[SessionNode] {
+    pub fn nodes(&self) -> &[Arc<SessionNode>] {
         &self.nodes
-    }
-}
-
-/// Counts what members planned onto a node but not yet bound there will take of
-/// it (bound pods are counted already, from the pod watch): otherwise the next
-/// cycle would plan the same room again before they arrive.
-fn count_planned_on_nodes(nodes: &mut [SessionNode], holdings: &KeptHoldings) {
-    // The nodes are sorted by name.
-    for (node, footprint) in holdings.planned() {
-        if let Ok(i) = nodes.binary_search_by(|n| n.name.as_str().cmp(node)) {
-            nodes[i].resources.requested.add(footprint);
-        }
     }
 }
 
@@ -183,7 +169,7 @@ pub fn build_state_with(
         input.dims,
         picture.nodes.iter().map(|n| &*n.gpus),
     ));
-    let node_set = NodeSet::new(picture.nodes, picture.quotas)
+    let node_set = NodeSet::shared(picture.nodes, picture.index, picture.quotas)
         .with_measured(picture.measured, input.now)
         .with_namespaces(picture.namespaces);
     let topology = Arc::new(resolve_topology(input.book, &node_set));

@@ -13,6 +13,7 @@
 //! not change a decision.
 
 use crate::gang::kept_holdings::KeptHoldings;
+use crate::gang::kept_nodes::KeptNodes;
 use crate::gang::kept_state::KeptState;
 use crate::gang::planner_book::PlannerBook;
 use crate::gang::queueing_hints::QueueingHints;
@@ -434,7 +435,12 @@ async fn kept_state_is_current(c: &Cluster) -> Result<(), TestCaseError> {
         picture,
     );
     let mut holdings = KeptHoldings::default();
-    let (picture, _) = LedgerPicture::take(&c.s.ledger.read(), &live, &mut holdings, None);
+    let (picture, _) = LedgerPicture::take(
+        &c.s.ledger.read(),
+        &live,
+        (&mut holdings, &mut KeptNodes::default()),
+        None,
+    );
     let anew = build_state(&input, picture, &holdings);
     prop_assert_eq!(&kept.jobs, &anew.jobs, "jobs kept and built anew");
     prop_assert_eq!(&kept.queues, &anew.queues, "queues kept and built anew");
