@@ -118,7 +118,10 @@ impl KeptState {
         // The entries changed before this state are in it, whichever way it
         // was built.
         nodes.take_entries_changed();
-        inqueue.clone_from(input.inqueue);
+        // Copied only when it changed: thousands of admitted gangs may wait.
+        if *inqueue != *input.inqueue {
+            inqueue.clone_from(input.inqueue);
+        }
         let state = build_state_with(
             input,
             picture,
