@@ -356,6 +356,12 @@ impl Ledger {
         self.nodes.get(name).map(|e| &**e)
     }
 
+    /// A registered node's entry as it is now, shared: replaced (not changed in
+    /// place) whenever the node changes while anyone else holds it.
+    pub fn shared_node(&self, name: &str) -> Option<&Arc<NodeEntry>> {
+        self.nodes.get(name)
+    }
+
     /// Every node as it is now, sorted by name, shared rather than copied: a
     /// planning session works on this picture while the ledger moves on (an entry
     /// changed later is copied then, and its generation tells the change).

@@ -21,6 +21,7 @@ use crate::usage::GpuUsage;
 use crate::volcano::conf::SchedulerConf;
 use crate::volcano::framework::nodes::SessionNode;
 use crate::volcano::framework::{GangKey, JobInfo, QueueInfo, SessionState, TaskStatus};
+use imbl::OrdMap;
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
@@ -33,7 +34,7 @@ type NodeFigures = (Arc<NodeEntry>, NodeResources);
 pub struct World {
     nodes: HashMap<String, NodeFigures>,
     /// The jobs the world was worked out from (shared with the planner).
-    jobs: BTreeMap<GangKey, Arc<JobInfo>>,
+    jobs: OrdMap<GangKey, Arc<JobInfo>>,
     releasing: BTreeSet<String>,
     planned: PlannedPods,
     /// The tasks the session opened with this world placed.
@@ -363,8 +364,8 @@ type JobDifference<'a> = (
 /// The jobs of `now` that are not the very ones of `before`, walking both in
 /// key order.
 fn changed_jobs<'a>(
-    before: &'a BTreeMap<GangKey, Arc<JobInfo>>,
-    now: &'a BTreeMap<GangKey, Arc<JobInfo>>,
+    before: &'a OrdMap<GangKey, Arc<JobInfo>>,
+    now: &'a OrdMap<GangKey, Arc<JobInfo>>,
 ) -> Vec<JobDifference<'a>> {
     let mut changed = Vec::new();
     let (mut b, mut n) = (before.iter().peekable(), now.iter().peekable());

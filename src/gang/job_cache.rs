@@ -6,14 +6,18 @@
 //! task cache builds a new one whenever its member, its holding or its node
 //! changed, so the same task means the same inputs), its member set, its
 //! PodGroup, its admission by an earlier enqueue, or something every job is
-//! built from (PriorityClasses, whether enqueue runs). The session shares the
-//! kept jobs and copies only those it changes.
+//! built from (PriorityClasses, whether enqueue runs). The kept jobs are held in
+//! a persistent map that a session shares whole: handing it over and dropping it
+//! cost nothing per job, and a session copies only the jobs it changes. Their
+//! queues' figures are kept summed beside ([`QueueTotals`]).
 
 use super::priority_classes::PriorityClasses;
+use super::queue_totals::QueueTotals;
 use crate::volcano::framework::job_figures::JobFigures;
 use crate::volcano::framework::{GangKey, JobInfo, TaskInfo};
 use crate::volcano::objects::PodGroupSpec;
-use std::collections::{BTreeMap, HashMap};
+use imbl::OrdMap;
+use std::collections::HashMap;
 use std::sync::Arc;
 
 /// What every job is built from besides its own members and PodGroup: when any
@@ -44,7 +48,7 @@ struct Cached {
     /// The sweep this entry was last asked for in.
     seen: u64,
     job: Arc<JobInfo>,
-    figures: Arc<JobFigures>,
+    figures: JobFigures,
 }
 
 impl Cached {
@@ -64,6 +68,10 @@ impl Cached {
 #[derive(Default)]
 pub struct JobCache {
     entries: HashMap<GangKey, Cached>,
+    /// The kept jobs, shared whole with each session.
+    jobs: OrdMap<GangKey, Arc<JobInfo>>,
+    /// Their figures summed by queue.
+    totals: QueueTotals,
     /// What the kept jobs were built with.
     shared: Option<SharedJobInputs>,
     /// Counts cycles that asked for every job: entries not asked for in one
@@ -81,31 +89,35 @@ impl JobCache {
             return false;
         }
         self.entries.clear();
+        self.jobs.clear();
+        self.totals.clear();
         self.shared = Some(shared.clone());
         true
     }
 
-    /// The job of gang `key` and what it adds to its queue's figures: the ones
-    /// kept when nothing they were built from changed, otherwise new ones from
-    /// `build` (kept for the next cycle).
+    /// The job of gang `key`: the one kept when nothing it was built from
+    /// changed, otherwise a new one from `build` (kept for the next cycle, its
+    /// figures in its queue's sums in place of the old job's).
     pub fn job(
         &mut self,
         key: &GangKey,
         inputs: JobInputs<'_>,
         build: impl FnOnce(&[Arc<TaskInfo>]) -> JobInfo,
-    ) -> (Arc<JobInfo>, Arc<JobFigures>) {
+    ) -> Arc<JobInfo> {
         let sweep = self.sweeps;
         if let Some(cached) = self.entries.get_mut(key)
             && cached.built_from(&inputs)
         {
             cached.seen = sweep;
-            return (cached.job.clone(), cached.figures.clone());
+            return cached.job.clone();
         }
         let job = build(&inputs.tasks);
-        let figures = Arc::new(JobFigures::of(&job, inputs.inqueue));
+        let figures = JobFigures::of(&job, inputs.inqueue);
         let job = Arc::new(job);
         self.built += 1;
-        self.entries.insert(
+        self.totals.add(&figures);
+        self.jobs.insert(key.clone(), job.clone());
+        let replaced = self.entries.insert(
             key.clone(),
             Cached {
                 tasks: inputs.tasks,
@@ -113,22 +125,41 @@ impl JobCache {
                 inqueue: inputs.inqueue,
                 seen: sweep,
                 job: job.clone(),
-                figures: figures.clone(),
+                figures,
             },
         );
-        (job, figures)
+        if let Some(old) = replaced {
+            self.totals.remove(&old.figures);
+        }
+        job
     }
 
     /// Forgets the job of a gang that has no member left.
     pub fn forget(&mut self, key: &GangKey) {
-        self.entries.remove(key);
+        if let Some(old) = self.entries.remove(key) {
+            self.jobs.remove(key);
+            self.totals.remove(&old.figures);
+        }
     }
 
     /// After a cycle that asked for every gang's job: forgets jobs that were not
     /// asked for (gone from the book).
     pub fn forget_unasked(&mut self) {
         let sweep = self.sweeps;
-        self.entries.retain(|_, cached| cached.seen == sweep);
+        let Self {
+            entries,
+            jobs,
+            totals,
+            ..
+        } = self;
+        entries.retain(|key, cached| {
+            let asked = cached.seen == sweep;
+            if !asked {
+                jobs.remove(key);
+                totals.remove(&cached.figures);
+            }
+            asked
+        });
         self.sweeps += 1;
     }
 
@@ -137,18 +168,13 @@ impl JobCache {
         std::mem::take(&mut self.built)
     }
 
-    /// Every kept job by gang, and what each adds to its queue's figures.
-    pub fn all(&self) -> (BTreeMap<GangKey, Arc<JobInfo>>, Vec<Arc<JobFigures>>) {
-        let jobs = self
-            .entries
-            .iter()
-            .map(|(key, cached)| (key.clone(), cached.job.clone()))
-            .collect();
-        let figures = self
-            .entries
-            .values()
-            .map(|cached| cached.figures.clone())
-            .collect();
-        (jobs, figures)
+    /// Every kept job by gang (shared, not copied).
+    pub fn jobs(&self) -> OrdMap<GangKey, Arc<JobInfo>> {
+        self.jobs.clone()
+    }
+
+    /// The kept jobs' figures summed by queue.
+    pub fn totals(&self) -> &QueueTotals {
+        &self.totals
     }
 }

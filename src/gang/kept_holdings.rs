@@ -41,21 +41,22 @@ pub struct KeptHoldings {
 
 impl KeptHoldings {
     /// Brings the holdings up to `ledger` and `book` (`nodes`: every node in the
-    /// ledger; `changed`: members the book changed, or `None` for all). Returns
-    /// the members whose holding changed, or `None` when every member was looked
-    /// at again.
+    /// ledger when the set of nodes changed since the last refresh, `None` when
+    /// it did not; `changed`: members the book changed, or `None` for all).
+    /// Returns the members whose holding changed, or `None` when every member
+    /// was looked at again.
     pub fn refresh(
         &mut self,
         ledger: &Ledger,
         book: &GangBook,
-        nodes: BTreeSet<String>,
+        nodes: Option<BTreeSet<String>>,
         changed: Option<&HashSet<String>>,
     ) -> Option<HashSet<String>> {
         let journal = ledger.holdings_journal();
         let since = self.cursor.and_then(|cursor| journal.since(cursor));
         self.cursor = Some(journal.end());
         let look_again = match (since, changed) {
-            (Some(since), Some(changed)) if nodes == self.nodes => {
+            (Some(since), Some(changed)) if nodes.is_none() => {
                 let mut uids: HashSet<String> = changed.clone();
                 uids.extend(since.map(str::to_string));
                 uids
@@ -63,7 +64,7 @@ impl KeptHoldings {
             _ => {
                 *self = Self {
                     cursor: self.cursor,
-                    nodes,
+                    nodes: nodes.unwrap_or_else(|| std::mem::take(&mut self.nodes)),
                     ..Self::default()
                 };
                 for m in book.members().values() {
@@ -191,11 +192,9 @@ impl KeptHoldings {
         &self.planned_gated
     }
 
-    /// What the pending members planned onto each node take of it, by node.
-    pub fn planned(&self) -> impl Iterator<Item = (&str, &Resources)> {
-        self.planned_by_node
-            .iter()
-            .map(|(node, total)| (node.as_str(), total))
+    /// What the pending members planned onto `node` take of it.
+    pub fn planned_on(&self, node: &str) -> Option<&Resources> {
+        self.planned_by_node.get(node)
     }
 
     /// Adds up again what is planned onto the nodes whose members changed.

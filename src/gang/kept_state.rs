@@ -10,23 +10,23 @@
 use super::book::{GangBook, GangKey};
 use super::job_cache::JobCache;
 use super::kept_holdings::KeptHoldings;
+use super::kept_nodes::KeptNodes;
 use super::planner_book::{BookDelta, PlannerBook};
 use super::snapshot::{Kept, LedgerPicture, SnapshotInput, build_state_with, shared_job_inputs};
 use super::task_cache::TaskCache;
-use crate::ledger::{Ledger, NodeEntry};
+use crate::ledger::Ledger;
 use crate::volcano::framework::SessionState;
 use crate::volcano::framework::charge::largest_card_mib;
-use std::collections::{BTreeSet, HashMap, HashSet};
-use std::sync::Arc;
+use std::collections::{BTreeSet, HashSet};
 
 /// The planner's state kept between cycles.
 #[derive(Default)]
 pub struct KeptState {
     holdings: KeptHoldings,
+    /// The nodes of the last picture.
+    nodes: KeptNodes,
     tasks: TaskCache,
     jobs: JobCache,
-    /// Node entries as the last state was built on them.
-    nodes: HashMap<String, Arc<NodeEntry>>,
     /// Gangs admitted by earlier enqueues when the last state was built.
     inqueue: BTreeSet<GangKey>,
     /// The largest card when the last state was built.
@@ -63,7 +63,8 @@ impl KeptState {
     /// brings what it holds for each member up to it.
     pub fn picture(&mut self, ledger: &Ledger, book: &GangBook) -> LedgerPicture {
         let changed = self.pending.as_ref().map(|p| &p.members);
-        let (picture, moved) = LedgerPicture::take(ledger, book, &mut self.holdings, changed);
+        let (picture, moved) =
+            LedgerPicture::take(ledger, book, (&mut self.holdings, &mut self.nodes), changed);
         match (moved, self.pending.as_mut()) {
             (Some(moved), Some(pending)) => pending.members.extend(moved),
             _ => self.pending = None,
@@ -102,19 +103,25 @@ impl KeptState {
                         None => tasks.forget(uid),
                     }
                 }
-                gangs_on_changed_nodes(input.book, holdings, nodes, picture.nodes(), &mut gangs);
+                gangs_on_changed_nodes(
+                    input.book,
+                    holdings,
+                    nodes.take_entries_changed(),
+                    &mut gangs,
+                );
                 gangs.extend(inqueue.symmetric_difference(input.inqueue).cloned());
                 Some(gangs)
             }
             _ => None,
         };
         *largest_card = Some(largest);
-        *nodes = picture
-            .nodes()
-            .iter()
-            .map(|n| (n.name.clone(), n.gpus.clone()))
-            .collect();
-        inqueue.clone_from(input.inqueue);
+        // The entries changed before this state are in it, whichever way it
+        // was built.
+        nodes.take_entries_changed();
+        // Copied only when it changed: thousands of admitted gangs may wait.
+        if *inqueue != *input.inqueue {
+            inqueue.clone_from(input.inqueue);
+        }
         let state = build_state_with(
             input,
             picture,
@@ -143,26 +150,15 @@ impl KeptState {
 }
 
 /// Adds the gangs of members held on a node whose entry is not the one the last
-/// state was built on (the node's GPUs are part of what a member is charged).
+/// state was built on (`changed`: those nodes; the node's GPUs are part of what
+/// a member is charged).
 fn gangs_on_changed_nodes(
     book: &GangBook,
     holdings: &KeptHoldings,
-    before: &HashMap<String, Arc<NodeEntry>>,
-    now: &[crate::volcano::framework::nodes::SessionNode],
+    changed: HashSet<String>,
     gangs: &mut HashSet<GangKey>,
 ) {
-    let mut changed: Vec<&str> = now
-        .iter()
-        .filter(|n| before.get(&n.name).is_none_or(|b| !Arc::ptr_eq(b, &n.gpus)))
-        .map(|n| n.name.as_str())
-        .collect();
-    changed.extend(
-        before
-            .keys()
-            .filter(|name| now.binary_search_by(|n| n.name.as_str().cmp(name)).is_err())
-            .map(String::as_str),
-    );
-    for node in changed {
+    for node in &changed {
         for uid in holdings.on_node(node) {
             if let Some(m) = book.members().get(uid) {
                 gangs.insert(m.gang.clone());

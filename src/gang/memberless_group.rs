@@ -9,7 +9,8 @@ use crate::volcano::framework::{GangKey, JobInfo};
 use crate::volcano::objects::PodGroupSpec;
 use crate::volcano::task_topology::TopologyAnnotations;
 use crate::volcano::waiting_time::waiting_time;
-use std::collections::{BTreeMap, BTreeSet};
+use imbl::OrdMap;
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 /// The PodGroup phases enqueue still has an opinion on. A Running, Completed or
@@ -23,7 +24,7 @@ const ADMISSION_PHASES: [&str; 2] = ["Pending", "Inqueue"];
 /// minResources it reserves keep counting against its queue.
 pub fn memberless_jobs(
     book: &GangBook,
-    jobs: &BTreeMap<GangKey, Arc<JobInfo>>,
+    jobs: &OrdMap<GangKey, Arc<JobInfo>>,
     inqueue: &BTreeSet<GangKey>,
     priority: impl Fn(&PodGroupSpec) -> i32,
 ) -> Vec<JobInfo> {

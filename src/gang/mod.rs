@@ -18,6 +18,7 @@ pub mod filter_only;
 pub mod hint_world;
 pub mod job_cache;
 pub mod kept_holdings;
+pub mod kept_nodes;
 pub mod kept_state;
 #[cfg(test)]
 mod member_start_time_tests;
@@ -31,6 +32,7 @@ pub mod plan;
 pub mod planner_book;
 pub mod priority_classes;
 pub mod queue_metrics;
+pub mod queue_totals;
 pub mod queueing_hints;
 pub mod scheduling_group;
 pub mod snapshot;

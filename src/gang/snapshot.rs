@@ -8,9 +8,11 @@
 use super::book::{GangBook, Member, MemberPhase};
 use super::job_cache::{JobCache, JobInputs, SharedJobInputs};
 use super::kept_holdings::KeptHoldings;
+use super::kept_nodes::KeptNodes;
 use super::memberless_group::memberless_jobs;
 use super::membership::DEFAULT_QUEUE;
 use super::planner_book::PlannerBook;
+use super::queue_totals::QueueTotals;
 use super::task_cache::{TaskCache, TaskInputs};
 use crate::fit::{PodContext, QuotaHeadroom};
 use crate::ledger::Ledger;
@@ -33,6 +35,7 @@ use crate::volcano::topology::NetworkTopology;
 use crate::volcano::waiting_time::waiting_time;
 use chrono::{DateTime, Utc};
 use k8s_openapi::api::core::v1::Pod;
+use rustc_hash::FxHashMap;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
@@ -62,7 +65,10 @@ pub struct SnapshotInput<'a> {
 /// What the ledger holds for each member is kept between cycles
 /// ([`KeptHoldings`]) and brought up to date while the picture is taken.
 pub struct LedgerPicture {
-    nodes: Vec<SessionNode>,
+    /// Sorted by name; shared with the nodes kept between cycles.
+    nodes: Vec<Arc<SessionNode>>,
+    /// Their positions by name.
+    index: Arc<FxHashMap<String, usize>>,
     quotas: BTreeMap<String, QuotaHeadroom>,
     allocatable: Resources,
     /// Every node's measured usage (shared with the ledger, not copied).
@@ -73,24 +79,19 @@ pub struct LedgerPicture {
 
 impl LedgerPicture {
     /// Takes the picture (call with the ledger locked for reading) and brings
-    /// `holdings` up to it (`changed`: the members the book changed since they
-    /// were last brought up, `None` for all). Returns the members whose holding
-    /// changed, `None` when every member was looked at again.
+    /// `holdings` and `kept_nodes` up to it (`changed`: the members the book
+    /// changed since they were last brought up, `None` for all). Returns the
+    /// members whose holding changed, `None` when every member was looked at
+    /// again.
     pub fn take(
         ledger: &Ledger,
         book: &GangBook,
-        holdings: &mut KeptHoldings,
+        (holdings, kept_nodes): (&mut KeptHoldings, &mut KeptNodes),
         changed: Option<&HashSet<String>>,
     ) -> (Self, Option<HashSet<String>>) {
-        let mut nodes: Vec<SessionNode> = ledger
-            .snapshot_nodes()
-            .into_iter()
-            .map(|(name, gpus)| SessionNode {
-                resources: ledger.load().get(&name).cloned().unwrap_or_default(),
-                name,
-                gpus,
-            })
-            .collect();
+        let names = kept_nodes.names_if_changed(ledger);
+        let moved = holdings.refresh(ledger, book, names.clone(), changed);
+        let (nodes, index) = kept_nodes.refresh(ledger, holdings, names.as_ref());
         let quotas = ledger
             .quota_report()
             .into_iter()
@@ -99,11 +100,9 @@ impl LedgerPicture {
                 (ns, headroom)
             })
             .collect();
-        let names = nodes.iter().map(|n| n.name.clone()).collect();
-        let moved = holdings.refresh(ledger, book, names, changed);
-        count_planned_on_nodes(&mut nodes, holdings);
         let picture = Self {
             nodes,
+            index,
             quotas,
             allocatable: ledger.load().total_allocatable(),
             measured: ledger.load().measured().clone(),
@@ -113,20 +112,8 @@ impl LedgerPicture {
     }
 
     /// The nodes, sorted by name.
-    pub fn nodes(&self) -> &[SessionNode] {
+    pub fn nodes(&self) -> &[Arc<SessionNode>] {
         &self.nodes
-    }
-}
-
-/// Counts what members planned onto a node but not yet bound there will take of
-/// it (bound pods are counted already, from the pod watch): otherwise the next
-/// cycle would plan the same room again before they arrive.
-fn count_planned_on_nodes(nodes: &mut [SessionNode], holdings: &KeptHoldings) {
-    // The nodes are sorted by name.
-    for (node, footprint) in holdings.planned() {
-        if let Ok(i) = nodes.binary_search_by(|n| n.name.as_str().cmp(node)) {
-            nodes[i].resources.requested.add(footprint);
-        }
     }
 }
 
@@ -182,25 +169,24 @@ pub fn build_state_with(
         input.dims,
         picture.nodes.iter().map(|n| &*n.gpus),
     ));
-    let node_set = NodeSet::new(picture.nodes, picture.quotas)
+    let node_set = NodeSet::shared(picture.nodes, picture.index, picture.quotas)
         .with_measured(picture.measured, input.now)
         .with_namespaces(picture.namespaces);
     let topology = Arc::new(resolve_topology(input.book, &node_set));
 
     let enqueue_on = input.conf.has_action(Action::Enqueue);
-    let (mut jobs, mut figures) = assemble_jobs(input, &node_set, kept);
+    let kept_jobs = assemble_jobs(input, &node_set, kept);
+    let mut jobs = kept_jobs.jobs();
     let memberless = memberless_jobs(input.book, &jobs, input.inqueue, |g| {
         job_priority(input.book, Some(g), &[])
     });
+    let mut memberless_figures = Vec::with_capacity(memberless.len());
     for mut job in memberless {
         admit_if_ready(&mut job, enqueue_on);
-        figures.push(Arc::new(JobFigures::of(
-            &job,
-            input.inqueue.contains(&job.key),
-        )));
+        memberless_figures.push(JobFigures::of(&job, input.inqueue.contains(&job.key)));
         jobs.insert(job.key.clone(), Arc::new(job));
     }
-    let queues = queue_infos(input.book, &figures);
+    let queues = queue_infos(input.book, kept_jobs.totals(), &memberless_figures);
     SessionState {
         jobs,
         queues,
@@ -231,14 +217,10 @@ fn admit_if_ready(job: &mut JobInfo, enqueue_on: bool) {
     job.inqueue |= c.ready > 0 || job.reaches_minimum(c.ready, &c.ready_roles) || !enqueue_on;
 }
 
-/// Every job with members, and what each adds to its queue's figures: the jobs
-/// of the gangs `kept.changed` names (of every gang without it) checked against
-/// the caches, the others taken from the job cache as they are.
-fn assemble_jobs(
-    input: &SnapshotInput<'_>,
-    nodes: &NodeSet,
-    kept: Kept<'_>,
-) -> (BTreeMap<GangKey, Arc<JobInfo>>, Vec<Arc<JobFigures>>) {
+/// Brings the job cache up to date and returns it: the jobs of the gangs
+/// `kept.changed` names (of every gang without it) checked against the caches,
+/// the others kept as they are.
+fn assemble_jobs<'a>(input: &SnapshotInput<'_>, nodes: &NodeSet, kept: Kept<'a>) -> &'a JobCache {
     let largest_card = largest_card_mib(nodes.iter().map(|n| &*n.gpus));
     let Kept {
         holdings,
@@ -252,7 +234,7 @@ fn assemble_jobs(
         nodes,
         largest_card,
         tasks,
-        jobs,
+        jobs: &mut *jobs,
     };
     match changed {
         Some((gangs, copy)) => {
@@ -278,7 +260,7 @@ fn assemble_jobs(
             gang.jobs.forget_unasked();
         }
     }
-    gang.jobs.all()
+    jobs
 }
 
 /// Builds or takes from the caches one gang's job.
@@ -543,8 +525,13 @@ fn requested_cards(members: &[&Member], min_member: usize) -> Resources {
 }
 
 /// Every queue that exists (and the default queue, unless its object is
-/// unreadable), with what its jobs hold and ask for (`figures`: each job's).
-fn queue_infos(book: &GangBook, figures: &[Arc<JobFigures>]) -> BTreeMap<String, QueueInfo> {
+/// unreadable), with what its jobs hold and ask for (`totals`: the kept jobs'
+/// figures summed by queue; `memberless`: the figures of jobs without members).
+fn queue_infos(
+    book: &GangBook,
+    totals: &QueueTotals,
+    memberless: &[JobFigures],
+) -> BTreeMap<String, QueueInfo> {
     let mut queues: BTreeMap<String, QueueInfo> = book
         .queues
         .values()
@@ -556,7 +543,10 @@ fn queue_infos(book: &GangBook, figures: &[Arc<JobFigures>]) -> BTreeMap<String,
             QueueInfo::idle(QueueSpec::new(DEFAULT_QUEUE)),
         );
     }
-    for job in figures {
+    for q in queues.values_mut() {
+        totals.add_to(q);
+    }
+    for job in memberless {
         if let Some(q) = queues.get_mut(&job.queue) {
             job.add_to(q);
         }

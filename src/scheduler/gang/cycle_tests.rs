@@ -5,6 +5,7 @@
 use super::PlannerMemory;
 use crate::extender::wire::ExtenderArgs;
 use crate::gang::kept_holdings::KeptHoldings;
+use crate::gang::kept_nodes::KeptNodes;
 use crate::gang::planner_book::PlannerBook;
 use crate::gang::snapshot::{LedgerPicture, SnapshotInput, build_state};
 use crate::scheduler::gang_tests::Cluster;
@@ -146,7 +147,12 @@ fn session_on(c: &Cluster) -> Session {
         now: c.s.clock().wall(),
     };
     let mut holdings = KeptHoldings::default();
-    let (picture, _) = LedgerPicture::take(&c.s.ledger.read(), &book, &mut holdings, None);
+    let (picture, _) = LedgerPicture::take(
+        &c.s.ledger.read(),
+        &book,
+        (&mut holdings, &mut KeptNodes::default()),
+        None,
+    );
     let mut session = Session::open(
         build_state(&input, picture, &holdings),
         registry::build(&conf.conf).expect("builds"),

@@ -3,7 +3,8 @@
 //! on random clusters and workloads (gangs of mixed sizes in weighted queues,
 //! priorities, preemption and reclaim, members that follow or repel other gangs'
 //! members through required pod affinity; queues reweighed, PodGroups moved to
-//! other queues, nodes joining), a scheduler planning with them makes the same
+//! other queues, nodes joining, pods of other schedulers taking nodes' CPU), a
+//! scheduler planning with them makes the same
 //! placements, evictions and verdicts, cycle after cycle, as one whose every
 //! session is built anew and tries every job. Before every cycle, the state the
 //! planner would build from what it kept (its copy of the book, holdings, tasks
@@ -14,6 +15,7 @@
 //! session, brought up to that state, equal figures derived from it anew.
 
 use crate::gang::kept_holdings::KeptHoldings;
+use crate::gang::kept_nodes::KeptNodes;
 use crate::gang::kept_state::KeptState;
 use crate::gang::planner_book::PlannerBook;
 use crate::gang::queueing_hints::QueueingHints;
@@ -118,6 +120,9 @@ enum Change {
     Expire,
     /// The `n`th member's tier label moves to the next tier.
     Retier(usize),
+    /// A pod of another scheduler asking `cpu` cores and no GPU starts on the
+    /// `n`th node: the node's CPU, memory and pods change, its GPUs do not.
+    PlainPod(usize, u32),
     /// Nothing: the period elapsed.
     Tick,
 }
@@ -138,6 +143,8 @@ fn change() -> impl Strategy<Value = Change> {
         1 => (0usize..64, prop_oneof![Just(0i32), Just(500i32)])
             .prop_map(|(n, p)| Change::Reprioritize(n, p)),
         1 => Just(Change::Expire),
+        1 => (0usize..8, prop_oneof![Just(4u32), Just(60u32)])
+            .prop_map(|(n, cpu)| Change::PlainPod(n, cpu)),
         1 => Just(Change::Tick),
     ]
 }
@@ -178,6 +185,8 @@ struct Pair {
     scratch: Cluster,
     /// Nodes joined so far.
     joined: std::cell::Cell<usize>,
+    /// Pods of other schedulers started so far.
+    plain_pods: std::cell::Cell<usize>,
 }
 
 impl Pair {
@@ -209,6 +218,7 @@ impl Pair {
             incremental: make(),
             scratch: make(),
             joined: std::cell::Cell::new(0),
+            plain_pods: std::cell::Cell::new(0),
         }
     }
 
@@ -316,6 +326,28 @@ impl Pair {
                 self.joined.set(self.joined.get() + 1);
                 for c in self.both() {
                     c.s.apply_node(&hostname_gpu_node(&name, *gpus));
+                }
+            }
+            Change::PlainPod(n, cpu) => {
+                let mut nodes: Vec<String> = self
+                    .incremental
+                    .s
+                    .with_ledger(|l| l.node_names().cloned().collect());
+                nodes.sort();
+                let node = &nodes[n % nodes.len()];
+                let started = self.plain_pods.get();
+                self.plain_pods.set(started + 1);
+                let pod: Pod = serde_json::from_value(json!({
+                    "metadata": {"name": format!("plain{started}"), "namespace": "other",
+                        "uid": format!("uid-plain{started}")},
+                    "spec": {"schedulerName": "default-scheduler", "nodeName": node,
+                        "containers": [{"name": "c", "resources": {
+                            "requests": {"cpu": cpu.to_string(), "memory": "1Gi"}}}]},
+                    "status": {"phase": "Running"}
+                }))
+                .expect("plain pod");
+                for c in self.both() {
+                    c.s.apply_pod(&pod);
                 }
             }
             Change::Bind(n) => {
@@ -438,7 +470,12 @@ async fn kept_state_is_current(c: &Cluster) -> Result<(), TestCaseError> {
         picture,
     );
     let mut holdings = KeptHoldings::default();
-    let (picture, _) = LedgerPicture::take(&c.s.ledger.read(), &live, &mut holdings, None);
+    let (picture, _) = LedgerPicture::take(
+        &c.s.ledger.read(),
+        &live,
+        (&mut holdings, &mut KeptNodes::default()),
+        None,
+    );
     let anew = build_state(&input, picture, &holdings);
     prop_assert_eq!(&kept.jobs, &anew.jobs, "jobs kept and built anew");
     prop_assert_eq!(&kept.queues, &anew.queues, "queues kept and built anew");

@@ -8,6 +8,39 @@ use super::{JobInfo, TaskStatus};
 use crate::resources::Resources;
 use std::collections::BTreeMap;
 
+/// Which of a queue's figures an amount counts towards.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum QueueFigure {
+    /// [`QueueInfo::request`].
+    Request,
+    /// [`QueueInfo::allocated`].
+    Allocated,
+    /// [`QueueInfo::elastic`].
+    Elastic,
+    /// [`QueueInfo::inqueue`].
+    Inqueue,
+    /// [`QueueInfo::cards`].
+    Cards,
+}
+
+impl QueueFigure {
+    /// Adds `amount` to `dim` of this figure of `q` (saturating, as [`Resources::add`]).
+    pub fn add(self, q: &mut QueueInfo, dim: &str, amount: i64) {
+        let resources = match self {
+            Self::Request => &mut q.request,
+            Self::Allocated => &mut q.allocated,
+            Self::Elastic => &mut q.elastic,
+            Self::Inqueue => &mut q.inqueue,
+            Self::Cards => {
+                let slot = q.cards.entry(dim.to_string()).or_insert(0);
+                *slot = slot.saturating_add(amount);
+                return;
+            }
+        };
+        resources.set(dim, resources.get(dim).saturating_add(amount));
+    }
+}
+
 /// One job's share of its queue's figures.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct JobFigures {
@@ -60,6 +93,24 @@ impl JobFigures {
             figures.inqueue.add(&min.minus(&job.allocated));
         }
         figures
+    }
+
+    /// Every amount of these figures with the queue figure it counts towards,
+    /// for keeping queues' sums up to date as jobs come and go.
+    pub fn amounts(&self) -> impl Iterator<Item = (QueueFigure, &str, i64)> {
+        [
+            (QueueFigure::Request, &self.request),
+            (QueueFigure::Allocated, &self.allocated),
+            (QueueFigure::Elastic, &self.elastic),
+            (QueueFigure::Inqueue, &self.inqueue),
+        ]
+        .into_iter()
+        .flat_map(|(figure, r)| r.iter().map(move |(d, v)| (figure, d, v)))
+        .chain(
+            self.cards
+                .iter()
+                .map(|(card, n)| (QueueFigure::Cards, card.as_str(), *n)),
+        )
     }
 
     /// Adds these figures to the queue's.

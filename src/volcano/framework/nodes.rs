@@ -56,8 +56,11 @@ pub struct PlacedUsage {
 /// The session's nodes.
 #[derive(Debug, Clone, Default)]
 pub struct NodeSet {
-    nodes: Vec<SessionNode>,
-    index: FxHashMap<String, usize>,
+    /// Shared with the planner's picture kept between cycles: a session over
+    /// nodes that did not change copies none of them.
+    nodes: Vec<Arc<SessionNode>>,
+    /// Positions by name, shared by every session over the same nodes.
+    index: Arc<FxHashMap<String, usize>>,
     /// What the session changed, by node position (dense: ranking reads it for
     /// every node for every task).
     changed: Vec<Option<NodeChange>>,
@@ -76,6 +79,15 @@ pub struct NodeSet {
     /// Whether some pod on some node has preferred pod (anti-)affinity: only
     /// then can a task preferring nothing itself score differently per node.
     preferring_pods: bool,
+}
+
+/// Every node's position by name, `nodes` sorted by name.
+pub fn position_index(nodes: &[impl std::borrow::Borrow<SessionNode>]) -> FxHashMap<String, usize> {
+    nodes
+        .iter()
+        .enumerate()
+        .map(|(i, n)| (n.borrow().name.clone(), i))
+        .collect()
 }
 
 impl NodeChange {
@@ -108,11 +120,17 @@ impl NodeSet {
     /// headroom as the ledger had it.
     pub fn new(mut nodes: Vec<SessionNode>, quotas: BTreeMap<String, QuotaHeadroom>) -> Self {
         nodes.sort_by(|a, b| a.name.cmp(&b.name));
-        let index = nodes
-            .iter()
-            .enumerate()
-            .map(|(i, n)| (n.name.clone(), i))
-            .collect();
+        let index = Arc::new(position_index(&nodes));
+        Self::shared(nodes.into_iter().map(Arc::new).collect(), index, quotas)
+    }
+
+    /// A set over nodes already sorted by name and their positions by name
+    /// (as [`position_index`] works them out), shared rather than copied.
+    pub fn shared(
+        nodes: Vec<Arc<SessionNode>>,
+        index: Arc<FxHashMap<String, usize>>,
+        quotas: BTreeMap<String, QuotaHeadroom>,
+    ) -> Self {
         let changed = vec![None; nodes.len()];
         let anti_affine_pods = nodes
             .iter()
@@ -176,12 +194,12 @@ impl NodeSet {
 
     /// The nodes, sorted by name.
     pub fn iter(&self) -> impl Iterator<Item = &SessionNode> {
-        self.nodes.iter()
+        self.nodes.iter().map(|n| &**n)
     }
 
     /// A node by name.
     pub fn get(&self, name: &str) -> Option<&SessionNode> {
-        self.index.get(name).map(|&i| &self.nodes[i])
+        self.index.get(name).map(|&i| &*self.nodes[i])
     }
 
     /// A node's position (what [`NodeSource`] addresses it by).

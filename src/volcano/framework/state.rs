@@ -11,6 +11,7 @@ use crate::volcano::disruption_budget::DisruptionBudget;
 use crate::volcano::resource_quota::NamespaceQuota;
 use crate::volcano::topology::NetworkTopology;
 use chrono::{DateTime, Utc};
+use imbl::OrdMap;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -18,8 +19,10 @@ use std::sync::Arc;
 #[derive(Debug, Clone, PartialEq)]
 pub struct SessionState {
     /// Jobs by gang, shared with the planner's copy kept between cycles: a
-    /// session copies only the jobs it changes.
-    pub jobs: BTreeMap<GangKey, Arc<JobInfo>>,
+    /// persistent map, so that handing it to a session and dropping it cost
+    /// nothing per job, and a session copies only the jobs it changes (and the
+    /// few map nodes on their way).
+    pub jobs: OrdMap<GangKey, Arc<JobInfo>>,
     /// Queues by name (every queue that exists, and the default queue).
     pub queues: BTreeMap<String, QueueInfo>,
     /// Nodes and their usage.

@@ -268,8 +268,8 @@ mod tests {
         );
         let jobs = st
             .jobs
-            .into_values()
-            .map(std::sync::Arc::unwrap_or_clone)
+            .values()
+            .map(|job| crate::volcano::framework::JobInfo::clone(job))
             .collect();
         let (plugin, st) = opened(jobs, vec![gpu_quota(8, 8)]);
         assert_eq!(ask(&plugin, &st, "a"), Vote::Permit, "raised to 8, it fits");
@@ -304,14 +304,14 @@ mod tests {
             vec![gpu_quota(6, 8)],
         );
         assert_eq!(ask(&plugin, &st, "a"), Vote::Permit);
-        let a = st.jobs.values_mut().find(|j| j.key.name == "a").unwrap();
-        let a = std::sync::Arc::make_mut(a);
+        let a_key = st.jobs.keys().find(|k| k.name == "a").unwrap().clone();
+        let a = std::sync::Arc::make_mut(st.jobs.get_mut(&a_key).unwrap());
         a.inqueue = true;
         let a = a.clone();
         plugin.job_enqueued(&st, &a);
         assert_eq!(ask(&plugin, &st, "b"), Vote::Permit, "4 + 2 = 6 fits");
-        let b = st.jobs.values_mut().find(|j| j.key.name == "b").unwrap();
-        let b = std::sync::Arc::make_mut(b);
+        let b_key = st.jobs.keys().find(|k| k.name == "b").unwrap().clone();
+        let b = std::sync::Arc::make_mut(st.jobs.get_mut(&b_key).unwrap());
         b.inqueue = true;
         let b = b.clone();
         plugin.job_enqueued(&st, &b);
