@@ -43,9 +43,9 @@ impl<T> KeptPerJob<T> {
     /// `Arc` is not the one they were derived from, or whose kept figure
     /// `stale` rejects, and forgets jobs no longer there. `changed` hears of
     /// every figure replaced, added or forgotten (to keep sums over them).
-    pub fn follow(
+    pub fn follow<'j>(
         &mut self,
-        jobs: &BTreeMap<GangKey, Arc<JobInfo>>,
+        jobs: impl IntoIterator<Item = (&'j GangKey, &'j Arc<JobInfo>)>,
         mut derive: impl FnMut(&JobInfo) -> T,
         mut stale: impl FnMut(&JobInfo, &T) -> bool,
         mut changed: impl FnMut(FigureChange<'_, T>),
@@ -54,7 +54,7 @@ impl<T> KeptPerJob<T> {
         // what changed and what is gone, without looking any key up.
         let mut added: Vec<(&GangKey, &Arc<JobInfo>)> = Vec::new();
         let mut gone: Vec<GangKey> = Vec::new();
-        let mut now = jobs.iter().peekable();
+        let mut now = jobs.into_iter().peekable();
         for (key, (kept_job, figure)) in self.entries.iter_mut() {
             while let Some((k, job)) = now.next_if(|(k, _)| *k < key) {
                 added.push((k, job));
