@@ -18,6 +18,13 @@ use vgpu_scheduler::cluster::memory::MemoryCluster;
 use vgpu_scheduler::metrics::Metrics;
 use vgpu_scheduler::scheduler::{Scheduler, SchedulerConfig};
 
+/// The allocator the server and `vgpu-scheduler simulate` run with: measured
+/// with the platform's instead, a cycle's time is largely that allocator's
+/// (sorting out every small block freed so far, at whichever allocation comes
+/// next), which the program never spends.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// Members per gang.
 const MEMBERS: usize = 8;
 

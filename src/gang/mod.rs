@@ -15,6 +15,7 @@ pub mod book_changes;
 pub mod cycle_stages;
 pub mod eviction_view;
 pub mod filter_only;
+pub mod gang_verdicts;
 pub mod hint_world;
 pub mod job_cache;
 pub mod kept_holdings;

@@ -2,8 +2,9 @@
 //! queues` and the queue metrics.
 
 use super::eviction_view::{EvictionRecord, PipelinedView};
+use super::gang_verdicts::GangVerdicts;
 use super::status::QueueCounts;
-use crate::volcano::framework::{GangVerdict, QueueReport};
+use crate::volcano::framework::QueueReport;
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -18,7 +19,7 @@ pub struct GangView {
     /// PodGroups per phase, by queue.
     pub gang_counts: BTreeMap<String, QueueCounts>,
     /// Every gang and why it waits.
-    pub gangs: Vec<GangVerdict>,
+    pub gangs: GangVerdicts,
     /// Pods waiting for evicted pods to leave, and whom they wait for.
     pub pipelined: Vec<PipelinedView>,
     /// The last evictions asked, oldest first.

@@ -364,7 +364,7 @@ impl Scheduler {
             planned_at: Some(self.clock.wall().to_rfc3339()),
             queues: outcome.queues,
             gang_counts,
-            gangs: verdicts.into_values().collect(),
+            gangs: verdicts.into(),
             pipelined: self.pipelined_view(),
             evictions: memory.evictions.recent.iter().cloned().collect(),
             configuration_notes: self.gang.conf.load().conf.notes(),

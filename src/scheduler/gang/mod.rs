@@ -64,8 +64,9 @@ pub(crate) struct PlannerMemory {
     written_groups: HashMap<GangKey, (GangVerdict, serde_json::Value)>,
     /// Each Queue's status as last written.
     written_queues: BTreeMap<String, serde_json::Value>,
-    /// Why each gang waited when its members were last told (events).
-    told: HashMap<GangKey, String>,
+    /// Why each gang waited when its members were last told (events), in gang
+    /// order like the verdicts, so that both are read side by side.
+    told: BTreeMap<GangKey, String>,
     /// The evictions asked: when each victim was last asked, and the last few.
     evictions: evict::EvictionLog,
     /// The planner's copy of the book, brought up to date each cycle (locked

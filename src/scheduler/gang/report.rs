@@ -14,28 +14,21 @@ use std::collections::{BTreeMap, BTreeSet};
 
 impl Scheduler {
     /// Tells the gated members of a waiting gang why, as a pod event (what
-    /// `kubectl describe pod` shows), once per change of the reason.
+    /// `kubectl describe pod` shows), once per change of the reason. The
+    /// verdicts and what was told are both in gang order and read side by side:
+    /// with thousands of gangs waiting for the same reason cycle after cycle,
+    /// looking each one up cost more than telling the few that changed.
     pub(super) async fn tell_waiting_members(
         &self,
         memory: &mut PlannerMemory,
         verdicts: &BTreeMap<GangKey, GangVerdict>,
     ) {
         let mut tell: Vec<(String, String, String, String)> = Vec::new();
+        let (changed, forgotten) = changed_reasons(&memory.told, verdicts);
         {
             let book = self.gang.book.read();
             let copy = memory.book.lock();
-            let mut waiting = 0;
-            for (key, v) in verdicts {
-                let Some(message) = v.message.as_ref().filter(|_| v.phase != GangPhase::Running)
-                else {
-                    memory.told.remove(key);
-                    continue;
-                };
-                waiting += 1;
-                if memory.told.get(key) == Some(message) {
-                    continue;
-                }
-                memory.told.insert(key.clone(), message.clone());
+            for (key, message) in &changed {
                 let text = format!("gang {key} waits: {message}");
                 for m in gang_members(&book, &copy, key).filter(|m| m.gated) {
                     tell.push((
@@ -46,11 +39,11 @@ impl Scheduler {
                     ));
                 }
             }
-            // Forget the gangs that are gone.
-            if waiting < memory.told.len() {
-                memory.told.retain(|k, _| verdicts.contains_key(k));
-            }
         }
+        for key in forgotten {
+            memory.told.remove(&key);
+        }
+        memory.told.extend(changed);
         for (ns, name, uid, text) in tell {
             self.event((&ns, &name, &uid), EventType::Warning, "GangWaiting", text)
                 .await;
@@ -155,6 +148,33 @@ impl Scheduler {
             }
         }
     }
+}
+
+/// The gangs that wait for a reason their members were not told yet, with
+/// it, and the gangs told before that no longer wait (placed, or gone): one
+/// walk over `told` and `verdicts` side by side, both in gang order.
+fn changed_reasons(
+    told: &BTreeMap<GangKey, String>,
+    verdicts: &BTreeMap<GangKey, GangVerdict>,
+) -> (Vec<(GangKey, String)>, Vec<GangKey>) {
+    let mut changed = Vec::new();
+    let mut forgotten = Vec::new();
+    let mut told = told.iter().peekable();
+    for (key, v) in verdicts {
+        while let Some((gone, _)) = told.next_if(|(k, _)| *k < key) {
+            forgotten.push(gone.clone());
+        }
+        let last = told.next_if(|(k, _)| *k == key).map(|(_, m)| m);
+        let waits = v.message.as_ref().filter(|_| v.phase != GangPhase::Running);
+        match (waits, last) {
+            (Some(message), Some(last)) if message == last => {}
+            (Some(message), _) => changed.push((key.clone(), message.clone())),
+            (None, Some(_)) => forgotten.push(key.clone()),
+            (None, None) => {}
+        }
+    }
+    forgotten.extend(told.map(|(k, _)| k.clone()));
+    (changed, forgotten)
 }
 
 /// The members of `gang` in the live `book`, found through the planner's copy

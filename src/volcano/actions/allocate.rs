@@ -13,8 +13,8 @@
 //! everything.
 
 use super::alike_failures::AlikeFailures;
-use super::note_only_jobs::NoteOnlyJobs;
-use super::{in_job_order, jobs_by_queue_unordered, next_job};
+use super::note_only_jobs::{NoteOnly, sort_admitted};
+use super::{in_job_order, next_job};
 use crate::volcano::framework::{Action, GangKey, Session, Statement};
 use std::collections::BTreeMap;
 
@@ -28,11 +28,10 @@ impl Action for Allocate {
     }
 
     fn execute(&self, session: &mut Session) {
-        let mut waiting = jobs_by_queue_unordered(session, |job| job.inqueue);
         // Jobs still blocked for the reason they waited with are not tried
         // (trying them again would fail the same way, see `AllocateHints`), nor
         // are jobs with nothing to place: their turns only note them.
-        let mut note_only = NoteOnlyJobs::take_from(session, &mut waiting);
+        let (waiting, mut note_only) = sort_admitted(session);
         let mut waiting = in_job_order(session, waiting);
         while let Some(key) = next_job(session, &mut waiting, true) {
             let Some(queue) = session.state.job(&key).map(|j| j.queue.clone()) else {
@@ -70,11 +69,12 @@ pub(super) fn note_never_reached(session: &mut Session, waiting: BTreeMap<String
 /// The turn of a job whose turn only notes it: a skipped job is noted with the
 /// message it waited with; one with nothing to place is noted as its try would
 /// note it (ready, or short of its minimum).
-fn note_only_turn(session: &mut Session, key: &GangKey) {
-    if let Some(message) = session.hints.skip.get(key).cloned() {
-        session.note_job(key, None, "NotEnoughResources", message);
-    } else {
-        allocate_job(session, key);
+fn note_only_turn(session: &mut Session, job: NoteOnly) {
+    match job.skipped {
+        Some(message) => session.note_job(&job.key, None, "NotEnoughResources", message),
+        None => {
+            allocate_job(session, &job.key);
+        }
     }
 }
 

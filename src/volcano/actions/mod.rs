@@ -8,6 +8,8 @@ pub mod allocate;
 mod allocate_in_topology;
 #[cfg(test)]
 mod allocate_in_topology_tests;
+#[cfg(test)]
+mod allocate_visits_tests;
 pub mod backfill;
 mod domain_room;
 #[cfg(test)]
@@ -90,11 +92,35 @@ pub(crate) fn jobs_by_queue_unordered(
     session: &mut super::framework::Session,
     keep: impl Fn(&super::framework::JobInfo) -> bool,
 ) -> std::collections::BTreeMap<String, Vec<super::framework::GangKey>> {
-    use super::framework::GangPhase;
     let mut by_queue: std::collections::BTreeMap<String, Vec<super::framework::GangKey>> =
         Default::default();
-    // Notes wait until every job was looked at: the jobs are borrowed meanwhile,
-    // and only the few noted or kept are copied.
+    visit_schedulable_jobs(session, |_, key, job| {
+        if !keep(job) {
+            return;
+        }
+        match by_queue.get_mut(&job.queue) {
+            Some(jobs) => jobs.push(key.clone()),
+            None => {
+                by_queue.insert(job.queue.clone(), vec![key.clone()]);
+            }
+        }
+    });
+    by_queue
+}
+
+/// Shows `visit` every job an action may consider, in key order: not completed,
+/// within the session's scope, and valid. Jobs that cannot be scheduled at all
+/// are noted instead (once every job was looked at: the jobs are borrowed
+/// meanwhile, so only what `visit` keeps is copied).
+pub(crate) fn visit_schedulable_jobs(
+    session: &mut super::framework::Session,
+    mut visit: impl FnMut(
+        &super::framework::Session,
+        &super::framework::GangKey,
+        &std::sync::Arc<super::framework::JobInfo>,
+    ),
+) {
+    use super::framework::GangPhase;
     let mut invalid = Vec::new();
     for (key, job) in &session.state.jobs {
         if job.is_completed() || session.state.only.as_ref().is_some_and(|o| o != key) {
@@ -114,14 +140,7 @@ pub(crate) fn jobs_by_queue_unordered(
             invalid.push((key.clone(), phase, reason));
             continue;
         }
-        if keep(job) {
-            match by_queue.get_mut(&job.queue) {
-                Some(jobs) => jobs.push(key.clone()),
-                None => {
-                    by_queue.insert(job.queue.clone(), vec![key.clone()]);
-                }
-            }
-        }
+        visit(session, key, job);
     }
     for (key, phase, reason) in invalid {
         // A job enqueue refused keeps that reason: admission is what it waits
@@ -130,7 +149,6 @@ pub(crate) fn jobs_by_queue_unordered(
             session.note_job(&key, Some(phase), reason.reason, reason.message);
         }
     }
-    by_queue
 }
 
 /// Every queue's jobs sorted in job order.

@@ -129,13 +129,17 @@ impl Session {
     /// Job order: the plugins' order, then age, then key.
     pub fn job_order(&self, a: &GangKey, b: &GangKey) -> Ordering {
         match (self.state.job(a), self.state.job(b)) {
-            (Some(ja), Some(jb)) => self
-                .tiers
-                .job_order(&self.state, ja, jb)
-                .then_with(|| ja.created.cmp(&jb.created))
-                .then_with(|| a.cmp(b)),
+            (Some(ja), Some(jb)) => self.job_info_order(ja, jb),
             _ => a.cmp(b),
         }
+    }
+
+    /// [`Self::job_order`] of two jobs at hand, without looking them up.
+    pub fn job_info_order(&self, a: &JobInfo, b: &JobInfo) -> Ordering {
+        self.tiers
+            .job_order(&self.state, a, b)
+            .then_with(|| a.created.cmp(&b.created))
+            .then_with(|| a.key.cmp(&b.key))
     }
 
     /// A job's task UIDs in task order: the plugins' order, then age, then name.
