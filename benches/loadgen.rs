@@ -36,6 +36,7 @@ mod server;
 mod stats;
 
 use cluster::{LOAD_NAMESPACE, NAME_MARK, UID_MARK};
+use device_plugin::AnswerCalls;
 use serde_json::{Value, json};
 use server::{HttpVersion, Launch, ServerProcess};
 use stats::{Samples, ms, ms_text};
@@ -71,6 +72,11 @@ the same burst bound by the kube-scheduler stand-in alone.
   --burst M                  pods in the burst (switches to this mode)
   --device-plugin-delay LIST milliseconds the device plugin takes to answer a bind,
                              comma-separated, one run each (default 0,50,500)
+  --device-plugin hami|minimal
+                             the device plugin stand-in's calls per answer: HAMi v2.x's
+                             (default: 5 reads, 3 writes) or the protocol's least
+                             (bind phase `success`, then the node read once and its
+                             lock released: 1 read, 2 writes)
   --scheduler-qps Q          the kube-scheduler stand-in's client QPS (default 50)
   --scheduler-burst B        and burst (default 100), as kube-scheduler's defaults
   --repeat R                 runs of each (default 1)
@@ -128,6 +134,8 @@ struct Options {
     burst: Option<usize>,
     /// Device plugin answer delays of the burst.
     delays: Vec<Duration>,
+    /// The API calls the device plugin stand-in makes per answer.
+    device_plugin_calls: AnswerCalls,
     /// The kube-scheduler stand-in's client QPS and burst.
     scheduler_qps: u32,
     scheduler_burst: u32,
@@ -168,6 +176,7 @@ fn parse_options(args: Vec<String>) -> Result<Options, String> {
             server_binary: None,
             burst: None,
             delays: [0, 50, 500].map(Duration::from_millis).to_vec(),
+            device_plugin_calls: AnswerCalls::Hami,
             scheduler_qps: 50,
             scheduler_burst: 100,
             cost: Default::default(),
@@ -192,6 +201,7 @@ fn parse_options(args: Vec<String>) -> Result<Options, String> {
             server_binary: None,
             burst: None,
             delays: [0, 50, 500].map(Duration::from_millis).to_vec(),
+            device_plugin_calls: AnswerCalls::Hami,
             scheduler_qps: 50,
             scheduler_burst: 100,
             cost: Default::default(),
@@ -221,6 +231,7 @@ fn parse_options(args: Vec<String>) -> Result<Options, String> {
                 | "--server-binary"
                 | "--burst"
                 | "--device-plugin-delay"
+                | "--device-plugin"
                 | "--scheduler-qps"
                 | "--scheduler-burst"
                 | "--repeat"
@@ -289,6 +300,13 @@ fn parse_options(args: Vec<String>) -> Result<Options, String> {
                     .split(',')
                     .map(|ms| number(ms.trim()).map(Duration::from_millis))
                     .collect::<Result<_, _>>()?
+            }
+            "--device-plugin" => {
+                o.device_plugin_calls = match value.as_str() {
+                    "hami" => AnswerCalls::Hami,
+                    "minimal" => AnswerCalls::Minimal,
+                    _ => return Err(format!("--device-plugin: {value:?} is not hami or minimal")),
+                }
             }
             "--scheduler-qps" => o.scheduler_qps = number(&value)? as u32,
             "--scheduler-burst" => o.scheduler_burst = number(&value)? as u32,
@@ -911,6 +929,7 @@ fn main() {
         nodes: 4,
         pods: 24,
         delays: vec![Duration::ZERO, Duration::from_millis(50)],
+        device_plugin_calls: options.device_plugin_calls,
         scheduler_qps: options.scheduler_qps,
         scheduler_burst: options.scheduler_burst,
         cost: options.cost,
@@ -926,6 +945,7 @@ fn main() {
             nodes: options.nodes,
             pods,
             delays: options.delays.clone(),
+            device_plugin_calls: options.device_plugin_calls,
             scheduler_qps: options.scheduler_qps,
             scheduler_burst: options.scheduler_burst,
             cost: options.cost,

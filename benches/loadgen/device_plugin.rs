@@ -9,7 +9,8 @@
 //! `PodAllocationTrySuccess` reads the pod again, marks its GPUs handed over
 //! (`hami.io/bind-phase: success`) and releases the lock (`ReleaseNodeLock`:
 //! two reads of the node, then a patch with its resourceVersion). Five reads
-//! and three writes per pod, which it counts. Pods of one node are answered
+//! and three writes per pod, which it counts (or, with [`AnswerCalls::Minimal`],
+//! only the calls the protocol needs). Pods of one node are answered
 //! one at a time, in the order they were bound. It also counts what the device
 //! plugin could not cope with: a second pod `allocating` on a node before the
 //! first was answered, or a lock naming another pod than the one allocated.
@@ -30,6 +31,28 @@ const BIND_PHASE: &str = "hami.io/bind-phase";
 const VGPU_NODE: &str = "hami.io/vgpu-node";
 const NODE_LOCK: &str = "hami.io/mutex.lock";
 const DEVICES_TO_ALLOCATE: &str = "hami.io/vgpu-devices-to-allocate";
+
+/// Which API calls the stand-in makes to answer a pod.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AnswerCalls {
+    /// HAMi v2.x's `Allocate`, call for call: 5 reads, 3 writes.
+    Hami,
+    /// What the protocol itself needs: the bind phase `success`, then the node
+    /// read once to see the lock is still the pod's and the lock released with
+    /// that read's resourceVersion: 1 read, 2 writes. A device plugin that
+    /// watches its node's pods needs no more.
+    Minimal,
+}
+
+impl AnswerCalls {
+    /// For the run's header.
+    pub fn describe(self) -> &'static str {
+        match self {
+            AnswerCalls::Hami => "HAMi's Allocate calls (5 reads, 3 writes)",
+            AnswerCalls::Minimal => "the protocol's least calls (1 read, 2 writes)",
+        }
+    }
+}
 
 /// What the stand-in saw.
 #[derive(Debug, Default)]
@@ -104,10 +127,10 @@ type Allocating = Arc<Mutex<AllocatingPods>>;
 
 impl DevicePlugin {
     /// Starts watching through `client`; each pod is answered `delay` after it is
-    /// seen bound.
-    pub fn start(client: kube::Client, delay: Duration) -> DevicePlugin {
+    /// seen bound, with the calls `calls` says.
+    pub fn start(client: kube::Client, delay: Duration, calls: AnswerCalls) -> DevicePlugin {
         let counts = Arc::new(DevicePluginCounts::default());
-        let task = tokio::spawn(watch_pods(client, delay, counts.clone()));
+        let task = tokio::spawn(watch_pods(client, delay, calls, counts.clone()));
         DevicePlugin { counts, task }
     }
 }
@@ -120,7 +143,12 @@ fn key(pod: &Pod) -> String {
     )
 }
 
-async fn watch_pods(client: kube::Client, delay: Duration, counts: Arc<DevicePluginCounts>) {
+async fn watch_pods(
+    client: kube::Client,
+    delay: Duration,
+    calls: AnswerCalls,
+    counts: Arc<DevicePluginCounts>,
+) {
     let pods: Api<Pod> = Api::all(client.clone());
     let allocating: Allocating = Arc::default();
     let mut queued: HashSet<String> = HashSet::new();
@@ -172,7 +200,7 @@ async fn watch_pods(client: kube::Client, delay: Duration, counts: Arc<DevicePlu
                 client.clone(),
                 node.clone(),
                 rx,
-                delay,
+                (delay, calls),
                 counts.clone(),
                 allocating.clone(),
             ));
@@ -187,7 +215,7 @@ async fn answer_pods(
     client: kube::Client,
     node: String,
     mut pods: mpsc::UnboundedReceiver<String>,
-    delay: Duration,
+    (delay, calls): (Duration, AnswerCalls),
     counts: Arc<DevicePluginCounts>,
     allocating: Allocating,
 ) {
@@ -198,7 +226,11 @@ async fn answer_pods(
         // Answered from the moment the answer is written: once it is, the
         // scheduler may hand the lock on (the holder was handed its GPUs).
         allocating.lock().done(&key);
-        match allocate(&client, &node, &key, &counts).await {
+        let answered = match calls {
+            AnswerCalls::Hami => allocate(&client, &node, &key, &counts).await,
+            AnswerCalls::Minimal => allocate_minimal(&client, &node, &key, &counts).await,
+        };
+        match answered {
             Ok(()) => {
                 counts.answered.fetch_add(1, Ordering::Relaxed);
             }
@@ -238,6 +270,20 @@ async fn allocate(
         .map_err(|e| format!("get pod before success: {e}"))?;
     mark_handed_over(client, namespace, name, counts).await?;
     release_lock(client, node, namespace, name, counts).await
+}
+
+/// The protocol's least answer: the pod's GPUs handed over, then its lock
+/// released (one read of the node, as the release must not drop another pod's
+/// lock).
+async fn allocate_minimal(
+    client: &kube::Client,
+    node: &str,
+    key: &str,
+    counts: &DevicePluginCounts,
+) -> Result<(), String> {
+    let (namespace, name) = key.split_once('/').unwrap_or(("default", key));
+    mark_handed_over(client, namespace, name, counts).await?;
+    release_lock_from(client, node, namespace, name, counts, false).await
 }
 
 /// HAMi's `GetPendingPod`: the pod the node's lock names, or with no lock the
@@ -321,6 +367,19 @@ async fn release_lock(
     name: &str,
     counts: &DevicePluginCounts,
 ) -> Result<(), String> {
+    release_lock_from(client, node, namespace, name, counts, true).await
+}
+
+/// Releases the pod's lock on `node`; `check_first`: read the node once more
+/// before the read-and-patch loop, as HAMi does.
+async fn release_lock_from(
+    client: &kube::Client,
+    node: &str,
+    namespace: &str,
+    name: &str,
+    counts: &DevicePluginCounts,
+    check_first: bool,
+) -> Result<(), String> {
     let nodes: Api<Node> = Api::all(client.clone());
     let owner = format!(",{namespace},{name}");
     let held_by_pod = |node: &Node| {
@@ -330,13 +389,15 @@ async fn release_lock(
             .and_then(|a| a.get(NODE_LOCK))
             .is_some_and(|v| v.ends_with(&owner))
     };
-    counts.read();
-    let first = nodes
-        .get(node)
-        .await
-        .map_err(|e| format!("get node: {e}"))?;
-    if !held_by_pod(&first) {
-        return Ok(());
+    if check_first {
+        counts.read();
+        let first = nodes
+            .get(node)
+            .await
+            .map_err(|e| format!("get node: {e}"))?;
+        if !held_by_pod(&first) {
+            return Ok(());
+        }
     }
     for _ in 0..5 {
         counts.read();

@@ -14,7 +14,7 @@
 use super::burst_pods;
 use super::cluster::{self, GPU_SLOTS, GPUS_PER_NODE, LOAD_NAMESPACE};
 use super::control_plane::ControlPlaneCost;
-use super::device_plugin::DevicePlugin;
+use super::device_plugin::{AnswerCalls, DevicePlugin};
 use super::fake_apiserver::{ApiCalls, FakeApiServer, WatchTraffic};
 use super::kube_scheduler::{self, Binder};
 use super::packing::{Packing, packing};
@@ -36,6 +36,8 @@ pub struct BurstOptions {
     pub pods: usize,
     /// Device plugin answer delays to run the extender with, one run each.
     pub delays: Vec<Duration>,
+    /// The API calls the device plugin stand-in makes per answer.
+    pub device_plugin_calls: AnswerCalls,
     /// The kube-scheduler stand-in's client QPS and burst (its defaults: 50, 100).
     pub scheduler_qps: u32,
     pub scheduler_burst: u32,
@@ -153,7 +155,11 @@ async fn burst(o: &BurstOptions, delay: Option<Duration>) -> Result<BurstResult,
                 cpu: None,
             })
             .await?;
-            device_plugin = Some(DevicePlugin::start(kube_client(&kubeconfig).await?, delay));
+            device_plugin = Some(DevicePlugin::start(
+                kube_client(&kubeconfig).await?,
+                delay,
+                o.device_plugin_calls,
+            ));
             let binder = Binder::Extender {
                 client: started.client.clone(),
                 filter_url: started.url("/filter"),
@@ -387,8 +393,10 @@ pub async fn run(o: BurstOptions) -> Result<bool, String> {
         cluster::POD_CORES
     );
     println!(
-        "stand-ins   kube-scheduler: one cycle at a time, binds async, client {} QPS / burst {}; device plugin: answers each bind after the delay with HAMi's Allocate calls, one pod per node at a time",
-        o.scheduler_qps, o.scheduler_burst
+        "stand-ins   kube-scheduler: one cycle at a time, binds async, client {} QPS / burst {}; device plugin: answers each bind after the delay with {}, one pod per node at a time",
+        o.scheduler_qps,
+        o.scheduler_burst,
+        o.device_plugin_calls.describe()
     );
     println!(
         "api server  the project's fake on loopback; {}",
