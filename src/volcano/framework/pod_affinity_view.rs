@@ -7,7 +7,8 @@
 //! ([`inter_pod_affinity`]); preferred terms score them
 //! ([`preferred_pod_affinity`]).
 
-use super::job::{GangKey, TaskInfo, TaskStatus};
+use super::job::{GangKey, JobInfo, TaskInfo, TaskStatus};
+use super::kept_per_job::KeptPerJob;
 use super::state::SessionState;
 use crate::object_namespace::namespace_of;
 use crate::placement::node_traits::NodeTraits;
@@ -33,12 +34,47 @@ impl TermHolders {
     /// The holders among the state's tasks.
     pub fn of(state: &SessionState) -> Self {
         let mut holders = Self::default();
-        for t in state.jobs.values().flat_map(|j| &j.tasks) {
+        for (key, job) in &state.jobs {
+            holders.add(key, &JobTermHolders::of(job));
+        }
+        holders
+    }
+
+    /// The holders of every job, as kept from one session to the next.
+    pub fn of_kept(kept: &KeptPerJob<JobTermHolders>) -> Self {
+        let mut holders = Self::default();
+        for (key, job) in kept.iter() {
+            holders.add(key, job);
+        }
+        holders
+    }
+
+    fn add(&mut self, key: &GangKey, job: &JobTermHolders) {
+        let with_key = |uid: &String| (key.clone(), uid.clone());
+        self.required.extend(job.required.iter().map(with_key));
+        self.preferred.extend(job.preferred.iter().map(with_key));
+    }
+}
+
+/// One job's tasks whose pods carry inter-pod affinity terms (by UID). A task's
+/// pod is part of its job, so these stay right for as long as the job does:
+/// sessions keep them per job (see [`super::kept_per_job`]).
+#[derive(Debug, Clone, Default)]
+pub struct JobTermHolders {
+    required: Vec<String>,
+    preferred: Vec<String>,
+}
+
+impl JobTermHolders {
+    /// The job's tasks with required and with preferred terms.
+    pub fn of(job: &JobInfo) -> Self {
+        let mut holders = Self::default();
+        for t in &job.tasks {
             if has_required_terms(&t.pod) {
-                holders.required.push((t.job.clone(), t.uid.clone()));
+                holders.required.push(t.uid.clone());
             }
             if has_preferred_terms(&t.pod) {
-                holders.preferred.push((t.job.clone(), t.uid.clone()));
+                holders.preferred.push(t.uid.clone());
             }
         }
         holders

@@ -10,7 +10,7 @@ use super::outcome::{
     EvictAction, Eviction, GangPhase, GangVerdict, JobCommit, PlannedTask, SessionOutcome,
 };
 use super::plugin::{JobInvalid, TaskEvent};
-use super::pod_affinity_view::TermHolders;
+use super::pod_affinity_view::{JobTermHolders, TermHolders};
 use super::queue::{QueueInfo, add_cards, sub_cards};
 use super::rejection::Rejection;
 use super::report::QueueReport;
@@ -81,6 +81,15 @@ impl Session {
     pub fn open_after(state: SessionState, mut tiers: Tiers, mut memory: SessionMemory) -> Self {
         tiers.reuse(memory.take_plugins());
         tiers.open(&state);
+        // A memory left by a session knows every unchanged job's term holders:
+        // finding them costs only the jobs that changed, so they are found now.
+        let term_holders = std::sync::OnceLock::new();
+        if memory.from_session {
+            memory
+                .term_holders
+                .follow(&state.jobs, JobTermHolders::of, |_, _| false, |_| {});
+            let _ = term_holders.set(TermHolders::of_kept(&memory.term_holders));
+        }
         Self {
             memory,
             state,
@@ -90,7 +99,7 @@ impl Session {
             notes: BTreeMap::new(),
             evicted: Default::default(),
             hints: Default::default(),
-            term_holders: Default::default(),
+            term_holders,
         }
     }
 
@@ -403,7 +412,9 @@ impl Session {
         super::pod_affinity_view::preferred_pod_affinity(&self.state, self.term_holders(), task)
     }
 
-    fn term_holders(&self) -> &TermHolders {
+    /// The tasks whose pods carry inter-pod affinity terms, found once per
+    /// session (from the kept ones when a session left them).
+    pub(crate) fn term_holders(&self) -> &TermHolders {
         self.term_holders
             .get_or_init(|| TermHolders::of(&self.state))
     }
@@ -780,6 +791,7 @@ impl Session {
     /// verdict (built again only for the jobs whose `Arc` or note changed).
     pub fn close_keeping(mut self) -> (SessionOutcome, SessionMemory) {
         let mut memory = std::mem::take(&mut self.memory);
+        memory.from_session = true;
         memory.keep_plugins(self.tiers.keep());
         memory.verdicts.follow(
             &self.state.jobs,

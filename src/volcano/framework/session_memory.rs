@@ -1,13 +1,14 @@
 //! What one session leaves for the next over the same cluster, so that opening
 //! and closing a session cost what changed rather than what waits: the
 //! figures each plugin derived from the jobs when it opened (drf's shares,
-//! proportion's pod counts), and each job's verdict with the note it was
-//! built from. Both are kept per job with the job's `Arc` (see
+//! proportion's pod counts), each job's verdict with the note it was
+//! built from, and which of each job's tasks carry inter-pod affinity terms. Both are kept per job with the job's `Arc` (see
 //! [`super::kept_per_job`]): only the jobs the planner built again, or the
 //! session changed or noted otherwise, are looked at again.
 
 use super::kept_per_job::KeptPerJob;
 use super::outcome::GangVerdict;
+use super::pod_affinity_view::JobTermHolders;
 use super::session::JobNote;
 use super::tiers::KeptByPlugin;
 
@@ -26,6 +27,12 @@ pub struct SessionMemory {
     pub(crate) plugins: KeptByPlugin,
     /// Each job's verdict as the last session closed.
     pub(crate) verdicts: KeptPerJob<KeptVerdict>,
+    /// Each job's tasks whose pods carry inter-pod affinity terms, as the last
+    /// session opened.
+    pub(crate) term_holders: KeptPerJob<JobTermHolders>,
+    /// Left by a session (not the empty memory of a first or one-off session,
+    /// which finds the term holders only if a predicate asks).
+    pub(crate) from_session: bool,
 }
 
 impl SessionMemory {

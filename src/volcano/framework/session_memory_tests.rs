@@ -1,7 +1,8 @@
 //! A session opened after another over the same cluster (with what the last
 //! one kept) orders jobs, reports queues and closes with the verdicts of a
 //! session opened afresh, while jobs change, come and go, notes change on jobs
-//! that did not, and the cluster grows.
+//! that did not, and the cluster grows; and it finds the same tasks carrying
+//! inter-pod affinity terms.
 
 use super::outcome::GangVerdict;
 use super::report::QueueReport;
@@ -34,12 +35,37 @@ fn tiers() -> Tiers {
 
 /// A job of `running + waiting` one-GPU tasks in `queue`.
 fn gang(name: &str, queue: &str, running: usize, waiting: usize) -> Arc<JobInfo> {
+    gang_with_terms(name, queue, running, waiting, false)
+}
+
+/// [`gang`], its first task's pod keeping away from pods labelled `app: x`
+/// when `anti_affine`.
+fn gang_with_terms(
+    name: &str,
+    queue: &str,
+    running: usize,
+    waiting: usize,
+    anti_affine: bool,
+) -> Arc<JobInfo> {
     let key = super::testing::gang_key(name);
     let tasks = (0..running + waiting)
         .map(|i| {
             let mut t = task(&key, &format!("{name}-{i}"), gpus(1));
             if i < running {
                 t.status = TaskStatus::Running;
+            }
+            if anti_affine && i == 0 {
+                let mut pod = (*t.pod).clone();
+                pod.spec.get_or_insert_with(Default::default).affinity = Some(
+                    serde_json::from_value(serde_json::json!({
+                        "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{
+                            "labelSelector": {"matchLabels": {"app": "x"}},
+                            "topologyKey": "kubernetes.io/hostname"
+                        }]}
+                    }))
+                    .expect("affinity"),
+                );
+                t.pod = Arc::new(pod);
             }
             t
         })
@@ -48,11 +74,13 @@ fn gang(name: &str, queue: &str, running: usize, waiting: usize) -> Arc<JobInfo>
 }
 
 /// What a session tells: the order of every pair of jobs, every queue's report,
-/// and the verdicts it closes with once `notes` are noted.
+/// the verdicts it closes with once `notes` are noted, and the tasks it finds
+/// carrying inter-pod affinity terms.
 type Told = (
     Vec<Ordering>,
     Vec<QueueReport>,
     BTreeMap<GangKey, GangVerdict>,
+    String,
 );
 
 fn tell(
@@ -81,11 +109,12 @@ fn tell(
         .map(|(a, b)| session.job_order(&a, &b))
         .collect();
     let reports = session.queue_reports();
+    let term_holders = format!("{:?}", session.term_holders());
     for (job, reason) in notes {
         session.note_job(&job.key, None, reason, format!("{reason} of {}", job.key));
     }
     let (outcome, memory) = session.close_keeping();
-    ((order, reports, outcome.verdicts), memory)
+    ((order, reports, outcome.verdicts, term_holders), memory)
 }
 
 /// The cluster's GPUs, its jobs, and the reasons noted on some of them.
@@ -100,11 +129,12 @@ fn a_session_opened_after_another_decides_as_one_opened_afresh() {
     let (a, b, c) = (
         gang("a", "a", 3, 1),
         gang("b", "a", 1, 2),
-        gang("c", "b", 0, 4),
+        gang_with_terms("c", "b", 0, 4, true),
     );
-    // c starts to run (a new job), a and b stay the same jobs; b is noted now.
+    // c starts to run (a new job, its pods no longer with terms), a and b stay
+    // the same jobs; b is noted now.
     let c_running = gang("c", "b", 2, 2);
-    let d = gang("d", "b", 1, 0);
+    let d = gang_with_terms("d", "b", 1, 0, true);
     let steps: Vec<Step<'_>> = vec![
         (16, vec![&a, &b, &c], vec![(&c, "Unschedulable")]),
         (
@@ -127,6 +157,7 @@ fn a_session_opened_after_another_decides_as_one_opened_afresh() {
         assert_eq!(kept.0, afresh.0, "job order at step {step}");
         assert_eq!(kept.1, afresh.1, "queue reports at step {step}");
         assert_eq!(kept.2, afresh.2, "verdicts at step {step}");
+        assert_eq!(kept.3, afresh.3, "tasks with terms at step {step}");
         memory = left;
     }
 }
