@@ -3,7 +3,8 @@
 //! on random clusters and workloads (gangs of mixed sizes in weighted queues,
 //! priorities, preemption and reclaim, members that follow or repel other gangs'
 //! members through required pod affinity; queues reweighed, PodGroups moved to
-//! other queues, nodes joining, pods of other schedulers taking nodes' CPU), a
+//! other queues, nodes joining, pods of other schedulers taking nodes' CPU, the
+//! scheduler configuration reloaded with other plugin switches), a
 //! scheduler planning with them makes the same
 //! placements, evictions and verdicts, cycle after cycle, as one whose every
 //! session is built anew and tries every job. Before every cycle, the state the
@@ -38,6 +39,19 @@ use std::collections::BTreeMap;
 const WITH_EVICTIONS: &str = "actions: \"enqueue, allocate, preempt, reclaim, backfill\"
 tiers: [{plugins: [{name: priority}, {name: gang}, {name: conformance}]}, {plugins: [{name: proportion}]}]
 ";
+
+/// What a reloaded configuration may be: the default one, [`WITH_EVICTIONS`],
+/// and drf (whose figures sessions keep) with hierarchical queue order or
+/// without its job order.
+const RELOADED: [&str; 3] = [
+    WITH_EVICTIONS,
+    "actions: \"enqueue, allocate, backfill\"
+tiers: [{plugins: [{name: priority}, {name: gang}, {name: conformance}]}, {plugins: [{name: drf, enableHierarchy: true}, {name: proportion}]}]
+",
+    "actions: \"enqueue, allocate, preempt, reclaim, backfill\"
+tiers: [{plugins: [{name: priority}, {name: gang}, {name: conformance}]}, {plugins: [{name: drf, enableJobOrder: false}, {name: proportion}]}]
+",
+];
 
 /// One gang of the workload: minMember, extra members, queue, memory each
 /// member asks (MiB), priority, and how its members stand to other pods.
@@ -123,6 +137,9 @@ enum Change {
     /// A pod of another scheduler asking `cpu` cores and no GPU starts on the
     /// `n`th node: the node's CPU, memory and pods change, its GPUs do not.
     PlainPod(usize, u32),
+    /// The scheduler configuration is reloaded: the default one for 0, the
+    /// `n - 1`th of [`RELOADED`] otherwise (modulo their number).
+    Reconfigure(usize),
     /// Nothing: the period elapsed.
     Tick,
 }
@@ -145,6 +162,7 @@ fn change() -> impl Strategy<Value = Change> {
         1 => Just(Change::Expire),
         1 => (0usize..8, prop_oneof![Just(4u32), Just(60u32)])
             .prop_map(|(n, cpu)| Change::PlainPod(n, cpu)),
+        1 => (0usize..=RELOADED.len()).prop_map(Change::Reconfigure),
         1 => Just(Change::Tick),
     ]
 }
@@ -408,6 +426,15 @@ impl Pair {
                     c.s.expire_reservations(true).await;
                 }
             }
+            Change::Reconfigure(n) => {
+                let conf = match n % (RELOADED.len() + 1) {
+                    0 => crate::volcano::conf::SchedulerConf::default(),
+                    k => crate::volcano::load_conf(RELOADED[k - 1]).expect("conf"),
+                };
+                for c in self.both() {
+                    c.s.set_gang_conf(conf.clone());
+                }
+            }
             Change::Tick => {}
         }
     }
@@ -658,6 +685,32 @@ fn a_gang_repelled_by_a_placed_pod_is_planned_once_that_pod_changes_tier() {
         workload: vec![single(Bearing::Plain(1)), single(Bearing::Repels(0, 1))],
         initial: 2,
         changes: vec![Change::Retier(0), Change::Tick],
+    };
+    same_decisions(&case).expect("same decisions");
+}
+
+#[test]
+fn a_reloaded_configuration_decides_as_one_loaded_afresh() {
+    // Sessions kept drf's figures under one configuration; each reload changes
+    // drf's switches (hierarchy on, job order off, back to the default).
+    let case = Case {
+        nodes: vec![2, 1],
+        queues: 2,
+        evictions: false,
+        workload: vec![
+            (2, 0, 0, 40_000, 0, Bearing::Plain(0)),
+            (1, 1, 1, 80_000, 100, Bearing::Plain(1)),
+            (1, 0, 0, 20_000, 1000, Bearing::Plain(2)),
+        ],
+        initial: 2,
+        changes: vec![
+            Change::Reconfigure(2),
+            Change::Arrive,
+            Change::Reconfigure(3),
+            Change::Leave(0),
+            Change::Reconfigure(0),
+            Change::Tick,
+        ],
     };
     same_decisions(&case).expect("same decisions");
 }

@@ -39,6 +39,8 @@ pub mod tiers;
 pub mod victims;
 
 #[cfg(test)]
+mod kept_figures_reuse_tests;
+#[cfg(test)]
 mod queue_policy_tests;
 #[cfg(test)]
 mod session_memory_tests;

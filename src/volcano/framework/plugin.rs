@@ -66,14 +66,17 @@ pub trait Plugin: fmt::Debug + Send + Sync {
     /// What the plugin derived from the jobs when the session opened, as it was
     /// then (not as the session's placements moved it since), for the next
     /// session to derive again only for the jobs that changed (see
-    /// `kept_per_job`). It must depend on the session state alone, never on the
-    /// plugin's arguments: the next session's plugin of the same name gets it.
+    /// `kept_per_job`). Only a plugin built from an equal configuration entry
+    /// gets it, so it may depend on the plugin's arguments and switches as well
+    /// as on the session state (never on other plugins' entries, which a
+    /// constructor may read through `BuildContext::conf`).
     fn keep(&mut self) -> Option<Box<dyn KeptFigures>> {
         None
     }
 
-    /// Hands the plugin, before [`Self::open`], what the same plugin kept from
-    /// the last session ([`Self::keep`]).
+    /// Hands the plugin, before [`Self::open`], what the same plugin, built
+    /// from an equal configuration entry, kept from the last session
+    /// ([`Self::keep`]).
     fn reuse(&mut self, _kept: Box<dyn KeptFigures>) {}
 
     /// Called on the plugins `/filter` consults, which no session opens, with every

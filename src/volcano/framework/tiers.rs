@@ -69,8 +69,11 @@ fn bit(point: ExtensionPoint) -> u32 {
     1 << (point as u32)
 }
 
-/// What each plugin kept from a session, by plugin name in tier order.
-pub type KeptByPlugin = Vec<(&'static str, Option<Box<dyn KeptFigures>>)>;
+/// What each plugin kept from a session, in tier order, with the configuration
+/// entry the plugin was built from: only a plugin built from an equal entry may
+/// reuse it, so a reloaded configuration that changes a plugin's arguments or
+/// switches has it derive everything again, whatever its figures depend on.
+pub type KeptByPlugin = Vec<(PluginOption, Option<Box<dyn KeptFigures>>)>;
 
 /// The plugins, tier by tier.
 #[derive(Debug, Default)]
@@ -150,25 +153,26 @@ impl Tiers {
     }
 
     /// What every plugin kept from the session that opened them (see
-    /// [`Plugin::keep`]), by plugin name in tier order.
+    /// [`Plugin::keep`]), with the entry each was built from, in tier order.
     pub fn keep(&mut self) -> KeptByPlugin {
         self.tiers
             .iter_mut()
             .flatten()
-            .map(|slot| (slot.plugin.name(), slot.plugin.keep()))
+            .map(|slot| (slot.option.clone(), slot.plugin.keep()))
             .collect()
     }
 
-    /// Hands every plugin what the plugin of the same name at the same place
-    /// kept from the last session; a configuration that lists other plugins
-    /// leaves them to derive everything again.
+    /// Hands every plugin what the plugin at the same place, built from an
+    /// equal configuration entry (name, arguments and switches), kept from the
+    /// last session; a configuration that lists other plugins, or the same ones
+    /// with other arguments or switches, leaves them to derive everything again.
     pub fn reuse(&mut self, kept: KeptByPlugin) {
         if self.tiers.iter().map(Vec::len).sum::<usize>() != kept.len() {
             return;
         }
-        for (slot, (name, figures)) in self.tiers.iter_mut().flatten().zip(kept) {
+        for (slot, (built_from, figures)) in self.tiers.iter_mut().flatten().zip(kept) {
             if let Some(figures) = figures
-                && slot.plugin.name() == name
+                && slot.option == built_from
             {
                 slot.plugin.reuse(figures);
             }
