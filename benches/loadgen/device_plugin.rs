@@ -382,32 +382,17 @@ async fn release_lock_from(
 ) -> Result<(), String> {
     let nodes: Api<Node> = Api::all(client.clone());
     let owner = format!(",{namespace},{name}");
-    let held_by_pod = |node: &Node| {
-        node.metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(NODE_LOCK))
-            .is_some_and(|v| v.ends_with(&owner))
-    };
-    if check_first {
-        counts.read();
-        let first = nodes
-            .get(node)
-            .await
-            .map_err(|e| format!("get node: {e}"))?;
-        if !held_by_pod(&first) {
-            return Ok(());
-        }
+    if check_first
+        && node_locked_by(&nodes, node, &owner, counts)
+            .await?
+            .is_none()
+    {
+        return Ok(());
     }
     for _ in 0..5 {
-        counts.read();
-        let current = nodes
-            .get(node)
-            .await
-            .map_err(|e| format!("get node: {e}"))?;
-        if !held_by_pod(&current) {
+        let Some(current) = node_locked_by(&nodes, node, &owner, counts).await? else {
             return Ok(());
-        }
+        };
         let release = json!({"metadata": {
             "annotations": {NODE_LOCK: null},
             "resourceVersion": current.metadata.resource_version,
@@ -423,4 +408,27 @@ async fn release_lock_from(
         }
     }
     Err("release node lock: the node kept changing".into())
+}
+
+/// Reads `node` (one read counted) and returns it when its lock is the pod's
+/// (the lock's value ends with `owner`, `,namespace,name`), `None` when the
+/// lock is gone or another pod's: there is nothing left to release.
+async fn node_locked_by(
+    nodes: &Api<Node>,
+    node: &str,
+    owner: &str,
+    counts: &DevicePluginCounts,
+) -> Result<Option<Node>, String> {
+    counts.read();
+    let current = nodes
+        .get(node)
+        .await
+        .map_err(|e| format!("get node: {e}"))?;
+    let held = current
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(NODE_LOCK))
+        .is_some_and(|v| v.ends_with(owner));
+    Ok(held.then_some(current))
 }
