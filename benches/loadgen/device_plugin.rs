@@ -294,17 +294,7 @@ async fn pending_pod(
     counts: &DevicePluginCounts,
 ) -> Result<Pod, String> {
     let nodes: Api<Node> = Api::all(client.clone());
-    counts.read();
-    let current = nodes
-        .get(node)
-        .await
-        .map_err(|e| format!("get node: {e}"))?;
-    let lock = current
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(NODE_LOCK))
-        .cloned();
+    let (_, lock) = node_and_lock(&nodes, node, counts).await?;
     if let Some(lock) = lock {
         let mut parts = lock.splitn(3, ',');
         let (_, namespace, name) = (parts.next(), parts.next(), parts.next());
@@ -419,16 +409,27 @@ async fn node_locked_by(
     owner: &str,
     counts: &DevicePluginCounts,
 ) -> Result<Option<Node>, String> {
+    let (current, lock) = node_and_lock(nodes, node, counts).await?;
+    Ok(lock.is_some_and(|v| v.ends_with(owner)).then_some(current))
+}
+
+/// Reads `node` (one read counted), with the value of its lock when it is
+/// locked.
+async fn node_and_lock(
+    nodes: &Api<Node>,
+    node: &str,
+    counts: &DevicePluginCounts,
+) -> Result<(Node, Option<String>), String> {
     counts.read();
     let current = nodes
         .get(node)
         .await
         .map_err(|e| format!("get node: {e}"))?;
-    let held = current
+    let lock = current
         .metadata
         .annotations
         .as_ref()
         .and_then(|a| a.get(NODE_LOCK))
-        .is_some_and(|v| v.ends_with(owner));
-    Ok(held.then_some(current))
+        .cloned();
+    Ok((current, lock))
 }
