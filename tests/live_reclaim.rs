@@ -548,24 +548,39 @@ async fn gangpreempt_takes_a_lower_priority_gang_of_its_queue_whole() {
     .await;
 }
 
+/// `vgpu_scheduler_evictions_total` of gangpreempt in queue training, with
+/// `outcome`.
+fn gangpreempt_evictions(outcome: &str) -> String {
+    format!(
+        r#"vgpu_scheduler_evictions_total{{action="gangpreempt",queue="training",service_type="training",outcome="{outcome}"}}"#
+    )
+}
+
+/// The low gang of two runs under the gang eviction actions; a high-priority
+/// job of its queue arrives and gangpreempt evicts the gang, but the first
+/// request to evict low1 fails (the plan stands: low1 is to be asked again).
+async fn gangpreempt_of_low1_failed_once() -> Running {
+    let running = training_running_under(SchedulerConfFile::new(GANG_EVICTION), "low", 2).await;
+    running.api.inject_errors("pods/low1/eviction", 500, 1);
+    training_gang(&running.api, "high", 1, "training", "pc-high");
+    running
+        .server
+        .wait_metric(&gangpreempt_evictions("failed"), 1, Duration::from_secs(15))
+        .await;
+    running
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_gangpreempt_eviction_asked_again_is_still_named_gangpreempt() {
-    let running = training_running_under(SchedulerConfFile::new(GANG_EVICTION), "low", 2).await;
-    let Running { api, server, .. } = &running;
-    // The first request to evict low1 fails: the plan stands, low1 is asked again.
-    api.inject_errors("pods/low1/eviction", 500, 1);
-    training_gang(api, "high", 1, "training", "pc-high");
-    let series = |outcome: &str| {
-        format!(
-            r#"vgpu_scheduler_evictions_total{{action="gangpreempt",queue="training",service_type="training",outcome="{outcome}"}}"#
-        )
-    };
-    server
-        .wait_metric(&series("failed"), 1, Duration::from_secs(15))
-        .await;
+    let running = gangpreempt_of_low1_failed_once().await;
+    let server = &running.server;
     // Asked again once the retry interval has passed.
     server
-        .wait_metric(&series("evicted"), 2, Duration::from_secs(30))
+        .wait_metric(
+            &gangpreempt_evictions("evicted"),
+            2,
+            Duration::from_secs(30),
+        )
         .await;
     let view = debug_queues(server).await;
     let mut listed = listed_evictions(&view);
@@ -578,5 +593,43 @@ async fn a_gangpreempt_eviction_asked_again_is_still_named_gangpreempt() {
             ("ml/low1", "gangpreempt", "failed"),
         ],
         "{view}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gangpreempt_eviction_asked_again_after_a_restart_is_still_named_gangpreempt() {
+    let Running {
+        api,
+        conf,
+        mut server,
+        ..
+    } = gangpreempt_of_low1_failed_once().await;
+    // The scheduler stops before it asks again: the restarted one asks, knowing
+    // the action only from what it reads back.
+    server.kill();
+    assert!(!terminating(&api, "low1"), "low1 was not evicted yet");
+
+    let server = LiveServer::start_planning(&api, &conf).await;
+    server
+        .wait_metric(
+            &gangpreempt_evictions("evicted"),
+            1,
+            Duration::from_secs(15),
+        )
+        .await;
+    assert!(terminating(&api, "low1"));
+    assert_evictions_named(
+        &api,
+        &server,
+        &["low1".to_string()],
+        "gangpreempt",
+        "Preempted",
+    )
+    .await;
+    assert_eq!(
+        api.evicted_pods().len(),
+        2,
+        "low0 once, low1 once: {:?}",
+        api.evictions()
     );
 }

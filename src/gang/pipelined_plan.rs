@@ -1,14 +1,16 @@
 //! The pipelined plan as it is written on the pod it is for: where its GPUs will
-//! be and which evicted pods must be gone first. It lives on the pod so that a
-//! restart neither loses the plan nor evicts anyone twice.
+//! be, which evicted pods must be gone first and which action evicted them. It
+//! lives on the pod so that a restart neither loses the plan nor evicts anyone
+//! twice, and asks a victim again under the name of the action that chose it.
 
 use crate::device::allocation_codec::{decode_pod_devices, encode_pod_devices};
 use crate::device::mig_allocations::{
     attach_mig_allocations, decode_mig_allocations, encode_mig_allocations,
 };
 use crate::device::model::PodDevices;
+use crate::volcano::framework::EvictAction;
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// Pod annotation carrying a pipelined plan (JSON).
 pub const PIPELINED_PLAN: &str = "vgpu-scheduler.io/pipelined-plan";
@@ -34,6 +36,10 @@ pub struct PipelinedPlan {
     pub victims: BTreeSet<String>,
     /// When the plan lapses if they are not (Unix seconds).
     pub deadline: i64,
+    /// The action that evicted each victim it knows (written with the plan, so
+    /// recording it costs no write of its own). Plans written before it was
+    /// recorded have none.
+    pub evicted_by: BTreeMap<String, EvictAction>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -49,6 +55,11 @@ struct Wire {
     init_containers: usize,
     victims: BTreeSet<String>,
     deadline: i64,
+    /// The victims by the action that evicted them. A name this version does not
+    /// know is left out: the victim is then asked again under the name the
+    /// queues suggest, and the plan still holds.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    evicted_by: BTreeMap<String, BTreeSet<String>>,
 }
 
 impl PipelinedPlan {
@@ -61,6 +72,16 @@ impl PipelinedPlan {
             init_containers: self.init_count,
             victims: self.victims.clone(),
             deadline: self.deadline,
+            evicted_by: self.evicted_by.iter().fold(
+                BTreeMap::new(),
+                |mut by_action, (uid, action)| {
+                    by_action
+                        .entry(action.as_str().to_owned())
+                        .or_insert_with(BTreeSet::new)
+                        .insert(uid.clone());
+                    by_action
+                },
+            ),
         })
         .unwrap_or_default()
     }
@@ -82,7 +103,22 @@ impl PipelinedPlan {
             init_count: wire.init_containers,
             victims: wire.victims,
             deadline: wire.deadline,
+            evicted_by: wire
+                .evicted_by
+                .into_iter()
+                .filter_map(|(name, uids)| EvictAction::named(&name).map(|a| (a, uids)))
+                .flat_map(|(action, uids)| uids.into_iter().map(move |uid| (uid, action)))
+                .collect(),
         })
+    }
+
+    /// The action that evicted `victim`, as recorded in the plan on `pod`.
+    pub fn evicted_by_on(
+        pod: &k8s_openapi::api::core::v1::Pod,
+        victim: &str,
+    ) -> Option<EvictAction> {
+        let text = pod.metadata.annotations.as_ref()?.get(PIPELINED_PLAN)?;
+        Self::decode(text).ok()?.evicted_by.get(victim).copied()
     }
 }
 
@@ -101,6 +137,10 @@ mod tests {
             init_count: 0,
             victims: BTreeSet::from(["uid-a".into(), "uid-b".into()]),
             deadline: 1_800_000_000,
+            evicted_by: BTreeMap::from([
+                ("uid-a".into(), EvictAction::GangPreempt),
+                ("uid-b".into(), EvictAction::Reclaim),
+            ]),
         };
         assert_eq!(PipelinedPlan::decode(&plan.encode()), Ok(plan));
         let mut mig = decode_pod_devices("GPU-m,NVIDIA,9856,14:;").unwrap();
@@ -115,6 +155,7 @@ mod tests {
             init_count: 0,
             victims: BTreeSet::from(["uid-a".into()]),
             deadline: 1_800_000_000,
+            evicted_by: BTreeMap::new(),
         };
         assert_eq!(
             PipelinedPlan::decode(&plan.encode()),
@@ -126,6 +167,26 @@ mod tests {
             PipelinedPlan::decode("not json")
                 .unwrap_err()
                 .contains(PIPELINED_PLAN)
+        );
+    }
+
+    #[test]
+    fn a_plan_without_the_evicting_action_or_with_an_unknown_one_still_holds() {
+        let written = |evicted_by: &str| {
+            format!(
+                r#"{{"node":"gpu-1","devices":"GPU-a,NVIDIA,81559,100:;","victims":["uid-a","uid-b"],"deadline":1800000000{evicted_by}}}"#
+            )
+        };
+        let before = PipelinedPlan::decode(&written("")).expect("a plan of an earlier version");
+        assert!(before.evicted_by.is_empty());
+        let unknown = PipelinedPlan::decode(&written(
+            r#","evictedBy":{"shuffle":["uid-a"],"gangreclaim":["uid-b"]}"#,
+        ))
+        .expect("a plan naming an action this version does not know");
+        assert_eq!(unknown.victims, before.victims);
+        assert_eq!(
+            unknown.evicted_by,
+            BTreeMap::from([("uid-b".into(), EvictAction::GangReclaim)])
         );
     }
 }

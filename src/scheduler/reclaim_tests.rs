@@ -344,6 +344,7 @@ async fn a_restarted_scheduler_keeps_the_room_promised_to_a_waiting_plan() {
         init_count: 0,
         victims,
         deadline: c.clock.wall().timestamp() + 120,
+        evicted_by: Default::default(),
     };
     let mut svc: Pod = member("svc", "unused", 30);
     let anns = svc
@@ -394,6 +395,7 @@ async fn a_plan_whose_victims_never_leave_lapses_and_releases_the_room() {
         init_count: 0,
         victims: ["uid-train-0".to_string(), "uid-train-1".to_string()].into(),
         deadline: c.clock.wall().timestamp() + 60,
+        evicted_by: Default::default(),
     };
     let mut svc: Pod = member("svc", "unused", 30);
     let anns = svc
@@ -489,6 +491,7 @@ async fn a_plan_withdrawn_is_not_brought_back_by_an_older_event() {
         init_count: 0,
         victims: ["uid-train-0".to_string()].into(),
         deadline: c.clock.wall().timestamp() + 120,
+        evicted_by: Default::default(),
     };
     let mut svc = inference_pod("svc");
     svc.metadata

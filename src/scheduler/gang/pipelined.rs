@@ -7,7 +7,8 @@
 //!   pod gets its allocation like any planned member, its gang's reservations are
 //!   renewed, and the gates are lifted once the gang is placed whole;
 //! * asks again to evict victims that are still running (a refused or lost
-//!   eviction, a restart between the plan and its evictions).
+//!   eviction, a restart between the plan and its evictions), under the name
+//!   of the action that chose them.
 //!
 //! Plans whose victims do not leave before the deadline lapse
 //! ([`Scheduler::expire_pledges`]); the gang is then planned afresh.
@@ -100,8 +101,13 @@ impl Scheduler {
         self.ask_again_to_evict(memory).await;
     }
 
-    /// The annotation a pipelined member carries until its victims are gone.
-    pub(super) fn pipelined_plan_of(&self, pledge: &Pledge) -> PipelinedPlan {
+    /// The annotation a pipelined member carries until its victims are gone,
+    /// with the action of each of `evictions` among its victims.
+    pub(super) fn pipelined_plan_of(
+        &self,
+        pledge: &Pledge,
+        evictions: &[Eviction],
+    ) -> PipelinedPlan {
         let left = pledge
             .deadline
             .saturating_duration_since(self.clock.now())
@@ -112,6 +118,11 @@ impl Scheduler {
             init_count: pledge.entry.init_count,
             victims: pledge.victims.clone(),
             deadline: self.clock.wall().timestamp() + left,
+            evicted_by: evictions
+                .iter()
+                .filter(|e| pledge.victims.contains(&e.uid))
+                .map(|e| (e.uid.clone(), e.action))
+                .collect(),
         }
     }
 
@@ -210,10 +221,9 @@ impl Scheduler {
             let mut victims = Vec::new();
             for pledge in ledger.pledges() {
                 let preemptor = &pledge.entry;
-                let preemptor_queue = book
-                    .members()
-                    .get(&preemptor.uid)
-                    .map(|m| book.queue_of(&m.gang, m.queue_hint.as_deref()));
+                let preemptor_member = book.members().get(&preemptor.uid);
+                let preemptor_queue =
+                    preemptor_member.map(|m| book.queue_of(&m.gang, m.queue_hint.as_deref()));
                 for uid in &pledge.victims {
                     waiting.insert(uid.clone());
                     let Some(m) = book.members().get(uid) else {
@@ -239,15 +249,22 @@ impl Scheduler {
                         .get(&(m.gang.namespace.clone(), m.gang.name.clone()))
                         .and_then(|g| crate::gang::victim_facts::service_type(Some(&g.annotations)))
                         .or_else(|| m.service_type.clone());
-                    // After a restart nobody remembers the action: the queues tell
+                    // After a restart the plan on the preemptor says which action
+                    // evicted the victim; for a plan that does not, the queues tell
                     // preemption from reclaim.
-                    let action = memory.evictions.by.get(uid).copied().unwrap_or(
-                        if preemptor_queue.as_deref() == Some(queue.as_str()) {
+                    let action = memory
+                        .evictions
+                        .by
+                        .get(uid)
+                        .copied()
+                        .or_else(|| {
+                            preemptor_member.and_then(|p| PipelinedPlan::evicted_by_on(&p.pod, uid))
+                        })
+                        .unwrap_or(if preemptor_queue.as_deref() == Some(queue.as_str()) {
                             EvictAction::Preempt
                         } else {
                             EvictAction::Reclaim
-                        },
-                    );
+                        });
                     victims.push(Eviction {
                         uid: uid.clone(),
                         namespace: m.namespace.clone(),

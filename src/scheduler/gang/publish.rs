@@ -63,7 +63,7 @@ impl Scheduler {
                 .ledger
                 .read()
                 .pledge_of(&m.uid)
-                .map(|pledge| self.pipelined_plan_of(pledge));
+                .map(|pledge| self.pipelined_plan_of(pledge, &commit.evictions));
             let patch = match &plan {
                 Some(plan) => {
                     let mut patch = MetadataPatch::default();

@@ -74,6 +74,19 @@ pub enum EvictAction {
 }
 
 impl EvictAction {
+    /// Every action that evicts.
+    pub const ALL: [EvictAction; 4] = [
+        EvictAction::Preempt,
+        EvictAction::Reclaim,
+        EvictAction::GangPreempt,
+        EvictAction::GangReclaim,
+    ];
+
+    /// The action of this name ([`Self::as_str`]), if any.
+    pub fn named(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|a| a.as_str() == name)
+    }
+
     /// The action's name in the configuration, in events and in metrics, so an
     /// eviction is told apart by the action that chose it.
     pub fn as_str(self) -> &'static str {
