@@ -5,7 +5,9 @@
 //! (`set_read_service_time`). Latency (`set_request_latency`): each request
 //! waits that long on its own, side by side with the others in flight.
 //! The lane runs on a stopped clock that the test moves on, so every step is an
-//! event the test waits for, not a duration it measures.
+//! event the test waits for, not a duration it measures: after each move the
+//! test waits until every held request has seen it before it counts those
+//! still held.
 
 mod fake_apiserver;
 
@@ -36,6 +38,18 @@ async fn until_held(api: &FakeApiServer, n: usize, what: &str) {
         "{} of {n} {what} were held",
         api.writes_in_lane()
     );
+}
+
+/// Moves the lane's clock on by `d` and waits until every request held in
+/// the lane has seen the move; returns how many are still held.
+async fn advance_lane(api: &FakeApiServer, d: Duration) -> usize {
+    api.advance_write_lane(d);
+    assert!(
+        api.wait_until(PATIENCE, FakeApiServer::write_lane_settled)
+            .await,
+        "the held requests did not all see the clock move"
+    );
+    api.writes_in_lane()
 }
 
 /// The API server with node `n1`, its costs set by `costs` and its lane's
@@ -77,13 +91,12 @@ async fn writes_queue_on_one_lane_and_reads_pass_them() {
 
     // Each service time lets exactly one more write commit.
     for done in 1..=WRITES {
-        api.advance_write_lane(SERVICE);
+        assert_eq!(advance_lane(&api, SERVICE).await, WRITES - done);
         assert!(
             api.wait_until(PATIENCE, |a| stored_writes(a) >= done).await,
             "write {done} did not commit"
         );
         assert_eq!(stored_writes(&api), done);
-        assert_eq!(api.writes_in_lane(), WRITES - done);
     }
     for write in writes {
         assert_eq!(write.await.expect("write task"), 200);
@@ -127,10 +140,13 @@ async fn requests_in_flight_together_spend_their_latency_side_by_side() {
         .expect("watch");
     assert_eq!(watch.status().as_u16(), 200);
 
-    api.advance_write_lane(LATENCY - Duration::from_millis(1));
-    assert_eq!(api.writes_in_lane(), READS, "answered before their latency");
+    assert_eq!(
+        advance_lane(&api, LATENCY - Duration::from_millis(1)).await,
+        READS,
+        "answered before their latency"
+    );
     // One latency answers them all: they overlap instead of queueing.
-    api.advance_write_lane(Duration::from_millis(1));
+    assert_eq!(advance_lane(&api, Duration::from_millis(1)).await, 0);
     for read in reads {
         let status = tokio::time::timeout(PATIENCE, read)
             .await
@@ -159,9 +175,16 @@ async fn reads_with_a_service_time_take_their_turn_after_writes_and_writes_show_
     until_held(&api, 2, "requests (a write, a read)").await;
 
     // The write holds the lane first; the read is served after it.
-    api.advance_write_lane(SERVICE);
-    assert_eq!(api.writes_in_lane(), 2, "the read passed the write's turn");
-    api.advance_write_lane(SERVICE);
+    assert_eq!(
+        advance_lane(&api, SERVICE).await,
+        2,
+        "the read passed the write's turn"
+    );
+    assert_eq!(
+        advance_lane(&api, SERVICE).await,
+        1,
+        "the read has had its turn, the write not its latency"
+    );
     let node = tokio::time::timeout(PATIENCE, read)
         .await
         .expect("the read was not answered after its turn")
@@ -170,7 +193,7 @@ async fn reads_with_a_service_time_take_their_turn_after_writes_and_writes_show_
     // The write has had its turn but not its latency: not committed yet.
     assert_eq!(committed(&node), 0, "{node}");
     assert_eq!(stored_writes(&api), 0);
-    api.advance_write_lane(WRITE_LATENCY - SERVICE);
+    assert_eq!(advance_lane(&api, WRITE_LATENCY - SERVICE).await, 0);
     assert_eq!(write.await.expect("write task"), 200);
     assert_eq!(stored_writes(&api), 1);
 }

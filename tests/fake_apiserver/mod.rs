@@ -432,9 +432,17 @@ impl FakeApiServer {
     }
 
     /// Requests waiting for their turn in the lane or their latency (writes
-    /// only, unless reads have a service time or a latency).
+    /// only, unless reads have a service time or a latency). Right after
+    /// [`Self::advance_write_lane`] it may still count requests the move
+    /// released: wait for [`Self::write_lane_settled`] first.
     pub fn writes_in_lane(&self) -> usize {
         self.state.write_lane.waiting()
+    }
+
+    /// Whether every request waiting in the lane has seen the lane's clock
+    /// since it last moved: those it released have left [`Self::writes_in_lane`].
+    pub fn write_lane_settled(&self) -> bool {
+        self.state.write_lane.settled()
     }
 
     /// Closes every open watch stream (clients must re-watch).
