@@ -50,7 +50,7 @@ use crate::device::request::PodRequest;
 use crate::extender::node_names::NodeNames;
 use crate::fit::{FitRequest, Placement, QuotaHeadroom};
 use crate::node_lock::handoff::LockHandoff;
-use crate::placement::{NodeFacts, NodeRejection, NodeSource, RankFacts, choose_node};
+use crate::placement::{NodeFacts, NodeRejection, NodeSource, RankFacts, RankMemo, best_node};
 use crate::policy::NodePolicy;
 use k8s_openapi::api::core::v1::Pod;
 use std::time::{Duration, Instant};
@@ -211,7 +211,9 @@ impl Scheduler {
         let facts = PodFacts::of(self, judge, pod, ctx);
         let task = facts.task(ctx, pod);
         let ledger = self.ledger.read();
-        let candidates = LedgerCandidates::new(self, &ledger, names);
+        let in_ledger = LedgerCandidates::new(self, &ledger, names);
+        // The searches below pass over every candidate up to four times.
+        let candidates = RankMemo::new(&in_ledger, &ctx.request);
         let choose_above = |floor: f64, admit: &dyn Fn(&str) -> bool| {
             let source = NearlyAsGood {
                 inner: &candidates,
@@ -220,7 +222,7 @@ impl Scheduler {
                 policy,
                 floor,
             };
-            choose_node(&source, ctx, &task, judge).ok().map(|c| c.node)
+            best_node(&source, ctx, &task, judge).map(|c| c.node)
         };
         let within_tolerance = |admit: &dyn Fn(&str) -> bool| choose_above(floor, admit);
         let budget = self.config.node_lock_retry_timeout;
