@@ -7,8 +7,9 @@
 //! has), so every cycle plans all of them again, as cycles do for gangs that wait
 //! for room. The numbers say how much a cycle delays the filters that reserve.
 //!
-//! `cargo bench --bench filter_while_planning [-- --nodes N --gangs G --filters F]`
-//! (without `--bench`, as `cargo test --all-targets` runs it, a small smoke run).
+//! `cargo bench --bench filter_while_planning [-- --nodes N --gangs G --filters F
+//! --alone]` (without `--bench`, as `cargo test --all-targets` runs it, a small
+//! smoke run; `--alone` measures the filters alone only, for a profile of them).
 
 #[path = "support/running_cluster.rs"]
 mod running_cluster;
@@ -31,6 +32,8 @@ struct Options {
     nodes: usize,
     gangs: usize,
     filters: usize,
+    /// Stop after the filters alone.
+    alone_only: bool,
 }
 
 fn options() -> Options {
@@ -42,12 +45,14 @@ fn options() -> Options {
             nodes: 5000,
             gangs: 100,
             filters: 10000,
+            alone_only: false,
         }
     } else {
         Options {
             nodes: 50,
             gangs: 4,
             filters: 20,
+            alone_only: false,
         }
     };
     let mut i = 1;
@@ -57,6 +62,7 @@ fn options() -> Options {
             "--nodes" => o.nodes = value().unwrap_or(o.nodes),
             "--gangs" => o.gangs = value().unwrap_or(o.gangs),
             "--filters" => o.filters = value().unwrap_or(o.filters),
+            "--alone" => o.alone_only = true,
             _ => {}
         }
         i += 1;
@@ -177,6 +183,10 @@ fn main() {
     // Warm up, then filters alone.
     run_filters(&rt, &s, &bodies, 0, 100);
     let alone = run_filters(&rt, &s, &bodies, 100, o.filters);
+    if o.alone_only {
+        report("/filter alone", alone);
+        return;
+    }
 
     // One planning cycle alone, for scale.
     let start = Instant::now();

@@ -20,6 +20,11 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Instant;
 
+#[cfg(test)]
+thread_local! {
+    static RANK_LOOKUPS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
 /// Low-cardinality reason for nodes without a usable registration.
 pub const NODE_UNREGISTERED: &str = "node unregistered";
 
@@ -388,7 +393,17 @@ impl Ledger {
     /// What ranking needs of a registered node, from a compact index (cheaper than
     /// [`Ledger::node`] when looking up thousands of candidates).
     pub fn rank(&self, name: &str) -> Option<Rank<'_>> {
+        #[cfg(test)]
+        RANK_LOOKUPS.with(|n| n.set(n.get() + 1));
         self.rank.get(name)
+    }
+
+    /// How many times [`Ledger::rank`] was asked on this thread: tests hold a
+    /// `/filter` to one lookup per candidate with it, a cost no timing shows
+    /// reliably.
+    #[cfg(test)]
+    pub(crate) fn rank_lookups() -> usize {
+        RANK_LOOKUPS.with(std::cell::Cell::get)
     }
 
     /// All nodes, sorted by name (for dumps and metrics, not the hot path).

@@ -33,13 +33,70 @@ pub fn choose_node<S: NodeSource + ?Sized>(
     task: &TaskFacts<'_>,
     judge: &dyn NodeJudge,
 ) -> Result<Choice, NodeRejections> {
-    let quota = source.quota(&ctx.namespace);
-    let request = FitRequest {
+    let request = fit_request(source, ctx);
+    let mut failed = NodeRejections::new();
+    if let Some(choice) = best_fitting(source, ctx, &request, task, judge, |name, reason| {
+        failed.insert(name.to_string(), reason);
+    }) {
+        return Ok(choice);
+    }
+    // None fits: the reasons of the nodes never fitted (unusable, too full to
+    // rank, ruled out by a predicate), each judged once.
+    for i in 0..source.len() {
+        let name = source.name(i);
+        if failed.contains_key(name) {
+            continue;
+        }
+        let reason = match judge_one(source, &request, task, judge, i) {
+            Ok(_) => continue,
+            Err(reason) => reason,
+        };
+        failed.insert(name.to_string(), reason);
+    }
+    Err(failed)
+}
+
+/// The node [`choose_node`] chooses, or `None` when none fits, without the
+/// reasons of the others. For callers that only want a node (a spare one for a
+/// busy node): a reason for each of thousands of candidates, each with its name
+/// copied into a map, costs far more than the choice, and when no candidate
+/// qualifies that is every one of them.
+pub fn best_node<S: NodeSource + ?Sized>(
+    source: &S,
+    ctx: &PodContext,
+    task: &TaskFacts<'_>,
+    judge: &dyn NodeJudge,
+) -> Option<Choice> {
+    best_fitting(
+        source,
+        ctx,
+        &fit_request(source, ctx),
+        task,
+        judge,
+        |_, _| {},
+    )
+}
+
+/// What fitting the pod on the source's candidates asks.
+fn fit_request<'a, S: NodeSource + ?Sized>(source: &S, ctx: &'a PodContext) -> FitRequest<'a> {
+    FitRequest {
         request: &ctx.request,
         policies: &ctx.policies,
         selectors: &ctx.selectors,
-        quota,
-    };
+        quota: source.quota(&ctx.namespace),
+    }
+}
+
+/// The best candidate that passes and fits, fitting down the ranking; each
+/// candidate fitted in vain is handed to `fitted_in_vain` with its reason.
+fn best_fitting<S: NodeSource + ?Sized>(
+    source: &S,
+    ctx: &PodContext,
+    request: &FitRequest<'_>,
+    task: &TaskFacts<'_>,
+    judge: &dyn NodeJudge,
+    mut fitted_in_vain: impl FnMut(&str, NodeRejection),
+) -> Option<Choice> {
     let policy = ctx.policies.node;
     let (filters, scores) = (judge.filters(), judge.scores_task(task));
     // With plugin scores every candidate is judged to be ranked, and predicates
@@ -63,7 +120,7 @@ pub fn choose_node<S: NodeSource + ?Sized>(
                 .predicate(task, &node)
                 .map_err(NodeRejection::Predicate)?;
         }
-        source.fit(i, &request)
+        source.fit(i, request)
     };
     // Nodes worth fitting, with their rank by usage.
     let eligible = |i: usize| {
@@ -112,54 +169,27 @@ pub fn choose_node<S: NodeSource + ?Sized>(
             }
         })
     };
-    // Usually the best node fits: find it in one pass, keeping nothing.
-    let best = candidates().min_by(order);
-    let mut failed = NodeRejections::new();
-    if let Some((rank, i)) = best {
-        match try_fit(i) {
-            Ok(placement) => {
-                return Ok(Choice {
-                    node: source.name(i).to_string(),
-                    placement,
-                    rank,
-                });
-            }
-            Err(reason) => {
-                failed.insert(source.name(i).to_string(), reason);
-            }
+    let mut fit_at = |(rank, i): (f64, usize)| match try_fit(i) {
+        Ok(placement) => Some(Choice {
+            node: source.name(i).to_string(),
+            placement,
+            rank,
+        }),
+        Err(reason) => {
+            fitted_in_vain(source.name(i), reason);
+            None
         }
+    };
+    // Usually the best node fits: find it in one pass, keeping nothing. No best
+    // node means no candidate worth fitting at all.
+    let best = candidates().min_by(order)?;
+    if let Some(choice) = fit_at(best) {
+        return Some(choice);
     }
     // Otherwise rank them all and fit down the list.
     let mut ranked: Vec<(f64, usize)> = candidates().collect();
     ranked.sort_by(order);
-    for (rank, i) in ranked.into_iter().skip(usize::from(best.is_some())) {
-        match try_fit(i) {
-            Ok(placement) => {
-                return Ok(Choice {
-                    node: source.name(i).to_string(),
-                    placement,
-                    rank,
-                });
-            }
-            Err(reason) => {
-                failed.insert(source.name(i).to_string(), reason);
-            }
-        }
-    }
-    // None fits: the reasons of the nodes never fitted (unusable, too full to
-    // rank, ruled out by a predicate), each judged once.
-    for i in 0..source.len() {
-        let name = source.name(i);
-        if failed.contains_key(name) {
-            continue;
-        }
-        let reason = match judge_one(source, &request, task, judge, i) {
-            Ok(_) => continue,
-            Err(reason) => reason,
-        };
-        failed.insert(name.to_string(), reason);
-    }
-    Err(failed)
+    ranked.into_iter().skip(1).find_map(fit_at)
 }
 
 /// One candidate judged: its predicates, then the fit.
@@ -188,12 +218,7 @@ pub fn evaluate_all<S: NodeSource + ?Sized>(
     task: &TaskFacts<'_>,
     judge: &dyn NodeJudge,
 ) -> (Vec<(String, Placement)>, NodeRejections) {
-    let request = FitRequest {
-        request: &ctx.request,
-        policies: &ctx.policies,
-        selectors: &ctx.selectors,
-        quota: source.quota(&ctx.namespace),
-    };
+    let request = fit_request(source, ctx);
     let mut fits = Vec::new();
     let mut failed = NodeRejections::new();
     for i in 0..source.len() {

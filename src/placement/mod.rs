@@ -15,13 +15,15 @@ pub mod node_preferences;
 pub mod node_traits;
 pub mod pod_affinity;
 pub mod preferred_pod_affinity;
+mod rank_memo;
 mod rejection;
 pub mod resource_fit;
 mod source;
 mod subset;
 
-pub use choose::{Choice, choose_node, evaluate_all};
+pub use choose::{Choice, best_node, choose_node, evaluate_all};
 pub use judge::{NoJudge, NodeFacts, NodeJudge, TaskFacts};
+pub use rank_memo::RankMemo;
 pub use rejection::{NodeRejection, NodeRejections, in_words};
 pub use source::{NodeSource, RankFacts};
 pub use subset::NodeSubset;

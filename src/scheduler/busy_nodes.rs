@@ -44,15 +44,15 @@
 //! scores (Volcano's `nodeorder`, `binpack`, ...) the tolerance bounds the
 //! policy's share of the score; the plugins still order the nodes it admits.
 
-use super::filter::{LedgerCandidates, PodFacts};
 use super::{PodContext, Scheduler};
 use crate::device::request::PodRequest;
-use crate::extender::node_names::NodeNames;
 use crate::fit::{FitRequest, Placement, QuotaHeadroom};
 use crate::node_lock::handoff::LockHandoff;
-use crate::placement::{NodeFacts, NodeRejection, NodeSource, RankFacts, choose_node};
+use crate::placement::{
+    NodeFacts, NodeJudge, NodeRejection, NodeSource, RankFacts, TaskFacts, best_node,
+};
 use crate::policy::NodePolicy;
-use k8s_openapi::api::core::v1::Pod;
+use std::cell::Cell;
 use std::time::{Duration, Instant};
 
 /// A device plugin holding a lock longer than this is slow to answer: a lock
@@ -72,10 +72,10 @@ pub const LONGEST_QUEUE: Duration = Duration::from_secs(1);
 pub(crate) const BUSY_OR_WORSE: &str = "busy or not nearly as good as the best node";
 
 /// The candidates of `inner` that the policy likes at least `floor` and that
-/// `admit` lets through.
+/// `admit` lets through (by position).
 struct NearlyAsGood<'s, S: ?Sized> {
     inner: &'s S,
-    admit: &'s dyn Fn(&str) -> bool,
+    admit: &'s dyn Fn(usize) -> bool,
     request: &'s PodRequest,
     policy: NodePolicy,
     floor: f64,
@@ -83,7 +83,7 @@ struct NearlyAsGood<'s, S: ?Sized> {
 
 impl<S: NodeSource + ?Sized> NearlyAsGood<'_, S> {
     fn admits(&self, i: usize, score: f64) -> bool {
-        self.policy.preference(score) >= self.floor && (self.admit)(self.inner.name(i))
+        self.policy.preference(score) >= self.floor && (self.admit)(i)
     }
 
     fn admitted(&self, i: usize) -> bool {
@@ -108,14 +108,16 @@ impl<S: NodeSource + ?Sized> NodeSource for NearlyAsGood<'_, S> {
 
     fn rank(&self, i: usize, request: &PodRequest) -> Option<RankFacts> {
         let rank = self.inner.rank(i, request)?;
-        if self.admits(i, rank.score) {
-            Some(rank)
-        } else {
+        // A node that cannot take the pod anyway is ranked out as it is, without
+        // asking `admit` (which looks the node up in the lock handoff's book).
+        if rank.usable && rank.may_fit && !self.admits(i, rank.score) {
             Some(RankFacts {
                 usable: false,
                 may_fit: false,
                 ..rank
             })
+        } else {
+            Some(rank)
         }
     }
 
@@ -175,15 +177,71 @@ fn queue_time(hold: Duration, ahead: usize) -> Duration {
     hold.saturating_mul(u32::try_from(ahead).unwrap_or(u32::MAX))
 }
 
+/// What a pod sent to a node now would queue behind.
+#[derive(Debug, Clone, Copy)]
+struct Queue {
+    /// Binds ahead of it.
+    ahead: usize,
+    /// Whether that makes the node busy (see the module documentation).
+    busy: bool,
+}
+
+/// The queue at each candidate, asked of the lock handoff at most once per
+/// candidate: the searches for a spare node pass over the candidates up to
+/// four times, and the handoff's book is behind a lock and keyed by name.
+struct Queues<'a> {
+    handoff: &'a LockHandoff,
+    now: Instant,
+    /// How long a lock is expected to stay held, for whether a node is busy.
+    hold: Duration,
+    seen: Vec<Cell<Option<Queue>>>,
+}
+
+impl<'a> Queues<'a> {
+    fn new(handoff: &'a LockHandoff, now: Instant, hold: Duration, candidates: usize) -> Self {
+        Self {
+            handoff,
+            now,
+            hold,
+            seen: vec![Cell::new(None); candidates],
+        }
+    }
+
+    /// The queue at `node`, asked now.
+    fn at(&self, node: &str) -> Queue {
+        let ahead = self.handoff.binds_ahead_at(node, self.now);
+        let busy = ahead > 0
+            && (self.hold > SLOW_ANSWER
+                || queue_time(self.hold, ahead) > LONGEST_QUEUE
+                || self.handoff.held_for(node, self.now) > SLOW_ANSWER);
+        Queue { ahead, busy }
+    }
+
+    /// The queue at the candidate at position `i` of `source`.
+    fn of<S: NodeSource + ?Sized>(&self, source: &S, i: usize) -> Queue {
+        let Some(seen) = self.seen.get(i) else {
+            return self.at(source.name(i));
+        };
+        if let Some(queue) = seen.get() {
+            return queue;
+        }
+        let queue = self.at(source.name(i));
+        seen.set(Some(queue));
+        queue
+    }
+}
+
 impl Scheduler {
     /// A node to use instead of `best` (whose policy score before placing was
-    /// `best_score`) because `best` is busy (see the module documentation).
+    /// `best_score`) because `best` is busy (see the module documentation),
+    /// among `candidates` (best read once per candidate: see `RankMemo`).
     /// `None` when `best` is not busy or no other node qualifies.
-    pub(super) fn spare_node(
+    pub(super) fn spare_node<S: NodeSource + ?Sized>(
         &self,
-        pod: Option<&Pod>,
+        candidates: &S,
         ctx: &PodContext,
-        names: &NodeNames,
+        task: &TaskFacts<'_>,
+        judge: &dyn NodeJudge,
         best: &str,
         best_score: f64,
     ) -> Option<String> {
@@ -194,39 +252,31 @@ impl Scheduler {
             hold,
             hold_for_budget,
         } = Pace::of(handoff, now);
-        let busy = |node: &str| {
-            let ahead = handoff.binds_ahead_at(node, now);
-            ahead > 0
-                && (hold > SLOW_ANSWER
-                    || handoff.held_for(node, now) > SLOW_ANSWER
-                    || queue_time(hold, ahead) > LONGEST_QUEUE)
-        };
-        if !busy(best) {
+        let queues = Queues::new(handoff, now, hold, candidates.len());
+        let at_best = queues.at(best);
+        if !at_best.busy {
             return None;
         }
         let policy = ctx.policies.node;
         let floor = policy.preference(best_score) - tolerance;
-        let conf = self.node_judge();
-        let judge = conf.judge();
-        let facts = PodFacts::of(self, judge, pod, ctx);
-        let task = facts.task(ctx, pod);
-        let ledger = self.ledger.read();
-        let candidates = LedgerCandidates::new(self, &ledger, names);
-        let choose_above = |floor: f64, admit: &dyn Fn(&str) -> bool| {
+        let choose_above = |floor: f64, admit: &dyn Fn(usize) -> bool| {
             let source = NearlyAsGood {
-                inner: &candidates,
+                inner: candidates,
                 admit,
                 request: &ctx.request,
                 policy,
                 floor,
             };
-            choose_node(&source, ctx, &task, judge).ok().map(|c| c.node)
+            best_node(&source, ctx, task, judge).map(|c| c.node)
         };
-        let within_tolerance = |admit: &dyn Fn(&str) -> bool| choose_above(floor, admit);
+        let within_tolerance = |admit: &dyn Fn(usize) -> bool| choose_above(floor, admit);
         let budget = self.config.node_lock_retry_timeout;
-        let in_time =
-            |node: &str| queue_time(hold_for_budget, handoff.binds_ahead_at(node, now)) <= budget;
-        let idle = |node: &str| !busy(node) && in_time(node);
+        let in_time = |queue: Queue| queue_time(hold_for_budget, queue.ahead) <= budget;
+        let queue = |i: usize| queues.of(candidates, i);
+        let idle = |i: usize| {
+            let q = queue(i);
+            !q.busy && in_time(q)
+        };
         let spare = within_tolerance(&idle).or_else(|| {
             // Every node nearly as good is busy: the one with the fewest binds
             // ahead, if that is fewer than at the best node.
@@ -236,15 +286,16 @@ impl Scheduler {
                         r.usable && r.may_fit && policy.preference(r.score) >= floor
                     })
                 })
-                .map(|i| handoff.binds_ahead_at(candidates.name(i), now))
+                .map(|i| queue(i).ahead)
                 .min()?;
-            if fewest >= handoff.binds_ahead_at(best, now) {
+            if fewest >= at_best.ahead {
                 return None;
             }
             // Not in time there either: then the best node is not (it has more
             // ahead), and the case below finds one that is.
-            within_tolerance(&|node: &str| {
-                handoff.binds_ahead_at(node, now) <= fewest && in_time(node)
+            within_tolerance(&|i: usize| {
+                let q = queue(i);
+                q.ahead <= fewest && in_time(q)
             })
         });
         let spare = match spare {
@@ -255,8 +306,8 @@ impl Scheduler {
             // The binds ahead at the best node would outlast the bind's wait:
             // the pod would fail there, so the policy's best node where it
             // would not takes it, however much less the policy likes it.
-            None if !in_time(best) => {
-                let spare = choose_above(f64::NEG_INFINITY, &in_time)?;
+            None if !in_time(at_best) => {
+                let spare = choose_above(f64::NEG_INFINITY, &|i: usize| in_time(queue(i)))?;
                 tracing::debug!(pod = %ctx.name, busy = best, instead = %spare, "binds ahead at the best node would outlast --node-lock-retry-timeout");
                 spare
             }

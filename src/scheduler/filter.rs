@@ -11,7 +11,7 @@ use crate::fit::{FitRequest, Placement, QuotaHeadroom, fit_pod};
 use crate::ledger::{Ledger, NODE_UNREGISTERED, PodEntry, PodPhase};
 use crate::node_metrics::MeasuredUsage;
 use crate::placement::{
-    NodeFacts, NodeJudge, NodeRejection, NodeSource, RankFacts, TaskFacts, choose_node,
+    NodeFacts, NodeJudge, NodeRejection, NodeSource, RankFacts, RankMemo, TaskFacts, choose_node,
     evaluate_all, in_words,
 };
 use crate::rank_index::may_fit;
@@ -222,6 +222,35 @@ impl Scheduler {
             .map_err(in_words)
     }
 
+    /// The node `/filter` reserves on: the one [`Scheduler::choose_node`] would
+    /// choose, or a spare one when that one is busy with binds (see
+    /// `busy_nodes`), both judged on one reading of the ledger in which each
+    /// candidate is looked up once.
+    fn choose_filter_node(
+        &self,
+        pod: Option<&Pod>,
+        ctx: &PodContext,
+        names: &NodeNames,
+    ) -> Result<String, BTreeMap<String, String>> {
+        let conf = self.node_judge();
+        let judge = conf.judge();
+        let facts = PodFacts::of(self, judge, pod, ctx);
+        let task = facts.task(ctx, pod);
+        let ledger = self.ledger.read();
+        let in_ledger = LedgerCandidates::new(self, &ledger, names);
+        let candidates = RankMemo::new(&in_ledger, &ctx.request);
+        let choice = choose_node(&candidates, ctx, &task, judge).map_err(in_words)?;
+        let spare = self.spare_node(
+            &candidates,
+            ctx,
+            &task,
+            judge,
+            &choice.node,
+            choice.placement.node_score,
+        );
+        Ok(spare.unwrap_or(choice.node))
+    }
+
     /// Check-and-reserve as one step under the ledger's write lock.
     pub(crate) fn reserve(&self, ctx: &PodContext, node: &str) -> Result<Placement, String> {
         let mut ledger = self.ledger.write();
@@ -367,10 +396,8 @@ impl Scheduler {
         }
 
         for _ in 0..RESERVE_ATTEMPTS {
-            let node = match self.choose_node(Some(pod), &ctx, &names) {
-                Ok((node, placement)) => self
-                    .spare_node(Some(pod), &ctx, &names, &node, placement.node_score)
-                    .unwrap_or(node),
+            let node = match self.choose_filter_node(Some(pod), &ctx, &names) {
+                Ok(node) => node,
                 Err(mut failed) => {
                     if had_reservation && carries_allocation(pod) {
                         self.clear_allocation(&ctx).await;

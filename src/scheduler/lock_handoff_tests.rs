@@ -406,3 +406,36 @@ async fn a_nearly_as_good_node_with_fewer_binds_ahead_is_passed_over_too_if_they
     let all = ["n1", "n2", "n3"];
     assert_eq!(placed_among(&s, &memory, "next", &all).await, "n3");
 }
+
+#[tokio::test]
+async fn a_search_for_a_spare_node_looks_each_candidate_up_in_the_ledger_once() {
+    let (s, memory, clock) = roomy_nodes(
+        3,
+        SchedulerConfig {
+            busy_node_tolerance: Some(10.0),
+            node_lock_retry_timeout: Duration::from_secs(3),
+            ..SchedulerConfig::default()
+        },
+    );
+    assert_eq!(placed_among(&s, &memory, "p0", &["n1"]).await, "n1");
+    bound_and_locked(&s, &memory, "p0").await;
+    clock.advance(Duration::from_millis(500));
+    device_plugin_releases(&s, &memory).await;
+    for n in 1..=12 {
+        placed_among(&s, &memory, &format!("a{n}"), &["n1"]).await;
+    }
+    for n in 1..=8 {
+        placed_among(&s, &memory, &format!("b{n}"), &["n2"]).await;
+    }
+    // Every way of finding a spare node is tried before n3 takes the pod
+    // (the test above): each pass over the candidates once cost a lookup of
+    // every candidate, and at 5,000 candidates ten times the whole `/filter`.
+    let all = ["n1", "n2", "n3"];
+    let before = crate::ledger::Ledger::rank_lookups();
+    assert_eq!(placed_among(&s, &memory, "next", &all).await, "n3");
+    assert_eq!(
+        crate::ledger::Ledger::rank_lookups() - before,
+        all.len(),
+        "one lookup per candidate"
+    );
+}
