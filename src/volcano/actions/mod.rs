@@ -40,6 +40,8 @@ mod queue_limits_tests;
 pub mod reclaim;
 #[cfg(test)]
 mod reclaim_tests;
+#[cfg(test)]
+mod settled_jobs_tests;
 mod topology_aware_preempt;
 #[cfg(test)]
 mod topology_aware_preempt_tests;
@@ -75,26 +77,57 @@ pub fn configured(conf: &SchedulerConf) -> Vec<Box<dyn Action>> {
         .collect()
 }
 
-/// The jobs an action may consider, grouped by queue, each queue's jobs in job
-/// order: not completed, within the session's scope, passing `keep`. Jobs that
-/// cannot be scheduled at all are noted on the way (once per session).
-pub(crate) fn jobs_by_queue(
-    session: &mut super::framework::Session,
-    keep: impl Fn(&super::framework::JobInfo) -> bool,
-) -> std::collections::BTreeMap<String, Vec<super::framework::GangKey>> {
-    let by_queue = jobs_by_queue_unordered(session, keep);
-    in_job_order(session, by_queue)
+/// Which jobs an action passes over.
+#[derive(Clone, Copy)]
+pub(crate) enum Reach<'a> {
+    /// Every job: an action that evicts may make room for any admitted job.
+    Every,
+    /// The jobs that may not be settled (see `UnsettledJobs`), and the jobs
+    /// of `also`: an action that only admits, places or starts has nothing to
+    /// do for the others.
+    WithWork {
+        also: Option<&'a std::collections::BTreeMap<super::framework::GangKey, String>>,
+    },
 }
 
-/// Like [`jobs_by_queue`], each queue's jobs in no particular order (for an
-/// action that orders only some of them).
-pub(crate) fn jobs_by_queue_unordered(
+impl Reach<'_> {
+    /// The jobs an action passes over.
+    pub(crate) const WITH_WORK: Reach<'static> = Reach::WithWork { also: None };
+}
+
+/// The keys of the jobs `reach` covers, in key order, within the session's
+/// scope.
+fn reached<'a>(
+    session: &'a super::framework::Session,
+    reach: Reach<'a>,
+) -> Box<dyn Iterator<Item = &'a super::framework::GangKey> + 'a> {
+    let state = &session.state;
+    if let Some(only) = &state.only {
+        return Box::new(state.jobs.get_key_value(only).map(|(k, _)| k).into_iter());
+    }
+    match reach {
+        Reach::Every => Box::new(state.jobs.keys()),
+        Reach::WithWork { also } => {
+            let noted = session.noted_jobs();
+            let also = also.into_iter().flat_map(|a| a.keys());
+            let extra = super::framework::unsettled_jobs::SortedUnion::new(noted, also);
+            Box::new(session.unsettled_jobs().with(&state.jobs, extra))
+        }
+    }
+}
+
+/// The jobs an action may consider, grouped by queue, each queue's jobs in job
+/// order: not completed, within the session's scope and `reach`, passing
+/// `keep`. Jobs that cannot be scheduled at all are noted on the way (once per
+/// session).
+pub(crate) fn jobs_by_queue(
     session: &mut super::framework::Session,
+    reach: Reach<'_>,
     keep: impl Fn(&super::framework::JobInfo) -> bool,
 ) -> std::collections::BTreeMap<String, Vec<super::framework::GangKey>> {
     let mut by_queue: std::collections::BTreeMap<String, Vec<super::framework::GangKey>> =
         Default::default();
-    visit_schedulable_jobs(session, |_, key, job| {
+    visit_schedulable_jobs(session, reach, |_, key, job| {
         if !keep(job) {
             return;
         }
@@ -105,15 +138,16 @@ pub(crate) fn jobs_by_queue_unordered(
             }
         }
     });
-    by_queue
+    in_job_order(session, by_queue)
 }
 
-/// Shows `visit` every job an action may consider, in key order: not completed,
-/// within the session's scope, and valid. Jobs that cannot be scheduled at all
-/// are noted instead (once every job was looked at: the jobs are borrowed
-/// meanwhile, so only what `visit` keeps is copied).
+/// Shows `visit` every job an action may consider, in key order: not
+/// completed, within the session's scope and `reach`, and valid. Jobs that
+/// cannot be scheduled at all are noted instead (once every job was looked
+/// at: the jobs are borrowed meanwhile, so only what `visit` keeps is copied).
 pub(crate) fn visit_schedulable_jobs(
     session: &mut super::framework::Session,
+    reach: Reach<'_>,
     mut visit: impl FnMut(
         &super::framework::Session,
         &super::framework::GangKey,
@@ -122,8 +156,11 @@ pub(crate) fn visit_schedulable_jobs(
 ) {
     use super::framework::GangPhase;
     let mut invalid = Vec::new();
-    for (key, job) in &session.state.jobs {
-        if job.is_completed() || session.state.only.as_ref().is_some_and(|o| o != key) {
+    for key in reached(session, reach) {
+        let Some(job) = session.state.jobs.get(key) else {
+            continue;
+        };
+        if job.is_completed() {
             continue;
         }
         if let Err(reason) = session.job_valid(job) {
@@ -174,10 +211,12 @@ pub(crate) fn admittable_by_queue(
     let state = &session.state;
     let mut by_queue: std::collections::BTreeMap<String, Vec<super::framework::GangKey>> =
         Default::default();
-    for (key, job) in &state.jobs {
-        let in_scope = state.only.as_ref().is_none_or(|o| o == key);
-        if in_scope
-            && !job.is_completed()
+    // A settled job is admitted already.
+    for key in reached(session, Reach::WITH_WORK) {
+        let Some(job) = state.jobs.get(key) else {
+            continue;
+        };
+        if !job.is_completed()
             && !job.group_missing
             && state.queue(&job.queue).is_some()
             && keep(job)
