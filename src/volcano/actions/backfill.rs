@@ -8,7 +8,7 @@
 //! with the waiting ones: asking nothing, they need not wait for anyone to leave,
 //! and if no node has a pod slot for them now they simply wait again.
 
-use super::{Reach, jobs_by_queue};
+use super::jobs_by_queue;
 use crate::volcano::framework::state::plannable_when;
 use crate::volcano::framework::{Action, Session, Statement, TaskStatus};
 
@@ -26,7 +26,7 @@ impl Action for Backfill {
         // waiting for GPUs, putting all of them in job order costs more than
         // backfill itself, and it would pass over each of them.
         let alone = session.state.only.is_some();
-        let waiting = jobs_by_queue(session, Reach::WITH_WORK, |job| {
+        let waiting = jobs_by_queue(session, |job| {
             job.inqueue
                 && job.tasks.iter().any(|t| {
                     t.is_best_effort()

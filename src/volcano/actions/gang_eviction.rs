@@ -24,7 +24,7 @@ use super::eviction_domains::{Domain, candidate_domains};
 use super::gang_eviction_arguments::GangEvictionArguments;
 use super::nomination_plan::{Plan, plan_in_domain};
 use super::victim_bundles::{BundleKind, flatten, job_bundles, keep_allowed, sort_bundles};
-use super::{Reach, commit_if_pipelined, jobs_by_queue};
+use super::{commit_if_pipelined, jobs_by_queue};
 use crate::resources::Resources;
 use crate::volcano::framework::gang_eviction::{GangEviction, GangEvictionKind};
 use crate::volcano::framework::victims::{Budgets, evictable};
@@ -92,7 +92,7 @@ pub trait GangEvictionRules {
 
 /// Runs one gang eviction action over the session.
 fn run(session: &mut Session, rules: &dyn GangEvictionRules, args: GangEvictionArguments) {
-    let waiting = jobs_by_queue(session, Reach::Every, |job| job.inqueue);
+    let waiting = jobs_by_queue(session, |job| job.inqueue);
     for queue in session.ordered_queues() {
         if !rules.serves_queue(session, &queue) {
             continue;

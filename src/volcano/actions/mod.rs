@@ -77,57 +77,35 @@ pub fn configured(conf: &SchedulerConf) -> Vec<Box<dyn Action>> {
         .collect()
 }
 
-/// Which jobs an action passes over.
-#[derive(Clone, Copy)]
-pub(crate) enum Reach<'a> {
-    /// Every job: an action that evicts may make room for any admitted job.
-    Every,
-    /// The jobs that may not be settled (see `UnsettledJobs`), and the jobs
-    /// of `also`: an action that only admits, places or starts has nothing to
-    /// do for the others.
-    WithWork {
-        also: Option<&'a std::collections::BTreeMap<super::framework::GangKey, String>>,
-    },
-}
-
-impl Reach<'_> {
-    /// The jobs an action passes over.
-    pub(crate) const WITH_WORK: Reach<'static> = Reach::WithWork { also: None };
-}
-
-/// The keys of the jobs `reach` covers, in key order, within the session's
-/// scope.
-fn reached<'a>(
+/// The keys of the jobs an action may have something to do for, in key order,
+/// within the session's scope: those that may not be settled (see
+/// `UnsettledJobs`), and those of `also`. No action does anything for a settled
+/// job: it has nothing to admit, place or start, and no member to make room for.
+fn with_work<'a>(
     session: &'a super::framework::Session,
-    reach: Reach<'a>,
+    also: Option<&'a std::collections::BTreeMap<super::framework::GangKey, String>>,
 ) -> Box<dyn Iterator<Item = &'a super::framework::GangKey> + 'a> {
     let state = &session.state;
     if let Some(only) = &state.only {
         return Box::new(state.jobs.get_key_value(only).map(|(k, _)| k).into_iter());
     }
-    match reach {
-        Reach::Every => Box::new(state.jobs.keys()),
-        Reach::WithWork { also } => {
-            let noted = session.noted_jobs();
-            let also = also.into_iter().flat_map(|a| a.keys());
-            let extra = super::framework::unsettled_jobs::SortedUnion::new(noted, also);
-            Box::new(session.unsettled_jobs().with(&state.jobs, extra))
-        }
-    }
+    let noted = session.noted_jobs();
+    let also = also.into_iter().flat_map(|a| a.keys());
+    let extra = super::framework::unsettled_jobs::SortedUnion::new(noted, also);
+    Box::new(session.unsettled_jobs().with(&state.jobs, extra))
 }
 
 /// The jobs an action may consider, grouped by queue, each queue's jobs in job
-/// order: not completed, within the session's scope and `reach`, passing
-/// `keep`. Jobs that cannot be scheduled at all are noted on the way (once per
-/// session).
+/// order: not completed, within the session's scope, with something to do,
+/// passing `keep`. Jobs that cannot be scheduled at all are noted on the way
+/// (once per session).
 pub(crate) fn jobs_by_queue(
     session: &mut super::framework::Session,
-    reach: Reach<'_>,
     keep: impl Fn(&super::framework::JobInfo) -> bool,
 ) -> std::collections::BTreeMap<String, Vec<super::framework::GangKey>> {
     let mut by_queue: std::collections::BTreeMap<String, Vec<super::framework::GangKey>> =
         Default::default();
-    visit_schedulable_jobs(session, reach, |_, key, job| {
+    visit_schedulable_jobs(session, None, |_, key, job| {
         if !keep(job) {
             return;
         }
@@ -142,12 +120,13 @@ pub(crate) fn jobs_by_queue(
 }
 
 /// Shows `visit` every job an action may consider, in key order: not
-/// completed, within the session's scope and `reach`, and valid. Jobs that
+/// completed, within the session's scope, valid, and with something to do or
+/// in `also`. Jobs that
 /// cannot be scheduled at all are noted instead (once every job was looked
 /// at: the jobs are borrowed meanwhile, so only what `visit` keeps is copied).
 pub(crate) fn visit_schedulable_jobs(
     session: &mut super::framework::Session,
-    reach: Reach<'_>,
+    also: Option<&std::collections::BTreeMap<super::framework::GangKey, String>>,
     mut visit: impl FnMut(
         &super::framework::Session,
         &super::framework::GangKey,
@@ -156,7 +135,7 @@ pub(crate) fn visit_schedulable_jobs(
 ) {
     use super::framework::GangPhase;
     let mut invalid = Vec::new();
-    for key in reached(session, reach) {
+    for key in with_work(session, also) {
         let Some(job) = session.state.jobs.get(key) else {
             continue;
         };
@@ -212,7 +191,7 @@ pub(crate) fn admittable_by_queue(
     let mut by_queue: std::collections::BTreeMap<String, Vec<super::framework::GangKey>> =
         Default::default();
     // A settled job is admitted already.
-    for key in reached(session, Reach::WITH_WORK) {
+    for key in with_work(session, None) {
         let Some(job) = state.jobs.get(key) else {
             continue;
         };

@@ -19,7 +19,7 @@
 //! jobs of a busy cluster, and each kept one costs an order comparison per job
 //! tried in its queue.
 
-use super::{Reach, visit_schedulable_jobs};
+use super::visit_schedulable_jobs;
 use crate::volcano::framework::{GangKey, JobInfo, Session};
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
@@ -50,10 +50,9 @@ pub(super) fn sort_admitted(
     let skip = std::mem::take(&mut session.hints.skip);
     let mut skips = skip.iter().peekable();
     // A settled job has nothing to place; one skipped is noted even so.
-    let reach = Reach::WithWork { also: Some(&skip) };
     let mut tried: BTreeMap<String, Vec<GangKey>> = BTreeMap::new();
     let mut note_only: BTreeMap<String, Vec<NoteOnly>> = BTreeMap::new();
-    visit_schedulable_jobs(session, reach, |session, key, job| {
+    visit_schedulable_jobs(session, Some(&skip), |session, key, job| {
         if !job.inqueue {
             return;
         }

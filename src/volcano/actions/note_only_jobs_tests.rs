@@ -7,7 +7,7 @@
 //! that tries every job in job order.
 
 use super::allocate::{Allocate, allocate_job, note_never_reached};
-use super::{Reach, jobs_by_queue, next_job};
+use super::{jobs_by_queue, next_job};
 use crate::resources::Resources;
 use crate::volcano::conf::SchedulerConf;
 use crate::volcano::framework::job::JobInfo;
@@ -96,7 +96,7 @@ fn state(weights: &[u32], specs: &[JobSpec]) -> SessionState {
 /// but those `skip` holds, which are noted with their message: what `Allocate`
 /// must decide and note.
 fn allocate_every_job_in_turn(session: &mut Session) {
-    let mut waiting = jobs_by_queue(session, Reach::Every, |job| job.inqueue);
+    let mut waiting = jobs_by_queue(session, |job| job.inqueue);
     while let Some(key) = next_job(session, &mut waiting, true) {
         if let Some(message) = session.hints.skip.get(&key).cloned() {
             session.note_job(&key, None, "NotEnoughResources", message);

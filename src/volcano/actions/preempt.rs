@@ -12,7 +12,7 @@
 use super::make_room::{Room, Scope, make_room};
 use super::preempt_arguments::TopologyAwarePreemption;
 use super::topology_aware_preempt::TopologyAwarePreempt;
-use super::{Reach, commit_if_pipelined, jobs_by_queue};
+use super::{commit_if_pipelined, jobs_by_queue};
 use crate::volcano::action_configurations::ActionConfigurations;
 use crate::volcano::framework::{Action, GangKey, Session, Statement};
 
@@ -47,7 +47,7 @@ pub(crate) fn preempt_with(
     session: &mut Session,
     mut room: impl FnMut(&mut Session, &mut Statement, &GangKey, &str, Scope) -> Result<Room, String>,
 ) {
-    let waiting = jobs_by_queue(session, Reach::Every, |job| job.inqueue);
+    let waiting = jobs_by_queue(session, |job| job.inqueue);
     for scope in [Scope::OtherJobsOfQueue, Scope::OwnJob] {
         for queue in session.ordered_queues() {
             for key in waiting.get(&queue).into_iter().flatten() {

@@ -8,7 +8,7 @@
 //! constraint, only inside the tier it allows); otherwise nothing is evicted.
 
 use super::make_room::{Room, Scope, make_room};
-use super::{Reach, commit_if_pipelined, jobs_by_queue};
+use super::{commit_if_pipelined, jobs_by_queue};
 use crate::volcano::framework::{Action, GangPhase, Session, Statement};
 
 /// The reclaim action.
@@ -21,7 +21,7 @@ impl Action for Reclaim {
     }
 
     fn execute(&self, session: &mut Session) {
-        let waiting = jobs_by_queue(session, Reach::Every, |job| job.inqueue);
+        let waiting = jobs_by_queue(session, |job| job.inqueue);
         for queue in session.ordered_queues() {
             if session.overused(&queue) {
                 continue;

@@ -1,10 +1,10 @@
-//! The jobs enqueue, allocate and backfill may have something to do for. On a
-//! busy cluster almost every job is settled: admitted, valid, ready, with no
-//! member waiting for a place or pipelined (a running queue pod is a job of
-//! its own). For such a job enqueue has nothing to admit, allocate nothing to
-//! place or note, backfill nothing to start; passing over thousands of them
-//! in every action of every session made a session cost what runs rather
-//! than what changed.
+//! The jobs the actions may have something to do for. On a busy cluster
+//! almost every job is settled: admitted, valid, ready, with no member
+//! waiting for a place or pipelined (a running queue pod is a job of its
+//! own). For such a job enqueue has nothing to admit, allocate nothing to
+//! place or note, backfill nothing to start, and preempt and reclaim no
+//! member to make room for; passing over thousands of them in every action
+//! of every session made a session cost what runs rather than what changed.
 //!
 //! Whether a job is settled depends only on the job, the plugins in force and
 //! which queues exist. The planner hands every session the same `Arc` for a
@@ -108,7 +108,7 @@ impl UnsettledJobs {
     }
 }
 
-/// Whether no action but the evicting ones has anything to do for the job:
+/// Whether no action has anything to do for the job:
 /// it finished, or it is admitted, valid, ready by every plugin, with no
 /// member waiting or pipelined and no network-topology constraint (which
 /// allocate checks even with nothing to place).
