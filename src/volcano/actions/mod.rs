@@ -77,21 +77,31 @@ pub fn configured(conf: &SchedulerConf) -> Vec<Box<dyn Action>> {
         .collect()
 }
 
-/// The keys of the jobs an action may have something to do for, in key order,
-/// within the session's scope: those that may not be settled (see
-/// `UnsettledJobs`), and those of `also`. No action does anything for a settled
-/// job: it has nothing to admit, place or start, and no member to make room for.
+/// A job with its key.
+type KeyedJob<'a> = (
+    &'a super::framework::GangKey,
+    &'a std::sync::Arc<super::framework::JobInfo>,
+);
+
+/// The jobs an action may have something to do for, in key order, within the
+/// session's scope: those that may not be settled (see `UnsettledJobs`), and
+/// those of `also`. No action does anything for a settled job: it has nothing
+/// to admit, place or start, and no member to make room for.
 fn with_work<'a>(
     session: &'a super::framework::Session,
     also: Option<&'a std::collections::BTreeMap<super::framework::GangKey, String>>,
-) -> Box<dyn Iterator<Item = &'a super::framework::GangKey> + 'a> {
+) -> Box<dyn Iterator<Item = KeyedJob<'a>> + 'a> {
+    use super::framework::unsettled_jobs::{Seen, SortedUnion};
     let state = &session.state;
     if let Some(only) = &state.only {
-        return Box::new(state.jobs.get_key_value(only).map(|(k, _)| k).into_iter());
+        return Box::new(state.jobs.get_key_value(only).into_iter());
     }
-    let noted = session.noted_jobs();
-    let also = also.into_iter().flat_map(|a| a.keys());
-    let extra = super::framework::unsettled_jobs::SortedUnion::new(noted, also);
+    let noted = session.noted_jobs().map(|key| (key, Seen::Unknown));
+    let also = also
+        .into_iter()
+        .flat_map(|a| a.keys())
+        .map(|key| (key, Seen::Unknown));
+    let extra = SortedUnion::new(noted, also).map(|(key, _)| key);
     Box::new(session.unsettled_jobs().with(&state.jobs, extra))
 }
 
@@ -135,10 +145,7 @@ pub(crate) fn visit_schedulable_jobs(
 ) {
     use super::framework::GangPhase;
     let mut invalid = Vec::new();
-    for key in with_work(session, also) {
-        let Some(job) = session.state.jobs.get(key) else {
-            continue;
-        };
+    for (key, job) in with_work(session, also) {
         if job.is_completed() {
             continue;
         }
@@ -191,10 +198,7 @@ pub(crate) fn admittable_by_queue(
     let mut by_queue: std::collections::BTreeMap<String, Vec<super::framework::GangKey>> =
         Default::default();
     // A settled job is admitted already.
-    for key in with_work(session, None) {
-        let Some(job) = state.jobs.get(key) else {
-            continue;
-        };
+    for (key, job) in with_work(session, None) {
         if !job.is_completed()
             && !job.group_missing
             && state.queue(&job.queue).is_some()

@@ -4,7 +4,9 @@
 //! proportion's pod counts), each job's verdict with the note it was
 //! built from, and which of each job's tasks carry inter-pod affinity terms. Both are kept per job with the job's `Arc` (see
 //! [`super::kept_per_job`]): only the jobs the planner built again, or the
-//! session changed or noted otherwise, are looked at again.
+//! session changed or noted otherwise, are looked at again. It also keeps
+//! which jobs the actions may have something to do for (see
+//! [`super::unsettled_jobs`]).
 
 use super::kept_per_job::KeptPerJob;
 use super::outcome::GangVerdict;

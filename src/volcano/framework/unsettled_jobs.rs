@@ -23,7 +23,7 @@ use super::tiers::Tiers;
 use crate::volcano::conf::PluginOption;
 use imbl::OrdMap;
 use imbl::ordmap::DiffItem;
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 use std::iter::Peekable;
 use std::sync::Arc;
 
@@ -34,8 +34,9 @@ pub(crate) struct UnsettledJobs {
     among: OrdMap<GangKey, Arc<JobInfo>>,
     /// What they were judged with besides the jobs; `None` before any.
     basis: Option<Basis>,
-    /// The jobs not settled among them.
-    keys: BTreeSet<GangKey>,
+    /// The jobs not settled among them (held, so that the actions need not
+    /// look each one up again).
+    jobs: BTreeMap<GangKey, Arc<JobInfo>>,
 }
 
 /// What settles a job besides the job itself: the plugins (their validity and
@@ -70,22 +71,24 @@ impl UnsettledJobs {
                         new: (key, job), ..
                     } => {
                         if settled(state, tiers, job) {
-                            self.keys.remove(key);
-                        } else if !self.keys.contains(key) {
-                            self.keys.insert(key.clone());
+                            self.jobs.remove(key);
+                        } else if let Some(kept) = self.jobs.get_mut(key) {
+                            *kept = Arc::clone(job);
+                        } else {
+                            self.jobs.insert(key.clone(), Arc::clone(job));
                         }
                     }
                     DiffItem::Remove(key, _) => {
-                        self.keys.remove(key);
+                        self.jobs.remove(key);
                     }
                 }
             }
         } else {
-            self.keys = state
+            self.jobs = state
                 .jobs
                 .iter()
                 .filter(|(_, job)| !settled(state, tiers, job))
-                .map(|(key, _)| key.clone())
+                .map(|(key, job)| (key.clone(), Arc::clone(job)))
                 .collect();
             self.basis = Some(basis);
         }
@@ -99,13 +102,35 @@ impl UnsettledJobs {
         &'a self,
         jobs: &'a OrdMap<GangKey, Arc<JobInfo>>,
         also: impl Iterator<Item = &'a GangKey> + 'a,
-    ) -> impl Iterator<Item = &'a GangKey> + 'a {
-        let changed = self.among.diff(jobs).filter_map(|change| match change {
-            DiffItem::Add(key, _) | DiffItem::Update { new: (key, _), .. } => Some(key),
-            DiffItem::Remove(..) => None,
+    ) -> impl Iterator<Item = (&'a GangKey, &'a Arc<JobInfo>)> + 'a {
+        // Where keys meet, the job as it is now wins over the one kept.
+        let changed = self.among.diff(jobs).map(|change| match change {
+            DiffItem::Add(key, job)
+            | DiffItem::Update {
+                new: (key, job), ..
+            } => (key, Seen::Now(job)),
+            DiffItem::Remove(key, _) => (key, Seen::Gone),
         });
-        SortedUnion::new(self.keys.iter(), SortedUnion::new(changed, also))
+        let kept = self.jobs.iter().map(|(key, job)| (key, Seen::Now(job)));
+        let also = also.map(|key| (key, Seen::Unknown));
+        SortedUnion::new(changed, SortedUnion::new(kept, also)).filter_map(|(key, seen)| match seen
+        {
+            Seen::Now(job) => Some((key, job)),
+            Seen::Gone => None,
+            Seen::Unknown => jobs.get(key).map(|job| (key, job)),
+        })
     }
+}
+
+/// A job of the union, as far as its source knows it.
+#[derive(Clone, Copy)]
+pub(crate) enum Seen<'a> {
+    /// The job as it is now.
+    Now(&'a Arc<JobInfo>),
+    /// It is gone since the session opened.
+    Gone,
+    /// To be looked up.
+    Unknown,
 }
 
 /// Whether no action has anything to do for the job:
@@ -154,14 +179,22 @@ pub(crate) fn job_valid(
     tiers.job_valid(state, job)
 }
 
-/// The union of two iterators of keys in key order, each key once.
-pub(crate) struct SortedUnion<'a, A: Iterator<Item = &'a GangKey>, B: Iterator<Item = &'a GangKey>>
+/// The union of two iterators of keyed items in key order, each key once:
+/// where both hold a key, the item of the first.
+pub(crate) struct SortedUnion<'a, T, A, B>
+where
+    A: Iterator<Item = (&'a GangKey, T)>,
+    B: Iterator<Item = (&'a GangKey, T)>,
 {
     a: Peekable<A>,
     b: Peekable<B>,
 }
 
-impl<'a, A: Iterator<Item = &'a GangKey>, B: Iterator<Item = &'a GangKey>> SortedUnion<'a, A, B> {
+impl<'a, T, A, B> SortedUnion<'a, T, A, B>
+where
+    A: Iterator<Item = (&'a GangKey, T)>,
+    B: Iterator<Item = (&'a GangKey, T)>,
+{
     /// The union of `a` and `b`, both in key order.
     pub(crate) fn new(a: A, b: B) -> Self {
         Self {
@@ -171,20 +204,23 @@ impl<'a, A: Iterator<Item = &'a GangKey>, B: Iterator<Item = &'a GangKey>> Sorte
     }
 }
 
-impl<'a, A: Iterator<Item = &'a GangKey>, B: Iterator<Item = &'a GangKey>> Iterator
-    for SortedUnion<'a, A, B>
+impl<'a, T, A, B> Iterator for SortedUnion<'a, T, A, B>
+where
+    A: Iterator<Item = (&'a GangKey, T)>,
+    B: Iterator<Item = (&'a GangKey, T)>,
 {
-    type Item = &'a GangKey;
+    type Item = (&'a GangKey, T);
 
-    fn next(&mut self) -> Option<&'a GangKey> {
+    fn next(&mut self) -> Option<Self::Item> {
         let next = match (self.a.peek(), self.b.peek()) {
-            (Some(a), Some(b)) if b < a => self.b.next(),
+            (Some((a, _)), Some((b, _))) if b < a => self.b.next(),
             (Some(_), _) => self.a.next(),
             (None, _) => self.b.next(),
         }?;
         // The same key in either (or repeated in one) comes out once.
-        while self.a.next_if(|k| *k == next).is_some() {}
-        while self.b.next_if(|k| *k == next).is_some() {}
+        let key = next.0;
+        while self.a.next_if(|(k, _)| *k == key).is_some() {}
+        while self.b.next_if(|(k, _)| *k == key).is_some() {}
         Some(next)
     }
 }
