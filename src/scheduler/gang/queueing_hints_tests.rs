@@ -715,6 +715,23 @@ fn a_reloaded_configuration_decides_as_one_loaded_afresh() {
     same_decisions(&case).expect("same decisions");
 }
 
+#[test]
+fn a_running_gang_that_loses_a_member_or_its_podgroup_is_judged_again() {
+    // Once placed, the gang is settled: the session after a change to it must
+    // see it unsettled again, as a session built anew does.
+    for change in [Change::Leave(0), Change::Delete(0), Change::Ungroup(0)] {
+        let case = Case {
+            nodes: vec![2],
+            queues: 1,
+            evictions: false,
+            workload: vec![(2, 0, 0, 80_000, 0, Bearing::Plain(0))],
+            initial: 1,
+            changes: vec![Change::Tick, change.clone(), Change::Tick],
+        };
+        same_decisions(&case).unwrap_or_else(|e| panic!("after {change:?}: {e}"));
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(48))]
 

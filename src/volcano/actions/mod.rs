@@ -40,6 +40,8 @@ mod queue_limits_tests;
 pub mod reclaim;
 #[cfg(test)]
 mod reclaim_tests;
+#[cfg(test)]
+mod settled_jobs_tests;
 mod topology_aware_preempt;
 #[cfg(test)]
 mod topology_aware_preempt_tests;
@@ -75,26 +77,45 @@ pub fn configured(conf: &SchedulerConf) -> Vec<Box<dyn Action>> {
         .collect()
 }
 
-/// The jobs an action may consider, grouped by queue, each queue's jobs in job
-/// order: not completed, within the session's scope, passing `keep`. Jobs that
-/// cannot be scheduled at all are noted on the way (once per session).
-pub(crate) fn jobs_by_queue(
-    session: &mut super::framework::Session,
-    keep: impl Fn(&super::framework::JobInfo) -> bool,
-) -> std::collections::BTreeMap<String, Vec<super::framework::GangKey>> {
-    let by_queue = jobs_by_queue_unordered(session, keep);
-    in_job_order(session, by_queue)
+/// A job with its key.
+type KeyedJob<'a> = (
+    &'a super::framework::GangKey,
+    &'a std::sync::Arc<super::framework::JobInfo>,
+);
+
+/// The jobs an action may have something to do for, in key order, within the
+/// session's scope: those that may not be settled (see `UnsettledJobs`), and
+/// those of `also`. No action does anything for a settled job: it has nothing
+/// to admit, place or start, and no member to make room for.
+fn with_work<'a>(
+    session: &'a super::framework::Session,
+    also: Option<&'a std::collections::BTreeMap<super::framework::GangKey, String>>,
+) -> Box<dyn Iterator<Item = KeyedJob<'a>> + 'a> {
+    use super::framework::unsettled_jobs::{Seen, SortedUnion};
+    let state = &session.state;
+    if let Some(only) = &state.only {
+        return Box::new(state.jobs.get_key_value(only).into_iter());
+    }
+    let noted = session.noted_jobs().map(|key| (key, Seen::Unknown));
+    let also = also
+        .into_iter()
+        .flat_map(|a| a.keys())
+        .map(|key| (key, Seen::Unknown));
+    let extra = SortedUnion::new(noted, also).map(|(key, _)| key);
+    Box::new(session.unsettled_jobs().with(&state.jobs, extra))
 }
 
-/// Like [`jobs_by_queue`], each queue's jobs in no particular order (for an
-/// action that orders only some of them).
-pub(crate) fn jobs_by_queue_unordered(
+/// The jobs an action may consider, grouped by queue, each queue's jobs in job
+/// order: not completed, within the session's scope, with something to do,
+/// passing `keep`. Jobs that cannot be scheduled at all are noted on the way
+/// (once per session).
+pub(crate) fn jobs_by_queue(
     session: &mut super::framework::Session,
     keep: impl Fn(&super::framework::JobInfo) -> bool,
 ) -> std::collections::BTreeMap<String, Vec<super::framework::GangKey>> {
     let mut by_queue: std::collections::BTreeMap<String, Vec<super::framework::GangKey>> =
         Default::default();
-    visit_schedulable_jobs(session, |_, key, job| {
+    visit_schedulable_jobs(session, None, |_, key, job| {
         if !keep(job) {
             return;
         }
@@ -105,15 +126,17 @@ pub(crate) fn jobs_by_queue_unordered(
             }
         }
     });
-    by_queue
+    in_job_order(session, by_queue)
 }
 
-/// Shows `visit` every job an action may consider, in key order: not completed,
-/// within the session's scope, and valid. Jobs that cannot be scheduled at all
-/// are noted instead (once every job was looked at: the jobs are borrowed
-/// meanwhile, so only what `visit` keeps is copied).
+/// Shows `visit` every job an action may consider, in key order: not
+/// completed, within the session's scope, valid, and with something to do or
+/// in `also`. Jobs that
+/// cannot be scheduled at all are noted instead (once every job was looked
+/// at: the jobs are borrowed meanwhile, so only what `visit` keeps is copied).
 pub(crate) fn visit_schedulable_jobs(
     session: &mut super::framework::Session,
+    also: Option<&std::collections::BTreeMap<super::framework::GangKey, String>>,
     mut visit: impl FnMut(
         &super::framework::Session,
         &super::framework::GangKey,
@@ -122,8 +145,8 @@ pub(crate) fn visit_schedulable_jobs(
 ) {
     use super::framework::GangPhase;
     let mut invalid = Vec::new();
-    for (key, job) in &session.state.jobs {
-        if job.is_completed() || session.state.only.as_ref().is_some_and(|o| o != key) {
+    for (key, job) in with_work(session, also) {
+        if job.is_completed() {
             continue;
         }
         if let Err(reason) = session.job_valid(job) {
@@ -174,10 +197,9 @@ pub(crate) fn admittable_by_queue(
     let state = &session.state;
     let mut by_queue: std::collections::BTreeMap<String, Vec<super::framework::GangKey>> =
         Default::default();
-    for (key, job) in &state.jobs {
-        let in_scope = state.only.as_ref().is_none_or(|o| o == key);
-        if in_scope
-            && !job.is_completed()
+    // A settled job is admitted already.
+    for (key, job) in with_work(session, None) {
+        if !job.is_completed()
             && !job.group_missing
             && state.queue(&job.queue).is_some()
             && keep(job)

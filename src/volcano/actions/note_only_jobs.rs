@@ -49,9 +49,10 @@ pub(super) fn sort_admitted(
     // without looking every job up among the skips.
     let skip = std::mem::take(&mut session.hints.skip);
     let mut skips = skip.iter().peekable();
+    // A settled job has nothing to place; one skipped is noted even so.
     let mut tried: BTreeMap<String, Vec<GangKey>> = BTreeMap::new();
     let mut note_only: BTreeMap<String, Vec<NoteOnly>> = BTreeMap::new();
-    visit_schedulable_jobs(session, |session, key, job| {
+    visit_schedulable_jobs(session, Some(&skip), |session, key, job| {
         if !job.inqueue {
             return;
         }

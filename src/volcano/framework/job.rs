@@ -222,7 +222,7 @@ pub struct TaskCounts {
 }
 
 /// A job (PodGroup, or a gang of one).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub struct JobInfo {
     /// The gang.
     pub key: GangKey,
@@ -269,6 +269,57 @@ pub struct JobInfo {
     pub tasks: Vec<TaskInfo>,
     /// What the tasks holding resources are charged, summed.
     pub allocated: Resources,
+}
+
+/// Field by field, except that a job is equal to itself without looking: the
+/// difference between two maps of jobs that share most of their nodes (see
+/// `UnsettledJobs`) compares every job of a node that changed with itself,
+/// and comparing a job field by field compares each member's whole pod.
+impl PartialEq for JobInfo {
+    fn eq(&self, other: &Self) -> bool {
+        if std::ptr::eq(self, other) {
+            return true;
+        }
+        // Taken apart whole, so that a field added is compared too.
+        let Self {
+            key,
+            queue,
+            min_member,
+            min_roles,
+            min_resources,
+            card_request,
+            priority,
+            created,
+            waiting_time,
+            group_missing,
+            service_type,
+            task_topology,
+            inqueue,
+            network_topology,
+            disrupted_whole,
+            group_preemptable,
+            tasks,
+            allocated,
+        } = self;
+        *key == other.key
+            && *queue == other.queue
+            && *min_member == other.min_member
+            && *min_roles == other.min_roles
+            && *min_resources == other.min_resources
+            && *card_request == other.card_request
+            && *priority == other.priority
+            && *created == other.created
+            && *waiting_time == other.waiting_time
+            && *group_missing == other.group_missing
+            && *service_type == other.service_type
+            && *task_topology == other.task_topology
+            && *inqueue == other.inqueue
+            && *network_topology == other.network_topology
+            && *disrupted_whole == other.disrupted_whole
+            && *group_preemptable == other.group_preemptable
+            && *tasks == other.tasks
+            && *allocated == other.allocated
+    }
 }
 
 impl JobInfo {

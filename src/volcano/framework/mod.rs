@@ -36,6 +36,7 @@ pub mod session_memory;
 pub mod state;
 pub mod statement;
 pub mod tiers;
+pub(crate) mod unsettled_jobs;
 pub mod victims;
 
 #[cfg(test)]

@@ -17,6 +17,7 @@ use super::report::QueueReport;
 use super::session_memory::{KeptVerdict, SessionMemory};
 use super::state::SessionState;
 use super::tiers::Tiers;
+use super::unsettled_jobs::UnsettledJobs;
 use crate::placement::{
     Choice, NodeJudge, NodeRejections, NodeSource, NodeSubset, TaskFacts, choose_node,
 };
@@ -81,6 +82,10 @@ impl Session {
     pub fn open_after(state: SessionState, mut tiers: Tiers, mut memory: SessionMemory) -> Self {
         tiers.reuse(memory.take_plugins());
         tiers.open(&state);
+        // A session planning one job alone looks at no other.
+        if state.only.is_none() {
+            memory.unsettled.follow(&state, &tiers);
+        }
         // A memory left by a session knows every unchanged job's term holders:
         // finding them costs only the jobs that changed, so they are found now.
         let term_holders = std::sync::OnceLock::new();
@@ -169,24 +174,7 @@ impl Session {
     /// Whether the job can be scheduled at all: its PodGroup and its queue exist
     /// and no plugin finds it invalid.
     pub fn job_valid(&self, job: &JobInfo) -> Result<(), JobInvalid> {
-        if job.group_missing {
-            return Err(JobInvalid {
-                reason: "NotEnoughTasks",
-                message: format!(
-                    "PodGroup {}/{} does not exist yet; its pods wait for it",
-                    job.key.namespace, job.key.name
-                ),
-            });
-        }
-        // Volcano's scheduler leaves such a job aside without a word (its
-        // admission refuses it); here the gang's waiting members say why.
-        if self.state.queue(&job.queue).is_none() {
-            return Err(JobInvalid {
-                reason: QUEUE_NOT_FOUND,
-                message: Rejection::unknown_queue(&job.queue).to_string(),
-            });
-        }
-        self.tiers.job_valid(&self.state, job)
+        super::unsettled_jobs::job_valid(&self.state, &self.tiers, job)
     }
 
     /// Whether the plugins find the job ready.
@@ -500,6 +488,16 @@ impl Session {
     /// Whether a job has a note already.
     pub fn has_note(&self, job: &GangKey) -> bool {
         self.notes.contains_key(job)
+    }
+
+    /// The jobs noted so far, in key order.
+    pub(crate) fn noted_jobs(&self) -> impl Iterator<Item = &GangKey> {
+        self.notes.keys()
+    }
+
+    /// The jobs not settled as the session opened (see [`UnsettledJobs`]).
+    pub(crate) fn unsettled_jobs(&self) -> &UnsettledJobs {
+        &self.memory.unsettled
     }
 
     /// Forgets why a job waited (it was placed).

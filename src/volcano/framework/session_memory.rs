@@ -4,13 +4,16 @@
 //! proportion's pod counts), each job's verdict with the note it was
 //! built from, and which of each job's tasks carry inter-pod affinity terms. Both are kept per job with the job's `Arc` (see
 //! [`super::kept_per_job`]): only the jobs the planner built again, or the
-//! session changed or noted otherwise, are looked at again.
+//! session changed or noted otherwise, are looked at again. It also keeps
+//! which jobs the actions may have something to do for (see
+//! [`super::unsettled_jobs`]).
 
 use super::kept_per_job::KeptPerJob;
 use super::outcome::GangVerdict;
 use super::pod_affinity_view::JobTermHolders;
 use super::session::JobNote;
 use super::tiers::KeptByPlugin;
+use super::unsettled_jobs::UnsettledJobs;
 
 /// A job's verdict and the note it was built from (a verdict is a function of
 /// the job and its note alone).
@@ -30,6 +33,9 @@ pub struct SessionMemory {
     /// Each job's tasks whose pods carry inter-pod affinity terms, as the last
     /// session opened.
     pub(crate) term_holders: KeptPerJob<JobTermHolders>,
+    /// The jobs not settled as the last session opened, to find this
+    /// session's from what changed since.
+    pub(crate) unsettled: UnsettledJobs,
     /// Left by a session (not the empty memory of a first or one-off session,
     /// which finds the term holders only if a predicate asks).
     pub(crate) from_session: bool,
