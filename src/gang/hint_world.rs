@@ -13,7 +13,7 @@
 use crate::gang::affine_pods::{
     AffinityChange, PlannedPod, PlannedPods, PodsOnNodes, affinity_change,
 };
-use crate::ledger::NodeEntry;
+use crate::ledger::{ChangeJournal, JournalCursor, NodeEntry};
 use crate::node_load::NodeResources;
 use crate::node_metrics::NodeMetricsBook;
 use crate::resources::Resources;
@@ -33,6 +33,10 @@ type NodeFigures = (Arc<NodeEntry>, NodeResources);
 #[derive(Clone)]
 pub struct World {
     nodes: HashMap<String, NodeFigures>,
+    /// Where the journal of the pictures' nodes stood when `nodes` were those
+    /// of the picture (see `gang::kept_nodes`): only nodes it names since can
+    /// differ.
+    nodes_as_of: JournalCursor,
     /// The jobs the world was worked out from (shared with the planner).
     jobs: OrdMap<GangKey, Arc<JobInfo>>,
     releasing: BTreeSet<String>,
@@ -95,6 +99,8 @@ impl Cluster {
 pub struct WorldChanges {
     /// Changed, added (`Some`) and removed (`None`) nodes.
     nodes: HashMap<String, Option<NodeFigures>>,
+    /// Where the journal of the pictures' nodes stands now.
+    nodes_as_of: JournalCursor,
     /// Changed, added (`Some`) and removed (`None`) jobs.
     jobs: Vec<(GangKey, Option<Arc<JobInfo>>)>,
     /// Tasks of those jobs placed on a node now (`Some`), or no longer (`None`).
@@ -113,14 +119,16 @@ pub enum OpenedWorld {
 }
 
 impl World {
-    /// The world as `state` shows it, worked out whole.
-    pub fn of(state: &SessionState, conf: &SchedulerConf) -> Self {
+    /// The world as `state` shows it, worked out whole (`nodes`: the journal of
+    /// the pictures' nodes, the state's picture the last it names).
+    pub fn of(state: &SessionState, conf: &SchedulerConf, nodes: &ChangeJournal) -> Self {
         Self {
             nodes: state
                 .nodes
                 .iter()
                 .map(|n| (n.name.clone(), (n.gpus.clone(), n.resources.clone())))
                 .collect(),
+            nodes_as_of: nodes.end(),
             jobs: state.jobs.clone(),
             releasing: state.jobs.values().flat_map(|j| releasing(j)).collect(),
             planned: PlannedPods::of(state),
@@ -130,40 +138,37 @@ impl World {
     }
 
     /// How `state` differs from this world, looking closely only at what is not
-    /// shared with it.
-    pub fn changes(&self, state: &SessionState, conf: &SchedulerConf) -> WorldChanges {
+    /// shared with it (`nodes`: as for [`World::of`]).
+    pub fn changes(
+        &self,
+        state: &SessionState,
+        conf: &SchedulerConf,
+        nodes: &ChangeJournal,
+    ) -> WorldChanges {
         let mut changes = WorldChanges {
             nodes: HashMap::new(),
+            nodes_as_of: nodes.end(),
             jobs: Vec::new(),
             planned: BTreeMap::new(),
             releasing_before: Vec::new(),
             releasing_now: Vec::new(),
             cluster: Cluster::of(state, conf),
         };
-        let mut kept_nodes = 0;
-        for node in state.nodes.iter() {
-            match self.nodes.get(&node.name) {
-                Some(figures) => {
-                    kept_nodes += 1;
-                    if !same_node(figures, node) {
-                        changes.nodes.insert(
-                            node.name.clone(),
-                            Some((node.gpus.clone(), node.resources.clone())),
-                        );
-                    }
-                }
-                None => {
-                    changes.nodes.insert(
-                        node.name.clone(),
-                        Some((node.gpus.clone(), node.resources.clone())),
-                    );
+        match nodes.since(self.nodes_as_of) {
+            Some(named) => {
+                let named: BTreeSet<&str> = named.collect();
+                for name in named {
+                    self.compare_node(name, state, &mut changes.nodes);
                 }
             }
-        }
-        if kept_nodes < self.nodes.len() {
-            for name in self.nodes.keys() {
-                if state.nodes.get(name).is_none() {
-                    changes.nodes.insert(name.clone(), None);
+            None => {
+                for node in state.nodes.iter() {
+                    self.compare_node(&node.name, state, &mut changes.nodes);
+                }
+                for name in self.nodes.keys() {
+                    if state.nodes.get(name).is_none() {
+                        changes.nodes.insert(name.clone(), None);
+                    }
                 }
             }
         }
@@ -183,6 +188,28 @@ impl World {
             changes.jobs.push((key.clone(), now.cloned()));
         }
         changes
+    }
+
+    /// Notes node `name` in `changed` when the state's differs from the world's.
+    fn compare_node(
+        &self,
+        name: &str,
+        state: &SessionState,
+        changed: &mut HashMap<String, Option<NodeFigures>>,
+    ) {
+        match (self.nodes.get(name), state.nodes.get(name)) {
+            (Some(figures), Some(node)) if same_node(figures, node) => {}
+            (_, Some(node)) => {
+                changed.insert(
+                    node.name.clone(),
+                    Some((node.gpus.clone(), node.resources.clone())),
+                );
+            }
+            (Some(_), None) => {
+                changed.insert(name.to_string(), None);
+            }
+            (None, None) => {}
+        }
     }
 
     /// What happened between this world and `changes`, when nothing that could
@@ -222,6 +249,7 @@ impl World {
     /// Brings the world up to `changes`; `placed`: the tasks the session opened
     /// with it placed.
     pub fn apply(&mut self, changes: WorldChanges, placed: PlannedPods) {
+        self.nodes_as_of = changes.nodes_as_of;
         for (name, figures) in changes.nodes {
             match figures {
                 Some(figures) => {

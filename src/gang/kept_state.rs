@@ -14,9 +14,8 @@ use super::kept_nodes::KeptNodes;
 use super::planner_book::{BookDelta, PlannerBook};
 use super::snapshot::{Kept, LedgerPicture, SnapshotInput, build_state_with, shared_job_inputs};
 use super::task_cache::TaskCache;
-use crate::ledger::Ledger;
+use crate::ledger::{ChangeJournal, Ledger};
 use crate::volcano::framework::SessionState;
-use crate::volcano::framework::charge::largest_card_mib;
 use std::collections::{BTreeSet, HashSet};
 
 /// The planner's state kept between cycles.
@@ -91,7 +90,7 @@ impl KeptState {
             pending,
         } = self;
         let all_again = jobs.open(&shared_job_inputs(input.book, input.conf));
-        let largest = largest_card_mib(picture.nodes().iter().map(|n| &*n.gpus));
+        let largest = picture.largest_card();
         let changed = match pending.take() {
             Some(p) if !all_again && *largest_card == Some(largest) => {
                 let mut gangs = p.gangs;
@@ -141,6 +140,12 @@ impl KeptState {
     /// last picture.
     pub fn planned_gated(&self) -> &BTreeSet<String> {
         self.holdings.planned_gated()
+    }
+
+    /// The nodes replaced, added or removed from one picture to the next (what
+    /// the queueing hints compare again).
+    pub fn nodes_journal(&self) -> &ChangeJournal {
+        self.nodes.journal()
     }
 
     /// Tasks and jobs that had to be built since last asked.

@@ -32,6 +32,7 @@
 
 use crate::gang::affine_pods::{AffinityChange, PlannedPods, follows_pods};
 use crate::gang::hint_world::{OpenedWorld, World};
+use crate::ledger::ChangeJournal;
 use crate::volcano::conf::SchedulerConf;
 use crate::volcano::framework::allocate_hints::AllocateHints;
 use crate::volcano::framework::{GangKey, JobInfo, SessionState, TaskStatus};
@@ -113,15 +114,21 @@ pub struct Opened {
 impl QueueingHints {
     /// The jobs of `state` allocate may skip (blocked before, unchanged since,
     /// and nothing happened since that could let them in), and what to remember
-    /// after the session.
-    pub fn open(&mut self, state: &SessionState, conf: &SchedulerConf) -> (AllocateHints, Opened) {
+    /// after the session. `nodes`: the journal of the pictures' nodes, the
+    /// state's picture the last it names (see `gang::kept_nodes`).
+    pub fn open(
+        &mut self,
+        state: &SessionState,
+        conf: &SchedulerConf,
+        nodes: &ChangeJournal,
+    ) -> (AllocateHints, Opened) {
         let (world, filled) = match &self.world {
             Some(before) => {
-                let changes = before.changes(state, conf);
+                let changes = before.changes(state, conf, nodes);
                 let filled = before.only_filled_up_to(&changes);
                 (OpenedWorld::Changed(changes), filled)
             }
-            None => (OpenedWorld::Whole(World::of(state, conf)), None),
+            None => (OpenedWorld::Whole(World::of(state, conf, nodes)), None),
         };
         match filled {
             None => {
@@ -229,8 +236,13 @@ impl QueueingHints {
 
     /// The jobs a cycle opened on `state` would skip although they are not what
     /// allocate failed: none when every change to a blocked job was seen.
-    pub fn stale_skips(&mut self, state: &SessionState, conf: &SchedulerConf) -> Vec<String> {
-        let (hints, _) = self.open(state, conf);
+    pub fn stale_skips(
+        &mut self,
+        state: &SessionState,
+        conf: &SchedulerConf,
+        nodes: &ChangeJournal,
+    ) -> Vec<String> {
+        let (hints, _) = self.open(state, conf, nodes);
         hints
             .skip
             .keys()
@@ -247,13 +259,18 @@ impl QueueingHints {
 
     /// Where the world kept for the hints differs from one worked out whole
     /// from `state` (nothing when every change since was seen).
-    pub fn world_differences(&self, state: &SessionState, conf: &SchedulerConf) -> Vec<String> {
+    pub fn world_differences(
+        &self,
+        state: &SessionState,
+        conf: &SchedulerConf,
+        nodes: &ChangeJournal,
+    ) -> Vec<String> {
         let Some(kept) = &self.world else {
             return Vec::new();
         };
         let mut current = kept.clone();
-        current.apply(kept.changes(state, conf), PlannedPods::default());
-        current.differences_from(&World::of(state, conf))
+        current.apply(kept.changes(state, conf, nodes), PlannedPods::default());
+        current.differences_from(&World::of(state, conf, nodes))
     }
 
     /// Forgets every hint (a commit was overtaken: what jobs saw at their turn

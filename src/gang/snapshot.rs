@@ -11,6 +11,7 @@ use super::kept_holdings::KeptHoldings;
 use super::kept_nodes::KeptNodes;
 use super::memberless_group::memberless_jobs;
 use super::membership::DEFAULT_QUEUE;
+use super::node_sums::NodeSums;
 use super::planner_book::PlannerBook;
 use super::queue_totals::QueueTotals;
 use super::task_cache::{TaskCache, TaskInputs};
@@ -20,9 +21,7 @@ use crate::node_metrics::NodeMetricsBook;
 use crate::resources::{Resources, VgpuDims};
 use crate::volcano::card_quota::{card_request, card_request_resources};
 use crate::volcano::conf::{Action, SchedulerConf};
-use crate::volcano::framework::charge::{
-    largest_card_mib, placement_charge, request_charge, vgpu_total,
-};
+use crate::volcano::framework::charge::{placement_charge, request_charge};
 use crate::volcano::framework::job::{GpuAsk, TaskPlacement};
 use crate::volcano::framework::job_figures::JobFigures;
 use crate::volcano::framework::nodes::{NodeSet, SessionNode};
@@ -69,6 +68,8 @@ pub struct LedgerPicture {
     nodes: Vec<Arc<SessionNode>>,
     /// Their positions by name.
     index: Arc<FxHashMap<String, usize>>,
+    /// What the session reads of all of them together.
+    sums: NodeSums,
     quotas: BTreeMap<String, QuotaHeadroom>,
     allocatable: Resources,
     /// Every node's measured usage (shared with the ledger, not copied).
@@ -91,7 +92,13 @@ impl LedgerPicture {
     ) -> (Self, Option<HashSet<String>>) {
         let names = kept_nodes.names_if_changed(ledger);
         let moved = holdings.refresh(ledger, book, names.clone(), changed);
-        let (nodes, index) = kept_nodes.refresh(ledger, holdings, names.as_ref());
+        let planned_moved = holdings.take_planned_moved();
+        let (nodes, index) = kept_nodes.refresh(
+            ledger,
+            holdings,
+            names.as_ref(),
+            moved.is_some().then_some(&planned_moved),
+        );
         let quotas = ledger
             .quota_report()
             .into_iter()
@@ -103,8 +110,9 @@ impl LedgerPicture {
         let picture = Self {
             nodes,
             index,
+            sums: kept_nodes.sums().clone(),
             quotas,
-            allocatable: ledger.load().total_allocatable(),
+            allocatable: ledger.load().total_allocatable().clone(),
             measured: ledger.load().measured().clone(),
             namespaces: ledger.load().namespaces().clone(),
         };
@@ -114,6 +122,11 @@ impl LedgerPicture {
     /// The nodes, sorted by name.
     pub fn nodes(&self) -> &[Arc<SessionNode>] {
         &self.nodes
+    }
+
+    /// The largest card of any usable node.
+    pub fn largest_card(&self) -> u64 {
+        self.sums.largest_card()
     }
 }
 
@@ -165,17 +178,19 @@ pub fn build_state_with(
             total.set(dim, picture.allocatable.get(dim));
         }
     }
-    total.add(&vgpu_total(
-        input.dims,
-        picture.nodes.iter().map(|n| &*n.gpus),
-    ));
-    let node_set = NodeSet::shared(picture.nodes, picture.index, picture.quotas)
+    total.add(&picture.sums.vgpu_total(input.dims));
+    let largest_card = picture.largest_card();
+    let pod_terms = (
+        picture.sums.anti_affine_pods(),
+        picture.sums.preferring_pods(),
+    );
+    let node_set = NodeSet::shared_knowing(picture.nodes, picture.index, picture.quotas, pod_terms)
         .with_measured(picture.measured, input.now)
         .with_namespaces(picture.namespaces);
     let topology = Arc::new(resolve_topology(input.book, &node_set));
 
     let enqueue_on = input.conf.has_action(Action::Enqueue);
-    let kept_jobs = assemble_jobs(input, &node_set, kept);
+    let kept_jobs = assemble_jobs(input, (&node_set, largest_card), kept);
     let mut jobs = kept_jobs.jobs();
     let memberless = memberless_jobs(input.book, &jobs, input.inqueue, |g| {
         job_priority(input.book, Some(g), &[])
@@ -220,8 +235,11 @@ fn admit_if_ready(job: &mut JobInfo, enqueue_on: bool) {
 /// Brings the job cache up to date and returns it: the jobs of the gangs
 /// `kept.changed` names (of every gang without it) checked against the caches,
 /// the others kept as they are.
-fn assemble_jobs<'a>(input: &SnapshotInput<'_>, nodes: &NodeSet, kept: Kept<'a>) -> &'a JobCache {
-    let largest_card = largest_card_mib(nodes.iter().map(|n| &*n.gpus));
+fn assemble_jobs<'a>(
+    input: &SnapshotInput<'_>,
+    (nodes, largest_card): (&NodeSet, u64),
+    kept: Kept<'a>,
+) -> &'a JobCache {
     let Kept {
         holdings,
         tasks,

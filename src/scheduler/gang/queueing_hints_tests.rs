@@ -32,6 +32,7 @@ use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
 use serde_json::json;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// Preemption and reclaim besides allocate (the other half of the cases plan
 /// with the default configuration).
@@ -123,6 +124,9 @@ enum Change {
     /// A pod of another scheduler asking `cpu` cores and no GPU starts on the
     /// `n`th node: the node's CPU, memory and pods change, its GPUs do not.
     PlainPod(usize, u32),
+    /// The `n`th node is labelled rack `r` and offers `r` × 16 cores: its
+    /// traits and allocatable change, its GPUs do not.
+    NodeResized(usize, u32),
     /// Nothing: the period elapsed.
     Tick,
 }
@@ -145,6 +149,7 @@ fn change() -> impl Strategy<Value = Change> {
         1 => Just(Change::Expire),
         1 => (0usize..8, prop_oneof![Just(4u32), Just(60u32)])
             .prop_map(|(n, cpu)| Change::PlainPod(n, cpu)),
+        1 => (0usize..8, 1u32..5).prop_map(|(n, r)| Change::NodeResized(n, r)),
         1 => Just(Change::Tick),
     ]
 }
@@ -328,6 +333,28 @@ impl Pair {
                     c.s.apply_node(&hostname_gpu_node(&name, *gpus));
                 }
             }
+            Change::NodeResized(n, rack) => {
+                let mut nodes: Vec<(String, usize)> = self.incremental.s.with_ledger(|l| {
+                    l.nodes()
+                        .into_iter()
+                        .map(|(name, entry)| (name.clone(), entry.devices.len()))
+                        .collect()
+                });
+                nodes.sort();
+                let (name, gpus) = &nodes[n % nodes.len()];
+                let mut node = hostname_gpu_node(name, *gpus);
+                node.metadata
+                    .labels
+                    .get_or_insert_default()
+                    .insert("rack".into(), format!("r{rack}"));
+                if let Some(allocatable) = node.status.as_mut().and_then(|s| s.allocatable.as_mut())
+                {
+                    allocatable.insert("cpu".into(), Quantity((rack * 16).to_string()));
+                }
+                for c in self.both() {
+                    c.s.apply_node(&node);
+                }
+            }
             Change::PlainPod(n, cpu) => {
                 let mut nodes: Vec<String> = self
                     .incremental
@@ -492,6 +519,38 @@ async fn kept_state_is_current(c: &Cluster) -> Result<(), TestCaseError> {
         requested(&anew),
         "what nodes' pods and planned members request"
     );
+    // Traits and pods by address: the ledger replaces them when they change.
+    let stale_nodes: Vec<&str> = kept
+        .nodes
+        .iter()
+        .zip(anew.nodes.iter())
+        .filter(|(k, a)| {
+            let same_traits = match (&k.resources.traits, &a.resources.traits) {
+                (Some(k), Some(a)) => Arc::ptr_eq(k, a),
+                (k, a) => k.is_none() && a.is_none(),
+            };
+            !same_traits
+                || !Arc::ptr_eq(&k.resources.pods, &a.resources.pods)
+                || k.resources.allocatable != a.resources.allocatable
+        })
+        .map(|(k, _)| k.name.as_str())
+        .collect();
+    prop_assert!(
+        stale_nodes.is_empty(),
+        "nodes whose allocatable, traits or pods are not the ledger's: {:?}",
+        stale_nodes
+    );
+    prop_assert_eq!(
+        (
+            kept.nodes.has_anti_affine_pods(),
+            kept.nodes.has_preferring_pods()
+        ),
+        (
+            anew.nodes.has_anti_affine_pods(),
+            anew.nodes.has_preferring_pods()
+        ),
+        "whether pods on the nodes carry anti-affinity or preferred terms"
+    );
     prop_assert_eq!(
         kept_state.planned_gated(),
         holdings.planned_gated(),
@@ -514,13 +573,13 @@ async fn kept_state_is_current(c: &Cluster) -> Result<(), TestCaseError> {
     );
     drop(session);
     let mut hints = memory.hints.lock();
-    let missed = hints.world_differences(&kept, &conf.conf);
+    let missed = hints.world_differences(&kept, &conf.conf, kept_state.nodes_journal());
     prop_assert!(
         missed.is_empty(),
         "the queueing hints' world brought up to date differs from one worked out whole: {:?}",
         missed
     );
-    let stale = hints.stale_skips(&kept, &conf.conf);
+    let stale = hints.stale_skips(&kept, &conf.conf, kept_state.nodes_journal());
     prop_assert!(
         stale.is_empty(),
         "jobs skipped although they changed since allocate failed them: {:?}",

@@ -1,8 +1,10 @@
-//! Which pods' holdings (node, GPUs, or a pipelined promise) changed, in order,
-//! so the planner's picture of the ledger looks again only at those instead of
-//! asking the ledger about every one of tens of thousands of waiting members each
-//! cycle. The journal keeps the most recent changes only: a reader that fell
-//! further behind, or reads another ledger, is told to look at every pod again.
+//! What changed, in order, by name: which pods' holdings (node, GPUs, or a
+//! pipelined promise), which nodes' GPU entries, which nodes' CPU, memory,
+//! traits or pods. The planner's picture of the ledger looks again only at
+//! those instead of asking the ledger about every one of tens of thousands of
+//! waiting members and every node each cycle. A journal keeps the most recent
+//! changes only: a reader that fell further behind, or reads another journal,
+//! is told to look at everything again.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -11,58 +13,58 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// and small enough that a ledger nobody plans on stays small.
 const KEPT: usize = 1 << 16;
 
-/// Ledgers are told apart so a reader's place in one is never taken for a place
-/// in another.
-static LEDGERS: AtomicU64 = AtomicU64::new(1);
+/// Journals are told apart so a reader's place in one is never taken for a
+/// place in another.
+static JOURNALS: AtomicU64 = AtomicU64::new(1);
 
 /// Where a reader stopped reading a journal.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct JournalCursor {
-    ledger: u64,
+    journal: u64,
     next: u64,
 }
 
-/// The UIDs of pods whose holding changed, oldest first.
+/// The names of what changed (pod UIDs, node names), oldest first.
 #[derive(Debug)]
-pub struct HoldingsJournal {
-    ledger: u64,
+pub struct ChangeJournal {
+    journal: u64,
     /// The position of the first kept change.
     first: u64,
     changed: VecDeque<Box<str>>,
 }
 
-impl Default for HoldingsJournal {
+impl Default for ChangeJournal {
     fn default() -> Self {
         Self {
-            ledger: LEDGERS.fetch_add(1, Ordering::Relaxed),
+            journal: JOURNALS.fetch_add(1, Ordering::Relaxed),
             first: 0,
             changed: VecDeque::new(),
         }
     }
 }
 
-impl HoldingsJournal {
-    /// Records that `uid`'s holding changed.
-    pub fn note(&mut self, uid: &str) {
+impl ChangeJournal {
+    /// Records that what `name` names changed.
+    pub fn note(&mut self, name: &str) {
         if self.changed.len() == KEPT {
             self.changed.pop_front();
             self.first += 1;
         }
-        self.changed.push_back(uid.into());
+        self.changed.push_back(name.into());
     }
 
     /// Where a reader that has read everything so far stands.
     pub fn end(&self) -> JournalCursor {
         JournalCursor {
-            ledger: self.ledger,
+            journal: self.journal,
             next: self.first + self.changed.len() as u64,
         }
     }
 
-    /// The pods whose holding changed since `cursor` (some may repeat), or `None`
-    /// when that is no longer known: the reader must look at every pod.
+    /// What changed since `cursor` (some names may repeat), or `None` when that
+    /// is no longer known: the reader must look at everything.
     pub fn since(&self, cursor: JournalCursor) -> Option<impl Iterator<Item = &str>> {
-        if cursor.ledger != self.ledger || cursor.next < self.first {
+        if cursor.journal != self.journal || cursor.next < self.first {
             return None;
         }
         let skip = usize::try_from(cursor.next - self.first).ok()?;
@@ -76,7 +78,7 @@ mod tests {
 
     #[test]
     fn a_reader_sees_the_changes_after_its_cursor_only() {
-        let mut journal = HoldingsJournal::default();
+        let mut journal = ChangeJournal::default();
         journal.note("a");
         let cursor = journal.end();
         journal.note("b");
@@ -87,8 +89,8 @@ mod tests {
     }
 
     #[test]
-    fn a_reader_too_far_behind_or_of_another_ledger_must_look_at_everything() {
-        let mut journal = HoldingsJournal::default();
+    fn a_reader_too_far_behind_or_of_another_journal_must_look_at_everything() {
+        let mut journal = ChangeJournal::default();
         let cursor = journal.end();
         for i in 0..=KEPT {
             journal.note(&i.to_string());
@@ -97,7 +99,7 @@ mod tests {
             journal.since(cursor).is_none(),
             "the oldest change was dropped"
         );
-        let other = HoldingsJournal::default();
-        assert!(journal.since(other.end()).is_none(), "another ledger");
+        let other = ChangeJournal::default();
+        assert!(journal.since(other.end()).is_none(), "another journal");
     }
 }
