@@ -127,6 +127,10 @@ enum Change {
     /// The `n`th node is labelled rack `r` and offers `r` × 16 cores: its
     /// traits and allocatable change, its GPUs do not.
     NodeResized(usize, u32),
+    /// HAMi's scheduler assigns a slice of the `n`th node's first GPU to a pod
+    /// of its own, not bound yet: the node's GPUs change, its CPU, memory and
+    /// pods do not.
+    ForeignSlice(usize),
     /// Nothing: the period elapsed.
     Tick,
 }
@@ -150,6 +154,7 @@ fn change() -> impl Strategy<Value = Change> {
         1 => (0usize..8, prop_oneof![Just(4u32), Just(60u32)])
             .prop_map(|(n, cpu)| Change::PlainPod(n, cpu)),
         1 => (0usize..8, 1u32..5).prop_map(|(n, r)| Change::NodeResized(n, r)),
+        1 => (0usize..8).prop_map(Change::ForeignSlice),
         1 => Just(Change::Tick),
     ]
 }
@@ -353,6 +358,31 @@ impl Pair {
                 }
                 for c in self.both() {
                     c.s.apply_node(&node);
+                }
+            }
+            Change::ForeignSlice(n) => {
+                let mut nodes: Vec<String> = self
+                    .incremental
+                    .s
+                    .with_ledger(|l| l.node_names().cloned().collect());
+                nodes.sort();
+                let node = &nodes[n % nodes.len()];
+                let started = self.plain_pods.get();
+                self.plain_pods.set(started + 1);
+                let pod: Pod = serde_json::from_value(json!({
+                    "metadata": {"name": format!("foreign{started}"), "namespace": "other",
+                        "uid": format!("uid-foreign{started}"),
+                        "annotations": {
+                            "hami.io/vgpu-node": node,
+                            "hami.io/vgpu-devices-allocated": format!("GPU-{node}-0,NVIDIA,1024,10:;")}},
+                    "spec": {"schedulerName": "hami-scheduler",
+                        "containers": [{"name": "c", "resources": {
+                            "limits": {"nvidia.com/gpu": "1"}}}]},
+                    "status": {"phase": "Pending"}
+                }))
+                .expect("foreign pod");
+                for c in self.both() {
+                    c.s.apply_pod(&pod);
                 }
             }
             Change::PlainPod(n, cpu) => {
