@@ -61,7 +61,7 @@ impl KeptHoldings {
         let look_again = match (since, changed) {
             (Some(since), Some(changed)) if nodes.is_none() => {
                 let mut uids: HashSet<String> = changed.clone();
-                uids.extend(since.map(str::to_string));
+                uids.extend(since.map(|uid| uid.to_string()));
                 uids
             }
             _ => {

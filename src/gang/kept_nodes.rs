@@ -58,7 +58,7 @@ impl KeptNodes {
             ledger.load().journal().since(load),
         ) {
             (Some(entries), Some(load)) => {
-                Since::Nodes(entries.chain(load).map(str::to_string).collect())
+                Since::Nodes(entries.chain(load).map(|name| name.to_string()).collect())
             }
             _ => Since::Unknown,
         }
@@ -138,7 +138,7 @@ impl KeptNodes {
                     if entry_changed {
                         self.entries_changed.insert(name.clone());
                     }
-                    self.journal.note(name);
+                    self.journal.note(name.as_str());
                     self.sums.remove(kept);
                     self.sums.add(&n);
                     self.nodes[i] = n;
@@ -152,7 +152,7 @@ impl KeptNodes {
                             self.entries_changed.insert(n.name.clone());
                         }
                         if !Arc::ptr_eq(&n, kept) {
-                            self.journal.note(&n.name);
+                            self.journal.note(n.name.as_str());
                         }
                         nodes.push(n);
                     }
@@ -169,14 +169,14 @@ impl KeptNodes {
                             self.entries_changed.insert(n.name.clone());
                         }
                         if kept.is_none_or(|k| !Arc::ptr_eq(&n, k)) {
-                            self.journal.note(name);
+                            self.journal.note(name.as_str());
                         }
                         nodes.push(n);
                     }
                 }
                 for gone in self.index.keys().filter(|n| !names.contains(*n)) {
                     self.entries_changed.insert(gone.clone());
-                    self.journal.note(gone);
+                    self.journal.note(gone.as_str());
                 }
                 self.sums = NodeSums::of(nodes.iter().map(|n| &**n));
                 self.index = Arc::new(position_index(&nodes));

@@ -8,13 +8,14 @@
 //! (PriorityClasses, whether enqueue runs, the largest card, the set of nodes).
 
 use super::book::{GangBook, GangKey};
+use super::hint_world::Journals;
 use super::job_cache::JobCache;
 use super::kept_holdings::KeptHoldings;
 use super::kept_nodes::KeptNodes;
 use super::planner_book::{BookDelta, PlannerBook};
 use super::snapshot::{Kept, LedgerPicture, SnapshotInput, build_state_with, shared_job_inputs};
 use super::task_cache::TaskCache;
-use crate::ledger::{ChangeJournal, Ledger};
+use crate::ledger::Ledger;
 use crate::volcano::framework::SessionState;
 use std::collections::{BTreeSet, HashSet};
 
@@ -142,10 +143,13 @@ impl KeptState {
         self.holdings.planned_gated()
     }
 
-    /// The nodes replaced, added or removed from one picture to the next (what
-    /// the queueing hints compare again).
-    pub fn nodes_journal(&self) -> &ChangeJournal {
-        self.nodes.journal()
+    /// The nodes and jobs replaced, added or removed from one state to the
+    /// next (what the queueing hints compare again).
+    pub fn journals(&self) -> Journals<'_> {
+        Journals {
+            nodes: self.nodes.journal(),
+            jobs: self.jobs.journal(),
+        }
     }
 
     /// Tasks and jobs that had to be built since last asked.

@@ -31,8 +31,7 @@
 //! sessions that try everything.
 
 use crate::gang::affine_pods::{AffinityChange, PlannedPods, follows_pods};
-use crate::gang::hint_world::{OpenedWorld, World};
-use crate::ledger::ChangeJournal;
+use crate::gang::hint_world::{Journals, OpenedWorld, World};
 use crate::volcano::conf::SchedulerConf;
 use crate::volcano::framework::allocate_hints::AllocateHints;
 use crate::volcano::framework::{GangKey, JobInfo, SessionState, TaskStatus};
@@ -114,21 +113,21 @@ pub struct Opened {
 impl QueueingHints {
     /// The jobs of `state` allocate may skip (blocked before, unchanged since,
     /// and nothing happened since that could let them in), and what to remember
-    /// after the session. `nodes`: the journal of the pictures' nodes, the
-    /// state's picture the last it names (see `gang::kept_nodes`).
+    /// after the session. `journals`: what the planner noted keeping the nodes
+    /// and jobs `state` was built from.
     pub fn open(
         &mut self,
         state: &SessionState,
         conf: &SchedulerConf,
-        nodes: &ChangeJournal,
+        journals: Journals<'_>,
     ) -> (AllocateHints, Opened) {
         let (world, filled) = match &self.world {
             Some(before) => {
-                let changes = before.changes(state, conf, nodes);
+                let changes = before.changes(state, conf, journals);
                 let filled = before.only_filled_up_to(&changes);
                 (OpenedWorld::Changed(changes), filled)
             }
-            None => (OpenedWorld::Whole(World::of(state, conf, nodes)), None),
+            None => (OpenedWorld::Whole(World::of(state, conf, journals)), None),
         };
         match filled {
             None => {
@@ -240,9 +239,9 @@ impl QueueingHints {
         &mut self,
         state: &SessionState,
         conf: &SchedulerConf,
-        nodes: &ChangeJournal,
+        journals: Journals<'_>,
     ) -> Vec<String> {
-        let (hints, _) = self.open(state, conf, nodes);
+        let (hints, _) = self.open(state, conf, journals);
         hints
             .skip
             .keys()
@@ -263,14 +262,14 @@ impl QueueingHints {
         &self,
         state: &SessionState,
         conf: &SchedulerConf,
-        nodes: &ChangeJournal,
+        journals: Journals<'_>,
     ) -> Vec<String> {
         let Some(kept) = &self.world else {
             return Vec::new();
         };
         let mut current = kept.clone();
-        current.apply(kept.changes(state, conf, nodes), PlannedPods::default());
-        current.differences_from(&World::of(state, conf, nodes))
+        current.apply(kept.changes(state, conf, journals), PlannedPods::default());
+        current.differences_from(&World::of(state, conf, journals))
     }
 
     /// Forgets every hint (a commit was overtaken: what jobs saw at their turn

@@ -24,16 +24,16 @@ pub struct JournalCursor {
     next: u64,
 }
 
-/// The names of what changed (pod UIDs, node names), oldest first.
+/// The names of what changed (pod UIDs, node names, gangs), oldest first.
 #[derive(Debug)]
-pub struct ChangeJournal {
+pub struct ChangeJournal<T = Box<str>> {
     journal: u64,
     /// The position of the first kept change.
     first: u64,
-    changed: VecDeque<Box<str>>,
+    changed: VecDeque<T>,
 }
 
-impl Default for ChangeJournal {
+impl<T> Default for ChangeJournal<T> {
     fn default() -> Self {
         Self {
             journal: JOURNALS.fetch_add(1, Ordering::Relaxed),
@@ -46,11 +46,18 @@ impl Default for ChangeJournal {
 impl ChangeJournal {
     /// Records that what `name` names changed.
     pub fn note(&mut self, name: &str) {
+        self.record(name.into());
+    }
+}
+
+impl<T> ChangeJournal<T> {
+    /// Records that `item` changed.
+    pub fn record(&mut self, item: T) {
         if self.changed.len() == KEPT {
             self.changed.pop_front();
             self.first += 1;
         }
-        self.changed.push_back(name.into());
+        self.changed.push_back(item);
     }
 
     /// Where a reader that has read everything so far stands.
@@ -63,12 +70,14 @@ impl ChangeJournal {
 
     /// What changed since `cursor` (some names may repeat), or `None` when that
     /// is no longer known: the reader must look at everything.
-    pub fn since(&self, cursor: JournalCursor) -> Option<impl Iterator<Item = &str>> {
+    pub fn since(&self, cursor: JournalCursor) -> Option<impl Iterator<Item = &T>> {
         if cursor.journal != self.journal || cursor.next < self.first {
             return None;
         }
         let skip = usize::try_from(cursor.next - self.first).ok()?;
-        Some(self.changed.iter().skip(skip).map(|uid| &**uid))
+        // A range starts where it is asked to: skipping would walk every change
+        // read before.
+        Some(self.changed.range(skip..))
     }
 }
 
@@ -78,19 +87,23 @@ mod tests {
 
     #[test]
     fn a_reader_sees_the_changes_after_its_cursor_only() {
-        let mut journal = ChangeJournal::default();
+        let mut journal: ChangeJournal = ChangeJournal::default();
         journal.note("a");
         let cursor = journal.end();
         journal.note("b");
         journal.note("c");
-        let seen: Vec<&str> = journal.since(cursor).expect("known").collect();
+        let seen: Vec<&str> = journal
+            .since(cursor)
+            .expect("known")
+            .map(|n| &**n)
+            .collect();
         assert_eq!(seen, ["b", "c"]);
         assert_eq!(journal.since(journal.end()).expect("known").count(), 0);
     }
 
     #[test]
     fn a_reader_too_far_behind_or_of_another_journal_must_look_at_everything() {
-        let mut journal = ChangeJournal::default();
+        let mut journal: ChangeJournal = ChangeJournal::default();
         let cursor = journal.end();
         for i in 0..=KEPT {
             journal.note(&i.to_string());
@@ -99,7 +112,7 @@ mod tests {
             journal.since(cursor).is_none(),
             "the oldest change was dropped"
         );
-        let other = ChangeJournal::default();
+        let other: ChangeJournal = ChangeJournal::default();
         assert!(journal.since(other.end()).is_none(), "another journal");
     }
 }

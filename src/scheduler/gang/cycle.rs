@@ -96,7 +96,7 @@ impl Scheduler {
         let (skips, opened) = memory
             .hints
             .lock()
-            .open(&state, &conf.conf, kept.nodes_journal());
+            .open(&state, &conf.conf, kept.journals());
         self.metrics()
             .planner_jobs_skipped
             .inc_by(skips.skip.len() as u64);
