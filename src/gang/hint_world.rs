@@ -414,7 +414,7 @@ impl World {
         now: &'a OrdMap<GangKey, Arc<JobInfo>>,
         journal: &'a ChangeJournal<GangKey>,
     ) -> Vec<JobDifference<'a>> {
-        let Some(named) = journal.since(self.jobs_as_of).filter(|_| false) else {
+        let Some(named) = journal.since(self.jobs_as_of) else {
             return walk_changed_jobs(&self.jobs, now);
         };
         let named: BTreeSet<&GangKey> = named.collect();
