@@ -1,9 +1,9 @@
 //! Who holds what: registered GPUs per node and the usage of every pod we track,
 //! kept incrementally so a decision never rescans all pods.
 
-mod holdings_journal;
+mod change_journal;
 mod pledges;
-pub use holdings_journal::{HoldingsJournal, JournalCursor};
+pub use change_journal::{ChangeJournal, JournalCursor};
 pub use pledges::Pledge;
 
 use crate::clock::{ClockHandle, SharedClock};
@@ -311,7 +311,9 @@ pub struct Ledger {
     /// scheduler to publish.
     converted: Vec<String>,
     /// Pods whose holding changed, for the planner's picture.
-    holdings_journal: HoldingsJournal,
+    holdings_journal: ChangeJournal,
+    /// Nodes whose entry changed, came or went, for the planner's picture.
+    nodes_journal: ChangeJournal,
 }
 
 impl Ledger {
@@ -342,18 +344,25 @@ impl Ledger {
         entry.index_rank(name, &mut self.rank);
         entry.generation = self.next_generation();
         self.nodes.insert(name.to_string(), Arc::new(entry));
+        self.nodes_journal.note(name);
     }
 
     /// Forgets a node (its pods stay tracked until they go).
     pub fn remove_node(&mut self, name: &str) {
         self.nodes.remove(name);
+        self.nodes_journal.note(name);
         self.rank.remove(name);
         self.load.remove_node(name);
     }
 
     /// Which pods' holdings (held or promised) changed, in order.
-    pub fn holdings_journal(&self) -> &HoldingsJournal {
+    pub fn holdings_journal(&self) -> &ChangeJournal {
         &self.holdings_journal
+    }
+
+    /// Which nodes' entries changed, came or went, in order.
+    pub fn nodes_journal(&self) -> &ChangeJournal {
+        &self.nodes_journal
     }
 
     /// A registered node.
@@ -522,6 +531,7 @@ impl Ledger {
             n.refresh();
             n.generation = generation;
             n.index_rank(&entry.node, &mut self.rank);
+            self.nodes_journal.note(&entry.node);
         }
         self.holdings_journal.note(&entry.uid);
         let (mem, cores) = usage_totals(entry.usage.iter().map(|(_, u)| u));
@@ -554,6 +564,7 @@ impl Ledger {
             }
             n.refresh();
             n.index_rank(&entry.node, &mut self.rank);
+            self.nodes_journal.note(&entry.node);
         }
         if let Some(node) = self.node_usage.get_mut(&entry.node) {
             for (uuid, u) in &entry.usage {

@@ -13,7 +13,7 @@
 use crate::gang::affine_pods::{
     AffinityChange, PlannedPod, PlannedPods, PodsOnNodes, affinity_change,
 };
-use crate::ledger::NodeEntry;
+use crate::ledger::{ChangeJournal, JournalCursor, NodeEntry};
 use crate::node_load::NodeResources;
 use crate::node_metrics::NodeMetricsBook;
 use crate::resources::Resources;
@@ -33,8 +33,15 @@ type NodeFigures = (Arc<NodeEntry>, NodeResources);
 #[derive(Clone)]
 pub struct World {
     nodes: HashMap<String, NodeFigures>,
+    /// Where the journal of the pictures' nodes stood when `nodes` were those
+    /// of the picture (see `gang::kept_nodes`): only nodes it names since can
+    /// differ.
+    nodes_as_of: JournalCursor,
     /// The jobs the world was worked out from (shared with the planner).
     jobs: OrdMap<GangKey, Arc<JobInfo>>,
+    /// Where the journal of the kept jobs stood when `jobs` were the kept ones
+    /// (see `gang::job_cache`): only gangs it names since can differ.
+    jobs_as_of: JournalCursor,
     releasing: BTreeSet<String>,
     planned: PlannedPods,
     /// The tasks the session opened with this world placed.
@@ -95,6 +102,9 @@ impl Cluster {
 pub struct WorldChanges {
     /// Changed, added (`Some`) and removed (`None`) nodes.
     nodes: HashMap<String, Option<NodeFigures>>,
+    /// Where the journals of the pictures' nodes and of the kept jobs stand now.
+    nodes_as_of: JournalCursor,
+    jobs_as_of: JournalCursor,
     /// Changed, added (`Some`) and removed (`None`) jobs.
     jobs: Vec<(GangKey, Option<Arc<JobInfo>>)>,
     /// Tasks of those jobs placed on a node now (`Some`), or no longer (`None`).
@@ -103,6 +113,16 @@ pub struct WorldChanges {
     releasing_before: Vec<String>,
     releasing_now: Vec<String>,
     cluster: Cluster,
+}
+
+/// What the planner notes as it keeps nodes and jobs from one cycle to the
+/// next: which nodes and which jobs it replaced (see `gang::kept_nodes` and
+/// `gang::job_cache`). The state a cycle's hints are worked out from is the
+/// last picture and the kept jobs these name.
+#[derive(Clone, Copy)]
+pub struct Journals<'a> {
+    pub nodes: &'a ChangeJournal,
+    pub jobs: &'a ChangeJournal<GangKey>,
 }
 
 /// What a cycle's hints are worked out against: a world kept from an earlier
@@ -114,14 +134,16 @@ pub enum OpenedWorld {
 
 impl World {
     /// The world as `state` shows it, worked out whole.
-    pub fn of(state: &SessionState, conf: &SchedulerConf) -> Self {
+    pub fn of(state: &SessionState, conf: &SchedulerConf, journals: Journals<'_>) -> Self {
         Self {
             nodes: state
                 .nodes
                 .iter()
                 .map(|n| (n.name.clone(), (n.gpus.clone(), n.resources.clone())))
                 .collect(),
+            nodes_as_of: journals.nodes.end(),
             jobs: state.jobs.clone(),
+            jobs_as_of: journals.jobs.end(),
             releasing: state.jobs.values().flat_map(|j| releasing(j)).collect(),
             planned: PlannedPods::of(state),
             placed_by_session: PlannedPods::default(),
@@ -131,43 +153,41 @@ impl World {
 
     /// How `state` differs from this world, looking closely only at what is not
     /// shared with it.
-    pub fn changes(&self, state: &SessionState, conf: &SchedulerConf) -> WorldChanges {
+    pub fn changes(
+        &self,
+        state: &SessionState,
+        conf: &SchedulerConf,
+        journals: Journals<'_>,
+    ) -> WorldChanges {
         let mut changes = WorldChanges {
             nodes: HashMap::new(),
+            nodes_as_of: journals.nodes.end(),
+            jobs_as_of: journals.jobs.end(),
             jobs: Vec::new(),
             planned: BTreeMap::new(),
             releasing_before: Vec::new(),
             releasing_now: Vec::new(),
             cluster: Cluster::of(state, conf),
         };
-        let mut kept_nodes = 0;
-        for node in state.nodes.iter() {
-            match self.nodes.get(&node.name) {
-                Some(figures) => {
-                    kept_nodes += 1;
-                    if !same_node(figures, node) {
-                        changes.nodes.insert(
-                            node.name.clone(),
-                            Some((node.gpus.clone(), node.resources.clone())),
-                        );
+        match journals.nodes.since(self.nodes_as_of) {
+            Some(named) => {
+                let named: BTreeSet<&str> = named.map(|name| &**name).collect();
+                for name in named {
+                    self.compare_node(name, state, &mut changes.nodes);
+                }
+            }
+            None => {
+                for node in state.nodes.iter() {
+                    self.compare_node(&node.name, state, &mut changes.nodes);
+                }
+                for name in self.nodes.keys() {
+                    if state.nodes.get(name).is_none() {
+                        changes.nodes.insert(name.clone(), None);
                     }
                 }
-                None => {
-                    changes.nodes.insert(
-                        node.name.clone(),
-                        Some((node.gpus.clone(), node.resources.clone())),
-                    );
-                }
             }
         }
-        if kept_nodes < self.nodes.len() {
-            for name in self.nodes.keys() {
-                if state.nodes.get(name).is_none() {
-                    changes.nodes.insert(name.clone(), None);
-                }
-            }
-        }
-        for (key, before, now) in changed_jobs(&self.jobs, &state.jobs) {
+        for (key, before, now) in self.changed_jobs(&state.jobs, journals.jobs) {
             if let Some(before) = before {
                 changes.releasing_before.extend(releasing(before));
                 for (uid, _) in PlannedPods::of_job(before) {
@@ -183,6 +203,28 @@ impl World {
             changes.jobs.push((key.clone(), now.cloned()));
         }
         changes
+    }
+
+    /// Notes node `name` in `changed` when the state's differs from the world's.
+    fn compare_node(
+        &self,
+        name: &str,
+        state: &SessionState,
+        changed: &mut HashMap<String, Option<NodeFigures>>,
+    ) {
+        match (self.nodes.get(name), state.nodes.get(name)) {
+            (Some(figures), Some(node)) if same_node(figures, node) => {}
+            (_, Some(node)) => {
+                changed.insert(
+                    node.name.clone(),
+                    Some((node.gpus.clone(), node.resources.clone())),
+                );
+            }
+            (Some(_), None) => {
+                changed.insert(name.to_string(), None);
+            }
+            (None, None) => {}
+        }
     }
 
     /// What happened between this world and `changes`, when nothing that could
@@ -222,6 +264,8 @@ impl World {
     /// Brings the world up to `changes`; `placed`: the tasks the session opened
     /// with it placed.
     pub fn apply(&mut self, changes: WorldChanges, placed: PlannedPods) {
+        self.nodes_as_of = changes.nodes_as_of;
+        self.jobs_as_of = changes.jobs_as_of;
         for (name, figures) in changes.nodes {
             match figures {
                 Some(figures) => {
@@ -361,9 +405,37 @@ type JobDifference<'a> = (
     Option<&'a Arc<JobInfo>>,
 );
 
+impl World {
+    /// The jobs of `now` that are not the very ones the world holds: those the
+    /// journal of kept jobs names since the world's, or, when it no longer
+    /// reaches back, those a walk over both finds.
+    fn changed_jobs<'a>(
+        &'a self,
+        now: &'a OrdMap<GangKey, Arc<JobInfo>>,
+        journal: &'a ChangeJournal<GangKey>,
+    ) -> Vec<JobDifference<'a>> {
+        let Some(named) = journal.since(self.jobs_as_of) else {
+            return walk_changed_jobs(&self.jobs, now);
+        };
+        let named: BTreeSet<&GangKey> = named.collect();
+        named
+            .into_iter()
+            .filter_map(|key| {
+                let (before, after) = (self.jobs.get(key), now.get(key));
+                let same = match (before, after) {
+                    (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+                    (None, None) => true,
+                    _ => false,
+                };
+                (!same).then_some((key, before, after))
+            })
+            .collect()
+    }
+}
+
 /// The jobs of `now` that are not the very ones of `before`, walking both in
 /// key order.
-fn changed_jobs<'a>(
+fn walk_changed_jobs<'a>(
     before: &'a OrdMap<GangKey, Arc<JobInfo>>,
     now: &'a OrdMap<GangKey, Arc<JobInfo>>,
 ) -> Vec<JobDifference<'a>> {

@@ -13,6 +13,7 @@
 
 use super::priority_classes::PriorityClasses;
 use super::queue_totals::QueueTotals;
+use crate::ledger::ChangeJournal;
 use crate::volcano::framework::job_figures::JobFigures;
 use crate::volcano::framework::{GangKey, JobInfo, TaskInfo};
 use crate::volcano::objects::PodGroupSpec;
@@ -79,6 +80,10 @@ pub struct JobCache {
     sweeps: u64,
     /// Jobs built (not taken from the cache) since last counted.
     built: usize,
+    /// The gangs whose kept job was replaced, added or removed, in order: what
+    /// a reader of the kept jobs (the queueing hints) compares again. Begun
+    /// anew when every job is forgotten.
+    journal: ChangeJournal<GangKey>,
 }
 
 impl JobCache {
@@ -91,6 +96,7 @@ impl JobCache {
         self.entries.clear();
         self.jobs.clear();
         self.totals.clear();
+        self.journal = ChangeJournal::default();
         self.shared = Some(shared.clone());
         true
     }
@@ -117,6 +123,7 @@ impl JobCache {
         self.built += 1;
         self.totals.add(&figures);
         self.jobs.insert(key.clone(), job.clone());
+        self.journal.record(key.clone());
         let replaced = self.entries.insert(
             key.clone(),
             Cached {
@@ -138,6 +145,7 @@ impl JobCache {
     pub fn forget(&mut self, key: &GangKey) {
         if let Some(old) = self.entries.remove(key) {
             self.jobs.remove(key);
+            self.journal.record(key.clone());
             self.totals.remove(&old.figures);
         }
     }
@@ -150,12 +158,14 @@ impl JobCache {
             entries,
             jobs,
             totals,
+            journal,
             ..
         } = self;
         entries.retain(|key, cached| {
             let asked = cached.seen == sweep;
             if !asked {
                 jobs.remove(key);
+                journal.record(key.clone());
                 totals.remove(&cached.figures);
             }
             asked
@@ -171,6 +181,11 @@ impl JobCache {
     /// Every kept job by gang (shared, not copied).
     pub fn jobs(&self) -> OrdMap<GangKey, Arc<JobInfo>> {
         self.jobs.clone()
+    }
+
+    /// The gangs whose kept job changed, in order (see the field).
+    pub fn journal(&self) -> &ChangeJournal<GangKey> {
+        &self.journal
     }
 
     /// The kept jobs' figures summed by queue.

@@ -33,6 +33,9 @@ pub struct KeptHoldings {
     planned_by_node: HashMap<String, Resources>,
     /// Nodes whose sum must be added up again.
     planned_stale: BTreeSet<String>,
+    /// Nodes whose sum was added up again since last taken: the nodes the
+    /// picture builds again for what is planned onto them.
+    planned_moved: BTreeSet<String>,
     /// Pending members that still carry our gate although the ledger holds a
     /// plan for them or a node is planned for them: a commit interrupted before
     /// every gate was lifted, or a pipelined plan whose victims are gone.
@@ -58,7 +61,7 @@ impl KeptHoldings {
         let look_again = match (since, changed) {
             (Some(since), Some(changed)) if nodes.is_none() => {
                 let mut uids: HashSet<String> = changed.clone();
-                uids.extend(since.map(str::to_string));
+                uids.extend(since.map(|uid| uid.to_string()));
                 uids
             }
             _ => {
@@ -197,9 +200,15 @@ impl KeptHoldings {
         self.planned_by_node.get(node)
     }
 
+    /// The nodes whose planned sum was added up again since the last call.
+    pub fn take_planned_moved(&mut self) -> BTreeSet<String> {
+        std::mem::take(&mut self.planned_moved)
+    }
+
     /// Adds up again what is planned onto the nodes whose members changed.
     fn add_up_planned(&mut self) {
         for node in std::mem::take(&mut self.planned_stale) {
+            self.planned_moved.insert(node.clone());
             let mut total = Resources::default();
             let mut any = false;
             for uid in self.by_node.get(&node).into_iter().flatten() {

@@ -5,9 +5,14 @@
 //! one while the ledger shows it unchanged (the very same GPU entry, labels and
 //! pods, the same CPU and memory, the same members planned onto it) and builds
 //! again only the nodes that changed; sessions share the nodes and their index.
+//! Which nodes may have changed is read from the ledger's journals (GPU entries,
+//! and CPU, memory, traits and pods) and from the members whose plans moved, so
+//! a cycle looks at those nodes only, not at every node; every node is looked at
+//! again only when a journal no longer reaches back to the last picture.
 
 use super::kept_holdings::KeptHoldings;
-use crate::ledger::Ledger;
+use super::node_sums::NodeSums;
+use crate::ledger::{ChangeJournal, JournalCursor, Ledger};
 use crate::node_load::NodeResources;
 use crate::resources::Resources;
 use crate::volcano::framework::nodes::{SessionNode, position_index};
@@ -22,32 +27,77 @@ pub struct KeptNodes {
     nodes: Vec<Arc<SessionNode>>,
     /// Their positions by name.
     index: Arc<FxHashMap<String, usize>>,
+    /// What sessions read of all of them together.
+    sums: NodeSums,
     /// Nodes whose GPU entry changed, came or went since last taken.
     entries_changed: HashSet<String>,
+    /// Where the ledger's journals of GPU entries and of CPU, memory, traits and
+    /// pods were read up to when the last picture was taken.
+    read_up_to: Option<(JournalCursor, JournalCursor)>,
+    /// The nodes replaced, added or removed here, in order: what a reader of
+    /// the pictures (the queueing hints) compares again.
+    journal: ChangeJournal,
+}
+
+/// What the ledger's journals say changed since the last picture.
+enum Since {
+    /// These nodes (some may repeat).
+    Nodes(Vec<String>),
+    /// Not known: every node is looked at.
+    Unknown,
 }
 
 impl KeptNodes {
+    /// The nodes the ledger's journals name since the last picture.
+    fn since(&self, ledger: &Ledger) -> Since {
+        let Some((entries, load)) = self.read_up_to else {
+            return Since::Unknown;
+        };
+        match (
+            ledger.nodes_journal().since(entries),
+            ledger.load().journal().since(load),
+        ) {
+            (Some(entries), Some(load)) => {
+                Since::Nodes(entries.chain(load).map(|name| name.to_string()).collect())
+            }
+            _ => Since::Unknown,
+        }
+    }
+
     /// Every node in the ledger when the set of nodes is not the one of the last
     /// picture; `None` when it is.
     pub fn names_if_changed(&self, ledger: &Ledger) -> Option<BTreeSet<String>> {
-        let mut count = 0;
-        let same = ledger.node_names().all(|name| {
-            count += 1;
-            self.index.contains_key(name)
-        }) && count == self.nodes.len();
+        let same = match self.since(ledger) {
+            // A node comes or goes only through its entry, which the journal
+            // names.
+            Since::Nodes(names) => names
+                .iter()
+                .all(|name| ledger.shared_node(name).is_some() == self.index.contains_key(name)),
+            Since::Unknown => {
+                let mut count = 0;
+                ledger.node_names().all(|name| {
+                    count += 1;
+                    self.index.contains_key(name)
+                }) && count == self.nodes.len()
+            }
+        };
         (!same).then(|| ledger.node_names().cloned().collect())
     }
 
     /// The nodes as the ledger (locked for reading) has them, with what the
     /// members `holdings` hold as planned add to them, and their positions by
     /// name; nodes the ledger shows unchanged are the ones kept. `names`: what
-    /// [`Self::names_if_changed`] said.
+    /// [`Self::names_if_changed`] said; `planned_moved`: the nodes whose planned
+    /// members changed since the last picture, `None` when not known.
     pub fn refresh(
         &mut self,
         ledger: &Ledger,
         holdings: &KeptHoldings,
         names: Option<&BTreeSet<String>>,
+        planned_moved: Option<&BTreeSet<String>>,
     ) -> (Vec<Arc<SessionNode>>, Arc<FxHashMap<String, usize>>) {
+        let since = self.since(ledger);
+        self.read_up_to = Some((ledger.nodes_journal().end(), ledger.load().journal().end()));
         let node = |name: &String, kept: Option<&Arc<SessionNode>>| {
             let gpus = ledger.shared_node(name)?;
             let load = ledger.load().get(name);
@@ -70,20 +120,47 @@ impl KeptNodes {
             };
             Some((Arc::new(fresh), entry_changed))
         };
-        match names {
-            None => {
+        match (names, since, planned_moved) {
+            (None, Since::Nodes(changed), Some(planned_moved)) => {
+                let look_at: BTreeSet<&String> = changed.iter().chain(planned_moved).collect();
+                for name in look_at {
+                    let Some(&i) = self.index.get(name) else {
+                        continue;
+                    };
+                    let kept = &self.nodes[i];
+                    // The set of nodes is unchanged: the ledger has this one.
+                    let Some((n, entry_changed)) = node(name, Some(kept)) else {
+                        continue;
+                    };
+                    if Arc::ptr_eq(&n, kept) {
+                        continue;
+                    }
+                    if entry_changed {
+                        self.entries_changed.insert(name.clone());
+                    }
+                    self.journal.note(name.as_str());
+                    self.sums.remove(kept);
+                    self.sums.add(&n);
+                    self.nodes[i] = n;
+                }
+            }
+            (None, _, _) => {
                 let mut nodes = Vec::with_capacity(self.nodes.len());
                 for kept in &self.nodes {
                     if let Some((n, entry_changed)) = node(&kept.name, Some(kept)) {
                         if entry_changed {
                             self.entries_changed.insert(n.name.clone());
                         }
+                        if !Arc::ptr_eq(&n, kept) {
+                            self.journal.note(n.name.as_str());
+                        }
                         nodes.push(n);
                     }
                 }
+                self.sums = NodeSums::of(nodes.iter().map(|n| &**n));
                 self.nodes = nodes;
             }
-            Some(names) => {
+            (Some(names), _, _) => {
                 let mut nodes = Vec::with_capacity(names.len());
                 for name in names {
                     let kept = self.index.get(name).map(|&i| &self.nodes[i]);
@@ -91,17 +168,32 @@ impl KeptNodes {
                         if entry_changed {
                             self.entries_changed.insert(n.name.clone());
                         }
+                        if kept.is_none_or(|k| !Arc::ptr_eq(&n, k)) {
+                            self.journal.note(name.as_str());
+                        }
                         nodes.push(n);
                     }
                 }
                 for gone in self.index.keys().filter(|n| !names.contains(*n)) {
                     self.entries_changed.insert(gone.clone());
+                    self.journal.note(gone.as_str());
                 }
+                self.sums = NodeSums::of(nodes.iter().map(|n| &**n));
                 self.index = Arc::new(position_index(&nodes));
                 self.nodes = nodes;
             }
         }
         (self.nodes.clone(), self.index.clone())
+    }
+
+    /// What sessions read of all the nodes of the last picture together.
+    pub fn sums(&self) -> &NodeSums {
+        &self.sums
+    }
+
+    /// The nodes replaced, added or removed from one picture to the next.
+    pub fn journal(&self) -> &ChangeJournal {
+        &self.journal
     }
 
     /// The nodes whose GPU entry changed, came or went since the last call.

@@ -8,6 +8,7 @@
 //! (PriorityClasses, whether enqueue runs, the largest card, the set of nodes).
 
 use super::book::{GangBook, GangKey};
+use super::hint_world::Journals;
 use super::job_cache::JobCache;
 use super::kept_holdings::KeptHoldings;
 use super::kept_nodes::KeptNodes;
@@ -16,7 +17,6 @@ use super::snapshot::{Kept, LedgerPicture, SnapshotInput, build_state_with, shar
 use super::task_cache::TaskCache;
 use crate::ledger::Ledger;
 use crate::volcano::framework::SessionState;
-use crate::volcano::framework::charge::largest_card_mib;
 use std::collections::{BTreeSet, HashSet};
 
 /// The planner's state kept between cycles.
@@ -91,7 +91,7 @@ impl KeptState {
             pending,
         } = self;
         let all_again = jobs.open(&shared_job_inputs(input.book, input.conf));
-        let largest = largest_card_mib(picture.nodes().iter().map(|n| &*n.gpus));
+        let largest = picture.largest_card();
         let changed = match pending.take() {
             Some(p) if !all_again && *largest_card == Some(largest) => {
                 let mut gangs = p.gangs;
@@ -141,6 +141,15 @@ impl KeptState {
     /// last picture.
     pub fn planned_gated(&self) -> &BTreeSet<String> {
         self.holdings.planned_gated()
+    }
+
+    /// The nodes and jobs replaced, added or removed from one state to the
+    /// next (what the queueing hints compare again).
+    pub fn journals(&self) -> Journals<'_> {
+        Journals {
+            nodes: self.nodes.journal(),
+            jobs: self.jobs.journal(),
+        }
     }
 
     /// Tasks and jobs that had to be built since last asked.

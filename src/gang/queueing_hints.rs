@@ -31,7 +31,7 @@
 //! sessions that try everything.
 
 use crate::gang::affine_pods::{AffinityChange, PlannedPods, follows_pods};
-use crate::gang::hint_world::{OpenedWorld, World};
+use crate::gang::hint_world::{Journals, OpenedWorld, World};
 use crate::volcano::conf::SchedulerConf;
 use crate::volcano::framework::allocate_hints::AllocateHints;
 use crate::volcano::framework::{GangKey, JobInfo, SessionState, TaskStatus};
@@ -113,15 +113,21 @@ pub struct Opened {
 impl QueueingHints {
     /// The jobs of `state` allocate may skip (blocked before, unchanged since,
     /// and nothing happened since that could let them in), and what to remember
-    /// after the session.
-    pub fn open(&mut self, state: &SessionState, conf: &SchedulerConf) -> (AllocateHints, Opened) {
+    /// after the session. `journals`: what the planner noted keeping the nodes
+    /// and jobs `state` was built from.
+    pub fn open(
+        &mut self,
+        state: &SessionState,
+        conf: &SchedulerConf,
+        journals: Journals<'_>,
+    ) -> (AllocateHints, Opened) {
         let (world, filled) = match &self.world {
             Some(before) => {
-                let changes = before.changes(state, conf);
+                let changes = before.changes(state, conf, journals);
                 let filled = before.only_filled_up_to(&changes);
                 (OpenedWorld::Changed(changes), filled)
             }
-            None => (OpenedWorld::Whole(World::of(state, conf)), None),
+            None => (OpenedWorld::Whole(World::of(state, conf, journals)), None),
         };
         match filled {
             None => {
@@ -229,8 +235,13 @@ impl QueueingHints {
 
     /// The jobs a cycle opened on `state` would skip although they are not what
     /// allocate failed: none when every change to a blocked job was seen.
-    pub fn stale_skips(&mut self, state: &SessionState, conf: &SchedulerConf) -> Vec<String> {
-        let (hints, _) = self.open(state, conf);
+    pub fn stale_skips(
+        &mut self,
+        state: &SessionState,
+        conf: &SchedulerConf,
+        journals: Journals<'_>,
+    ) -> Vec<String> {
+        let (hints, _) = self.open(state, conf, journals);
         hints
             .skip
             .keys()
@@ -247,13 +258,18 @@ impl QueueingHints {
 
     /// Where the world kept for the hints differs from one worked out whole
     /// from `state` (nothing when every change since was seen).
-    pub fn world_differences(&self, state: &SessionState, conf: &SchedulerConf) -> Vec<String> {
+    pub fn world_differences(
+        &self,
+        state: &SessionState,
+        conf: &SchedulerConf,
+        journals: Journals<'_>,
+    ) -> Vec<String> {
         let Some(kept) = &self.world else {
             return Vec::new();
         };
         let mut current = kept.clone();
-        current.apply(kept.changes(state, conf), PlannedPods::default());
-        current.differences_from(&World::of(state, conf))
+        current.apply(kept.changes(state, conf, journals), PlannedPods::default());
+        current.differences_from(&World::of(state, conf, journals))
     }
 
     /// Forgets every hint (a commit was overtaken: what jobs saw at their turn

@@ -9,8 +9,9 @@ use super::book::{GangBook, Member, MemberPhase};
 use super::job_cache::{JobCache, JobInputs, SharedJobInputs};
 use super::kept_holdings::KeptHoldings;
 use super::kept_nodes::KeptNodes;
-use super::memberless_group::memberless_jobs;
+use super::memberless_group::{memberless_job, reaches_session};
 use super::membership::DEFAULT_QUEUE;
+use super::node_sums::NodeSums;
 use super::planner_book::PlannerBook;
 use super::queue_totals::QueueTotals;
 use super::task_cache::{TaskCache, TaskInputs};
@@ -20,11 +21,8 @@ use crate::node_metrics::NodeMetricsBook;
 use crate::resources::{Resources, VgpuDims};
 use crate::volcano::card_quota::{card_request, card_request_resources};
 use crate::volcano::conf::{Action, SchedulerConf};
-use crate::volcano::framework::charge::{
-    largest_card_mib, placement_charge, request_charge, vgpu_total,
-};
+use crate::volcano::framework::charge::{placement_charge, request_charge};
 use crate::volcano::framework::job::{GpuAsk, TaskPlacement};
-use crate::volcano::framework::job_figures::JobFigures;
 use crate::volcano::framework::nodes::{NodeSet, SessionNode};
 use crate::volcano::framework::queue::QueueInfo;
 use crate::volcano::framework::{GangKey, JobInfo, SessionState, TaskInfo, TaskStatus};
@@ -69,6 +67,8 @@ pub struct LedgerPicture {
     nodes: Vec<Arc<SessionNode>>,
     /// Their positions by name.
     index: Arc<FxHashMap<String, usize>>,
+    /// What the session reads of all of them together.
+    sums: NodeSums,
     quotas: BTreeMap<String, QuotaHeadroom>,
     allocatable: Resources,
     /// Every node's measured usage (shared with the ledger, not copied).
@@ -91,7 +91,13 @@ impl LedgerPicture {
     ) -> (Self, Option<HashSet<String>>) {
         let names = kept_nodes.names_if_changed(ledger);
         let moved = holdings.refresh(ledger, book, names.clone(), changed);
-        let (nodes, index) = kept_nodes.refresh(ledger, holdings, names.as_ref());
+        let planned_moved = holdings.take_planned_moved();
+        let (nodes, index) = kept_nodes.refresh(
+            ledger,
+            holdings,
+            names.as_ref(),
+            moved.is_some().then_some(&planned_moved),
+        );
         let quotas = ledger
             .quota_report()
             .into_iter()
@@ -103,8 +109,9 @@ impl LedgerPicture {
         let picture = Self {
             nodes,
             index,
+            sums: kept_nodes.sums().clone(),
             quotas,
-            allocatable: ledger.load().total_allocatable(),
+            allocatable: ledger.load().total_allocatable().clone(),
             measured: ledger.load().measured().clone(),
             namespaces: ledger.load().namespaces().clone(),
         };
@@ -114,6 +121,11 @@ impl LedgerPicture {
     /// The nodes, sorted by name.
     pub fn nodes(&self) -> &[Arc<SessionNode>] {
         &self.nodes
+    }
+
+    /// The largest card of any usable node.
+    pub fn largest_card(&self) -> u64 {
+        self.sums.largest_card()
     }
 }
 
@@ -165,28 +177,20 @@ pub fn build_state_with(
             total.set(dim, picture.allocatable.get(dim));
         }
     }
-    total.add(&vgpu_total(
-        input.dims,
-        picture.nodes.iter().map(|n| &*n.gpus),
-    ));
-    let node_set = NodeSet::shared(picture.nodes, picture.index, picture.quotas)
+    total.add(&picture.sums.vgpu_total(input.dims));
+    let largest_card = picture.largest_card();
+    let pod_terms = (
+        picture.sums.anti_affine_pods(),
+        picture.sums.preferring_pods(),
+    );
+    let node_set = NodeSet::shared_knowing(picture.nodes, picture.index, picture.quotas, pod_terms)
         .with_measured(picture.measured, input.now)
         .with_namespaces(picture.namespaces);
     let topology = Arc::new(resolve_topology(input.book, &node_set));
 
-    let enqueue_on = input.conf.has_action(Action::Enqueue);
-    let kept_jobs = assemble_jobs(input, &node_set, kept);
-    let mut jobs = kept_jobs.jobs();
-    let memberless = memberless_jobs(input.book, &jobs, input.inqueue, |g| {
-        job_priority(input.book, Some(g), &[])
-    });
-    let mut memberless_figures = Vec::with_capacity(memberless.len());
-    for mut job in memberless {
-        admit_if_ready(&mut job, enqueue_on);
-        memberless_figures.push(JobFigures::of(&job, input.inqueue.contains(&job.key)));
-        jobs.insert(job.key.clone(), Arc::new(job));
-    }
-    let queues = queue_infos(input.book, kept_jobs.totals(), &memberless_figures);
+    let kept_jobs = assemble_jobs(input, (&node_set, largest_card), kept);
+    let jobs = kept_jobs.jobs();
+    let queues = queue_infos(input.book, kept_jobs.totals());
     SessionState {
         jobs,
         queues,
@@ -220,8 +224,11 @@ fn admit_if_ready(job: &mut JobInfo, enqueue_on: bool) {
 /// Brings the job cache up to date and returns it: the jobs of the gangs
 /// `kept.changed` names (of every gang without it) checked against the caches,
 /// the others kept as they are.
-fn assemble_jobs<'a>(input: &SnapshotInput<'_>, nodes: &NodeSet, kept: Kept<'a>) -> &'a JobCache {
-    let largest_card = largest_card_mib(nodes.iter().map(|n| &*n.gpus));
+fn assemble_jobs<'a>(
+    input: &SnapshotInput<'_>,
+    (nodes, largest_card): (&NodeSet, u64),
+    kept: Kept<'a>,
+) -> &'a JobCache {
     let Kept {
         holdings,
         tasks,
@@ -240,10 +247,10 @@ fn assemble_jobs<'a>(input: &SnapshotInput<'_>, nodes: &NodeSet, kept: Kept<'a>)
         Some((gangs, copy)) => {
             for key in gangs {
                 let members = copy.members_of(key);
-                if members.is_empty() {
-                    gang.jobs.forget(key);
-                } else {
+                if !members.is_empty() {
                     gang.job(key, &members);
+                } else if !gang.memberless(key) {
+                    gang.jobs.forget(key);
                 }
             }
         }
@@ -251,6 +258,16 @@ fn assemble_jobs<'a>(input: &SnapshotInput<'_>, nodes: &NodeSet, kept: Kept<'a>)
             let mut by_gang: HashMap<&GangKey, Vec<&Member>> = HashMap::new();
             for m in input.book.members().values() {
                 by_gang.entry(&m.gang).or_default().push(m);
+            }
+            for group in input.book.groups().values() {
+                let key = GangKey {
+                    namespace: group.namespace.clone(),
+                    name: group.name.clone(),
+                    single: false,
+                };
+                if !by_gang.contains_key(&key) {
+                    gang.memberless(&key);
+                }
             }
             for (key, mut members) in by_gang {
                 members.sort_by(|a, b| super::book::member_order(a, b));
@@ -274,6 +291,37 @@ struct GangJob<'a, 'b> {
 }
 
 impl GangJob<'_, '_> {
+    /// Builds or takes from the cache the job of a gang without members, when
+    /// its PodGroup reaches the session (`gang::memberless_group`); false when
+    /// it has none that does.
+    fn memberless(&mut self, key: &GangKey) -> bool {
+        let book = self.input.book;
+        let Some(group) = (!key.single)
+            .then(|| {
+                book.groups()
+                    .get(&(key.namespace.clone(), key.name.clone()))
+            })
+            .flatten()
+            .filter(|g| reaches_session(g))
+        else {
+            return false;
+        };
+        let enqueue_on = self.input.conf.has_action(Action::Enqueue);
+        let inqueue = self.input.inqueue.contains(key);
+        let inputs = JobInputs {
+            tasks: Vec::new(),
+            group: Some(group),
+            inqueue,
+        };
+        self.jobs.job(key, inputs, |_| {
+            let priority = job_priority(book, Some(group), &[]);
+            let mut job = memberless_job(book, group, inqueue, priority);
+            admit_if_ready(&mut job, enqueue_on);
+            job
+        });
+        true
+    }
+
     fn job(&mut self, key: &GangKey, members: &[&Member]) {
         let (input, nodes, largest_card) = (self.input, self.nodes, self.largest_card);
         let book = input.book;
@@ -526,12 +574,8 @@ fn requested_cards(members: &[&Member], min_member: usize) -> Resources {
 
 /// Every queue that exists (and the default queue, unless its object is
 /// unreadable), with what its jobs hold and ask for (`totals`: the kept jobs'
-/// figures summed by queue; `memberless`: the figures of jobs without members).
-fn queue_infos(
-    book: &GangBook,
-    totals: &QueueTotals,
-    memberless: &[JobFigures],
-) -> BTreeMap<String, QueueInfo> {
+/// figures summed by queue, those without members included).
+fn queue_infos(book: &GangBook, totals: &QueueTotals) -> BTreeMap<String, QueueInfo> {
     let mut queues: BTreeMap<String, QueueInfo> = book
         .queues
         .values()
@@ -545,11 +589,6 @@ fn queue_infos(
     }
     for q in queues.values_mut() {
         totals.add_to(q);
-    }
-    for job in memberless {
-        if let Some(q) = queues.get_mut(&job.queue) {
-            job.add_to(q);
-        }
     }
     for q in queues.values_mut() {
         q.prune_zeros();

@@ -113,6 +113,7 @@ impl Ledger {
             n.refresh();
             n.generation = generation;
             n.index_rank(&entry.node, &mut self.rank);
+            self.nodes_journal.note(&entry.node);
         }
         let uid: Box<str> = entry.uid.as_str().into();
         self.holdings_journal.note(&uid);
@@ -151,6 +152,7 @@ impl Ledger {
             n.refresh();
             n.generation = generation;
             n.index_rank(&pledge.entry.node, &mut self.rank);
+            self.nodes_journal.note(&pledge.entry.node);
         }
         Some(pledge)
     }

@@ -93,7 +93,10 @@ impl Scheduler {
             .inc_by(tasks_built as u64);
         self.metrics().planner_jobs_built.inc_by(jobs_built as u64);
         stages.done("state");
-        let (skips, opened) = memory.hints.lock().open(&state, &conf.conf);
+        let (skips, opened) = memory
+            .hints
+            .lock()
+            .open(&state, &conf.conf, kept.journals());
         self.metrics()
             .planner_jobs_skipped
             .inc_by(skips.skip.len() as u64);

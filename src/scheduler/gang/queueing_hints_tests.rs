@@ -33,6 +33,7 @@ use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
 use serde_json::json;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// Preemption and reclaim besides allocate (the other half of the cases plan
 /// with the default configuration).
@@ -140,6 +141,13 @@ enum Change {
     /// The scheduler configuration is reloaded: the default one for 0, the
     /// `n - 1`th of [`RELOADED`] otherwise (modulo their number).
     Reconfigure(usize),
+    /// The `n`th node is labelled rack `r` and offers `r` × 16 cores: its
+    /// traits and allocatable change, its GPUs do not.
+    NodeResized(usize, u32),
+    /// The pod of HAMi's scheduler holding a slice of the `n`th node's first
+    /// GPU (assigned before the first cycle, never bound) finishes: the node's
+    /// GPUs change, its CPU, memory and pods do not.
+    ForeignSliceEnds(usize),
     /// Nothing: the period elapsed.
     Tick,
 }
@@ -163,6 +171,8 @@ fn change() -> impl Strategy<Value = Change> {
         1 => (0usize..8, prop_oneof![Just(4u32), Just(60u32)])
             .prop_map(|(n, cpu)| Change::PlainPod(n, cpu)),
         1 => (0usize..=RELOADED.len()).prop_map(Change::Reconfigure),
+        1 => (0usize..8, 1u32..5).prop_map(|(n, r)| Change::NodeResized(n, r)),
+        1 => (0usize..8).prop_map(Change::ForeignSliceEnds),
         1 => Just(Change::Tick),
     ]
 }
@@ -346,6 +356,39 @@ impl Pair {
                     c.s.apply_node(&hostname_gpu_node(&name, *gpus));
                 }
             }
+            Change::NodeResized(n, rack) => {
+                let mut nodes: Vec<(String, usize)> = self.incremental.s.with_ledger(|l| {
+                    l.nodes()
+                        .into_iter()
+                        .map(|(name, entry)| (name.clone(), entry.devices.len()))
+                        .collect()
+                });
+                nodes.sort();
+                let (name, gpus) = &nodes[n % nodes.len()];
+                let mut node = hostname_gpu_node(name, *gpus);
+                node.metadata
+                    .labels
+                    .get_or_insert_default()
+                    .insert("rack".into(), format!("r{rack}"));
+                if let Some(allocatable) = node.status.as_mut().and_then(|s| s.allocatable.as_mut())
+                {
+                    allocatable.insert("cpu".into(), Quantity((rack * 16).to_string()));
+                }
+                for c in self.both() {
+                    c.s.apply_node(&node);
+                }
+            }
+            Change::ForeignSliceEnds(n) => {
+                let mut nodes: Vec<String> = self
+                    .incremental
+                    .s
+                    .with_ledger(|l| l.node_names().cloned().collect());
+                nodes.sort();
+                let pod = foreign_slice(&nodes[n % nodes.len()], "Succeeded");
+                for c in self.both() {
+                    c.s.apply_pod(&pod);
+                }
+            }
             Change::PlainPod(n, cpu) => {
                 let mut nodes: Vec<String> = self
                     .incremental
@@ -519,6 +562,38 @@ async fn kept_state_is_current(c: &Cluster) -> Result<(), TestCaseError> {
         requested(&anew),
         "what nodes' pods and planned members request"
     );
+    // Traits and pods by address: the ledger replaces them when they change.
+    let stale_nodes: Vec<&str> = kept
+        .nodes
+        .iter()
+        .zip(anew.nodes.iter())
+        .filter(|(k, a)| {
+            let same_traits = match (&k.resources.traits, &a.resources.traits) {
+                (Some(k), Some(a)) => Arc::ptr_eq(k, a),
+                (k, a) => k.is_none() && a.is_none(),
+            };
+            !same_traits
+                || !Arc::ptr_eq(&k.resources.pods, &a.resources.pods)
+                || k.resources.allocatable != a.resources.allocatable
+        })
+        .map(|(k, _)| k.name.as_str())
+        .collect();
+    prop_assert!(
+        stale_nodes.is_empty(),
+        "nodes whose allocatable, traits or pods are not the ledger's: {:?}",
+        stale_nodes
+    );
+    prop_assert_eq!(
+        (
+            kept.nodes.has_anti_affine_pods(),
+            kept.nodes.has_preferring_pods()
+        ),
+        (
+            anew.nodes.has_anti_affine_pods(),
+            anew.nodes.has_preferring_pods()
+        ),
+        "whether pods on the nodes carry anti-affinity or preferred terms"
+    );
     prop_assert_eq!(
         kept_state.planned_gated(),
         holdings.planned_gated(),
@@ -541,19 +616,37 @@ async fn kept_state_is_current(c: &Cluster) -> Result<(), TestCaseError> {
     );
     drop(session);
     let mut hints = memory.hints.lock();
-    let missed = hints.world_differences(&kept, &conf.conf);
+    let missed = hints.world_differences(&kept, &conf.conf, kept_state.journals());
     prop_assert!(
         missed.is_empty(),
         "the queueing hints' world brought up to date differs from one worked out whole: {:?}",
         missed
     );
-    let stale = hints.stale_skips(&kept, &conf.conf);
+    let stale = hints.stale_skips(&kept, &conf.conf, kept_state.journals());
     prop_assert!(
         stale.is_empty(),
         "jobs skipped although they changed since allocate failed them: {:?}",
         stale
     );
     Ok(())
+}
+
+/// The pod of HAMi's scheduler holding a slice of `node`'s first GPU, in
+/// `phase`. (A slice only taken later is not a change the planner's hints may
+/// ignore: with fewer free cards on one node, a gang's first member may go
+/// elsewhere, where its whole gang fits.)
+fn foreign_slice(node: &str, phase: &str) -> Pod {
+    serde_json::from_value(json!({
+        "metadata": {"name": format!("foreign-{node}"), "namespace": "other",
+            "uid": format!("uid-foreign-{node}"),
+            "annotations": {
+                "hami.io/vgpu-node": node,
+                "hami.io/vgpu-devices-allocated": format!("GPU-{node}-0,NVIDIA,1024,10:;")}},
+        "spec": {"schedulerName": "hami-scheduler",
+            "containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]},
+        "status": {"phase": phase}
+    }))
+    .expect("foreign pod")
 }
 
 /// The name of the `n`th member (modulo their number) of the gangs arrived.
@@ -630,6 +723,11 @@ fn same_decisions(case: &Case) -> Result<(), TestCaseError> {
     let (workload, queues) = (&case.workload, case.queues);
     runtime.block_on(async {
         let pair = Pair::new(&case.nodes, queues, case.evictions);
+        for c in pair.both() {
+            for n in 0..case.nodes.len() {
+                c.s.apply_pod(&foreign_slice(&format!("n{n}"), "Pending"));
+            }
+        }
         let mut arrived = 0;
         for _ in 0..case.initial.min(workload.len()) {
             pair.apply(&Change::Arrive, &mut arrived, workload, queues)

@@ -131,7 +131,6 @@ impl NodeSet {
         index: Arc<FxHashMap<String, usize>>,
         quotas: BTreeMap<String, QuotaHeadroom>,
     ) -> Self {
-        let changed = vec![None; nodes.len()];
         let anti_affine_pods = nodes
             .iter()
             .flat_map(|n| n.resources.pods.iter())
@@ -140,6 +139,20 @@ impl NodeSet {
             .iter()
             .flat_map(|n| n.resources.pods.iter())
             .any(|p| !p.preferred.is_empty());
+        Self::shared_knowing(nodes, index, quotas, (anti_affine_pods, preferring_pods))
+    }
+
+    /// As [`Self::shared`], told whether any pod on the nodes carries required
+    /// anti-affinity terms and whether any carries preferred terms (kept as
+    /// nodes change by whoever keeps the nodes, rather than found by looking at
+    /// every pod of every node).
+    pub fn shared_knowing(
+        nodes: Vec<Arc<SessionNode>>,
+        index: Arc<FxHashMap<String, usize>>,
+        quotas: BTreeMap<String, QuotaHeadroom>,
+        (anti_affine_pods, preferring_pods): (bool, bool),
+    ) -> Self {
+        let changed = vec![None; nodes.len()];
         Self {
             anti_affine_pods,
             preferring_pods,
