@@ -26,7 +26,7 @@ use crate::scheduler::Scheduler;
 use crate::usage::{collapse_pod_usage, usage_totals};
 use crate::volcano::framework::job::TaskPlacement;
 use crate::volcano::framework::session_memory::SessionMemory;
-use crate::volcano::framework::{GangPhase, GangVerdict, SessionOutcome};
+use crate::volcano::framework::{GangPhase, SessionOutcome, Verdicts};
 use k8s_openapi::api::core::v1::Pod;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
@@ -376,7 +376,7 @@ impl Scheduler {
 }
 
 /// The gangs of each queue by phase.
-fn queue_counts(verdicts: &BTreeMap<GangKey, GangVerdict>) -> BTreeMap<String, QueueCounts> {
+fn queue_counts(verdicts: &Verdicts) -> BTreeMap<String, QueueCounts> {
     let mut counts: BTreeMap<String, QueueCounts> = BTreeMap::new();
     for v in verdicts.values() {
         match counts.get_mut(&v.queue) {
@@ -390,7 +390,7 @@ fn queue_counts(verdicts: &BTreeMap<GangKey, GangVerdict>) -> BTreeMap<String, Q
 /// Marks the gangs Kubernetes' own PodGroups declared, so the queue views say
 /// which API a waiting gang came from. Only those PodGroups are looked at: the
 /// session leaves every verdict unmarked.
-fn name_native_groups(book: &GangBook, verdicts: &mut BTreeMap<GangKey, GangVerdict>) {
+fn name_native_groups(book: &GangBook, verdicts: &mut Verdicts) {
     for ((namespace, name), group) in book.native_groups() {
         // A Volcano PodGroup of the same name declares the gang instead.
         let declared = book

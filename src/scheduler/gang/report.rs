@@ -8,7 +8,7 @@ use crate::gang::book::{GangBook, GangKey, Member};
 use crate::gang::planner_book::PlannerBook;
 use crate::gang::status::{QueueCounts, podgroup_status, podgroup_status_key, queue_status};
 use crate::scheduler::Scheduler;
-use crate::volcano::framework::{GangPhase, GangVerdict, SessionOutcome};
+use crate::volcano::framework::{GangPhase, SessionOutcome, Verdicts};
 use crate::volcano::objects::PodGroupSpec;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -21,7 +21,7 @@ impl Scheduler {
     pub(super) async fn tell_waiting_members(
         &self,
         memory: &mut PlannerMemory,
-        verdicts: &BTreeMap<GangKey, GangVerdict>,
+        verdicts: &Verdicts,
     ) {
         let mut tell: Vec<(String, String, String, String)> = Vec::new();
         let (changed, forgotten) = changed_reasons(&memory.told, verdicts);
@@ -155,7 +155,7 @@ impl Scheduler {
 /// walk over `told` and `verdicts` side by side, both in gang order.
 fn changed_reasons(
     told: &BTreeMap<GangKey, String>,
-    verdicts: &BTreeMap<GangKey, GangVerdict>,
+    verdicts: &Verdicts,
 ) -> (Vec<(GangKey, String)>, Vec<GangKey>) {
     let mut changed = Vec::new();
     let mut forgotten = Vec::new();
