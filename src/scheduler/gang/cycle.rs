@@ -19,7 +19,6 @@ use crate::gang::kept_state::KeptState;
 use crate::gang::plan::plan_with_hints;
 use crate::gang::planner_book::PlannerBook;
 use crate::gang::snapshot::SnapshotInput;
-use crate::gang::status::QueueCounts;
 use crate::ledger::{Ledger, PodEntry, PodPhase};
 use crate::resources::VgpuDims;
 use crate::scheduler::Scheduler;
@@ -351,7 +350,7 @@ impl Scheduler {
         stages.done("watchdog");
         self.release_broken_pins().await;
         stages.done("broken pins");
-        let gang_counts = queue_counts(&outcome.verdicts);
+        let gang_counts = memory.queue_counts.follow(&outcome.verdicts).clone();
         self.write_statuses(&mut memory, &outcome, &gang_counts)
             .await;
         stages.done("statuses");
@@ -373,18 +372,6 @@ impl Scheduler {
         stages.log();
         committed
     }
-}
-
-/// The gangs of each queue by phase.
-fn queue_counts(verdicts: &Verdicts) -> BTreeMap<String, QueueCounts> {
-    let mut counts: BTreeMap<String, QueueCounts> = BTreeMap::new();
-    for v in verdicts.values() {
-        match counts.get_mut(&v.queue) {
-            Some(c) => c.add(v.phase),
-            None => counts.entry(v.queue.clone()).or_default().add(v.phase),
-        }
-    }
-    counts
 }
 
 /// Marks the gangs Kubernetes' own PodGroups declared, so the queue views say
