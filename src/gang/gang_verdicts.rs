@@ -1,15 +1,16 @@
 //! Every gang's verdict as the last cycle left it, kept as the session handed
 //! them over: in gang order, looked up by gang. Copying thousands of verdicts
 //! into a list each cycle, only to show a few of them, cost the planner more
-//! than deciding the few that changed.
+//! than deciding the few that changed; the session's persistent map is shared
+//! instead, so that building the view and dropping the last one cost nothing
+//! per gang.
 
-use crate::volcano::framework::{GangKey, GangVerdict};
+use crate::volcano::framework::{GangKey, GangVerdict, Verdicts};
 use serde::{Serialize, Serializer};
-use std::collections::BTreeMap;
 
 /// The verdicts, by gang.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct GangVerdicts(BTreeMap<GangKey, GangVerdict>);
+pub struct GangVerdicts(Verdicts);
 
 impl GangVerdicts {
     /// The verdicts in gang order.
@@ -33,15 +34,16 @@ impl GangVerdicts {
     }
 }
 
-impl From<BTreeMap<GangKey, GangVerdict>> for GangVerdicts {
-    fn from(verdicts: BTreeMap<GangKey, GangVerdict>) -> Self {
+impl From<Verdicts> for GangVerdicts {
+    fn from(verdicts: Verdicts) -> Self {
         Self(verdicts)
     }
 }
 
 impl<'a> IntoIterator for &'a GangVerdicts {
     type Item = &'a GangVerdict;
-    type IntoIter = std::collections::btree_map::Values<'a, GangKey, GangVerdict>;
+    type IntoIter =
+        imbl::ordmap::Values<'a, GangKey, GangVerdict, imbl::shared_ptr::DefaultSharedPtr>;
 
     fn into_iter(self) -> Self::IntoIter {
         self.0.values()

@@ -30,6 +30,7 @@ use crate::metrics::Metrics;
 use crate::object_namespace::namespace_of;
 use crate::scheduler::{Scheduler, SchedulerConfig};
 use crate::volcano::SchedulerConf;
+use crate::volcano::framework::GangKey;
 use crate::webhook::WebhookConfig;
 use crate::webhook::{Admission, admit_pod};
 use chrono::{DateTime, Utc};
@@ -464,21 +465,26 @@ impl Engine<'_> {
             self.remove_job(job, false).await;
             self.arrive(job, attempt).await?;
         }
-        // Why the gangs still waiting wait, as their PodGroups would say.
+        // Why the gangs still waiting wait, as their PodGroups would say: each
+        // looked up by its key (a PodGroup's before a plain pod's of the same
+        // name), not every gang's verdict indexed each cycle.
         let view = self.scheduler.gang_view();
-        let mut verdicts: HashMap<&str, &crate::volcano::framework::GangVerdict> =
-            HashMap::with_capacity(view.gangs.len());
-        for g in &view.gangs {
-            verdicts.entry(g.gang.as_str()).or_insert(g);
-        }
         let waiting: BTreeSet<usize> = self.gated.iter().map(|(job, _)| *job).collect();
         for job in waiting {
             let j = &self.input.jobs[job];
             let line = &self.input.workload.arrivals[j.line];
-            let gang = format!("{}/{}", line.namespace, objects::group_name(j, line));
+            let mut key = GangKey {
+                namespace: line.namespace.clone(),
+                name: objects::group_name(j, line).to_owned(),
+                single: false,
+            };
+            let verdict = view.gangs.get(&key).or_else(|| {
+                key.single = true;
+                view.gangs.get(&key)
+            });
             // Named as the planner's condition names it (`Unschedulable`,
             // `NotEnoughResources`, ...), as the PodGroup would show it.
-            if let Some(g) = verdicts.get(gang.as_str())
+            if let Some(g) = verdict
                 && let Some(message) = &g.message
             {
                 let step = g.reason.unwrap_or("waiting");

@@ -184,6 +184,24 @@ arrivals:
 }
 
 #[tokio::test]
+async fn a_pod_without_a_pod_group_waiting_shows_its_own_verdicts_reason() {
+    let r = run("
+arrivals:
+- name: lost
+  duration: 1h
+  queue: nowhere
+  pod: {gpus: 1}
+")
+    .await;
+    assert_eq!(r.jobs[0].started, None);
+    let reason = r.jobs[0].reason.clone().unwrap_or_default();
+    assert!(
+        reason.starts_with("Volcano planner, QueueNotFound: ") && reason.contains("nowhere"),
+        "{reason}"
+    );
+}
+
+#[tokio::test]
 async fn a_gang_that_can_never_fit_ends_the_replay_when_nothing_else_moves() {
     let r = run("
 arrivals:

@@ -19,14 +19,13 @@ use crate::gang::kept_state::KeptState;
 use crate::gang::plan::plan_with_hints;
 use crate::gang::planner_book::PlannerBook;
 use crate::gang::snapshot::SnapshotInput;
-use crate::gang::status::QueueCounts;
 use crate::ledger::{Ledger, PodEntry, PodPhase};
 use crate::resources::VgpuDims;
 use crate::scheduler::Scheduler;
 use crate::usage::{collapse_pod_usage, usage_totals};
 use crate::volcano::framework::job::TaskPlacement;
 use crate::volcano::framework::session_memory::SessionMemory;
-use crate::volcano::framework::{GangPhase, GangVerdict, SessionOutcome};
+use crate::volcano::framework::{GangPhase, SessionOutcome, Verdicts};
 use k8s_openapi::api::core::v1::Pod;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
@@ -354,7 +353,7 @@ impl Scheduler {
         stages.done("watchdog");
         self.release_broken_pins().await;
         stages.done("broken pins");
-        let gang_counts = queue_counts(&outcome.verdicts);
+        let gang_counts = memory.queue_counts.follow(&outcome.verdicts).clone();
         self.write_statuses(&mut memory, &outcome, &gang_counts)
             .await;
         stages.done("statuses");
@@ -378,22 +377,10 @@ impl Scheduler {
     }
 }
 
-/// The gangs of each queue by phase.
-fn queue_counts(verdicts: &BTreeMap<GangKey, GangVerdict>) -> BTreeMap<String, QueueCounts> {
-    let mut counts: BTreeMap<String, QueueCounts> = BTreeMap::new();
-    for v in verdicts.values() {
-        match counts.get_mut(&v.queue) {
-            Some(c) => c.add(v.phase),
-            None => counts.entry(v.queue.clone()).or_default().add(v.phase),
-        }
-    }
-    counts
-}
-
 /// Marks the gangs Kubernetes' own PodGroups declared, so the queue views say
 /// which API a waiting gang came from. Only those PodGroups are looked at: the
 /// session leaves every verdict unmarked.
-fn name_native_groups(book: &GangBook, verdicts: &mut BTreeMap<GangKey, GangVerdict>) {
+fn name_native_groups(book: &GangBook, verdicts: &mut Verdicts) {
     for ((namespace, name), group) in book.native_groups() {
         // A Volcano PodGroup of the same name declares the gang instead.
         let declared = book

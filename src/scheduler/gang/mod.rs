@@ -18,6 +18,7 @@ mod filter_only_feed;
 mod hooks;
 #[cfg(test)]
 mod job_cache_tests;
+mod kept_queue_counts;
 mod pins_without_room;
 #[cfg(test)]
 mod pins_without_room_tests;
@@ -67,6 +68,9 @@ pub(crate) struct PlannerMemory {
     /// Why each gang waited when its members were last told (events), in gang
     /// order like the verdicts, so that both are read side by side.
     told: BTreeMap<GangKey, String>,
+    /// The verdicts `told` was last brought up to: the next cycle looks only
+    /// at the gangs whose verdict differs from these.
+    told_from: crate::volcano::framework::Verdicts,
     /// The evictions asked: when each victim was last asked, and the last few.
     evictions: evict::EvictionLog,
     /// The planner's copy of the book, brought up to date each cycle (locked
@@ -81,6 +85,9 @@ pub(crate) struct PlannerMemory {
     /// What the last session over every job left for the next (plugins'
     /// figures, verdicts; locked only by the cycle that holds this memory).
     session: Mutex<SessionMemory>,
+    /// The gangs of each queue by phase, with the verdicts they were counted
+    /// from.
+    queue_counts: kept_queue_counts::KeptQueueCounts,
 }
 
 /// The configuration in force and the plugins built from it, swapped together.

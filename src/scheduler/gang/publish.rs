@@ -3,13 +3,13 @@
 //! cannot be written whole is rolled back whole.
 
 use crate::cluster::api::{EventType, MetadataPatch};
-use crate::gang::book::{GANG_GATE, GangKey, MemberPhase};
+use crate::gang::book::{GANG_GATE, MemberPhase};
 use crate::gang::pipelined_plan::PIPELINED_PLAN;
 use crate::gang::{PLAN_DEADLINE, PLANNED_NODE};
 use crate::scheduler::{Scheduler, allocation_patch, clear_allocation_patch};
 use crate::volcano::framework::outcome::{JobCommit, PlannedTask};
-use crate::volcano::framework::{GangPhase, GangVerdict};
-use std::collections::{BTreeMap, BTreeSet};
+use crate::volcano::framework::{GangPhase, Verdicts};
+use std::collections::BTreeSet;
 
 /// A pod whose gang gate is to be lifted.
 struct GateToLift {
@@ -258,7 +258,7 @@ impl Scheduler {
     /// picture, and the members it committed); each is checked as it is now.
     pub(super) async fn finish_interrupted_commits(
         &self,
-        verdicts: &BTreeMap<GangKey, GangVerdict>,
+        verdicts: &Verdicts,
         candidates: &BTreeSet<String>,
     ) {
         let stuck: Vec<GateToLift> = {

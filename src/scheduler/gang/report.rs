@@ -8,23 +8,25 @@ use crate::gang::book::{GangBook, GangKey, Member};
 use crate::gang::planner_book::PlannerBook;
 use crate::gang::status::{QueueCounts, podgroup_status, podgroup_status_key, queue_status};
 use crate::scheduler::Scheduler;
-use crate::volcano::framework::{GangPhase, GangVerdict, SessionOutcome};
+use crate::volcano::framework::{GangPhase, SessionOutcome, Verdicts};
 use crate::volcano::objects::PodGroupSpec;
+use imbl::ordmap::DiffItem;
 use std::collections::{BTreeMap, BTreeSet};
 
 impl Scheduler {
     /// Tells the gated members of a waiting gang why, as a pod event (what
-    /// `kubectl describe pod` shows), once per change of the reason. The
-    /// verdicts and what was told are both in gang order and read side by side:
-    /// with thousands of gangs waiting for the same reason cycle after cycle,
-    /// looking each one up cost more than telling the few that changed.
+    /// `kubectl describe pod` shows), once per change of the reason. Only the
+    /// gangs whose verdict changed since the last cycle are looked at: with
+    /// thousands of gangs waiting for the same reason cycle after cycle,
+    /// looking at each one cost more than telling the few that changed.
     pub(super) async fn tell_waiting_members(
         &self,
         memory: &mut PlannerMemory,
-        verdicts: &BTreeMap<GangKey, GangVerdict>,
+        verdicts: &Verdicts,
     ) {
         let mut tell: Vec<(String, String, String, String)> = Vec::new();
-        let (changed, forgotten) = changed_reasons(&memory.told, verdicts);
+        let (changed, forgotten) = changed_reasons(&memory.told, &memory.told_from, verdicts);
+        memory.told_from = verdicts.clone();
         {
             let book = self.gang.book.read();
             let copy = memory.book.lock();
@@ -151,29 +153,32 @@ impl Scheduler {
 }
 
 /// The gangs that wait for a reason their members were not told yet, with
-/// it, and the gangs told before that no longer wait (placed, or gone): one
-/// walk over `told` and `verdicts` side by side, both in gang order.
+/// it, and the gangs told before that no longer wait (placed, or gone). Only
+/// the gangs whose verdict differs from the one `told` was last brought up to
+/// (`told_from`) are looked at: every other gang's members were told already
+/// what its verdict says.
 fn changed_reasons(
     told: &BTreeMap<GangKey, String>,
-    verdicts: &BTreeMap<GangKey, GangVerdict>,
+    told_from: &Verdicts,
+    verdicts: &Verdicts,
 ) -> (Vec<(GangKey, String)>, Vec<GangKey>) {
     let mut changed = Vec::new();
     let mut forgotten = Vec::new();
-    let mut told = told.iter().peekable();
-    for (key, v) in verdicts {
-        while let Some((gone, _)) = told.next_if(|(k, _)| *k < key) {
-            forgotten.push(gone.clone());
-        }
-        let last = told.next_if(|(k, _)| *k == key).map(|(_, m)| m);
-        let waits = v.message.as_ref().filter(|_| v.phase != GangPhase::Running);
-        match (waits, last) {
+    for item in told_from.diff(verdicts) {
+        let (key, now) = match item {
+            DiffItem::Add(key, v) | DiffItem::Update { new: (key, v), .. } => (key, Some(v)),
+            DiffItem::Remove(key, _) => (key, None),
+        };
+        let waits = now
+            .filter(|v| v.phase != GangPhase::Running)
+            .and_then(|v| v.message.as_ref());
+        match (waits, told.get(key)) {
             (Some(message), Some(last)) if message == last => {}
             (Some(message), _) => changed.push((key.clone(), message.clone())),
             (None, Some(_)) => forgotten.push(key.clone()),
             (None, None) => {}
         }
     }
-    forgotten.extend(told.map(|(k, _)| k.clone()));
     (changed, forgotten)
 }
 
@@ -211,3 +216,7 @@ impl GroupLookup {
         book.groups().get(&self.key)
     }
 }
+
+#[cfg(test)]
+#[path = "told_reasons_tests.rs"]
+mod told_reasons_tests;

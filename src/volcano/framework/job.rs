@@ -322,6 +322,12 @@ impl PartialEq for JobInfo {
     }
 }
 
+/// A job equals itself (no figure of it is a float that could be NaN). Said
+/// so, two `Arc`s of the same job compare equal without comparing every task
+/// and pod: the planner's job maps are compared whole each cycle (to follow
+/// only what changed), and most of their entries are the same `Arc`.
+impl Eq for JobInfo {}
+
 impl JobInfo {
     /// The job's own figures without its tasks, at the cost of those figures
     /// alone (the queueing hints keep every waiting job's figures each cycle).

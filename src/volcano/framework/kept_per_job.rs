@@ -1,35 +1,42 @@
 //! Figures derived from each job, kept from one session to the next. The planner
-//! hands every session the same `Arc` for a job nothing changed, so a figure
-//! derived from a job stays right for as long as the job's `Arc` is the same:
-//! with thousands of jobs waiting and almost none changing between cycles,
-//! deriving again only for the jobs whose `Arc` is new makes opening and
-//! closing a session cost what changed. Holding the `Arc` keeps it alive, so
-//! its address cannot be reused by another job, and a session that changes a
-//! job copies it first (`Arc::make_mut` on a shared `Arc`), giving it a new one.
+//! hands every session the same `Arc` for a job nothing changed, in a
+//! persistent map whose unchanged subtrees are shared with the map of the last
+//! cycle: keeping the map the figures were derived from (a clone costs nothing)
+//! and following only the difference between it and the next one (which skips
+//! the shared subtrees) makes opening and closing a session cost what changed
+//! rather than what waits. The figures themselves are kept in a persistent map
+//! too, so that handing them on (the verdicts to the outcome) copies nothing.
 
 use super::job::{GangKey, JobInfo};
-use std::collections::BTreeMap;
+use imbl::OrdMap;
+use imbl::ordmap::DiffItem;
 use std::fmt;
 use std::sync::Arc;
 
-/// A figure per job, with the job it was derived from.
+/// The jobs of a session, by gang (as [`super::SessionState::jobs`]).
+pub type Jobs = OrdMap<GangKey, Arc<JobInfo>>;
+
+/// A figure per job, with the jobs they were derived from.
 #[derive(Clone)]
-pub struct KeptPerJob<T> {
-    entries: BTreeMap<GangKey, (Arc<JobInfo>, T)>,
+pub struct KeptPerJob<T: Clone> {
+    /// The jobs as the figures were last brought up to them.
+    followed: Jobs,
+    figures: OrdMap<GangKey, T>,
 }
 
 /// Each job's figure by key: figures derived anew from the same jobs read the
 /// same (the jobs themselves are left out).
-impl<T: fmt::Debug> fmt::Debug for KeptPerJob<T> {
+impl<T: Clone + fmt::Debug> fmt::Debug for KeptPerJob<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_map().entries(self.iter()).finish()
     }
 }
 
-impl<T> Default for KeptPerJob<T> {
+impl<T: Clone> Default for KeptPerJob<T> {
     fn default() -> Self {
         Self {
-            entries: BTreeMap::new(),
+            followed: OrdMap::new(),
+            figures: OrdMap::new(),
         }
     }
 }
@@ -38,113 +45,144 @@ impl<T> Default for KeptPerJob<T> {
 /// for a job new to it) and after (none for a job gone).
 pub type FigureChange<'a, T> = (Option<&'a T>, Option<&'a T>);
 
-impl<T> KeptPerJob<T> {
-    /// Brings the figures up to `jobs`: derives them again for every job whose
-    /// `Arc` is not the one they were derived from, or whose kept figure
-    /// `stale` rejects, and forgets jobs no longer there. `changed` hears of
-    /// every figure replaced, added or forgotten (to keep sums over them).
-    pub fn follow<'j>(
+impl<T: Clone> KeptPerJob<T> {
+    /// Brings the figures up to `jobs`: derives them again for every job that
+    /// differs from the one they were derived from, and for the jobs named in
+    /// `again` (a figure that depends on more than its job: a verdict on the
+    /// job's note), and forgets jobs no longer there. `changed` hears of every
+    /// figure replaced, added or forgotten, with its job's key (to keep sums
+    /// over them). Only the parts of the two maps that are not shared are
+    /// walked: a job whose `Arc` is the one followed last is not looked at.
+    pub fn follow<'k>(
         &mut self,
-        jobs: impl IntoIterator<Item = (&'j GangKey, &'j Arc<JobInfo>)>,
+        jobs: &Jobs,
+        again: impl IntoIterator<Item = &'k GangKey>,
         mut derive: impl FnMut(&JobInfo) -> T,
-        mut stale: impl FnMut(&JobInfo, &T) -> bool,
-        mut changed: impl FnMut(FigureChange<'_, T>),
+        mut changed: impl FnMut(&GangKey, FigureChange<'_, T>),
     ) {
-        // Both maps are in key order: one pass over the two finds what is new,
-        // what changed and what is gone, without looking any key up.
-        let mut added: Vec<(&GangKey, &Arc<JobInfo>)> = Vec::new();
-        let mut gone: Vec<GangKey> = Vec::new();
-        let mut now = jobs.into_iter().peekable();
-        for (key, (kept_job, figure)) in self.entries.iter_mut() {
-            while let Some((k, job)) = now.next_if(|(k, _)| *k < key) {
-                added.push((k, job));
-            }
-            match now.next_if(|(k, _)| *k == key) {
-                Some((_, job)) => {
-                    if !Arc::ptr_eq(kept_job, job) || stale(job, figure) {
-                        let fresh = derive(job);
-                        changed((Some(&*figure), Some(&fresh)));
-                        *figure = fresh;
-                        *kept_job = job.clone();
+        let Self { followed, figures } = self;
+        for item in followed.diff(jobs) {
+            match item {
+                DiffItem::Add(key, job)
+                | DiffItem::Update {
+                    new: (key, job), ..
+                } => {
+                    put(figures, key, derive(job), &mut changed);
+                }
+                DiffItem::Remove(key, _) => {
+                    if let Some(gone) = figures.remove(key) {
+                        changed(key, (Some(&gone), None));
                     }
                 }
-                None => {
-                    changed((Some(&*figure), None));
-                    gone.push(key.clone());
-                }
             }
         }
-        added.extend(now);
-        for key in &gone {
-            self.entries.remove(key);
+        for key in again {
+            if let Some(job) = jobs.get(key) {
+                put(figures, key, derive(job), &mut changed);
+            }
         }
-        for (key, job) in added {
-            let fresh = derive(job);
-            changed((None, Some(&fresh)));
-            self.entries.insert(key.clone(), (job.clone(), fresh));
-        }
+        *followed = jobs.clone();
     }
 
     /// The figure kept for a job.
     pub fn get(&self, key: &GangKey) -> Option<&T> {
-        self.entries.get(key).map(|(_, figure)| figure)
+        self.figures.get(key)
     }
 
     /// Every job's figure, in key order.
     pub fn iter(&self) -> impl Iterator<Item = (&GangKey, &T)> {
-        self.entries.iter().map(|(key, (_, figure))| (key, figure))
+        self.figures.iter()
     }
 
-    /// Every figure, to derive them again from what they hold (not from the
-    /// job).
-    pub fn figures_mut(&mut self) -> impl Iterator<Item = &mut T> {
-        self.entries.values_mut().map(|(_, figure)| figure)
+    /// Every job's figure by key, shared (a clone copies nothing).
+    pub fn figures(&self) -> &OrdMap<GangKey, T> {
+        &self.figures
+    }
+
+    /// Derives every figure again from what it holds (not from the job): for
+    /// what every figure depends on besides its job, when that changes.
+    pub fn rework_all(&mut self, mut rework: impl FnMut(&mut T)) {
+        let keys: Vec<GangKey> = self.figures.keys().cloned().collect();
+        for key in &keys {
+            if let Some(figure) = self.figures.get_mut(key) {
+                rework(figure);
+            }
+        }
+    }
+}
+
+/// Puts a job's figure derived again, telling `changed` what it replaces.
+fn put<T: Clone>(
+    figures: &mut OrdMap<GangKey, T>,
+    key: &GangKey,
+    fresh: T,
+    changed: &mut impl FnMut(&GangKey, FigureChange<'_, T>),
+) {
+    match figures.get_mut(key) {
+        Some(figure) => {
+            changed(key, (Some(&*figure), Some(&fresh)));
+            *figure = fresh;
+        }
+        None => {
+            changed(key, (None, Some(&fresh)));
+            figures.insert(key.clone(), fresh);
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::volcano::framework::testing::job;
+    use crate::volcano::framework::testing::{gang_key, job};
 
-    fn jobs(list: &[&Arc<JobInfo>]) -> BTreeMap<GangKey, Arc<JobInfo>> {
+    fn jobs(list: &[&Arc<JobInfo>]) -> Jobs {
         list.iter()
             .map(|j| (j.key.clone(), Arc::clone(j)))
             .collect()
     }
 
     #[test]
-    fn figures_are_derived_again_only_for_jobs_whose_arc_changed_and_forgotten_when_gone() {
+    fn figures_are_derived_again_only_for_jobs_that_changed_and_forgotten_when_gone() {
         let a = Arc::new(job("a", "q", 1, Vec::new()));
         let b = Arc::new(job("b", "q", 1, Vec::new()));
         let c = Arc::new(job("c", "q", 1, Vec::new()));
         let mut kept: KeptPerJob<String> = KeptPerJob::default();
         let mut derived = Vec::new();
         let mut sum = 0i64;
-        let mut follow = |kept: &mut KeptPerJob<String>, now: &[&Arc<JobInfo>]| {
+        let mut follow = |kept: &mut KeptPerJob<String>, now: &Jobs| {
             derived.clear();
             kept.follow(
-                &jobs(now),
+                now,
+                [],
                 |j| {
                     derived.push(j.key.name.clone());
                     j.key.name.clone()
                 },
-                |_, _| false,
-                |(before, after)| sum += i64::from(after.is_some()) - i64::from(before.is_some()),
+                |_, (before, after)| {
+                    sum += i64::from(after.is_some()) - i64::from(before.is_some())
+                },
             );
             derived.clone()
         };
-        assert_eq!(follow(&mut kept, &[&a, &c]), ["a", "c"]);
-        assert_eq!(follow(&mut kept, &[&a, &c]), Vec::<String>::new());
-        // b is new and sorts between the kept ones; c changed (a new Arc).
-        let c2 = Arc::new((*c).clone());
-        assert_eq!(follow(&mut kept, &[&a, &b, &c2]), ["c", "b"]);
+        let first = jobs(&[&a, &c]);
+        assert_eq!(follow(&mut kept, &first), ["a", "c"]);
+        assert_eq!(follow(&mut kept, &first.clone()), Vec::<String>::new());
+        // b is new and sorts between the kept ones; c changed (its min
+        // member), in a map that keeps a as it was.
+        let mut c2 = (*c).clone();
+        c2.min_member = 2;
+        let mut second = first.clone();
+        second.insert(b.key.clone(), Arc::clone(&b));
+        second.insert(c.key.clone(), Arc::new(c2));
+        assert_eq!(follow(&mut kept, &second), ["b", "c"]);
         assert_eq!(kept.iter().count(), 3);
         // a is gone.
-        assert_eq!(follow(&mut kept, &[&b, &c2]), Vec::<String>::new());
+        let mut third = second.clone();
+        third.remove(&a.key);
+        assert_eq!(follow(&mut kept, &third), Vec::<String>::new());
         let names: Vec<&str> = kept.iter().map(|(k, _)| k.name.as_str()).collect();
         assert_eq!(names, ["b", "c"]);
-        assert_eq!(follow(&mut kept, &[]), Vec::<String>::new());
+        assert_eq!(follow(&mut kept, &Jobs::new()), Vec::<String>::new());
         assert_eq!(kept.iter().count(), 0);
         assert_eq!(
             sum, 0,
@@ -153,13 +191,31 @@ mod tests {
     }
 
     #[test]
-    fn a_figure_its_check_finds_stale_is_derived_again_for_the_same_job() {
+    fn a_job_named_again_has_its_figure_derived_again_though_it_did_not_change() {
+        let a = Arc::new(job("a", "q", 1, Vec::new()));
+        let b = Arc::new(job("b", "q", 1, Vec::new()));
+        let now = jobs(&[&a, &b]);
+        let mut kept: KeptPerJob<u32> = KeptPerJob::default();
+        kept.follow(&now, [], |_| 1, |_, _| {});
+        let mut told = Vec::new();
+        kept.follow(
+            &now,
+            [&a.key, &gang_key("not-there")],
+            |_| 2,
+            |key, change| told.push((key.name.clone(), change.0.copied(), change.1.copied())),
+        );
+        assert_eq!(kept.get(&a.key), Some(&2));
+        assert_eq!(kept.get(&b.key), Some(&1));
+        assert_eq!(told, [("a".to_string(), Some(1), Some(2))]);
+    }
+
+    #[test]
+    fn a_job_built_again_the_same_keeps_its_figure() {
         let a = Arc::new(job("a", "q", 1, Vec::new()));
         let mut kept: KeptPerJob<u32> = KeptPerJob::default();
-        kept.follow(&jobs(&[&a]), |_| 1, |_, _| false, |_| {});
-        kept.follow(&jobs(&[&a]), |_| 2, |_, figure| *figure == 1, |_| {});
-        assert_eq!(kept.get(&a.key), Some(&2));
-        kept.follow(&jobs(&[&a]), |_| 3, |_, figure| *figure == 1, |_| {});
-        assert_eq!(kept.get(&a.key), Some(&2));
+        kept.follow(&jobs(&[&a]), [], |_| 1, |_, _| {});
+        let rebuilt = Arc::new((*a).clone());
+        kept.follow(&jobs(&[&rebuilt]), [], |_| 2, |_, _| {});
+        assert_eq!(kept.get(&a.key), Some(&1));
     }
 }

@@ -54,7 +54,7 @@ mod tiers_tests;
 
 pub use action::Action;
 pub use job::{GangKey, JobInfo, TaskInfo, TaskStatus};
-pub use outcome::{EvictAction, GangPhase, GangVerdict, SessionOutcome};
+pub use outcome::{EvictAction, GangPhase, GangVerdict, SessionOutcome, Verdicts};
 pub use plugin::{Plugin, Vote};
 pub use queue::QueueInfo;
 pub use rejection::Rejection;

@@ -189,14 +189,20 @@ pub struct GangVerdict {
     pub disruption_mode: Option<String>,
 }
 
+/// Every job's verdict by job, in a persistent map: most verdicts stay the
+/// same from one cycle to the next, and are shared between cycles rather than
+/// copied.
+pub type Verdicts = imbl::OrdMap<GangKey, GangVerdict>;
+
 /// What a session decided.
 #[derive(Debug, Default, Clone, PartialEq)]
 pub struct SessionOutcome {
     /// Placements to commit (with the evictions that make room for them), in
     /// decision order.
     pub commits: Vec<JobCommit>,
-    /// Every job's standing.
-    pub verdicts: BTreeMap<GangKey, GangVerdict>,
+    /// Every job's standing (shared with what the session kept for the next
+    /// one: a copy costs nothing, a change copies only its way to the job).
+    pub verdicts: Verdicts,
     /// Jobs the enqueue action admitted in this session.
     pub enqueued: Vec<GangKey>,
     /// The queues after the session.

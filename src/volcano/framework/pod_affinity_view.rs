@@ -8,7 +8,6 @@
 //! ([`preferred_pod_affinity`]).
 
 use super::job::{GangKey, JobInfo, TaskInfo, TaskStatus};
-use super::kept_per_job::KeptPerJob;
 use super::state::SessionState;
 use crate::object_namespace::namespace_of;
 use crate::placement::node_traits::NodeTraits;
@@ -40,10 +39,11 @@ impl TermHolders {
         holders
     }
 
-    /// The holders of every job, as kept from one session to the next.
-    pub fn of_kept(kept: &KeptPerJob<JobTermHolders>) -> Self {
+    /// The holders of the jobs holding any, as kept from one session to the
+    /// next.
+    pub fn of_kept(kept: &BTreeMap<GangKey, JobTermHolders>) -> Self {
         let mut holders = Self::default();
-        for (key, job) in kept.iter() {
+        for (key, job) in kept {
             holders.add(key, job);
         }
         holders
@@ -59,7 +59,7 @@ impl TermHolders {
 /// One job's tasks whose pods carry inter-pod affinity terms (by UID). A task's
 /// pod is part of its job, so these stay right for as long as the job does:
 /// sessions keep them per job (see [`super::kept_per_job`]).
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct JobTermHolders {
     required: Vec<String>,
     preferred: Vec<String>,
@@ -78,6 +78,11 @@ impl JobTermHolders {
             }
         }
         holders
+    }
+
+    /// Whether no task of the job carries terms.
+    pub fn is_empty(&self) -> bool {
+        self.required.is_empty() && self.preferred.is_empty()
     }
 }
 

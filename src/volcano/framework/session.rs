@@ -14,7 +14,7 @@ use super::pod_affinity_view::{JobTermHolders, TermHolders};
 use super::queue::{QueueInfo, add_cards, sub_cards};
 use super::rejection::Rejection;
 use super::report::QueueReport;
-use super::session_memory::{KeptVerdict, SessionMemory};
+use super::session_memory::SessionMemory;
 use super::state::SessionState;
 use super::tiers::Tiers;
 use super::unsettled_jobs::UnsettledJobs;
@@ -90,10 +90,23 @@ impl Session {
         // finding them costs only the jobs that changed, so they are found now.
         let term_holders = std::sync::OnceLock::new();
         if memory.from_session {
+            let holding = &mut memory.holding_terms;
             memory
                 .term_holders
-                .follow(&state.jobs, JobTermHolders::of, |_, _| false, |_| {});
-            let _ = term_holders.set(TermHolders::of_kept(&memory.term_holders));
+                .follow(
+                    &state.jobs,
+                    [],
+                    JobTermHolders::of,
+                    |key, (_, after)| match after.filter(|h| !h.is_empty()) {
+                        Some(holders) => {
+                            holding.insert(key.clone(), holders.clone());
+                        }
+                        None => {
+                            holding.remove(key);
+                        }
+                    },
+                );
+            let _ = term_holders.set(TermHolders::of_kept(&memory.holding_terms));
         }
         Self {
             memory,
@@ -786,25 +799,22 @@ impl Session {
 
     /// Closes the session, and keeps what the next session over the same
     /// cluster may use: the plugins' figures as they opened, and every job's
-    /// verdict (built again only for the jobs whose `Arc` or note changed).
+    /// verdict (built again only for the jobs that changed since the last
+    /// session closed, or whose note did; the others are the last session's,
+    /// shared with it and with the outcome rather than copied).
     pub fn close_keeping(mut self) -> (SessionOutcome, SessionMemory) {
         let mut memory = std::mem::take(&mut self.memory);
         memory.from_session = true;
         memory.keep_plugins(self.tiers.keep());
+        let noted_otherwise = notes_changed(&memory.notes, &self.notes);
         memory.verdicts.follow(
             &self.state.jobs,
-            |job| KeptVerdict {
-                note: self.notes.get(&job.key).cloned(),
-                verdict: self.verdict(job),
-            },
-            |job, kept| kept.note.as_ref() != self.notes.get(&job.key),
-            |_| {},
+            noted_otherwise,
+            |job| self.verdict(job),
+            |_, _| {},
         );
-        let verdicts = memory
-            .verdicts
-            .iter()
-            .map(|(key, kept)| (key.clone(), kept.verdict.clone()))
-            .collect();
+        memory.notes = std::mem::take(&mut self.notes);
+        let verdicts = memory.verdicts.figures().clone();
         let queues = self.state.queues.values().map(|q| self.report(q)).collect();
         let node_generations = self
             .commits
@@ -898,6 +908,27 @@ impl Session {
         report.card_used = use_by_quota_key(&report.card_quota, &report.cards_allocated);
         report
     }
+}
+
+/// The jobs whose note is not the one they had before: one walk over both
+/// notes side by side, both in key order.
+fn notes_changed<'n>(
+    before: &'n BTreeMap<GangKey, JobNote>,
+    now: &'n BTreeMap<GangKey, JobNote>,
+) -> Vec<&'n GangKey> {
+    let mut changed = Vec::new();
+    let mut before = before.iter().peekable();
+    for (key, note) in now {
+        while let Some((gone, _)) = before.next_if(|(k, _)| *k < key) {
+            changed.push(gone);
+        }
+        match before.next_if(|(k, _)| *k == key) {
+            Some((_, last)) if last == note => {}
+            _ => changed.push(key),
+        }
+    }
+    changed.extend(before.map(|(k, _)| k));
+    changed
 }
 
 /// `did not fit any node (5 nodes CardInsufficientMemory, 1 node NodeUnfitPod)`,

@@ -2,9 +2,9 @@
 //! one kept) orders jobs, reports queues and closes with the verdicts of a
 //! session opened afresh, while jobs change, come and go, notes change on jobs
 //! that did not, and the cluster grows; and it finds the same tasks carrying
-//! inter-pod affinity terms.
+//! inter-pod affinity terms, as jobs gain and lose them.
 
-use super::outcome::GangVerdict;
+use super::outcome::Verdicts;
 use super::report::QueueReport;
 use super::session::Session;
 use super::session_memory::SessionMemory;
@@ -16,7 +16,6 @@ use crate::volcano::conf::SchedulerConf;
 use crate::volcano::objects::QueueSpec;
 use crate::volcano::plugins::registry;
 use std::cmp::Ordering;
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 const CONF: &str = "actions: allocate
@@ -76,12 +75,7 @@ fn gang_with_terms(
 /// What a session tells: the order of every pair of jobs, every queue's report,
 /// the verdicts it closes with once `notes` are noted, and the tasks it finds
 /// carrying inter-pod affinity terms.
-type Told = (
-    Vec<Ordering>,
-    Vec<QueueReport>,
-    BTreeMap<GangKey, GangVerdict>,
-    String,
-);
+type Told = (Vec<Ordering>, Vec<QueueReport>, Verdicts, String);
 
 fn tell(
     total: i64,
@@ -135,6 +129,8 @@ fn a_session_opened_after_another_decides_as_one_opened_afresh() {
     // the same jobs; b is noted now.
     let c_running = gang("c", "b", 2, 2);
     let d = gang_with_terms("d", "b", 1, 0, true);
+    // d's pod is made again without its terms.
+    let d_plain = gang("d", "b", 1, 0);
     let steps: Vec<Step<'_>> = vec![
         (16, vec![&a, &b, &c], vec![(&c, "Unschedulable")]),
         (
@@ -149,6 +145,7 @@ fn a_session_opened_after_another_decides_as_one_opened_afresh() {
             vec![(&a, "NotEnoughResources")],
         ),
         (32, vec![&a, &c_running, &d], Vec::new()),
+        (32, vec![&a, &c_running, &d_plain], Vec::new()),
     ];
     let mut memory = SessionMemory::default();
     for (step, (total, jobs, notes)) in steps.into_iter().enumerate() {

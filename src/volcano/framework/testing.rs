@@ -68,6 +68,33 @@ pub fn gang_key(name: &str) -> GangKey {
     }
 }
 
+/// The verdict of gang `name` (in namespace `ns`) of `queue` in `phase`,
+/// waiting with `message` if any.
+pub fn verdict(
+    name: &str,
+    queue: &str,
+    phase: super::GangPhase,
+    message: Option<String>,
+) -> super::GangVerdict {
+    super::GangVerdict {
+        gang: format!("ns/{name}"),
+        single: false,
+        queue: queue.into(),
+        phase,
+        min_member: 1,
+        members: 1,
+        ready: 0,
+        running: 0,
+        succeeded: 0,
+        failed: 0,
+        reason: message.as_ref().map(|_| "Unschedulable"),
+        message,
+        api: None,
+        workload: None,
+        disruption_mode: None,
+    }
+}
+
 /// A PodGroup job in `queue` with these tasks.
 pub fn job(name: &str, queue: &str, min_member: usize, tasks: Vec<TaskInfo>) -> JobInfo {
     let key = GangKey {

@@ -49,21 +49,24 @@ impl HeldShares {
     fn follow(&mut self, state: &SessionState) {
         if self.total != state.total {
             self.total = state.total.clone();
-            for (held, share) in self.held.figures_mut().flatten() {
-                *share = dominant_share(&amounts(held), &self.total);
-            }
+            let total = &self.total;
+            self.held.rework_all(|figure| {
+                if let Some((held, share)) = figure {
+                    *share = dominant_share(&amounts(held), total);
+                }
+            });
         }
         let total = &self.total;
         self.held.follow(
             &state.jobs,
+            [],
             |job| {
                 held_by(job).map(|held| {
                     let share = dominant_share(&amounts(&held), total);
                     (held, share)
                 })
             },
-            |_, _| false,
-            |_| {},
+            |_, _| {},
         );
     }
 }

@@ -82,9 +82,9 @@ impl KeptQueuePods {
         let by_queue = &mut self.by_queue;
         self.by_job.follow(
             &state.jobs,
+            [],
             |job| (job.queue.clone(), Counts::of(job)),
-            |_, _| false,
-            |(before, after)| {
+            |_, (before, after)| {
                 if let Some((queue, counts)) = before {
                     take_out(by_queue, queue, *counts);
                 }
