@@ -191,16 +191,30 @@ impl Scheduler {
     }
 
     fn evaluate_pod(&self, pod: Option<&Pod>, ctx: &PodContext, names: &NodeNames) -> Evaluation {
+        let (fits, failed) = self.on_candidates(pod, ctx, names, |source, task, judge| {
+            evaluate_all(source, ctx, task, judge)
+        });
+        Evaluation {
+            fits,
+            failed: in_words(failed),
+        }
+    }
+
+    /// Runs `judge_pod` on the candidates `names` as one reading of the ledger
+    /// shows them, with the pod's facts and the plugins' judge in force.
+    fn on_candidates<R>(
+        &self,
+        pod: Option<&Pod>,
+        ctx: &PodContext,
+        names: &NodeNames,
+        judge_pod: impl FnOnce(&LedgerCandidates<'_>, &TaskFacts<'_>, &dyn NodeJudge) -> R,
+    ) -> R {
         let conf = self.node_judge();
         let judge = conf.judge();
         let facts = PodFacts::of(self, judge, pod, ctx);
         let ledger = self.ledger.read();
         let source = LedgerCandidates::new(self, &ledger, names);
-        let (fits, failed) = evaluate_all(&source, ctx, &facts.task(ctx, pod), judge);
-        Evaluation {
-            fits,
-            failed: in_words(failed),
-        }
+        judge_pod(&source, &facts.task(ctx, pod), judge)
     }
 
     /// The best node that passes the plugins' predicates and fits, by the pod's node
@@ -212,14 +226,11 @@ impl Scheduler {
         ctx: &PodContext,
         names: &NodeNames,
     ) -> Result<(String, Placement), BTreeMap<String, String>> {
-        let conf = self.node_judge();
-        let judge = conf.judge();
-        let facts = PodFacts::of(self, judge, pod, ctx);
-        let ledger = self.ledger.read();
-        let source = LedgerCandidates::new(self, &ledger, names);
-        choose_node(&source, ctx, &facts.task(ctx, pod), judge)
-            .map(|c| (c.node, c.placement))
-            .map_err(in_words)
+        self.on_candidates(pod, ctx, names, |source, task, judge| {
+            choose_node(source, ctx, task, judge)
+                .map(|c| (c.node, c.placement))
+                .map_err(in_words)
+        })
     }
 
     /// The node `/filter` reserves on: the one [`Scheduler::choose_node`] would
@@ -232,23 +243,19 @@ impl Scheduler {
         ctx: &PodContext,
         names: &NodeNames,
     ) -> Result<String, BTreeMap<String, String>> {
-        let conf = self.node_judge();
-        let judge = conf.judge();
-        let facts = PodFacts::of(self, judge, pod, ctx);
-        let task = facts.task(ctx, pod);
-        let ledger = self.ledger.read();
-        let in_ledger = LedgerCandidates::new(self, &ledger, names);
-        let candidates = RankMemo::new(&in_ledger, &ctx.request);
-        let choice = choose_node(&candidates, ctx, &task, judge).map_err(in_words)?;
-        let spare = self.spare_node(
-            &candidates,
-            ctx,
-            &task,
-            judge,
-            &choice.node,
-            choice.placement.node_score,
-        );
-        Ok(spare.unwrap_or(choice.node))
+        self.on_candidates(pod, ctx, names, |in_ledger, task, judge| {
+            let candidates = RankMemo::new(in_ledger, &ctx.request);
+            let choice = choose_node(&candidates, ctx, task, judge).map_err(in_words)?;
+            let spare = self.spare_node(
+                &candidates,
+                ctx,
+                task,
+                judge,
+                &choice.node,
+                choice.placement.node_score,
+            );
+            Ok(spare.unwrap_or(choice.node))
+        })
     }
 
     /// Check-and-reserve as one step under the ledger's write lock.
