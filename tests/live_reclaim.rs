@@ -258,6 +258,10 @@ async fn inference_reclaims_a_training_gang_and_starts_once_the_kubelet_lets_go(
             Duration::from_secs(10),
         )
         .await;
+    wait_for_view(&server, "the plan and both evictions listed", |view| {
+        view["pipelined"][0]["pod"] == "ml/svc" && listed_evictions(view).len() == 2
+    })
+    .await;
     let view = debug_queues(&server).await;
     let plan = &view["pipelined"][0];
     assert_eq!(plan["pod"], "ml/svc", "{view}");
@@ -365,6 +369,10 @@ async fn a_budget_that_allows_nothing_protects_the_gang_and_a_refused_eviction_e
             .join("\n")
     );
     assert_eq!(api.evicted_pods().len(), 2);
+    wait_for_view(&server, "the refusal and both evictions listed", |view| {
+        listed_evictions(view).len() == 3
+    })
+    .await;
     let view = debug_queues(&server).await;
     let outcomes: Vec<&str> = view["evictions"]
         .as_array()
@@ -505,15 +513,19 @@ async fn assert_evictions_named(
     action: &str,
     title: &str,
 ) {
-    let view = debug_queues(server).await;
-    let mut listed = listed_evictions(&view);
-    listed.sort();
     let wanted: Vec<String> = victims.iter().map(|v| format!("{NS}/{v}")).collect();
     let wanted: Vec<(&str, &str, &str)> = wanted
         .iter()
         .map(|p| (p.as_str(), action, "evicted"))
         .collect();
-    assert_eq!(listed, wanted, "{view}");
+    // The eviction is counted as it is made; the view is published when the
+    // cycle that made it closes, a moment later.
+    wait_for_view(server, "the evictions listed", |view| {
+        let mut listed = listed_evictions(view);
+        listed.sort();
+        listed == wanted
+    })
+    .await;
     let opening = format!("{title} by {action}: ");
     for v in victims {
         let events = api.events_for(NS, v);
@@ -582,18 +594,17 @@ async fn a_gangpreempt_eviction_asked_again_is_still_named_gangpreempt() {
             Duration::from_secs(30),
         )
         .await;
-    let view = debug_queues(server).await;
-    let mut listed = listed_evictions(&view);
-    listed.sort();
-    assert_eq!(
-        listed,
-        [
-            ("ml/low0", "gangpreempt", "evicted"),
-            ("ml/low1", "gangpreempt", "evicted"),
-            ("ml/low1", "gangpreempt", "failed"),
-        ],
-        "{view}"
-    );
+    wait_for_view(server, "both evictions and the failed one listed", |view| {
+        let mut listed = listed_evictions(view);
+        listed.sort();
+        listed
+            == [
+                ("ml/low0", "gangpreempt", "evicted"),
+                ("ml/low1", "gangpreempt", "evicted"),
+                ("ml/low1", "gangpreempt", "failed"),
+            ]
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
