@@ -111,6 +111,8 @@ fn chart() -> Option<Shipped> {
 /// One pod write as the API server sees it.
 struct Write {
     operation: &'static str,
+    /// `pods`, or `pods/binding` for a Binding of the pod.
+    resource: &'static str,
     user: &'static str,
     namespace_labels: BTreeMap<String, String>,
     object: Value,
@@ -221,7 +223,7 @@ fn webhook_is_asked(webhook: &Value, w: &Write) -> bool {
                 .flatten()
                 .any(|x| x == v || x == "*")
         };
-        has("operations", w.operation) && has("resources", "pods") && has("apiGroups", "")
+        has("operations", w.operation) && has("resources", w.resource) && has("apiGroups", "")
     });
     let empty = json!({});
     let namespace_selector = webhook.get("namespaceSelector").unwrap_or(&empty);
@@ -262,7 +264,7 @@ fn policy_refuses(s: &Shipped, w: &Write) -> bool {
                     .is_some_and(|o| o.contains(&json!(w.operation)))
                     && r["resources"]
                         .as_array()
-                        .is_some_and(|o| o.contains(&json!("pods")))
+                        .is_some_and(|o| o.contains(&json!(w.resource)))
             });
         if !(bound && matched) {
             return false;
@@ -365,10 +367,28 @@ fn opted_out() -> Value {
 fn write(operation: &'static str, user: &'static str, object: Value, old: Option<Value>) -> Write {
     Write {
         operation,
+        resource: "pods",
         user,
         namespace_labels: namespace("team-a", &[]),
         object,
         old_object: old,
+    }
+}
+
+/// A Binding of the tenant's pod to `gpu-a` carrying `annotations`, as
+/// `user` creates it.
+fn binding(user: &'static str, annotations: Value) -> Write {
+    Write {
+        operation: "CREATE",
+        resource: "pods/binding",
+        user,
+        namespace_labels: namespace("team-a", &[]),
+        object: json!({
+            "apiVersion": "v1", "kind": "Binding",
+            "metadata": {"name": "forger", "namespace": "team-a", "annotations": annotations},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": "gpu-a"}
+        }),
+        old_object: None,
     }
 }
 
@@ -499,6 +519,34 @@ fn check_guard(s: &Shipped) {
         Outcome::RefusedByPolicy,
         "{what}: the device plugin never moves a pod"
     );
+    // A Binding's annotations land on the pod: only the scheduler's may carry a
+    // placement; a plain Binding (kube-scheduler's own binder) passes.
+    for up in [true, false] {
+        assert_eq!(
+            admit(s, &binding(TENANT, forged()), up),
+            Outcome::RefusedByPolicy,
+            "{what}: a tenant's Binding with a placement (webhook up: {up})"
+        );
+        assert_eq!(
+            admit(s, &binding(device_plugin, forged()), up),
+            Outcome::RefusedByPolicy,
+            "{what}: the device plugin never binds (webhook up: {up})"
+        );
+        assert_eq!(
+            admit(s, &binding(scheduler, forged()), up),
+            Outcome::Admitted {
+                webhook_asked: false
+            },
+            "{what}: the scheduler's Binding with its placement (webhook up: {up})"
+        );
+        assert_eq!(
+            admit(s, &binding(TENANT, json!({})), up),
+            Outcome::Admitted {
+                webhook_asked: false
+            },
+            "{what}: a Binding without a placement (webhook up: {up})"
+        );
+    }
     // Updates that leave the placement alone pass, whoever makes them.
     let mut relabelled = placed.clone();
     relabelled["metadata"]["labels"] = opted_out();
