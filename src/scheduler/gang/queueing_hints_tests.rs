@@ -56,14 +56,14 @@ tiers: [{plugins: [{name: priority}, {name: gang}, {name: conformance}]}, {plugi
 
 /// One gang of the workload: minMember, extra members, queue, memory each
 /// member asks (MiB), priority, and how its members stand to other pods.
-type GangSpec = (u32, u32, usize, u64, i32, Bearing);
+pub(super) type GangSpec = (u32, u32, usize, u64, i32, Bearing);
 
 /// The tiers members are labelled with, for other members' pod affinity.
 const TIERS: usize = 3;
 
 /// A gang's members' tier label and required pod affinity, per node.
 #[derive(Debug, Clone, Copy)]
-enum Bearing {
+pub(super) enum Bearing {
     /// Labelled with this tier, no terms.
     Plain(usize),
     /// Labelled with the first tier, placed only next to a pod of the second.
@@ -104,11 +104,11 @@ fn bearing() -> impl Strategy<Value = Bearing> {
 }
 
 /// The node label pod affinity terms here are judged by.
-const HOSTNAME: &str = "kubernetes.io/hostname";
+pub(super) const HOSTNAME: &str = "kubernetes.io/hostname";
 
 /// What happens between two cycles.
 #[derive(Debug, Clone)]
-enum Change {
+pub(super) enum Change {
     /// The next gang of the workload arrives.
     Arrive,
     /// The `n`th pod the ledger holds leaves (room is freed).
@@ -148,6 +148,12 @@ enum Change {
     /// GPU (assigned before the first cycle, never bound) finishes: the node's
     /// GPUs change, its CPU, memory and pods do not.
     ForeignSliceEnds(usize),
+    /// A pod of HAMi's scheduler takes a slice of the `g`th GPU (modulo their
+    /// number) of the `n`th node (assigned, never bound): the node's GPUs
+    /// change, its CPU, memory and pods do not. Only room is taken, and yet a
+    /// gang whose first member no longer fits where it went may now fit whole
+    /// elsewhere.
+    ForeignSliceStarts(usize, usize),
     /// Nothing: the period elapsed.
     Tick,
 }
@@ -173,12 +179,13 @@ fn change() -> impl Strategy<Value = Change> {
         1 => (0usize..=RELOADED.len()).prop_map(Change::Reconfigure),
         1 => (0usize..8, 1u32..5).prop_map(|(n, r)| Change::NodeResized(n, r)),
         1 => (0usize..8).prop_map(Change::ForeignSliceEnds),
+        2 => (0usize..8, 0usize..4).prop_map(|(n, g)| Change::ForeignSliceStarts(n, g)),
         1 => Just(Change::Tick),
     ]
 }
 
 /// A member asking `mem` MiB of one GPU, at `priority`, with `bearing`.
-fn sized_member(
+pub(super) fn sized_member(
     name: &str,
     group: &str,
     created: u32,
@@ -208,9 +215,9 @@ fn sized_member(
 
 /// Two schedulers over the same cluster: one planning incrementally, one from
 /// scratch.
-struct Pair {
-    incremental: Cluster,
-    scratch: Cluster,
+pub(super) struct Pair {
+    pub(super) incremental: Cluster,
+    pub(super) scratch: Cluster,
     /// Nodes joined so far.
     joined: std::cell::Cell<usize>,
     /// Pods of other schedulers started so far.
@@ -218,7 +225,7 @@ struct Pair {
 }
 
 impl Pair {
-    fn new(nodes: &[usize], queues: usize, evictions: bool) -> Self {
+    pub(super) fn new(nodes: &[usize], queues: usize, evictions: bool) -> Self {
         let names: Vec<String> = (0..nodes.len()).map(|i| format!("n{i}")).collect();
         let spec: Vec<(&str, usize)> = names
             .iter()
@@ -250,11 +257,16 @@ impl Pair {
         }
     }
 
-    fn both(&self) -> [&Cluster; 2] {
+    pub(super) fn both(&self) -> [&Cluster; 2] {
         [&self.incremental, &self.scratch]
     }
 
-    fn arrive(&self, g: usize, (min, extra, q, mem, priority, bearing): GangSpec, queues: usize) {
+    pub(super) fn arrive(
+        &self,
+        g: usize,
+        (min, extra, q, mem, priority, bearing): GangSpec,
+        queues: usize,
+    ) {
         let group = format!("g{g}");
         for c in self.both() {
             c.s.apply_podgroup(&podgroup(
@@ -274,6 +286,18 @@ impl Pair {
         }
     }
 
+    /// The `n`th node (by name, modulo their number) and its number of GPUs.
+    fn node_and_gpus(&self, n: usize) -> (String, usize) {
+        let mut nodes: Vec<(String, usize)> = self.incremental.s.with_ledger(|l| {
+            l.nodes()
+                .into_iter()
+                .map(|(name, entry)| (name.clone(), entry.devices.len()))
+                .collect()
+        });
+        nodes.sort();
+        nodes.swap_remove(n % nodes.len())
+    }
+
     /// The `n`th pod the incremental side's ledger holds (by UID), if any.
     fn held_pod(&self, n: usize) -> Option<String> {
         let uids: Vec<String> = self
@@ -285,7 +309,7 @@ impl Pair {
         (!uids.is_empty()).then(|| uids[n % uids.len()].clone())
     }
 
-    async fn apply(
+    pub(super) async fn apply(
         &self,
         change: &Change,
         arrived: &mut usize,
@@ -357,14 +381,7 @@ impl Pair {
                 }
             }
             Change::NodeResized(n, rack) => {
-                let mut nodes: Vec<(String, usize)> = self.incremental.s.with_ledger(|l| {
-                    l.nodes()
-                        .into_iter()
-                        .map(|(name, entry)| (name.clone(), entry.devices.len()))
-                        .collect()
-                });
-                nodes.sort();
-                let (name, gpus) = &nodes[n % nodes.len()];
+                let (name, gpus) = &self.node_and_gpus(*n);
                 let mut node = hostname_gpu_node(name, *gpus);
                 node.metadata
                     .labels
@@ -385,6 +402,15 @@ impl Pair {
                     .with_ledger(|l| l.node_names().cloned().collect());
                 nodes.sort();
                 let pod = foreign_slice(&nodes[n % nodes.len()], "Succeeded");
+                for c in self.both() {
+                    c.s.apply_pod(&pod);
+                }
+            }
+            Change::ForeignSliceStarts(n, g) => {
+                let (name, gpus) = &self.node_and_gpus(*n);
+                let gpu = g % (*gpus).max(1);
+                let pod =
+                    foreign_slice_named(&format!("foreign-{name}-{gpu}"), (name, gpu), "Pending");
                 for c in self.both() {
                     c.s.apply_pod(&pod);
                 }
@@ -495,7 +521,7 @@ impl Pair {
     /// One cycle on each side; the scratch side first forgets everything it
     /// kept, so its session is built anew and tries every job. The incremental
     /// side's kept state is checked against one built anew first.
-    async fn cycle(&self) -> Result<(usize, usize), TestCaseError> {
+    pub(super) async fn cycle(&self) -> Result<(usize, usize), TestCaseError> {
         kept_state_is_current(&self.incremental).await?;
         {
             let memory = self.scratch.s.gang.planner.lock().await;
@@ -635,13 +661,18 @@ async fn kept_state_is_current(c: &Cluster) -> Result<(), TestCaseError> {
 /// `phase`. (A slice only taken later is not a change the planner's hints may
 /// ignore: with fewer free cards on one node, a gang's first member may go
 /// elsewhere, where its whole gang fits.)
-fn foreign_slice(node: &str, phase: &str) -> Pod {
+pub(super) fn foreign_slice(node: &str, phase: &str) -> Pod {
+    foreign_slice_named(&format!("foreign-{node}"), (node, 0), phase)
+}
+
+/// A pod of HAMi's scheduler named `name` holding a slice of `node`'s `gpu`th
+/// GPU, in `phase`.
+fn foreign_slice_named(name: &str, (node, gpu): (&str, usize), phase: &str) -> Pod {
     serde_json::from_value(json!({
-        "metadata": {"name": format!("foreign-{node}"), "namespace": "other",
-            "uid": format!("uid-foreign-{node}"),
+        "metadata": {"name": name, "namespace": "other", "uid": format!("uid-{name}"),
             "annotations": {
                 "hami.io/vgpu-node": node,
-                "hami.io/vgpu-devices-allocated": format!("GPU-{node}-0,NVIDIA,1024,10:;")}},
+                "hami.io/vgpu-devices-allocated": format!("GPU-{node}-{gpu},NVIDIA,1024,10:;")}},
         "spec": {"schedulerName": "hami-scheduler",
             "containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]},
         "status": {"phase": phase}
@@ -671,12 +702,12 @@ fn nth_member(n: usize, arrived: &[GangSpec]) -> Option<String> {
 
 /// What a side decided: every pod the ledger holds with its node and GPUs, every
 /// gang's phase, ready count and reason.
-type Decisions = (
+pub(super) type Decisions = (
     BTreeMap<String, (String, String)>,
     BTreeMap<String, (GangPhase, usize, Option<&'static str>)>,
 );
 
-fn decisions(c: &Cluster) -> Decisions {
+pub(super) fn decisions(c: &Cluster) -> Decisions {
     let held = c.s.with_ledger(|l| {
         l.pods()
             .map(|p| (p.uid.clone(), (p.node.clone(), format!("{:?}", p.devices))))
@@ -705,17 +736,17 @@ fn gang_spec() -> impl Strategy<Value = GangSpec> {
 /// A random case: the cluster's nodes (GPUs each), queues, whether preempt and
 /// reclaim run, the workload, how many of its gangs are there at first, and
 /// what happens between cycles.
-struct Case {
-    nodes: Vec<usize>,
-    queues: usize,
-    evictions: bool,
-    workload: Vec<GangSpec>,
-    initial: usize,
-    changes: Vec<Change>,
+pub(super) struct Case {
+    pub(super) nodes: Vec<usize>,
+    pub(super) queues: usize,
+    pub(super) evictions: bool,
+    pub(super) workload: Vec<GangSpec>,
+    pub(super) initial: usize,
+    pub(super) changes: Vec<Change>,
 }
 
 /// Runs `case` on both sides, comparing their decisions after every cycle.
-fn same_decisions(case: &Case) -> Result<(), TestCaseError> {
+pub(super) fn same_decisions(case: &Case) -> Result<(), TestCaseError> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -1,0 +1,166 @@
+//! Room taken on a node can let a blocked gang in when allocate fills it member
+//! by member and an earlier member's node decides where the later ones may go:
+//! once the node an earlier member went to is fuller, it goes elsewhere, where
+//! the whole gang fits. A scheduler keeping queueing hints places such a gang in
+//! the cycle after the room was taken, as one whose sessions are built anew.
+
+use super::queueing_hints_tests::{
+    Bearing, Case, Change, Pair, decisions, foreign_slice, same_decisions,
+};
+use crate::scheduler::gang_tests::{hostname_gpu_node, member, podgroup};
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use serde_json::json;
+
+/// The nodes a side's ledger holds the members of gang `group` on, by member.
+fn nodes_of(pair: &Pair, group: &str) -> Vec<(String, String)> {
+    let (held, _) = decisions(&pair.incremental);
+    held.into_iter()
+        .filter(|(uid, _)| uid.starts_with(&format!("uid-{group}m")))
+        .map(|(uid, (node, _))| (uid, node))
+        .collect()
+}
+
+/// The node a member asking no GPU was pinned to when its gate was lifted.
+fn pinned_node(pod: &Pod) -> Option<&str> {
+    let terms = &pod
+        .spec
+        .as_ref()?
+        .affinity
+        .as_ref()?
+        .node_affinity
+        .as_ref()?
+        .required_during_scheduling_ignored_during_execution
+        .as_ref()?
+        .node_selector_terms;
+    terms
+        .iter()
+        .flat_map(|t| t.match_fields.iter().flatten())
+        .find(|f| f.key == "metadata.name")
+        .and_then(|f| f.values.as_ref()?.first())
+        .map(String::as_str)
+}
+
+/// Two sides over nodes of `gpus` whole cards each, every node's first card
+/// held by a pod of HAMi's scheduler.
+fn pair_with_foreign_slices(gpus: &[usize]) -> Pair {
+    let pair = Pair::new(gpus, 1, false);
+    for c in pair.both() {
+        for n in 0..gpus.len() {
+            c.s.apply_pod(&foreign_slice(&format!("n{n}"), "Pending"));
+        }
+    }
+    pair
+}
+
+#[tokio::test]
+async fn a_gang_following_its_own_members_is_placed_once_its_first_members_node_fills_up() {
+    // n0 has one free card, n1 three. Binpack sends the first member to n0, the
+    // fuller node; the second must follow it there and finds no card.
+    let pair = pair_with_foreign_slices(&[2, 4]);
+    pair.arrive(0, (2, 0, 0, 80_000, 0, Bearing::Follows(0, 0)), 1);
+    let (a, b) = pair.cycle().await.expect("kept state current");
+    assert_eq!((a, b), (0, 0), "the gang cannot follow its first member");
+    assert!(nodes_of(&pair, "g0").is_empty());
+
+    // Another scheduler takes n0's last card: only room was taken, and the first
+    // member now goes to n1, where the second finds room too.
+    let mut arrived = 1;
+    pair.apply(&Change::ForeignSliceStarts(0, 1), &mut arrived, &[], 1)
+        .await;
+    let (a, b) = pair.cycle().await.expect("kept state current");
+    assert_eq!((a, b), (1, 1), "the gang placed on both sides");
+    assert_eq!(
+        nodes_of(&pair, "g0"),
+        vec![
+            ("uid-g0m0".to_string(), "n1".to_string()),
+            ("uid-g0m1".to_string(), "n1".to_string())
+        ]
+    );
+    assert_eq!(decisions(&pair.incremental), decisions(&pair.scratch));
+}
+
+#[test]
+fn a_gang_of_three_following_each_other_by_hostname_decides_as_sessions_built_anew() {
+    // The same, with three members and the room taken cycles later.
+    let case = Case {
+        nodes: vec![3, 5],
+        queues: 1,
+        evictions: false,
+        workload: vec![(3, 0, 0, 40_000, 0, Bearing::Follows(0, 0))],
+        initial: 1,
+        changes: vec![
+            Change::Tick,
+            Change::ForeignSliceStarts(0, 1),
+            Change::ForeignSliceStarts(0, 2),
+            Change::Tick,
+        ],
+    };
+    same_decisions(&case).expect("same decisions");
+}
+
+/// `node` with room for pods: a member asking no GPU is counted against it.
+fn with_pod_slots(mut node: Node) -> Node {
+    if let Some(allocatable) = node.status.as_mut().and_then(|s| s.allocatable.as_mut()) {
+        allocatable.insert("pods".into(), Quantity("110".into()));
+    }
+    node
+}
+
+/// A member of gang `group` asking `cpu` cores and, when `gpu`, one whole card.
+fn unlike_member(name: &str, group: &str, cpu: u32, gpu: bool) -> Pod {
+    let mut pod = member(name, group, 0);
+    if let Some(resources) = pod
+        .spec
+        .as_mut()
+        .and_then(|s| s.containers.first_mut())
+        .and_then(|c| c.resources.as_mut())
+    {
+        resources.requests = Some(
+            serde_json::from_value(json!({"cpu": cpu.to_string(), "memory": "1Gi"}))
+                .expect("requests"),
+        );
+        if !gpu {
+            resources.limits = None;
+        }
+    }
+    pod
+}
+
+#[tokio::test]
+async fn a_gang_of_unlike_members_is_placed_once_cpu_taken_moves_its_first_member() {
+    // n0 has a free card and 64 cores, n1 no free card. The CPU-only master goes
+    // to n0 (the nodes tie; the smaller name wins) and leaves 24 cores: too few
+    // for the worker, whose only card is there.
+    let pair = pair_with_foreign_slices(&[2, 1]);
+    for c in pair.both() {
+        for (n, gpus) in [(0, 2), (1, 1)] {
+            c.s.apply_node(&with_pod_slots(hostname_gpu_node(&format!("n{n}"), gpus)));
+        }
+        c.s.apply_podgroup(&podgroup("g0", 2, "q0", json!({})));
+        c.add(&unlike_member("g0m0", "g0", 40, false));
+        c.add(&unlike_member("g0m1", "g0", 30, true));
+    }
+    let (a, b) = pair.cycle().await.expect("kept state current");
+    assert_eq!(
+        (a, b),
+        (0, 0),
+        "the worker finds no room next to the master"
+    );
+
+    // Another scheduler's pod takes 30 of n0's cores: the master no longer fits
+    // there and goes to n1, and the worker fits on n0.
+    let mut arrived = 0;
+    pair.apply(&Change::PlainPod(0, 30), &mut arrived, &[], 1)
+        .await;
+    let (a, b) = pair.cycle().await.expect("kept state current");
+    assert_eq!((a, b), (1, 1), "the gang placed on both sides");
+    assert_eq!(
+        nodes_of(&pair, "g0"),
+        vec![("uid-g0m1".to_string(), "n0".to_string())],
+        "the worker holds n0's card"
+    );
+    let master = pair.incremental.pod("g0m0").await.expect("the master");
+    assert_eq!(pinned_node(&master), Some("n1"), "the master pinned to n1");
+    assert_eq!(decisions(&pair.incremental), decisions(&pair.scratch));
+}
