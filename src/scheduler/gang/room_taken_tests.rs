@@ -5,11 +5,10 @@
 //! the cycle after the room was taken, as one whose sessions are built anew.
 
 use super::queueing_hints_tests::{
-    Bearing, Case, Change, Pair, decisions, foreign_slice, same_decisions,
+    Bearing, Case, Change, Pair, Shape, asking, decisions, foreign_slice, same_decisions,
 };
-use crate::scheduler::gang_tests::{hostname_gpu_node, member, podgroup};
-use k8s_openapi::api::core::v1::{Node, Pod};
-use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use crate::scheduler::gang_tests::{member, podgroup};
+use k8s_openapi::api::core::v1::Pod;
 use serde_json::json;
 
 /// The nodes a side's ledger holds the members of gang `group` on, by member.
@@ -58,7 +57,11 @@ async fn a_gang_following_its_own_members_is_placed_once_its_first_members_node_
     // n0 has one free card, n1 three. Binpack sends the first member to n0, the
     // fuller node; the second must follow it there and finds no card.
     let pair = pair_with_foreign_slices(&[2, 4]);
-    pair.arrive(0, (2, 0, 0, 80_000, 0, Bearing::Follows(0, 0)), 1);
+    pair.arrive(
+        0,
+        (2, 0, 0, 80_000, 0, Bearing::Follows(0, 0), Shape::Alike),
+        1,
+    );
     let (a, b) = pair.cycle().await.expect("kept state current");
     assert_eq!((a, b), (0, 0), "the gang cannot follow its first member");
     assert!(nodes_of(&pair, "g0").is_empty());
@@ -66,7 +69,7 @@ async fn a_gang_following_its_own_members_is_placed_once_its_first_members_node_
     // Another scheduler takes n0's last card: only room was taken, and the first
     // member now goes to n1, where the second finds room too.
     let mut arrived = 1;
-    pair.apply(&Change::ForeignSliceStarts(0, 1), &mut arrived, &[], 1)
+    pair.apply(&Change::ForeignSliceStarts(0), &mut arrived, &[], 1)
         .await;
     let (a, b) = pair.cycle().await.expect("kept state current");
     assert_eq!((a, b), (1, 1), "the gang placed on both sides");
@@ -87,44 +90,28 @@ fn a_gang_of_three_following_each_other_by_hostname_decides_as_sessions_built_an
         nodes: vec![3, 5],
         queues: 1,
         evictions: false,
-        workload: vec![(3, 0, 0, 40_000, 0, Bearing::Follows(0, 0))],
+        workload: vec![(3, 0, 0, 40_000, 0, Bearing::Follows(0, 0), Shape::Alike)],
         initial: 1,
         changes: vec![
             Change::Tick,
-            Change::ForeignSliceStarts(0, 1),
-            Change::ForeignSliceStarts(0, 2),
+            Change::ForeignSliceStarts(0),
+            Change::ForeignSliceStarts(0),
             Change::Tick,
         ],
     };
     same_decisions(&case).expect("same decisions");
 }
 
-/// `node` with room for pods: a member asking no GPU is counted against it.
-fn with_pod_slots(mut node: Node) -> Node {
-    if let Some(allocatable) = node.status.as_mut().and_then(|s| s.allocatable.as_mut()) {
-        allocatable.insert("pods".into(), Quantity("110".into()));
+/// Nodes n0 (a free card, 64 cores) and n1 (no free card), and gang g0 of a
+/// master asking 40 cores and no GPU and a worker asking a card and 30 cores.
+fn master_and_worker_on_unequal_nodes() -> Pair {
+    let pair = pair_with_foreign_slices(&[2, 1]);
+    for c in pair.both() {
+        c.s.apply_podgroup(&podgroup("g0", 2, "q0", json!({})));
+        c.add(&asking(member("g0m0", "g0", 0), 40, false));
+        c.add(&asking(member("g0m1", "g0", 0), 30, true));
     }
-    node
-}
-
-/// A member of gang `group` asking `cpu` cores and, when `gpu`, one whole card.
-fn unlike_member(name: &str, group: &str, cpu: u32, gpu: bool) -> Pod {
-    let mut pod = member(name, group, 0);
-    if let Some(resources) = pod
-        .spec
-        .as_mut()
-        .and_then(|s| s.containers.first_mut())
-        .and_then(|c| c.resources.as_mut())
-    {
-        resources.requests = Some(
-            serde_json::from_value(json!({"cpu": cpu.to_string(), "memory": "1Gi"}))
-                .expect("requests"),
-        );
-        if !gpu {
-            resources.limits = None;
-        }
-    }
-    pod
+    pair
 }
 
 #[tokio::test]
@@ -132,15 +119,7 @@ async fn a_gang_of_unlike_members_is_placed_once_cpu_taken_moves_its_first_membe
     // n0 has a free card and 64 cores, n1 no free card. The CPU-only master goes
     // to n0 (the nodes tie; the smaller name wins) and leaves 24 cores: too few
     // for the worker, whose only card is there.
-    let pair = pair_with_foreign_slices(&[2, 1]);
-    for c in pair.both() {
-        for (n, gpus) in [(0, 2), (1, 1)] {
-            c.s.apply_node(&with_pod_slots(hostname_gpu_node(&format!("n{n}"), gpus)));
-        }
-        c.s.apply_podgroup(&podgroup("g0", 2, "q0", json!({})));
-        c.add(&unlike_member("g0m0", "g0", 40, false));
-        c.add(&unlike_member("g0m1", "g0", 30, true));
-    }
+    let pair = master_and_worker_on_unequal_nodes();
     let (a, b) = pair.cycle().await.expect("kept state current");
     assert_eq!(
         (a, b),
@@ -162,5 +141,45 @@ async fn a_gang_of_unlike_members_is_placed_once_cpu_taken_moves_its_first_membe
     );
     let master = pair.incremental.pod("g0m0").await.expect("the master");
     assert_eq!(pinned_node(&master), Some("n1"), "the master pinned to n1");
+    assert_eq!(decisions(&pair.incremental), decisions(&pair.scratch));
+}
+
+/// A CPU-only pod of gang `group` asking `cores` cores at priority 1000, kept
+/// off every node by a node selector no node matches while `kept_off`.
+fn urgent_cpu_pod(name: &str, group: &str, cores: u32, kept_off: bool) -> Pod {
+    let mut pod = asking(member(name, group, 1), cores, false);
+    if let Some(spec) = pod.spec.as_mut() {
+        spec.priority = Some(1000);
+        spec.node_selector = kept_off.then(|| [("zone".to_string(), "none".to_string())].into());
+    }
+    pod
+}
+
+#[tokio::test]
+async fn a_gang_of_unlike_members_is_placed_once_a_job_tried_before_it_takes_the_cores() {
+    // As above, but the cores on n0 are taken in the same session, by a job of
+    // higher priority whose own change let it in: no node changed before the
+    // cycle, and the queue asks for what it asked.
+    let pair = master_and_worker_on_unequal_nodes();
+    for c in pair.both() {
+        c.s.apply_podgroup(&podgroup("g1", 1, "q0", json!({})));
+        c.add(&urgent_cpu_pod("g1m0", "g1", 30, true));
+    }
+    let (a, b) = pair.cycle().await.expect("kept state current");
+    assert_eq!((a, b), (0, 0), "neither gang fits");
+
+    for c in pair.both() {
+        c.add(&urgent_cpu_pod("g1m0", "g1", 30, false));
+    }
+    let (a, b) = pair.cycle().await.expect("kept state current");
+    assert_eq!((a, b), (2, 2), "both gangs placed on both sides");
+    for (name, node) in [("g1m0", "n0"), ("g0m0", "n1")] {
+        let pod = pair.incremental.pod(name).await.expect("the pod");
+        assert_eq!(pinned_node(&pod), Some(node), "{name} pinned");
+    }
+    assert_eq!(
+        nodes_of(&pair, "g0"),
+        vec![("uid-g0m1".to_string(), "n0".to_string())]
+    );
     assert_eq!(decisions(&pair.incremental), decisions(&pair.scratch));
 }
