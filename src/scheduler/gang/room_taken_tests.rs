@@ -7,7 +7,8 @@
 use super::queueing_hints_tests::{
     Bearing, Case, Change, Pair, Shape, asking, decisions, foreign_slice, same_decisions,
 };
-use crate::scheduler::gang_tests::{member, podgroup};
+use crate::scheduler::GangConfig;
+use crate::scheduler::gang_tests::{Cluster, member, podgroup};
 use k8s_openapi::api::core::v1::Pod;
 use serde_json::json;
 
@@ -182,4 +183,33 @@ async fn a_gang_of_unlike_members_is_placed_once_a_job_tried_before_it_takes_the
         vec![("uid-g0m1".to_string(), "n0".to_string())]
     );
     assert_eq!(decisions(&pair.incremental), decisions(&pair.scratch));
+}
+
+#[tokio::test]
+async fn a_blocked_gang_of_alike_members_stays_skipped_once_another_gang_took_room() {
+    // Three cards; a pair takes two. A trio of alike one-card members waits, and
+    // so does a master and worker (the nodes offer no pod slots to a member
+    // asking no GPU).
+    let c = Cluster::new(&[("n1", 2), ("n2", 1)], GangConfig::default());
+    let skipped = || c.s.metrics().planner_jobs_skipped.get();
+    c.gang("pair", 2, "default", "p", 2);
+    assert_eq!(c.s.run_gang_cycle().await, 1, "the pair is placed");
+    c.gang("trio", 3, "default", "t", 3);
+    c.s.apply_podgroup(&podgroup("duo", 2, "default", json!({})));
+    c.add(&asking(member("d0", "duo", 0), 40, false));
+    c.add(&asking(member("d1", "duo", 1), 30, true));
+    assert_eq!(c.s.run_gang_cycle().await, 0, "one card left");
+
+    // A gang of one takes the last card: the queue asks for more, so every
+    // waiting gang is tried in that cycle.
+    c.gang("solo", 1, "default", "s", 1);
+    assert_eq!(c.s.run_gang_cycle().await, 1, "the solo gang is placed");
+    let (before, waiting) = (skipped(), c.verdict("ml/trio"));
+
+    // The cycle after sees only room taken: the trio still cannot fit and is
+    // not tried; the master and worker might now, and are.
+    assert_eq!(c.s.run_gang_cycle().await, 0);
+    assert_eq!(skipped() - before, 1, "only the trio is skipped");
+    assert_eq!(c.verdict("ml/trio").message, waiting.message);
+    assert_eq!(c.verdict("ml/trio").phase, waiting.phase);
 }
