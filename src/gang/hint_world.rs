@@ -344,6 +344,12 @@ impl World {
 }
 
 impl WorldChanges {
+    /// Whether a node's GPUs, figures or pods changed, or a task was placed on
+    /// a node or taken off one: room moved somewhere.
+    pub fn touch_nodes(&self) -> bool {
+        !self.nodes.is_empty() || !self.planned.is_empty()
+    }
+
     /// The jobs that differ from the world: each as it is now, `None` when gone.
     pub fn jobs(&self) -> impl Iterator<Item = (&GangKey, Option<&Arc<JobInfo>>)> {
         self.jobs.iter().map(|(key, job)| (key, job.as_ref()))

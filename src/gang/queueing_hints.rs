@@ -20,9 +20,17 @@
 //! every blocked job: it may have repelled one (`gang::affine_pods`).
 //!
 //! A job's own change (any of its pods, its PodGroup, its priority, its admission)
-//! wakes that job. Room only taken since it failed (other jobs placed, pods bound)
-//! cannot let it in: allocate fills a gang member by member on the room left when
-//! its turn comes, and that room only shrinks while nothing above happens. A cycle
+//! wakes that job. Room only taken since it failed (other jobs placed, pods bound,
+//! another scheduler's pods) cannot let in a gang of alike members none of which
+//! constrains another: allocate fills it member by member on the room left when
+//! its turn comes, each member could go wherever another could, and that room
+//! only shrinks while nothing above happens. It can let in any other gang
+//! (members unlike, or following or repelling one another: see
+//! `gang::room_sensitive_jobs`): an earlier member's node decides where later
+//! ones may go, and room taken there sends it elsewhere. Such a blocked job is
+//! woken when a node's room or pods changed, or when a job that changed is tried
+//! (it may take room before the blocked job's turn); a cycle with neither tries
+//! nothing that could, and sees the room the job failed with. A cycle
 //! whose plan was overtaken at commit forgets every hint: the room jobs saw at
 //! their turn is then not what the ledger shows.
 //!
@@ -32,10 +40,11 @@
 
 use crate::gang::affine_pods::{AffinityChange, PlannedPods, follows_pods};
 use crate::gang::hint_world::{Journals, OpenedWorld, World};
+use crate::gang::room_sensitive_jobs::room_taken_may_let_in;
 use crate::volcano::conf::SchedulerConf;
 use crate::volcano::framework::allocate_hints::AllocateHints;
 use crate::volcano::framework::{GangKey, JobInfo, SessionState, TaskStatus};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 /// Blocked jobs and the world they were blocked in, kept between cycles.
@@ -51,6 +60,9 @@ pub struct QueueingHints {
     blocked: BTreeMap<GangKey, JobMark>,
     /// The same jobs with the message each waited with: what allocate skips.
     skip: BTreeMap<GangKey, String>,
+    /// Those of the blocked jobs room taken may let in: woken together, without
+    /// a pass over every blocked job.
+    room_sensitive: BTreeSet<GangKey>,
     /// A full cycle planned and not yet committed: what to remember once its
     /// commit shows whether the ledger holds what its session decided.
     planned: Option<(Opened, BTreeMap<GangKey, String>, PlannedPods)>,
@@ -67,6 +79,8 @@ struct JobMark {
     job: Arc<JobInfo>,
     /// Whether a task waits for other pods through required pod affinity.
     follows_pods: bool,
+    /// Whether room taken may let it in (`gang::room_sensitive_jobs`).
+    room_sensitive: bool,
 }
 
 impl JobMark {
@@ -74,6 +88,7 @@ impl JobMark {
         Self {
             job: job.clone(),
             follows_pods: follows_pods(job.tasks.iter().map(|t| &*t.pod)),
+            room_sensitive: room_taken_may_let_in(job),
         }
     }
 
@@ -130,22 +145,22 @@ impl QueueingHints {
             None => (OpenedWorld::Whole(World::of(state, conf, journals)), None),
         };
         match filled {
-            None => {
-                self.blocked.clear();
-                self.skip.clear();
-            }
+            None => self.wake_all(),
             Some(AffinityChange::Added) => {
                 self.blocked.retain(|_, b| !b.follows_pods);
                 let blocked = &self.blocked;
                 self.skip.retain(|key, _| blocked.contains_key(key));
+                self.room_sensitive.retain(|key| blocked.contains_key(key));
             }
             Some(_) => {}
         }
         // A blocked job that changed stays blocked only if allocate would see
         // it as it was when it failed.
         if let OpenedWorld::Changed(changes) = &world {
+            let mut changed_tried = false;
             for (key, job) in changes.jobs() {
                 let Some(blocked) = self.blocked.get_mut(key) else {
+                    changed_tried |= job.is_some();
                     continue;
                 };
                 let still = match job {
@@ -153,6 +168,11 @@ impl QueueingHints {
                         Arc::ptr_eq(&blocked.job, job) || {
                             let mark = JobMark::of(job);
                             let same = *blocked == mark;
+                            if mark.room_sensitive {
+                                self.room_sensitive.insert(key.clone());
+                            } else {
+                                self.room_sensitive.remove(key);
+                            }
                             *blocked = mark;
                             same
                         }
@@ -160,9 +180,14 @@ impl QueueingHints {
                     _ => false,
                 };
                 if !still {
+                    changed_tried |= job.is_some();
                     self.blocked.remove(key);
                     self.skip.remove(key);
+                    self.room_sensitive.remove(key);
                 }
+            }
+            if changed_tried || changes.touch_nodes() {
+                self.wake_room_sensitive();
             }
         }
         let hints = AllocateHints {
@@ -228,7 +253,11 @@ impl QueueingHints {
             if self.blocked.contains_key(&key) {
                 continue;
             }
-            self.blocked.insert(key.clone(), JobMark::of(job));
+            let mark = JobMark::of(job);
+            if mark.room_sensitive {
+                self.room_sensitive.insert(key.clone());
+            }
+            self.blocked.insert(key.clone(), mark);
             self.skip.insert(key, message);
         }
     }
@@ -276,7 +305,21 @@ impl QueueingHints {
     /// is not what the ledger holds).
     fn forget(&mut self) {
         self.world = None;
+        self.wake_all();
+    }
+
+    /// Every blocked job is tried again.
+    fn wake_all(&mut self) {
         self.blocked.clear();
         self.skip.clear();
+        self.room_sensitive.clear();
+    }
+
+    /// The blocked jobs room taken may let in are tried again.
+    fn wake_room_sensitive(&mut self) {
+        for key in std::mem::take(&mut self.room_sensitive) {
+            self.blocked.remove(&key);
+            self.skip.remove(&key);
+        }
     }
 }

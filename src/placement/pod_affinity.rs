@@ -88,6 +88,18 @@ impl AffinityTerm {
         in_namespace && pods.matches(labels)
     }
 
+    /// Whether the term selects a pod of `namespace` with `labels` under some
+    /// labelling of the namespaces: a namespace selector is taken to select
+    /// every namespace, since namespaces may be relabelled at any time.
+    pub fn may_select(&self, namespace: &str, labels: &BTreeMap<String, String>) -> bool {
+        let Some(pods) = &self.pods else {
+            return false;
+        };
+        let in_namespace =
+            self.namespace_selector.is_some() || self.namespaces.iter().any(|n| n == namespace);
+        in_namespace && pods.matches(labels)
+    }
+
     /// The node label whose value makes a topology domain.
     pub fn topology_key(&self) -> &str {
         &self.topology_key

@@ -30,6 +30,8 @@ mod queueing_hints_tests;
 mod quota_feed;
 mod report;
 #[cfg(test)]
+mod room_taken_tests;
+#[cfg(test)]
 mod task_cache_tests;
 mod topology_feed;
 mod topology_view;

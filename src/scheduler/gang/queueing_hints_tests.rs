@@ -27,7 +27,7 @@ use crate::scheduler::gang_tests::{Cluster, hostname_gpu_node, member, podgroup,
 use crate::volcano::framework::session_memory::SessionMemory;
 use crate::volcano::framework::{GangPhase, SessionState};
 use crate::volcano::plugins::registry;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
@@ -55,15 +55,52 @@ tiers: [{plugins: [{name: priority}, {name: gang}, {name: conformance}]}, {plugi
 ];
 
 /// One gang of the workload: minMember, extra members, queue, memory each
-/// member asks (MiB), priority, and how its members stand to other pods.
-type GangSpec = (u32, u32, usize, u64, i32, Bearing);
+/// member asks (MiB), priority, how its members stand to other pods, and
+/// whether they are alike.
+pub(super) type GangSpec = (u32, u32, usize, u64, i32, Bearing, Shape);
+
+/// Whether a gang's members ask alike.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Shape {
+    /// Every member asks one GPU and a core.
+    Alike,
+    /// The first member asks [`MASTER_CORES`] and no GPU, the others one GPU
+    /// and [`WORKER_CORES`]: where the master goes decides whether a worker
+    /// finds the cores next to a free card.
+    CpuMaster,
+}
+
+/// Cores a [`Shape::CpuMaster`] gang's first member asks (a node offers 64).
+const MASTER_CORES: u32 = 40;
+/// Cores each other member of a [`Shape::CpuMaster`] gang asks.
+const WORKER_CORES: u32 = 30;
+
+/// `pod` asking `cores` cores and, unless `gpu` is false, what it asked of the
+/// GPUs.
+pub(super) fn asking(mut pod: Pod, cores: u32, gpu: bool) -> Pod {
+    if let Some(resources) = pod
+        .spec
+        .as_mut()
+        .and_then(|s| s.containers.first_mut())
+        .and_then(|c| c.resources.as_mut())
+    {
+        resources.requests = Some(
+            serde_json::from_value(json!({"cpu": cores.to_string(), "memory": "1Gi"}))
+                .expect("requests"),
+        );
+        if !gpu {
+            resources.limits = None;
+        }
+    }
+    pod
+}
 
 /// The tiers members are labelled with, for other members' pod affinity.
 const TIERS: usize = 3;
 
 /// A gang's members' tier label and required pod affinity, per node.
 #[derive(Debug, Clone, Copy)]
-enum Bearing {
+pub(super) enum Bearing {
     /// Labelled with this tier, no terms.
     Plain(usize),
     /// Labelled with the first tier, placed only next to a pod of the second.
@@ -104,11 +141,11 @@ fn bearing() -> impl Strategy<Value = Bearing> {
 }
 
 /// The node label pod affinity terms here are judged by.
-const HOSTNAME: &str = "kubernetes.io/hostname";
+pub(super) const HOSTNAME: &str = "kubernetes.io/hostname";
 
 /// What happens between two cycles.
 #[derive(Debug, Clone)]
-enum Change {
+pub(super) enum Change {
     /// The next gang of the workload arrives.
     Arrive,
     /// The `n`th pod the ledger holds leaves (room is freed).
@@ -148,6 +185,12 @@ enum Change {
     /// GPU (assigned before the first cycle, never bound) finishes: the node's
     /// GPUs change, its CPU, memory and pods do not.
     ForeignSliceEnds(usize),
+    /// A pod of HAMi's scheduler takes a slice of the first free GPU of the
+    /// `n`th node, if it has one (assigned, never bound): the node's GPUs
+    /// change, its CPU, memory and pods do not. Only room is taken, and yet a
+    /// gang whose first member no longer fits where it went may now fit whole
+    /// elsewhere.
+    ForeignSliceStarts(usize),
     /// Nothing: the period elapsed.
     Tick,
 }
@@ -168,17 +211,18 @@ fn change() -> impl Strategy<Value = Change> {
         1 => (0usize..64, prop_oneof![Just(0i32), Just(500i32)])
             .prop_map(|(n, p)| Change::Reprioritize(n, p)),
         1 => Just(Change::Expire),
-        1 => (0usize..8, prop_oneof![Just(4u32), Just(60u32)])
+        1 => (0usize..8, prop_oneof![Just(4u32), Just(WORKER_CORES), Just(60u32)])
             .prop_map(|(n, cpu)| Change::PlainPod(n, cpu)),
         1 => (0usize..=RELOADED.len()).prop_map(Change::Reconfigure),
         1 => (0usize..8, 1u32..5).prop_map(|(n, r)| Change::NodeResized(n, r)),
         1 => (0usize..8).prop_map(Change::ForeignSliceEnds),
+        2 => (0usize..8).prop_map(Change::ForeignSliceStarts),
         1 => Just(Change::Tick),
     ]
 }
 
 /// A member asking `mem` MiB of one GPU, at `priority`, with `bearing`.
-fn sized_member(
+pub(super) fn sized_member(
     name: &str,
     group: &str,
     created: u32,
@@ -206,11 +250,21 @@ fn sized_member(
     pod
 }
 
+/// A node of `gpus` whole cards, 64 cores and room for pods (a member asking
+/// no GPU is counted against it), labelled with its hostname.
+fn cluster_node(name: &str, gpus: usize) -> Node {
+    let mut node = hostname_gpu_node(name, gpus);
+    if let Some(allocatable) = node.status.as_mut().and_then(|s| s.allocatable.as_mut()) {
+        allocatable.insert("pods".into(), Quantity("110".into()));
+    }
+    node
+}
+
 /// Two schedulers over the same cluster: one planning incrementally, one from
 /// scratch.
-struct Pair {
-    incremental: Cluster,
-    scratch: Cluster,
+pub(super) struct Pair {
+    pub(super) incremental: Cluster,
+    pub(super) scratch: Cluster,
     /// Nodes joined so far.
     joined: std::cell::Cell<usize>,
     /// Pods of other schedulers started so far.
@@ -218,7 +272,7 @@ struct Pair {
 }
 
 impl Pair {
-    fn new(nodes: &[usize], queues: usize, evictions: bool) -> Self {
+    pub(super) fn new(nodes: &[usize], queues: usize, evictions: bool) -> Self {
         let names: Vec<String> = (0..nodes.len()).map(|i| format!("n{i}")).collect();
         let spec: Vec<(&str, usize)> = names
             .iter()
@@ -228,7 +282,7 @@ impl Pair {
         let make = || {
             let labelled = spec
                 .iter()
-                .map(|(name, gpus)| hostname_gpu_node(name, *gpus))
+                .map(|(name, gpus)| cluster_node(name, *gpus))
                 .collect();
             let c = Cluster::from_nodes(labelled, GangConfig::default());
             if evictions {
@@ -250,11 +304,16 @@ impl Pair {
         }
     }
 
-    fn both(&self) -> [&Cluster; 2] {
+    pub(super) fn both(&self) -> [&Cluster; 2] {
         [&self.incremental, &self.scratch]
     }
 
-    fn arrive(&self, g: usize, (min, extra, q, mem, priority, bearing): GangSpec, queues: usize) {
+    pub(super) fn arrive(
+        &self,
+        g: usize,
+        (min, extra, q, mem, priority, bearing, shape): GangSpec,
+        queues: usize,
+    ) {
         let group = format!("g{g}");
         for c in self.both() {
             c.s.apply_podgroup(&podgroup(
@@ -264,14 +323,31 @@ impl Pair {
                 json!({}),
             ));
             for m in 0..min + extra {
-                c.add(&sized_member(
+                let pod = sized_member(
                     &format!("g{g}m{m}"),
                     &group,
                     g as u32,
                     (mem, priority, bearing),
-                ));
+                );
+                c.add(&match (shape, m) {
+                    (Shape::Alike, _) => pod,
+                    (Shape::CpuMaster, 0) => asking(pod, MASTER_CORES, false),
+                    (Shape::CpuMaster, _) => asking(pod, WORKER_CORES, true),
+                });
             }
         }
+    }
+
+    /// The `n`th node (by name, modulo their number) and its number of GPUs.
+    fn node_and_gpus(&self, n: usize) -> (String, usize) {
+        let mut nodes: Vec<(String, usize)> = self.incremental.s.with_ledger(|l| {
+            l.nodes()
+                .into_iter()
+                .map(|(name, entry)| (name.clone(), entry.devices.len()))
+                .collect()
+        });
+        nodes.sort();
+        nodes.swap_remove(n % nodes.len())
     }
 
     /// The `n`th pod the incremental side's ledger holds (by UID), if any.
@@ -285,7 +361,7 @@ impl Pair {
         (!uids.is_empty()).then(|| uids[n % uids.len()].clone())
     }
 
-    async fn apply(
+    pub(super) async fn apply(
         &self,
         change: &Change,
         arrived: &mut usize,
@@ -353,19 +429,12 @@ impl Pair {
                 let name = format!("joined{}", self.joined.get());
                 self.joined.set(self.joined.get() + 1);
                 for c in self.both() {
-                    c.s.apply_node(&hostname_gpu_node(&name, *gpus));
+                    c.s.apply_node(&cluster_node(&name, *gpus));
                 }
             }
             Change::NodeResized(n, rack) => {
-                let mut nodes: Vec<(String, usize)> = self.incremental.s.with_ledger(|l| {
-                    l.nodes()
-                        .into_iter()
-                        .map(|(name, entry)| (name.clone(), entry.devices.len()))
-                        .collect()
-                });
-                nodes.sort();
-                let (name, gpus) = &nodes[n % nodes.len()];
-                let mut node = hostname_gpu_node(name, *gpus);
+                let (name, gpus) = &self.node_and_gpus(*n);
+                let mut node = cluster_node(name, *gpus);
                 node.metadata
                     .labels
                     .get_or_insert_default()
@@ -385,6 +454,21 @@ impl Pair {
                     .with_ledger(|l| l.node_names().cloned().collect());
                 nodes.sort();
                 let pod = foreign_slice(&nodes[n % nodes.len()], "Succeeded");
+                for c in self.both() {
+                    c.s.apply_pod(&pod);
+                }
+            }
+            Change::ForeignSliceStarts(n) => {
+                let (name, _) = &self.node_and_gpus(*n);
+                let free = self.incremental.s.with_ledger(|l| {
+                    l.nodes()
+                        .into_iter()
+                        .find(|(node, _)| *node == name)
+                        .and_then(|(_, entry)| entry.effective.iter().position(|u| u.used == 0))
+                });
+                let Some(gpu) = free else { return };
+                let pod =
+                    foreign_slice_named(&format!("foreign-{name}-{gpu}"), (name, gpu), "Pending");
                 for c in self.both() {
                     c.s.apply_pod(&pod);
                 }
@@ -495,7 +579,7 @@ impl Pair {
     /// One cycle on each side; the scratch side first forgets everything it
     /// kept, so its session is built anew and tries every job. The incremental
     /// side's kept state is checked against one built anew first.
-    async fn cycle(&self) -> Result<(usize, usize), TestCaseError> {
+    pub(super) async fn cycle(&self) -> Result<(usize, usize), TestCaseError> {
         kept_state_is_current(&self.incremental).await?;
         {
             let memory = self.scratch.s.gang.planner.lock().await;
@@ -635,13 +719,18 @@ async fn kept_state_is_current(c: &Cluster) -> Result<(), TestCaseError> {
 /// `phase`. (A slice only taken later is not a change the planner's hints may
 /// ignore: with fewer free cards on one node, a gang's first member may go
 /// elsewhere, where its whole gang fits.)
-fn foreign_slice(node: &str, phase: &str) -> Pod {
+pub(super) fn foreign_slice(node: &str, phase: &str) -> Pod {
+    foreign_slice_named(&format!("foreign-{node}"), (node, 0), phase)
+}
+
+/// A pod of HAMi's scheduler named `name` holding a slice of `node`'s `gpu`th
+/// GPU, in `phase`.
+fn foreign_slice_named(name: &str, (node, gpu): (&str, usize), phase: &str) -> Pod {
     serde_json::from_value(json!({
-        "metadata": {"name": format!("foreign-{node}"), "namespace": "other",
-            "uid": format!("uid-foreign-{node}"),
+        "metadata": {"name": name, "namespace": "other", "uid": format!("uid-{name}"),
             "annotations": {
                 "hami.io/vgpu-node": node,
-                "hami.io/vgpu-devices-allocated": format!("GPU-{node}-0,NVIDIA,1024,10:;")}},
+                "hami.io/vgpu-devices-allocated": format!("GPU-{node}-{gpu},NVIDIA,1024,10:;")}},
         "spec": {"schedulerName": "hami-scheduler",
             "containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]},
         "status": {"phase": phase}
@@ -671,12 +760,12 @@ fn nth_member(n: usize, arrived: &[GangSpec]) -> Option<String> {
 
 /// What a side decided: every pod the ledger holds with its node and GPUs, every
 /// gang's phase, ready count and reason.
-type Decisions = (
+pub(super) type Decisions = (
     BTreeMap<String, (String, String)>,
     BTreeMap<String, (GangPhase, usize, Option<&'static str>)>,
 );
 
-fn decisions(c: &Cluster) -> Decisions {
+pub(super) fn decisions(c: &Cluster) -> Decisions {
     let held = c.s.with_ledger(|l| {
         l.pods()
             .map(|p| (p.uid.clone(), (p.node.clone(), format!("{:?}", p.devices))))
@@ -699,23 +788,24 @@ fn gang_spec() -> impl Strategy<Value = GangSpec> {
         prop_oneof![Just(20_000u64), Just(40_000u64), Just(80_000u64)],
         prop_oneof![Just(0i32), Just(100i32), Just(1000i32)],
         bearing(),
+        prop_oneof![3 => Just(Shape::Alike), 1 => Just(Shape::CpuMaster)],
     )
 }
 
 /// A random case: the cluster's nodes (GPUs each), queues, whether preempt and
 /// reclaim run, the workload, how many of its gangs are there at first, and
 /// what happens between cycles.
-struct Case {
-    nodes: Vec<usize>,
-    queues: usize,
-    evictions: bool,
-    workload: Vec<GangSpec>,
-    initial: usize,
-    changes: Vec<Change>,
+pub(super) struct Case {
+    pub(super) nodes: Vec<usize>,
+    pub(super) queues: usize,
+    pub(super) evictions: bool,
+    pub(super) workload: Vec<GangSpec>,
+    pub(super) initial: usize,
+    pub(super) changes: Vec<Change>,
 }
 
 /// Runs `case` on both sides, comparing their decisions after every cycle.
-fn same_decisions(case: &Case) -> Result<(), TestCaseError> {
+pub(super) fn same_decisions(case: &Case) -> Result<(), TestCaseError> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -754,7 +844,7 @@ fn same_decisions(case: &Case) -> Result<(), TestCaseError> {
 
 /// A gang of one member asking a whole GPU, in the first queue, with `bearing`.
 fn single(bearing: Bearing) -> GangSpec {
-    (1, 0, 0, 80_000, 0, bearing)
+    (1, 0, 0, 80_000, 0, bearing, Shape::Alike)
 }
 
 #[test]
@@ -796,9 +886,9 @@ fn a_reloaded_configuration_decides_as_one_loaded_afresh() {
         queues: 2,
         evictions: false,
         workload: vec![
-            (2, 0, 0, 40_000, 0, Bearing::Plain(0)),
-            (1, 1, 1, 80_000, 100, Bearing::Plain(1)),
-            (1, 0, 0, 20_000, 1000, Bearing::Plain(2)),
+            (2, 0, 0, 40_000, 0, Bearing::Plain(0), Shape::Alike),
+            (1, 1, 1, 80_000, 100, Bearing::Plain(1), Shape::Alike),
+            (1, 0, 0, 20_000, 1000, Bearing::Plain(2), Shape::Alike),
         ],
         initial: 2,
         changes: vec![
@@ -822,7 +912,7 @@ fn a_running_gang_that_loses_a_member_or_its_podgroup_is_judged_again() {
             nodes: vec![2],
             queues: 1,
             evictions: false,
-            workload: vec![(2, 0, 0, 80_000, 0, Bearing::Plain(0))],
+            workload: vec![(2, 0, 0, 80_000, 0, Bearing::Plain(0), Shape::Alike)],
             initial: 1,
             changes: vec![Change::Tick, change.clone(), Change::Tick],
         };
@@ -843,6 +933,58 @@ proptest! {
         changes in proptest::collection::vec(change(), 1..14),
     ) {
         same_decisions(&Case { nodes, queues, evictions, workload, initial, changes })?;
+    }
+}
+
+/// A gang where the node its first member goes to decides where the others
+/// may: members following each other by hostname, or a CPU master with GPU
+/// workers.
+fn room_sensitive_gang() -> impl Strategy<Value = GangSpec> {
+    (
+        2u32..4,
+        0u32..2,
+        0..TIERS,
+        prop_oneof![Just(Shape::Alike), Just(Shape::CpuMaster)],
+    )
+        .prop_map(|(min, extra, tier, shape)| {
+            let bearing = match shape {
+                Shape::Alike => Bearing::Follows(tier, tier),
+                Shape::CpuMaster => Bearing::Plain(tier),
+            };
+            (min, extra, 0, 80_000, 0, bearing, shape)
+        })
+}
+
+/// Mostly room taken on one of the first three nodes: a card by another
+/// scheduler, or a worker's worth of cores.
+fn room_taken() -> impl Strategy<Value = Change> {
+    prop_oneof![
+        3 => (0usize..3).prop_map(Change::ForeignSliceStarts),
+        2 => (0usize..3).prop_map(|n| Change::PlainPod(n, WORKER_CORES)),
+        1 => Just(Change::Arrive),
+        1 => (0usize..64).prop_map(Change::Bind),
+        1 => Just(Change::Tick),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(32))]
+
+    /// Small clusters of unequal nodes, gangs whose first member's node decides
+    /// where the others may go, and room taken between cycles: the shape in
+    /// which skipping a blocked gang until room appears would leave a gang
+    /// waiting that a session built anew places.
+    #[test]
+    fn cycles_after_room_taken_decide_what_sessions_built_anew_decide(
+        nodes in proptest::collection::vec(
+            prop_oneof![Just(1usize), Just(2), Just(3), Just(5)], 2..4),
+        evictions in any::<bool>(),
+        workload in proptest::collection::vec(
+            prop_oneof![3 => room_sensitive_gang(), 1 => gang_spec()], 1..5),
+        initial in 1usize..3,
+        changes in proptest::collection::vec(room_taken(), 1..8),
+    ) {
+        same_decisions(&Case { nodes, queues: 1, evictions, workload, initial, changes })?;
     }
 }
 
