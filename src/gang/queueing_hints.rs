@@ -25,7 +25,8 @@
 //! constrains another: allocate fills it member by member on the room left when
 //! its turn comes, each member could go wherever another could, and that room
 //! only shrinks while nothing above happens. It can let in any other gang
-//! (members unlike, or following or repelling one another: see
+//! (members unlike, or following or repelling one another, or alike but for
+//! their labels while a pod with required anti-affinity exists: see
 //! `gang::room_sensitive_jobs`): an earlier member's node decides where later
 //! ones may go, and room taken there sends it elsewhere. Such a blocked job is
 //! woken when a node's room or pods changed, or when a job that changed is tried
@@ -40,7 +41,7 @@
 
 use crate::gang::affine_pods::{AffinityChange, PlannedPods, follows_pods};
 use crate::gang::hint_world::{Journals, OpenedWorld, World};
-use crate::gang::room_sensitive_jobs::room_taken_may_let_in;
+use crate::gang::room_sensitive_jobs::{RoomSensitivity, repels_pods, room_sensitivity};
 use crate::volcano::conf::SchedulerConf;
 use crate::volcano::framework::allocate_hints::AllocateHints;
 use crate::volcano::framework::{GangKey, JobInfo, SessionState, TaskStatus};
@@ -63,6 +64,13 @@ pub struct QueueingHints {
     /// Those of the blocked jobs room taken may let in: woken together, without
     /// a pass over every blocked job.
     room_sensitive: BTreeSet<GangKey>,
+    /// Those room taken may let in while a pod with required anti-affinity
+    /// exists (members alike but for their labels).
+    label_sensitive: BTreeSet<GangKey>,
+    /// The jobs of the world with a task carrying required anti-affinity,
+    /// followed from the jobs that changed (a job gone or changed since may
+    /// linger: it only wakes more).
+    repelling_jobs: BTreeSet<GangKey>,
     /// A full cycle planned and not yet committed: what to remember once its
     /// commit shows whether the ledger holds what its session decided.
     planned: Option<(Opened, BTreeMap<GangKey, String>, PlannedPods)>,
@@ -80,7 +88,7 @@ struct JobMark {
     /// Whether a task waits for other pods through required pod affinity.
     follows_pods: bool,
     /// Whether room taken may let it in (`gang::room_sensitive_jobs`).
-    room_sensitive: bool,
+    room_sensitive: RoomSensitivity,
 }
 
 impl JobMark {
@@ -88,7 +96,7 @@ impl JobMark {
         Self {
             job: job.clone(),
             follows_pods: follows_pods(job.tasks.iter().map(|t| &*t.pod)),
-            room_sensitive: room_taken_may_let_in(job),
+            room_sensitive: room_sensitivity(job),
         }
     }
 
@@ -142,7 +150,15 @@ impl QueueingHints {
                 let filled = before.only_filled_up_to(&changes);
                 (OpenedWorld::Changed(changes), filled)
             }
-            None => (OpenedWorld::Whole(World::of(state, conf, journals)), None),
+            None => {
+                self.repelling_jobs = state
+                    .jobs
+                    .iter()
+                    .filter(|(_, job)| repels_pods(job))
+                    .map(|(key, _)| key.clone())
+                    .collect();
+                (OpenedWorld::Whole(World::of(state, conf, journals)), None)
+            }
         };
         match filled {
             None => self.wake_all(),
@@ -151,6 +167,7 @@ impl QueueingHints {
                 let blocked = &self.blocked;
                 self.skip.retain(|key, _| blocked.contains_key(key));
                 self.room_sensitive.retain(|key| blocked.contains_key(key));
+                self.label_sensitive.retain(|key| blocked.contains_key(key));
             }
             Some(_) => {}
         }
@@ -159,6 +176,10 @@ impl QueueingHints {
         if let OpenedWorld::Changed(changes) = &world {
             let mut changed_tried = false;
             for (key, job) in changes.jobs() {
+                match job {
+                    Some(job) if repels_pods(job) => self.repelling_jobs.insert(key.clone()),
+                    _ => self.repelling_jobs.remove(key),
+                };
                 let Some(blocked) = self.blocked.get_mut(key) else {
                     changed_tried |= job.is_some();
                     continue;
@@ -168,12 +189,9 @@ impl QueueingHints {
                         Arc::ptr_eq(&blocked.job, job) || {
                             let mark = JobMark::of(job);
                             let same = *blocked == mark;
-                            if mark.room_sensitive {
-                                self.room_sensitive.insert(key.clone());
-                            } else {
-                                self.room_sensitive.remove(key);
-                            }
+                            let sensitivity = mark.room_sensitive;
                             *blocked = mark;
+                            self.note_sensitivity(key, sensitivity);
                             same
                         }
                     }
@@ -183,11 +201,13 @@ impl QueueingHints {
                     changed_tried |= job.is_some();
                     self.blocked.remove(key);
                     self.skip.remove(key);
-                    self.room_sensitive.remove(key);
+                    self.note_sensitivity(key, RoomSensitivity::Never);
                 }
             }
             if changed_tried || changes.touch_nodes() {
-                self.wake_room_sensitive();
+                let repelled =
+                    state.nodes.has_anti_affine_pods() || !self.repelling_jobs.is_empty();
+                self.wake_room_sensitive(repelled);
             }
         }
         let hints = AllocateHints {
@@ -244,6 +264,7 @@ impl QueueingHints {
         let Some(world) = &self.world else {
             return;
         };
+        let mut marked = Vec::new();
         for (key, message) in unplaced {
             // Only jobs none of whose tasks holds anything: what allocate does
             // for them depends on nothing of their own but what the mark keeps.
@@ -253,10 +274,10 @@ impl QueueingHints {
             if self.blocked.contains_key(&key) {
                 continue;
             }
-            let mark = JobMark::of(job);
-            if mark.room_sensitive {
-                self.room_sensitive.insert(key.clone());
-            }
+            marked.push((key, JobMark::of(job), message));
+        }
+        for (key, mark, message) in marked {
+            self.note_sensitivity(&key, mark.room_sensitive);
             self.blocked.insert(key.clone(), mark);
             self.skip.insert(key, message);
         }
@@ -313,11 +334,33 @@ impl QueueingHints {
         self.blocked.clear();
         self.skip.clear();
         self.room_sensitive.clear();
+        self.label_sensitive.clear();
     }
 
-    /// The blocked jobs room taken may let in are tried again.
-    fn wake_room_sensitive(&mut self) {
-        for key in std::mem::take(&mut self.room_sensitive) {
+    /// Files a blocked job under what room taken may do for it.
+    fn note_sensitivity(&mut self, key: &GangKey, sensitivity: RoomSensitivity) {
+        self.room_sensitive.remove(key);
+        self.label_sensitive.remove(key);
+        match sensitivity {
+            RoomSensitivity::Never => {}
+            RoomSensitivity::WhileRepelled => {
+                self.label_sensitive.insert(key.clone());
+            }
+            RoomSensitivity::Always => {
+                self.room_sensitive.insert(key.clone());
+            }
+        }
+    }
+
+    /// The blocked jobs room taken may let in are tried again; those whose
+    /// members differ only in labels when some pod with required
+    /// anti-affinity exists (`repelled`).
+    fn wake_room_sensitive(&mut self, repelled: bool) {
+        let mut woken = std::mem::take(&mut self.room_sensitive);
+        if repelled {
+            woken.append(&mut self.label_sensitive);
+        }
+        for key in woken {
             self.blocked.remove(&key);
             self.skip.remove(&key);
         }

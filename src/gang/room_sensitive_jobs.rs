@@ -14,10 +14,16 @@
 //!   anti-affinity: the first goes to the fullest node that fits it, the others
 //!   must join it (or avoid it) there;
 //! - members that are not alike (other requests, roles, node selectors, node
-//!   affinity, tolerations, labels other pods' terms select them by, GPU
-//!   selectors or policies): a CPU-heavy first member takes the CPU a GPU
-//!   member needed on the only node with a free card, and goes elsewhere once
-//!   that node's CPU is taken.
+//!   affinity, tolerations, GPU selectors or policies): a CPU-heavy first member
+//!   takes the CPU a GPU member needed on the only node with a free card, and
+//!   goes elsewhere once that node's CPU is taken;
+//! - members alike but for their labels (an index label, as most jobs give
+//!   their pods), while some pod with required anti-affinity exists: it may
+//!   repel one member from a node and not another, so the member placed first
+//!   may take the only node the other could use, and take another once room
+//!   taken elsewhere makes that one the fullest. Without such a pod labels
+//!   decide nothing about where a member may go, and these gangs are as
+//!   monotone as any.
 //!
 //! A network-topology constraint alone does not make a gang sensitive: allocate
 //! tries the whole gang in every HyperNode of a tier and takes one that holds
@@ -30,22 +36,51 @@ use crate::volcano::framework::{JobInfo, TaskInfo};
 use k8s_openapi::api::core::v1::Pod;
 use std::collections::BTreeMap;
 
-/// Whether room taken on some node may let `job` in once it could not be
-/// placed: its members are not alike, or some member's required pod affinity
-/// or anti-affinity selects another member.
-pub fn room_taken_may_let_in(job: &JobInfo) -> bool {
-    members_not_alike(&job.tasks) || members_select_each_other(&job.tasks)
+/// Whether room taken on some node may let a blocked job in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RoomSensitivity {
+    /// Never: its members are alike and none constrains another.
+    Never,
+    /// While some pod with required anti-affinity exists: its members differ
+    /// only in their labels.
+    WhileRepelled,
+    /// Always: its members are not alike, or some member's required pod
+    /// affinity or anti-affinity selects another member.
+    Always,
 }
 
-fn members_not_alike(tasks: &[TaskInfo]) -> bool {
+/// How room taken on some node may let `job` in once it could not be placed.
+pub fn room_sensitivity(job: &JobInfo) -> RoomSensitivity {
+    let tasks = &job.tasks;
+    if members_select_each_other(tasks) {
+        return RoomSensitivity::Always;
+    }
     let Some((first, rest)) = tasks.split_first() else {
-        return false;
+        return RoomSensitivity::Never;
     };
-    rest.iter().any(|task| !alike(first, task))
+    if rest.iter().any(|task| !alike_but_labels(first, task)) {
+        RoomSensitivity::Always
+    } else if rest
+        .iter()
+        .any(|task| task.pod.metadata.labels != first.pod.metadata.labels)
+    {
+        RoomSensitivity::WhileRepelled
+    } else {
+        RoomSensitivity::Never
+    }
 }
 
-/// Whether allocate can tell `a` and `b` apart when placing them.
-fn alike(a: &TaskInfo, b: &TaskInfo) -> bool {
+/// Whether some task of `job` carries a required pod anti-affinity term: a pod
+/// that may repel another job's members by their labels.
+pub fn repels_pods(job: &JobInfo) -> bool {
+    job.tasks
+        .iter()
+        .any(|task| !required_terms(&task.pod, true).is_empty())
+}
+
+/// Whether allocate can tell `a` and `b` apart when placing them, but by their
+/// labels.
+fn alike_but_labels(a: &TaskInfo, b: &TaskInfo) -> bool {
     a.namespace == b.namespace
         && a.role == b.role
         && a.requests == b.requests
@@ -68,14 +103,12 @@ fn same_gpu_ask(a: &GpuAsk, b: &GpuAsk) -> bool {
     }
 }
 
-/// The same node selector, affinity and tolerations, and the same labels
-/// (other pods' anti-affinity may repel one and not the other).
+/// The same node selector, affinity and tolerations.
 fn same_constraints(a: &Pod, b: &Pod) -> bool {
     let (sa, sb) = (a.spec.as_ref(), b.spec.as_ref());
     sa.map(|s| &s.node_selector) == sb.map(|s| &s.node_selector)
         && sa.map(|s| &s.affinity) == sb.map(|s| &s.affinity)
         && sa.map(|s| &s.tolerations) == sb.map(|s| &s.tolerations)
-        && a.metadata.labels == b.metadata.labels
 }
 
 /// Whether a member's required pod affinity or anti-affinity term selects

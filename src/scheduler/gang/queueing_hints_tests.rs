@@ -68,6 +68,10 @@ pub(super) enum Shape {
     /// and [`WORKER_CORES`]: where the master goes decides whether a worker
     /// finds the cores next to a free card.
     CpuMaster,
+    /// Every member asks alike but carries a tier of its own (the gang's, then
+    /// the next ones): a pod repelling one tier keeps some members off its
+    /// node and not others.
+    Staggered,
 }
 
 /// Cores a [`Shape::CpuMaster`] gang's first member asks (a node offers 64).
@@ -333,6 +337,15 @@ impl Pair {
                     (Shape::Alike, _) => pod,
                     (Shape::CpuMaster, 0) => asking(pod, MASTER_CORES, false),
                     (Shape::CpuMaster, _) => asking(pod, WORKER_CORES, true),
+                    (Shape::Staggered, m) => {
+                        let mut pod = pod;
+                        let tier = (bearing.tier() + m as usize) % TIERS;
+                        pod.metadata
+                            .labels
+                            .get_or_insert_default()
+                            .insert("tier".into(), format!("t{tier}"));
+                        pod
+                    }
                 });
             }
         }
@@ -937,22 +950,42 @@ proptest! {
 }
 
 /// A gang where the node its first member goes to decides where the others
-/// may: members following each other by hostname, or a CPU master with GPU
-/// workers.
+/// may: members following each other by hostname, a CPU master with GPU
+/// workers, or members of staggered tiers (with a gang of one that repels a
+/// tier, some of them may use a node others may not).
 fn room_sensitive_gang() -> impl Strategy<Value = GangSpec> {
     (
         2u32..4,
         0u32..2,
         0..TIERS,
-        prop_oneof![Just(Shape::Alike), Just(Shape::CpuMaster)],
+        prop_oneof![
+            Just(Shape::Alike),
+            Just(Shape::CpuMaster),
+            Just(Shape::Staggered)
+        ],
     )
         .prop_map(|(min, extra, tier, shape)| {
             let bearing = match shape {
                 Shape::Alike => Bearing::Follows(tier, tier),
-                Shape::CpuMaster => Bearing::Plain(tier),
+                Shape::CpuMaster | Shape::Staggered => Bearing::Plain(tier),
             };
             (min, extra, 0, 80_000, 0, bearing, shape)
         })
+}
+
+/// A gang of one that keeps a tier off its node.
+fn repelling_single() -> impl Strategy<Value = GangSpec> {
+    (0..TIERS, 0..TIERS).prop_map(|(tier, from)| {
+        (
+            1,
+            0,
+            0,
+            80_000,
+            0,
+            Bearing::Repels(tier, from),
+            Shape::Alike,
+        )
+    })
 }
 
 /// Mostly room taken on one of the first three nodes: a card by another
@@ -980,7 +1013,8 @@ proptest! {
             prop_oneof![Just(1usize), Just(2), Just(3), Just(5)], 2..4),
         evictions in any::<bool>(),
         workload in proptest::collection::vec(
-            prop_oneof![3 => room_sensitive_gang(), 1 => gang_spec()], 1..5),
+            prop_oneof![3 => room_sensitive_gang(), 1 => repelling_single(), 1 => gang_spec()],
+            1..5),
         initial in 1usize..3,
         changes in proptest::collection::vec(room_taken(), 1..8),
     ) {

@@ -6,6 +6,7 @@
 
 use super::queueing_hints_tests::{
     Bearing, Case, Change, Pair, Shape, asking, decisions, foreign_slice, same_decisions,
+    sized_member,
 };
 use crate::scheduler::GangConfig;
 use crate::scheduler::gang_tests::{Cluster, member, podgroup};
@@ -53,6 +54,23 @@ fn pair_with_foreign_slices(gpus: &[usize]) -> Pair {
     pair
 }
 
+/// Another scheduler takes the first free card of the `node`th node; in the
+/// cycle after, both sides place gang g0's two members on `nodes`.
+async fn card_taken_then_placed(pair: &Pair, node: usize, nodes: [&str; 2]) {
+    let mut arrived = 0;
+    pair.apply(&Change::ForeignSliceStarts(node), &mut arrived, &[], 1)
+        .await;
+    let (a, b) = pair.cycle().await.expect("kept state current");
+    assert_eq!((a, b), (1, 1), "the gang placed on both sides");
+    let placed: Vec<(String, String)> = ["uid-g0m0", "uid-g0m1"]
+        .into_iter()
+        .zip(nodes)
+        .map(|(uid, node)| (uid.to_string(), node.to_string()))
+        .collect();
+    assert_eq!(nodes_of(pair, "g0"), placed);
+    assert_eq!(decisions(&pair.incremental), decisions(&pair.scratch));
+}
+
 #[tokio::test]
 async fn a_gang_following_its_own_members_is_placed_once_its_first_members_node_fills_up() {
     // n0 has one free card, n1 three. Binpack sends the first member to n0, the
@@ -69,19 +87,7 @@ async fn a_gang_following_its_own_members_is_placed_once_its_first_members_node_
 
     // Another scheduler takes n0's last card: only room was taken, and the first
     // member now goes to n1, where the second finds room too.
-    let mut arrived = 1;
-    pair.apply(&Change::ForeignSliceStarts(0), &mut arrived, &[], 1)
-        .await;
-    let (a, b) = pair.cycle().await.expect("kept state current");
-    assert_eq!((a, b), (1, 1), "the gang placed on both sides");
-    assert_eq!(
-        nodes_of(&pair, "g0"),
-        vec![
-            ("uid-g0m0".to_string(), "n1".to_string()),
-            ("uid-g0m1".to_string(), "n1".to_string())
-        ]
-    );
-    assert_eq!(decisions(&pair.incremental), decisions(&pair.scratch));
+    card_taken_then_placed(&pair, 0, ["n1", "n1"]).await;
 }
 
 #[test]
@@ -212,4 +218,85 @@ async fn a_blocked_gang_of_alike_members_stays_skipped_once_another_gang_took_ro
     assert_eq!(skipped() - before, 1, "only the trio is skipped");
     assert_eq!(c.verdict("ml/trio").message, waiting.message);
     assert_eq!(c.verdict("ml/trio").phase, waiting.phase);
+}
+
+/// A pod of another scheduler in `namespace` running on `node`, asking no GPU,
+/// that keeps the pods of its namespace labelled `key: value` off its node.
+fn repelling_pod(node: &str, namespace: &str, (key, value): (&str, &str)) -> Pod {
+    serde_json::from_value(json!({
+        "metadata": {"name": "repelling", "namespace": namespace, "uid": "uid-repelling"},
+        "spec": {"schedulerName": "default-scheduler", "nodeName": node,
+            "affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                {"labelSelector": {"matchLabels": {key: value}},
+                 "topologyKey": "kubernetes.io/hostname"}]}},
+            "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]},
+        "status": {"phase": "Running"}
+    }))
+    .expect("repelling pod")
+}
+
+#[tokio::test]
+async fn a_gang_whose_members_differ_only_in_labels_is_tried_again_once_a_pod_may_repel_one() {
+    // Three cards; a pair takes two. A trio of alike members waits, and so does
+    // a trio whose members carry their index as a label.
+    let c = Cluster::new(&[("n1", 2), ("n2", 1)], GangConfig::default());
+    let skipped = || c.s.metrics().planner_jobs_skipped.get();
+    c.gang("pair", 2, "default", "p", 2);
+    assert_eq!(c.s.run_gang_cycle().await, 1, "the pair is placed");
+    c.gang("trio", 3, "default", "t", 3);
+    c.s.apply_podgroup(&podgroup("indexed", 3, "default", json!({})));
+    for i in 0..3 {
+        let mut pod = member(&format!("i{i}"), "indexed", i);
+        pod.metadata
+            .labels
+            .get_or_insert_default()
+            .insert("index".into(), i.to_string());
+        c.add(&pod);
+    }
+    assert_eq!(c.s.run_gang_cycle().await, 0, "one card left");
+    c.gang("solo", 1, "default", "s", 1);
+    assert_eq!(c.s.run_gang_cycle().await, 1, "the solo gang is placed");
+
+    // Only room taken, and no pod anywhere repels by labels: the labels tell
+    // the indexed members apart for nothing, and both trios are skipped.
+    let before = skipped();
+    assert_eq!(c.s.run_gang_cycle().await, 0);
+    assert_eq!(skipped() - before, 2, "both trios are skipped");
+
+    // A pod with required anti-affinity starts: labels may now keep one
+    // indexed member off a node another could use, and that trio is tried.
+    c.add(&repelling_pod("n2", "other", ("app", "nobody")));
+    let before = skipped();
+    assert_eq!(c.s.run_gang_cycle().await, 0);
+    assert_eq!(skipped() - before, 1, "only the alike trio is skipped");
+}
+
+#[tokio::test]
+async fn a_gang_whose_members_differ_only_in_labels_is_placed_once_room_taken_moves_its_first_member()
+ {
+    // n0 has one free card of two, n1 two of three; a pod on n1 keeps tier-1
+    // pods off it. Binpack sends the tier-0 member to n0, the fuller node, and
+    // the tier-1 member, kept off n1, finds no card.
+    let pair = pair_with_foreign_slices(&[2, 3]);
+    for c in pair.both() {
+        c.add(&repelling_pod("n1", "ml", ("tier", "t1")));
+    }
+    for c in pair.both() {
+        c.s.apply_podgroup(&podgroup("g0", 2, "q0", json!({})));
+        for (m, tier) in [(0, 0), (1, 1)] {
+            let name = format!("g0m{m}");
+            c.add(&sized_member(
+                &name,
+                "g0",
+                0,
+                (80_000, 0, Bearing::Plain(tier)),
+            ));
+        }
+    }
+    let (a, b) = pair.cycle().await.expect("kept state current");
+    assert_eq!((a, b), (0, 0), "the tier-1 member finds no card");
+
+    // Another scheduler takes a card on n1, now the fuller node: the tier-0
+    // member goes there, and the tier-1 member takes n0's card.
+    card_taken_then_placed(&pair, 1, ["n1", "n0"]).await;
 }
