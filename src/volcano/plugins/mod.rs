@@ -11,6 +11,7 @@ pub mod conformance;
 pub mod drf;
 mod drf_hierarchy;
 pub mod gang;
+mod kept_water_fill;
 pub mod network_topology_aware;
 mod node_resource;
 pub mod nodegroup;

@@ -5,6 +5,7 @@
 //! per task (see `pod_charge`): the cluster's pod slots are shared out too, and
 //! a queue with pods still waiting within its share of them is not overused.
 
+use super::kept_water_fill::{KeptWaterFill, QueueShares};
 use super::pod_charge::{KeptQueuePods, QueuePods, task_charge};
 use crate::resources::Resources;
 use crate::volcano::card_quota::CARD_DIMENSION_PREFIX;
@@ -14,9 +15,7 @@ use crate::volcano::framework::registry::BuildContext;
 use crate::volcano::framework::{
     JobInfo, QueueInfo, QueueReport, Rejection, SessionState, TaskInfo,
 };
-use crate::volcano::proportion::{
-    ProportionInput, allocatable_excess, enqueue_excess, overused, share, water_fill,
-};
+use crate::volcano::proportion::{ProportionInput, allocatable_excess, enqueue_excess, overused};
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
 
@@ -24,11 +23,19 @@ use std::collections::BTreeMap;
 #[derive(Debug, Default)]
 pub struct Proportion {
     /// Per queue: real capability and deserved amount.
-    shares: BTreeMap<String, (Resources, Resources)>,
+    shares: QueueShares,
     /// Per queue: the pods it asks for and holds.
     pods: QueuePods,
     /// The same as the session opened, kept for the next session.
-    opened_pods: KeptQueuePods,
+    opened: KeptProportion,
+}
+
+/// What proportion keeps from one session to the next: the queues' pods and
+/// the water-filling they were shared out by.
+#[derive(Debug, Default)]
+struct KeptProportion {
+    pods: KeptQueuePods,
+    fill: KeptWaterFill,
 }
 
 /// Builds the plugin. Listed together with capacity, it steps aside: capacity's
@@ -54,7 +61,7 @@ impl Proportion {
 
     fn share(&self, q: &QueueInfo) -> f64 {
         self.deserved(q.name())
-            .map_or(0.0, |d| share(&self.pods.allocated(q), d))
+            .map_or(0.0, |d| self.pods.allocated_share(q, d))
     }
 }
 
@@ -64,36 +71,30 @@ impl Plugin for Proportion {
     }
 
     fn open(&mut self, state: &SessionState) {
-        self.pods = self.opened_pods.count(state);
-        let inputs: Vec<ProportionInput> = state
+        self.pods = self.opened.pods.count(state);
+        let inputs: Vec<(String, ProportionInput)> = state
             .queues
-            .values()
-            .map(|q| ProportionInput {
-                weight: q.spec.weight,
-                guarantee: q.spec.guarantee.clone().unwrap_or_default(),
-                capability: q.spec.capability.clone(),
-                request: self.pods.request(q),
+            .iter()
+            .map(|(name, q)| {
+                let input = ProportionInput {
+                    weight: q.spec.weight,
+                    guarantee: q.spec.guarantee.clone().unwrap_or_default(),
+                    capability: q.spec.capability.clone(),
+                    request: self.pods.request(q),
+                };
+                (name.clone(), input)
             })
             .collect();
-        self.shares = state
-            .queues
-            .keys()
-            .cloned()
-            .zip(
-                water_fill(&state.total, &inputs)
-                    .into_iter()
-                    .map(|s| (s.real_capability, s.deserved)),
-            )
-            .collect();
+        self.shares = self.opened.fill.shares(&state.total, inputs).clone();
     }
 
     fn keep(&mut self) -> Option<Box<dyn KeptFigures>> {
-        Some(Box::new(std::mem::take(&mut self.opened_pods)))
+        Some(Box::new(std::mem::take(&mut self.opened)))
     }
 
     fn reuse(&mut self, kept: Box<dyn KeptFigures>) {
-        if let Ok(opened) = (kept as Box<dyn std::any::Any>).downcast::<KeptQueuePods>() {
-            self.opened_pods = *opened;
+        if let Ok(opened) = (kept as Box<dyn std::any::Any>).downcast::<KeptProportion>() {
+            self.opened = *opened;
         }
     }
 
