@@ -112,12 +112,12 @@ impl KeptNodes {
             if let Some(planned) = planned {
                 resources.requested.add(planned);
             }
-            let entry_changed = kept.is_none_or(|k| !Arc::ptr_eq(&k.gpus, gpus));
-            let fresh = SessionNode {
-                name: name.clone(),
-                gpus: gpus.clone(),
-                resources,
+            let fresh = match kept {
+                // Same GPU entry: its rooms are the kept node's.
+                Some(kept) if Arc::ptr_eq(&kept.gpus, gpus) => kept.with_resources(resources),
+                _ => SessionNode::new(name.clone(), gpus.clone(), resources),
             };
+            let entry_changed = kept.is_none_or(|k| !Arc::ptr_eq(&k.gpus, gpus));
             Some((Arc::new(fresh), entry_changed))
         };
         match (names, since, planned_moved) {
