@@ -113,9 +113,8 @@ impl KeptNodes {
                 resources.requested.add(planned);
             }
             let fresh = match kept {
-                // Same GPU entry: its rooms are the kept node's.
-                Some(kept) if Arc::ptr_eq(&kept.gpus, gpus) => kept.with_resources(resources),
-                _ => SessionNode::new(name.clone(), gpus.clone(), resources),
+                Some(kept) => kept.again(gpus, resources),
+                None => SessionNode::new(name.clone(), gpus.clone(), resources),
             };
             let entry_changed = kept.is_none_or(|k| !Arc::ptr_eq(&k.gpus, gpus));
             Some((Arc::new(fresh), entry_changed))

@@ -48,12 +48,15 @@ impl SessionNode {
         }
     }
 
-    /// The same GPU entry with other CPU, memory, labels or pods: its rooms are
-    /// taken over rather than worked out again.
-    pub fn with_resources(&self, resources: NodeResources) -> Self {
+    /// The node again with `gpus` and `resources` as they are now: the rooms are
+    /// taken over while the GPU entry is the very same, worked out again otherwise.
+    pub fn again(&self, gpus: &Arc<NodeEntry>, resources: NodeResources) -> Self {
+        if !Arc::ptr_eq(&self.gpus, gpus) {
+            return Self::new(self.name.clone(), gpus.clone(), resources);
+        }
         Self {
             name: self.name.clone(),
-            gpus: self.gpus.clone(),
+            gpus: gpus.clone(),
             resources,
             rooms: self.rooms.clone(),
         }
@@ -146,14 +149,13 @@ impl NodeChange {
 }
 
 impl PartialEq for NodeSet {
-    /// Same nodes (the very same snapshot entries), same changes.
+    /// Same nodes (the very same snapshot entries, ranked by the same rooms),
+    /// same changes.
     fn eq(&self, other: &Self) -> bool {
         self.nodes.len() == other.nodes.len()
-            && self
-                .nodes
-                .iter()
-                .zip(&other.nodes)
-                .all(|(a, b)| a.name == b.name && Arc::ptr_eq(&a.gpus, &b.gpus))
+            && self.nodes.iter().zip(&other.nodes).all(|(a, b)| {
+                a.name == b.name && Arc::ptr_eq(&a.gpus, &b.gpus) && a.rooms == b.rooms
+            })
             && self.changed == other.changed
             && self.quotas == other.quotas
             && self.namespace_usage == other.namespace_usage
