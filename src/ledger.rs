@@ -12,7 +12,7 @@ use crate::device::model::{GpuDevice, PodDevices};
 use crate::fit::QuotaHeadroom;
 use crate::freshness::{FORGET_AFTER, LocalMark, PodMeta};
 use crate::node_load::NodeLoad;
-use crate::rank_index::{GpuRoom, Rank, RankIndex};
+use crate::rank_index::{Rank, RankIndex, rooms_of};
 use crate::usage::{GpuUsage, collapse_pod_usage, usage_totals};
 use rustc_hash::FxHashMap;
 use serde::Serialize;
@@ -152,13 +152,7 @@ impl NodeEntry {
 
     /// Puts the node's current score and room into the ranking index.
     fn index_rank(&self, name: &str, rank: &mut RankIndex) {
-        let rooms = self
-            .devices
-            .iter()
-            .zip(&self.effective)
-            .zip(&self.is_vendor)
-            .map(|((d, u), v)| GpuRoom::of(d, u, *v));
-        rank.set(name, self.score, self.usable(), rooms);
+        rank.set(name, self.score, self.usable(), rooms_of(&self.view()));
     }
 
     /// Points a pod's GPU UUIDs at this node's registered ones, so every pod on a

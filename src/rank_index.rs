@@ -10,6 +10,7 @@
 
 use crate::device::model::GpuDevice;
 use crate::device::request::PodRequest;
+use crate::fit::NodeView;
 use crate::usage::GpuUsage;
 use hashbrown::HashTable;
 use rustc_hash::FxBuildHasher;
@@ -47,6 +48,16 @@ impl GpuRoom {
             total_memory: device.devmem,
         }
     }
+}
+
+/// The room left on each GPU of `node` with its usage booked, in device order:
+/// what ranking screens the node by.
+pub fn rooms_of<'a>(node: &NodeView<'a>) -> impl ExactSizeIterator<Item = GpuRoom> + 'a {
+    node.devices
+        .iter()
+        .zip(node.usage)
+        .zip(node.is_vendor)
+        .map(|((d, u), v)| GpuRoom::of(d, u, *v))
 }
 
 /// A quick necessary condition for a pod to fit a node: every container that asks

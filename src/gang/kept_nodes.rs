@@ -112,12 +112,11 @@ impl KeptNodes {
             if let Some(planned) = planned {
                 resources.requested.add(planned);
             }
-            let entry_changed = kept.is_none_or(|k| !Arc::ptr_eq(&k.gpus, gpus));
-            let fresh = SessionNode {
-                name: name.clone(),
-                gpus: gpus.clone(),
-                resources,
+            let fresh = match kept {
+                Some(kept) => kept.again(gpus, resources),
+                None => SessionNode::new(name.clone(), gpus.clone(), resources),
             };
+            let entry_changed = kept.is_none_or(|k| !Arc::ptr_eq(&k.gpus, gpus));
             Some((Arc::new(fresh), entry_changed))
         };
         match (names, since, planned_moved) {

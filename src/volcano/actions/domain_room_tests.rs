@@ -214,15 +214,15 @@ proptest! {
 
 /// One node of 4 CPUs, both taken by a running gang `low` of two 2-CPU tasks.
 fn cpu_node_and_low_gang() -> (NodeSet, JobInfo) {
-    let node = crate::volcano::framework::nodes::SessionNode {
-        name: "node-0".into(),
-        gpus: Default::default(),
-        resources: crate::node_load::NodeResources {
+    let node = crate::volcano::framework::nodes::SessionNode::new(
+        "node-0".into(),
+        Default::default(),
+        crate::node_load::NodeResources {
             allocatable: Resources::from_units([("cpu", 4), ("pods", 110)]),
             requested: Resources::from_units([("cpu", 4), ("pods", 2)]),
             ..Default::default()
         },
-    };
+    );
     let k = gang_key("low");
     let tasks = (0..2)
         .map(|i| {

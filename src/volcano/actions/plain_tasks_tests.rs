@@ -78,10 +78,10 @@ pub(super) fn labelled_cpu_nodes(
                     on_node.push(Arc::new(AffinityPod::of(&t.pod)));
                 }
             }
-            SessionNode {
-                name: (*name).into(),
-                gpus: Arc::default(),
-                resources: NodeResources {
+            SessionNode::new(
+                (*name).into(),
+                Arc::default(),
+                NodeResources {
                     allocatable: Resources::from_units([("cpu", *cpu), ("pods", *pods)]),
                     requested,
                     traits: Some(Arc::new(NodeTraits {
@@ -90,7 +90,7 @@ pub(super) fn labelled_cpu_nodes(
                     })),
                     pods: Arc::new(on_node),
                 },
-            }
+            )
         })
         .collect();
     NodeSet::new(nodes, BTreeMap::new())

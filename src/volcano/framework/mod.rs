@@ -42,6 +42,8 @@ pub mod victims;
 #[cfg(test)]
 mod kept_figures_reuse_tests;
 #[cfg(test)]
+mod node_rooms_tests;
+#[cfg(test)]
 mod queue_policy_tests;
 #[cfg(test)]
 mod session_memory_tests;

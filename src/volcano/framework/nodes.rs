@@ -12,6 +12,7 @@ use crate::node_metrics::{MeasuredUsage, NodeMetricsBook};
 use crate::placement::namespace_labels::NamespaceLabels;
 use crate::placement::resource_fit::fits_node;
 use crate::placement::{NodeFacts, NodeRejection, NodeSource, RankFacts};
+use crate::rank_index::{GpuRoom, may_fit, rooms_of};
 use crate::resources::Resources;
 use crate::usage::{GpuUsage, collapse_pod_usage, usage_totals};
 use chrono::{DateTime, Utc};
@@ -28,6 +29,38 @@ pub struct SessionNode {
     pub gpus: Arc<NodeEntry>,
     /// Its CPU and memory when the session opened.
     pub resources: NodeResources,
+    /// The room left on each of its GPUs as `gpus` has them: ranking screens out
+    /// a node that surely cannot hold a pod without fitting it (binpack ranks the
+    /// fullest nodes first). Worked out once per node entry, so a picture keeping
+    /// the node keeps them.
+    rooms: Vec<GpuRoom>,
+}
+
+impl SessionNode {
+    /// A node as the session sees it when it opens.
+    pub fn new(name: String, gpus: Arc<NodeEntry>, resources: NodeResources) -> Self {
+        let rooms = rooms_of(&gpus.view()).collect();
+        Self {
+            name,
+            gpus,
+            resources,
+            rooms,
+        }
+    }
+
+    /// The node again with `gpus` and `resources` as they are now: the rooms are
+    /// taken over while the GPU entry is the very same, worked out again otherwise.
+    pub fn again(&self, gpus: &Arc<NodeEntry>, resources: NodeResources) -> Self {
+        if !Arc::ptr_eq(&self.gpus, gpus) {
+            return Self::new(self.name.clone(), gpus.clone(), resources);
+        }
+        Self {
+            name: self.name.clone(),
+            gpus: gpus.clone(),
+            resources,
+            rooms: self.rooms.clone(),
+        }
+    }
 }
 
 /// What the session changed on one node.
@@ -42,6 +75,8 @@ struct NodeChange {
     /// What the evicted tasks request of the node (CPU, memory, pod slots...):
     /// taken now, free once they are gone.
     releasing_requests: Resources,
+    /// The room left on each GPU with `usage` booked.
+    rooms: Vec<GpuRoom>,
 }
 
 /// One tentative placement's effect, kept to take it back exactly.
@@ -91,6 +126,19 @@ pub fn position_index(nodes: &[impl std::borrow::Borrow<SessionNode>]) -> FxHash
 }
 
 impl NodeChange {
+    /// No change yet to `node`.
+    fn none(node: &SessionNode) -> Self {
+        let entry = &node.gpus;
+        Self {
+            usage: entry.effective.clone(),
+            score: entry.score,
+            requested: node.resources.requested.clone(),
+            releasing: vec![GpuUsage::default(); entry.devices.len()],
+            releasing_requests: Resources::new(),
+            rooms: node.rooms.clone(),
+        }
+    }
+
     /// Whether the change has come back to nothing.
     fn unchanged(&self, usage: &[GpuUsage], requested: &Resources) -> bool {
         self.usage == usage
@@ -101,14 +149,13 @@ impl NodeChange {
 }
 
 impl PartialEq for NodeSet {
-    /// Same nodes (the very same snapshot entries), same changes.
+    /// Same nodes (the very same snapshot entries, ranked by the same rooms),
+    /// same changes.
     fn eq(&self, other: &Self) -> bool {
         self.nodes.len() == other.nodes.len()
-            && self
-                .nodes
-                .iter()
-                .zip(&other.nodes)
-                .all(|(a, b)| a.name == b.name && Arc::ptr_eq(&a.gpus, &b.gpus))
+            && self.nodes.iter().zip(&other.nodes).all(|(a, b)| {
+                a.name == b.name && Arc::ptr_eq(&a.gpus, &b.gpus) && a.rooms == b.rooms
+            })
             && self.changed == other.changed
             && self.quotas == other.quotas
             && self.namespace_usage == other.namespace_usage
@@ -232,6 +279,21 @@ impl NodeSet {
         }
     }
 
+    /// The room left on each GPU of the node at position `i` as the session
+    /// sees it now.
+    fn rooms_at(&self, i: usize) -> &[GpuRoom] {
+        match &self.changed[i] {
+            Some(c) => &c.rooms,
+            None => &self.nodes[i].rooms,
+        }
+    }
+
+    /// The room left on each GPU of a node as the session sees it now: what
+    /// ranking screens it by.
+    pub fn rooms(&self, name: &str) -> Option<&[GpuRoom]> {
+        self.index.get(name).map(|&i| self.rooms_at(i))
+    }
+
     fn score_of(&self, i: usize) -> f64 {
         match &self.changed[i] {
             Some(c) => c.score,
@@ -317,13 +379,7 @@ impl NodeSet {
     fn apply_release(&mut self, released: &PlacedUsage, add: bool) {
         let node = &self.nodes[released.node];
         let entry = &node.gpus;
-        let change = self.changed[released.node].get_or_insert_with(|| NodeChange {
-            usage: entry.effective.clone(),
-            score: entry.score,
-            requested: node.resources.requested.clone(),
-            releasing: vec![GpuUsage::default(); entry.devices.len()],
-            releasing_requests: Resources::new(),
-        });
+        let change = self.changed[released.node].get_or_insert_with(|| NodeChange::none(node));
         for (uuid, u) in &released.usage {
             if let Some(d) = entry.devices.iter().position(|d| d.id == *uuid) {
                 if add {
@@ -430,19 +486,18 @@ impl NodeSet {
     fn apply(&mut self, placed: &PlacedUsage, add: bool) {
         let node = &self.nodes[placed.node];
         let entry = &node.gpus;
-        let change = self.changed[placed.node].get_or_insert_with(|| NodeChange {
-            usage: entry.effective.clone(),
-            score: entry.score,
-            requested: node.resources.requested.clone(),
-            releasing: vec![GpuUsage::default(); entry.devices.len()],
-            releasing_requests: Resources::new(),
-        });
+        let change = self.changed[placed.node].get_or_insert_with(|| NodeChange::none(node));
         for (uuid, u) in &placed.usage {
             if let Some(d) = entry.devices.iter().position(|d| d.id == *uuid) {
                 if add {
                     change.usage[d].add(u);
                 } else {
                     change.usage[d].sub(u);
+                }
+                if let (Some(room), Some(&is_vendor)) =
+                    (change.rooms.get_mut(d), entry.is_vendor.get(d))
+                {
+                    *room = GpuRoom::of(&entry.devices[d], &change.usage[d], is_vendor);
                 }
             }
         }
@@ -510,13 +565,15 @@ impl NodeSource for NodeSet {
         true
     }
 
-    fn rank(&self, i: usize, _request: &PodRequest) -> Option<RankFacts> {
-        // No room screen here: computing each node's free room per member costs as
-        // much as the fits it saves (the best node usually fits).
+    fn rank(&self, i: usize, request: &PodRequest) -> Option<RankFacts> {
+        // The rooms are kept as the session places and takes back, so the screen
+        // costs a loop over the node's GPUs: under binpack the best-ranked nodes
+        // are the fullest, and fitting each in turn cost more than the choice.
+        let usable = self.nodes[i].gpus.usable();
         Some(RankFacts {
             score: self.score_of(i),
-            usable: self.nodes[i].gpus.usable(),
-            may_fit: true,
+            usable,
+            may_fit: usable && may_fit(self.rooms_at(i), request),
         })
     }
 

@@ -82,15 +82,14 @@ fn session(conf: &str) -> Session {
     let nodes = ledger
         .snapshot_nodes()
         .into_iter()
-        .map(|(name, gpus)| SessionNode {
-            name,
-            gpus,
-            resources: NodeResources {
+        .map(|(name, gpus)| {
+            let resources = NodeResources {
                 allocatable: Resources::from_units([("cpu", 64)]),
                 requested: Resources::new(),
                 traits: None,
                 pods: Default::default(),
-            },
+            };
+            SessionNode::new(name, gpus, resources)
         })
         .collect();
     let quota = |k: &str, n| BTreeMap::from([(k.to_string(), n)]);

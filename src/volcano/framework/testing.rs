@@ -139,11 +139,11 @@ pub fn job(name: &str, queue: &str, min_member: usize, tasks: Vec<TaskInfo>) -> 
 /// task that asks for no vGPU (such tasks need a node to be planned onto).
 pub fn roomy_node() -> NodeSet {
     NodeSet::new(
-        vec![super::nodes::SessionNode {
-            name: "node-roomy".into(),
-            gpus: Arc::default(),
-            resources: Default::default(),
-        }],
+        vec![super::nodes::SessionNode::new(
+            "node-roomy".into(),
+            Arc::default(),
+            Default::default(),
+        )],
         BTreeMap::new(),
     )
 }
@@ -348,11 +348,7 @@ pub fn gpu_nodes(nodes: usize, gpus: u32, count: u32) -> NodeSet {
     let nodes = ledger
         .snapshot_nodes()
         .into_iter()
-        .map(|(name, gpus)| super::nodes::SessionNode {
-            name,
-            gpus,
-            resources: Default::default(),
-        })
+        .map(|(name, gpus)| super::nodes::SessionNode::new(name, gpus, Default::default()))
         .collect();
     NodeSet::new(nodes, BTreeMap::new())
 }

@@ -55,16 +55,15 @@ fn nodes(groups: &[Option<&str>]) -> NodeSet {
     let nodes = ledger
         .snapshot_nodes()
         .into_iter()
-        .map(|(name, gpus)| SessionNode {
-            resources: NodeResources {
+        .map(|(name, gpus)| {
+            let resources = NodeResources {
                 traits: Some(Arc::new(NodeTraits {
                     labels: labels[&name].clone().into_iter().collect(),
                     ..NodeTraits::default()
                 })),
                 ..NodeResources::default()
-            },
-            name,
-            gpus,
+            };
+            SessionNode::new(name, gpus, resources)
         })
         .collect();
     NodeSet::new(nodes, BTreeMap::new())

@@ -396,10 +396,10 @@ impl Table {
             .iter()
             .map(|(name, alloc)| {
                 total.add(alloc);
-                SessionNode {
-                    name: name.to_string(),
-                    gpus: Default::default(),
-                    resources: NodeResources {
+                SessionNode::new(
+                    name.to_string(),
+                    Default::default(),
+                    NodeResources {
                         allocatable: alloc.clone(),
                         requested: requested.get(name).cloned().unwrap_or_default(),
                         traits: Some(Arc::new(NodeTraits {
@@ -409,7 +409,7 @@ impl Table {
                         })),
                         pods: Arc::new(bound.remove(name).unwrap_or_default()),
                     },
-                }
+                )
             })
             .collect();
         let mut queues: Vec<QueueInfo> = self.queues.iter().cloned().map(QueueInfo::idle).collect();
