@@ -210,17 +210,14 @@ proptest! {
     }
 }
 
-/// A session that has filled most nodes fits its next pod on a node with room
-/// without fitting the full ones first (binpack ranks them best), and chooses
-/// the node fitting every node would.
-#[test]
-fn a_session_fits_only_the_nodes_with_room() {
-    let mut nodes = gpu_nodes(40, 2, 1);
+/// Places `count` pods each asking both GPUs of a node, where the session
+/// chooses.
+fn fill_whole_nodes(nodes: &mut NodeSet, count: usize) {
     let whole_node = vgpu("whole", 2, 80000);
     let (resreq, dims) = (Resources::new(), VgpuDims::default());
-    for _ in 0..30 {
+    for _ in 0..count {
         let choice = choose_node(
-            &nodes,
+            &*nodes,
             &whole_node,
             &facts(&whole_node, &resreq, &dims),
             &NoJudge,
@@ -230,6 +227,16 @@ fn a_session_fits_only_the_nodes_with_room() {
             .place("ns", &choice.node, &choice.placement.devices, 0, &resreq)
             .expect("the chosen node is known");
     }
+}
+
+/// A session that has filled most nodes fits its next pod on a node with room
+/// without fitting the full ones first (binpack ranks them best), and chooses
+/// the node fitting every node would.
+#[test]
+fn a_session_fits_only_the_nodes_with_room() {
+    let mut nodes = gpu_nodes(40, 2, 1);
+    fill_whole_nodes(&mut nodes, 30);
+    let (resreq, dims) = (Resources::new(), VgpuDims::default());
     // One GPU of one more node taken: it ranks first among the nodes with room.
     let one = vgpu("one", 1, 80000);
     let half =
@@ -259,20 +266,8 @@ fn a_session_fits_only_the_nodes_with_room() {
 #[test]
 fn screened_out_nodes_still_give_their_reasons() {
     let mut nodes = gpu_nodes(4, 2, 1);
-    let whole_node = vgpu("whole", 2, 80000);
+    fill_whole_nodes(&mut nodes, 4);
     let (resreq, dims) = (Resources::new(), VgpuDims::default());
-    for _ in 0..4 {
-        let choice = choose_node(
-            &nodes,
-            &whole_node,
-            &facts(&whole_node, &resreq, &dims),
-            &NoJudge,
-        )
-        .expect("an empty node is left");
-        nodes
-            .place("ns", &choice.node, &choice.placement.devices, 0, &resreq)
-            .expect("the chosen node is known");
-    }
     let one = vgpu("one", 1, 1000);
     let counting = CountingFits {
         nodes: &nodes,
