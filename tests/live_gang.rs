@@ -111,19 +111,15 @@ async fn a_gang_that_does_not_fit_stays_gated_and_its_podgroup_says_why() {
     for i in 0..3 {
         assert!(gang_gated(&api, NS, &format!("b{i}")));
     }
-    let (code, body) = server.get("/debug/queues").await;
-    assert_eq!(code, 200);
-    assert!(body.contains("ml/big"), "{body}");
-    let (code, metrics) = server.get("/metrics").await;
-    assert_eq!(code, 200);
-    assert!(
-        metrics.contains(r#"vgpu_scheduler_queue_podgroups{queue="default",phase="Inqueue"} 1"#),
-        "{metrics}"
-    );
-    assert!(
-        metrics.contains(r#"vgpu_scheduler_queue_weight{queue="default"} 1"#),
-        "{metrics}"
-    );
+    wait_for_page(&server, "/debug/queues", "the gang listed", |body| {
+        body.contains("ml/big")
+    })
+    .await;
+    wait_for_page(&server, "/metrics", "the queue's gauges", |metrics| {
+        metrics.contains(r#"vgpu_scheduler_queue_podgroups{queue="default",phase="Inqueue"} 1"#)
+            && metrics.contains(r#"vgpu_scheduler_queue_weight{queue="default"} 1"#)
+    })
+    .await;
     // A third GPU arrives: the gang is placed.
     add_node(&api, "n2", 1, 1);
     wait_for(&server, "gates lifted", Duration::from_secs(10), || {

@@ -162,12 +162,10 @@ async fn a_native_gang_that_cannot_fit_binds_nobody_holds_no_gpu_and_a_fitting_p
     // A plain pod that fits either node binds at once.
     create_pod(&api, gpu_pod(NS, "solo", 1, 80000, 0));
     server.schedule(&api, NS, "solo", &["n1", "n2"]).await;
-    let (code, metrics) = server.get("/metrics").await;
-    assert_eq!(code, 200);
-    assert!(
-        metrics.contains(r#"vgpu_scheduler_queue_native_podgroups{queue="default",phase="Inqueue",reason="NotEnoughResources"} 1"#),
-        "{metrics}"
-    );
+    wait_for_page(&server, "/metrics", "the native gang counted", |metrics| {
+        metrics.contains(r#"vgpu_scheduler_queue_native_podgroups{queue="default",phase="Inqueue",reason="NotEnoughResources"} 1"#)
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

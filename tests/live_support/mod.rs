@@ -610,6 +610,30 @@ pub async fn wait_for(server: &LiveServer, what: &str, mut f: impl FnMut() -> bo
     }
 }
 
+/// GETs `path` until its body satisfies `f` (15 s at most) and returns that
+/// body. What the API server shows (a status written, a gate lifted) can come
+/// before the cycle that wrote it closes and publishes its view and metrics.
+pub async fn wait_for_page(
+    server: &LiveServer,
+    path: &str,
+    what: &str,
+    f: impl Fn(&str) -> bool,
+) -> String {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let (code, body) = server.get(path).await;
+        if code == 200 && f(&body) {
+            return body;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out waiting for {what} in {path} ({code}): {body}\nserver log:\n{}",
+            server.log_tail(30)
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// Creates a pod in the fake; returns the stored pod.
 pub fn create_pod(api: &FakeApiServer, p: Value) -> Value {
     api.create(p)
