@@ -77,26 +77,32 @@ impl AffinityTerm {
         labels: &BTreeMap<String, String>,
         namespaces: &NamespaceLabels,
     ) -> bool {
-        let Some(pods) = &self.pods else {
-            return false;
-        };
-        let in_namespace = self.namespaces.iter().any(|n| n == namespace)
-            || self
-                .namespace_selector
-                .as_ref()
-                .is_some_and(|s| namespaces.selected(namespace, |l| s.matches(l)));
-        in_namespace && pods.matches(labels)
+        self.selects_where(namespace, labels, |s| {
+            namespaces.selected(namespace, |l| s.matches(l))
+        })
     }
 
     /// Whether the term selects a pod of `namespace` with `labels` under some
     /// labelling of the namespaces: a namespace selector is taken to select
     /// every namespace, since namespaces may be relabelled at any time.
     pub fn may_select(&self, namespace: &str, labels: &BTreeMap<String, String>) -> bool {
+        self.selects_where(namespace, labels, |_| true)
+    }
+
+    /// Whether the term selects a pod of `namespace` with `labels`, with
+    /// `selector_holds` saying whether its namespace selector (if it has one)
+    /// takes that namespace in.
+    fn selects_where(
+        &self,
+        namespace: &str,
+        labels: &BTreeMap<String, String>,
+        selector_holds: impl FnOnce(&Selector) -> bool,
+    ) -> bool {
         let Some(pods) = &self.pods else {
             return false;
         };
-        let in_namespace =
-            self.namespace_selector.is_some() || self.namespaces.iter().any(|n| n == namespace);
+        let in_namespace = self.namespaces.iter().any(|n| n == namespace)
+            || self.namespace_selector.as_ref().is_some_and(selector_holds);
         in_namespace && pods.matches(labels)
     }
 
