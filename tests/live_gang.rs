@@ -85,23 +85,9 @@ async fn a_gated_gang_is_planned_released_together_and_bound_even_across_a_resta
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_gang_that_does_not_fit_stays_gated_and_its_podgroup_says_why() {
-    let api = FakeApiServer::start().await;
-    add_node(&api, "n1", 2, 1);
-    api.create(podgroup("big", 3));
-    for i in 0..3 {
-        create_pod(&api, member(&format!("b{i}"), "big"));
-    }
+    let api = gang_of_three_on_two_gpus().await;
     let server = LiveServer::start(&api, &["--schedule-period", "200ms"]).await;
-    wait_for(
-        &server,
-        "PodGroup condition",
-        Duration::from_secs(10),
-        || {
-            api.get("PodGroup", Some(NS), "big")
-                .is_some_and(|g| g["status"]["conditions"][0]["reason"] == "NotEnoughResources")
-        },
-    )
-    .await;
+    wait_for_not_enough_resources(&api, &server).await;
     let group = api.get("PodGroup", Some(NS), "big").unwrap();
     assert_eq!(group["status"]["phase"], "Inqueue", "{group}");
     let message = group["status"]["conditions"][0]["message"]
@@ -125,6 +111,47 @@ async fn a_gang_that_does_not_fit_stays_gated_and_its_podgroup_says_why() {
     wait_for(&server, "gates lifted", Duration::from_secs(10), || {
         (0..3).all(|i| !gang_gated(&api, NS, &format!("b{i}")))
     })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_podgroup_status_the_api_server_refused_is_written_in_a_later_cycle() {
+    let api = gang_of_three_on_two_gpus().await;
+    // The first writes of the PodGroup's status fail; the gang's verdict stays
+    // the same cycle after cycle, and the status is still written.
+    api.inject_errors(
+        "PATCH /apis/scheduling.volcano.sh/v1beta1/namespaces/ml/podgroups/big",
+        500,
+        3,
+    );
+    let server = LiveServer::start(&api, &["--schedule-period", "100ms"]).await;
+    wait_for_not_enough_resources(&api, &server).await;
+    let tried = api.requests_matching("PATCH", "/namespaces/ml/podgroups/big");
+    assert!(tried >= 4, "tried only {tried} times");
+}
+
+/// A node of two GPUs and a gang `big` of three one-GPU members.
+async fn gang_of_three_on_two_gpus() -> FakeApiServer {
+    let api = FakeApiServer::start().await;
+    add_node(&api, "n1", 2, 1);
+    api.create(podgroup("big", 3));
+    for i in 0..3 {
+        create_pod(&api, member(&format!("b{i}"), "big"));
+    }
+    api
+}
+
+/// Waits until the PodGroup `big` says it waits for resources.
+async fn wait_for_not_enough_resources(api: &FakeApiServer, server: &LiveServer) {
+    wait_for(
+        server,
+        "PodGroup condition",
+        Duration::from_secs(10),
+        || {
+            api.get("PodGroup", Some(NS), "big")
+                .is_some_and(|g| g["status"]["conditions"][0]["reason"] == "NotEnoughResources")
+        },
+    )
     .await;
 }
 

@@ -65,6 +65,13 @@ pub(crate) struct PlannerMemory {
     /// verdict it was written from: a PodGroup whose verdict is unchanged needs
     /// no status built.
     written_groups: HashMap<GangKey, (GangVerdict, serde_json::Value)>,
+    /// The verdicts the PodGroups' statuses were last brought up to: the next
+    /// cycle looks only at the gangs whose verdict differs from these, and at
+    /// `statuses_owed`.
+    statuses_from: crate::volcano::framework::Verdicts,
+    /// Gangs whose status is owed although their verdict may not change again:
+    /// the write failed, or their PodGroup was not known yet.
+    statuses_owed: BTreeSet<GangKey>,
     /// Each Queue's status as last written.
     written_queues: BTreeMap<String, serde_json::Value>,
     /// Why each gang waited when its members were last told (events), in gang

@@ -53,10 +53,11 @@ impl Scheduler {
     }
 
     /// Writes the status of every Volcano PodGroup and Queue whose status
-    /// changed (`counts`: the PodGroups of each queue by phase). A PodGroup whose
-    /// verdict is the one its status was last written from is not looked at
-    /// again: with thousands of gangs waiting unchanged, building each status
-    /// (or even naming each object) to compare it cost more than the session.
+    /// changed (`counts`: the PodGroups of each queue by phase). Only the gangs
+    /// whose verdict changed since the last cycle, and those still owed a
+    /// status (a refused write, a PodGroup not known yet), are looked at: with
+    /// thousands of gangs waiting or running unchanged, even passing over each
+    /// verdict once a cycle cost more than the statuses written.
     pub(super) async fn write_statuses(
         &self,
         memory: &mut PlannerMemory,
@@ -73,30 +74,36 @@ impl Scheduler {
         {
             let book = self.gang.book.read();
             let mut group = GroupLookup::default();
-            // Entries of `written_groups` whose gang is still planned.
-            let mut still_planned = 0;
-            for (key, v) in &outcome.verdicts {
-                let written = memory.written_groups.get(key);
-                still_planned += usize::from(written.is_some());
+            let owed = std::mem::take(&mut memory.statuses_owed);
+            let from = std::mem::replace(&mut memory.statuses_from, outcome.verdicts.clone());
+            let (changed, gone) = statuses_to_look_at(&from, &outcome.verdicts);
+            for key in gone {
+                memory.written_groups.remove(&key);
+            }
+            let look_at: BTreeSet<&GangKey> = changed.into_iter().chain(&owed).collect();
+            for key in look_at {
+                let Some(v) = outcome.verdicts.get(key) else {
+                    memory.written_groups.remove(key);
+                    continue;
+                };
                 // kube-scheduler writes the status of Kubernetes' own PodGroups.
-                let volcano =
-                    !key.single && group.get(&book, key).is_some_and(|g| g.native.is_none());
-                if !volcano {
-                    if written.is_some() {
-                        memory.written_groups.remove(key);
-                        still_planned -= 1;
+                let volcano = match (key.single, group.get(&book, key)) {
+                    (true, _) => false,
+                    (false, Some(g)) => g.native.is_none(),
+                    (false, None) => {
+                        // Its PodGroup may arrive while the verdict stays.
+                        memory.statuses_owed.insert(key.clone());
+                        false
                     }
+                };
+                if !volcano {
+                    memory.written_groups.remove(key);
                     continue;
                 }
+                let written = memory.written_groups.get(key);
                 if written.is_none_or(|(verdict, _)| verdict != v) {
                     writes.push((key.clone(), podgroup_status(v, &now)));
                 }
-            }
-            // Forget what was written for gangs that are gone.
-            if still_planned < memory.written_groups.len() {
-                memory
-                    .written_groups
-                    .retain(|k, _| outcome.verdicts.contains_key(k));
             }
             for report in &outcome.queues {
                 if !book.queues.contains_key(&report.name) {
@@ -124,8 +131,14 @@ impl Scheduler {
                 name: gang.name.clone(),
             };
             let written = written || self.patch_status(&object, &status).await;
-            if written && let Some(v) = outcome.verdicts.get(&gang) {
-                memory.written_groups.insert(gang, (v.clone(), key));
+            match outcome.verdicts.get(&gang) {
+                Some(v) if written => {
+                    memory.written_groups.insert(gang, (v.clone(), key));
+                }
+                Some(_) => {
+                    memory.statuses_owed.insert(gang);
+                }
+                None => {}
             }
         }
         for (name, status) in queue_writes {
@@ -198,6 +211,23 @@ fn gang_members<'b>(
         .filter_map(|uid| book.members().get(uid))
         .map(|m| &**m)
         .filter(move |m| &m.gang == gang)
+}
+
+/// The gangs whose verdict differs from the one the statuses were last brought
+/// up to (`from`), and the gangs that have no verdict any more.
+fn statuses_to_look_at<'v>(
+    from: &Verdicts,
+    verdicts: &'v Verdicts,
+) -> (Vec<&'v GangKey>, Vec<GangKey>) {
+    let mut changed = Vec::new();
+    let mut gone = Vec::new();
+    for item in from.diff(verdicts) {
+        match item {
+            DiffItem::Add(key, _) | DiffItem::Update { new: (key, _), .. } => changed.push(key),
+            DiffItem::Remove(key, _) => gone.push(key.clone()),
+        }
+    }
+    (changed, gone)
 }
 
 /// Looks PodGroups up by gang without allocating a key for each: the book
