@@ -43,6 +43,7 @@ pub mod status;
 pub mod task_cache;
 pub mod victim_facts;
 pub mod view;
+pub mod watched_members;
 pub mod workload_template;
 
 pub use view::GangView;

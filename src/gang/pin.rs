@@ -11,6 +11,7 @@
 //! It is set in the update that lifts the gate: that update is judged against the
 //! pod as it was, gated.
 
+use super::book::{Member, MemberPhase};
 use crate::placement::node_predicates::required_node_selector;
 use k8s_openapi::api::core::v1::{
     Affinity, NodeAffinity, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm, PodSpec,
@@ -67,6 +68,14 @@ pub fn is_pinned_to(spec: &PodSpec, node: &str) -> bool {
                 .iter()
                 .all(|t| t.match_fields.as_ref().is_some_and(|f| f.contains(&pin)))
     })
+}
+
+/// The node a member is pinned to while it waits to be bound there: released
+/// (not gated), Pending, not terminating, its spec pinned to its planned node.
+pub fn waiting_pin(m: &Member) -> Option<&str> {
+    let node = m.planned_node.as_deref()?;
+    let waiting = m.phase == MemberPhase::Pending && !m.gated && !m.terminating;
+    (waiting && m.pod.spec.as_ref().is_some_and(|s| is_pinned_to(s, node))).then_some(node)
 }
 
 /// Pins the pod to `node` (see the module documentation).

@@ -6,6 +6,7 @@
 //! those gangs only.
 
 use super::book::{GangBook, GangKey, Member, member_order};
+use super::watched_members::WatchedMembers;
 use std::collections::{BTreeSet, HashMap, HashSet};
 
 /// What changed in the book since the last cycle.
@@ -27,6 +28,8 @@ pub struct PlannerBook {
     book: Option<GangBook>,
     /// Each gang's members by pod UID.
     by_gang: HashMap<GangKey, BTreeSet<String>>,
+    /// Members the cycle watches after planning.
+    watched: WatchedMembers,
 }
 
 impl PlannerBook {
@@ -37,11 +40,13 @@ impl PlannerBook {
         let Some(book) = self.book.as_mut() else {
             let book = live.clone();
             self.by_gang.clear();
+            self.watched = WatchedMembers::default();
             for m in book.members().values() {
                 self.by_gang
                     .entry(m.gang.clone())
                     .or_default()
                     .insert(m.uid.clone());
+                self.watched.note(m);
             }
             self.book = Some(book);
             return BookDelta {
@@ -63,7 +68,9 @@ impl PlannerBook {
                 gangs.insert(before.gang.clone());
                 unindex(&mut self.by_gang, &before.gang, uid);
             }
+            self.watched.forget(uid);
             if let Some(after) = live.members().get(uid) {
+                self.watched.note(after);
                 gangs.insert(after.gang.clone());
                 self.by_gang
                     .entry(after.gang.clone())
@@ -91,6 +98,12 @@ impl PlannerBook {
     /// UID.
     pub fn member_uids_of(&self, gang: &GangKey) -> impl Iterator<Item = &String> {
         self.by_gang.get(gang).into_iter().flatten()
+    }
+
+    /// Members the cycle watches after planning, as of the last
+    /// [`PlannerBook::follow`].
+    pub fn watched(&self) -> &WatchedMembers {
+        &self.watched
     }
 
     /// The members of one gang, in placement order.

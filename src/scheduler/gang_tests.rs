@@ -240,6 +240,15 @@ impl Cluster {
             .unwrap_or_else(|| panic!("no verdict for {gang}"))
     }
 
+    /// The pods evicted since last asked, as `namespace/name`.
+    pub fn evicted(&self) -> Vec<String> {
+        self.memory
+            .take_evicted()
+            .iter()
+            .map(|p| p.to_string())
+            .collect()
+    }
+
     pub fn held(&self) -> usize {
         self.s.with_ledger(|l| l.pod_count())
     }

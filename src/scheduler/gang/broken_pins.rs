@@ -13,7 +13,9 @@
 //! Warning event saying it must be recreated.
 
 use crate::cluster::api::EventType;
-use crate::gang::book::{Member, MemberPhase};
+use crate::gang::book::Member;
+use crate::gang::pin::waiting_pin;
+use crate::gang::planner_book::PlannerBook;
 use crate::ledger::Ledger;
 use crate::placement::node_predicates::admits;
 use crate::placement::node_traits::NodeTraits;
@@ -21,7 +23,8 @@ use crate::placement::pod_affinity::{AFFINITY, InterPodAffinity};
 use crate::placement::resource_fit::{fits_node, pod_footprint};
 use crate::resources::Resources;
 use crate::scheduler::Scheduler;
-use std::collections::BTreeMap;
+use parking_lot::Mutex;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// A pinned member whose node refuses it.
 struct BrokenPin {
@@ -77,24 +80,24 @@ fn repelled(ledger: &Ledger, m: &Member, labels: &BTreeMap<String, String>) -> O
 impl Scheduler {
     /// Evicts owned members pinned to a node that refuses them; warns about the
     /// others (see the module documentation).
-    pub(super) async fn release_broken_pins(&self) {
+    pub(super) async fn release_broken_pins(&self, copy: &Mutex<PlannerBook>) {
         let (now, wait) = (self.clock.now(), self.config.gang.timeout);
         let broken: Vec<BrokenPin> = {
             let book = self.gang.book.read();
             let ledger = self.ledger.read();
             let mut without_room = self.gang.pins_without_room.lock();
-            let pinned: Vec<(&Member, &str)> = book
-                .members()
-                .values()
-                .filter(|m| m.phase == MemberPhase::Pending && !m.gated && !m.terminating)
-                .filter_map(|m| {
-                    let node = m.planned_node.as_deref()?;
-                    m.pod
-                        .spec
-                        .as_ref()
-                        .is_some_and(|s| crate::gang::pin::is_pinned_to(s, node))
-                        .then_some((&**m, node))
-                })
+            // Only members pinned as the planner's copy of the book knows them,
+            // and members changed since, are looked at.
+            let copy = copy.lock();
+            let uids: BTreeSet<&String> = copy
+                .watched()
+                .waiting_pins()
+                .chain(&book.pending_changes().members)
+                .collect();
+            let pinned: Vec<(&Member, &str)> = uids
+                .into_iter()
+                .filter_map(|uid| book.members().get(uid))
+                .filter_map(|m| Some((&**m, waiting_pin(m)?)))
                 .collect();
             without_room.retain(&pinned.iter().map(|(m, _)| m.uid.clone()).collect());
             pinned

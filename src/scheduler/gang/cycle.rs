@@ -349,9 +349,9 @@ impl Scheduler {
                 .is_some_and(|v| v.phase != GangPhase::Completed)
         });
         stages.done("enqueue memory");
-        self.gang_watchdog().await;
+        self.gang_watchdog(&memory.book).await;
         stages.done("watchdog");
-        self.release_broken_pins().await;
+        self.release_broken_pins(&memory.book).await;
         stages.done("broken pins");
         let gang_counts = memory.queue_counts.follow(&outcome.verdicts).clone();
         self.write_statuses(&mut memory, &outcome, &gang_counts)

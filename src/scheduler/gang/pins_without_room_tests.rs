@@ -73,11 +73,5 @@ async fn a_member_pinned_to_a_node_that_stays_full_is_evicted_after_the_gang_tim
 
     c.clock.advance(Duration::from_secs(2));
     c.s.run_gang_cycle().await;
-    let evicted: Vec<String> = c
-        .memory
-        .take_evicted()
-        .iter()
-        .map(|p| p.to_string())
-        .collect();
-    assert_eq!(evicted, vec!["ml/web-0".to_string()]);
+    assert_eq!(c.evicted(), vec!["ml/web-0".to_string()]);
 }

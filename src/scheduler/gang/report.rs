@@ -198,7 +198,7 @@ fn changed_reasons(
 /// The members of `gang` in the live `book`, found through the planner's copy
 /// (indexed by gang) and the members the book changed since it was copied,
 /// rather than by looking at every member of every gang.
-fn gang_members<'b>(
+pub(super) fn gang_members<'b>(
     book: &'b GangBook,
     copy: &'b PlannerBook,
     gang: &'b GangKey,

@@ -3,10 +3,13 @@
 //! so no half-started gang holds GPUs (Kueue's waitForPodsReady, KAI's stale gang
 //! eviction).
 
+use super::report::gang_members;
 use crate::gang::book::{GangKey, Member, MemberPhase};
+use crate::gang::planner_book::PlannerBook;
 use crate::scheduler::Scheduler;
 use crate::volcano::plugins::conformance;
-use std::collections::{BTreeMap, HashMap, HashSet};
+use parking_lot::Mutex;
+use std::collections::{BTreeMap, HashMap};
 
 /// Namespace, name and UID of a pod.
 type PodRef = (String, String, String);
@@ -27,7 +30,7 @@ impl Scheduler {
     /// minimum able to start is released: its started members are evicted, so no
     /// half-started gang holds GPUs (Kueue's waitForPodsReady, KAI's stale gang
     /// eviction).
-    pub(super) async fn gang_watchdog(&self) {
+    pub(super) async fn gang_watchdog(&self, copy: &Mutex<PlannerBook>) {
         let now = self.clock.wall().timestamp();
         // The window to act in: a cycle runs every second or so, but a busy API
         // server or a restart may delay one; a minute is enough to catch a start
@@ -41,24 +44,28 @@ impl Scheduler {
             // that failed (Volcano evicts nothing there either). Gangs never
             // planned, or whose plan ran out long ago, are not looked at further:
             // with thousands waiting, they are nearly all.
+            // Only members whose plan carries a deadline are looked at: those
+            // the planner's copy of the book knows, and those changed since.
+            let copy = copy.lock();
             let mut deadlines: HashMap<&GangKey, i64> = HashMap::new();
-            for m in book.members().values().filter(|m| !m.gang.single) {
+            let carrying = copy
+                .watched()
+                .with_deadline()
+                .chain(&book.pending_changes().members)
+                .filter_map(|uid| book.members().get(uid));
+            for m in carrying.filter(|m| !m.gang.single) {
                 if let Some(d) = m.plan_deadline {
                     let latest = deadlines.entry(&m.gang).or_insert(d);
                     *latest = (*latest).max(d);
                 }
             }
-            let due: HashSet<&GangKey> = deadlines
+            let due = deadlines
                 .into_iter()
                 .filter(|(_, deadline)| *deadline <= now && now <= deadline + window)
-                .map(|(key, _)| key)
+                .map(|(key, _)| key);
+            let by_gang: BTreeMap<&GangKey, Vec<&Member>> = due
+                .map(|key| (key, gang_members(&book, &copy, key).collect()))
                 .collect();
-            let mut by_gang: BTreeMap<&GangKey, Vec<&Member>> = BTreeMap::new();
-            if !due.is_empty() {
-                for m in book.members().values().filter(|m| due.contains(&m.gang)) {
-                    by_gang.entry(&m.gang).or_default().push(m);
-                }
-            }
             by_gang
                 .into_iter()
                 .filter_map(|(key, members)| {
@@ -101,3 +108,7 @@ impl Scheduler {
         }
     }
 }
+
+#[cfg(test)]
+#[path = "watchdog_tests.rs"]
+mod tests;
