@@ -130,6 +130,60 @@ async fn a_podgroup_status_the_api_server_refused_is_written_in_a_later_cycle() 
     assert!(tried >= 4, "tried only {tried} times");
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queued_pod_is_released_with_its_plan_in_one_write() {
+    let api = one_queued_pod().await;
+    let server = LiveServer::start(&api, &["--schedule-period", "100ms"]).await;
+    wait_for(&server, "gate lifted", Duration::from_secs(10), || {
+        !gang_gated(&api, NS, "solo")
+    })
+    .await;
+    let pod = api.get("Pod", Some(NS), "solo").expect("solo");
+    let annotations = &pod["metadata"]["annotations"];
+    assert!(
+        annotations["hami.io/vgpu-devices-to-allocate"].is_string()
+            && annotations["vgpu-scheduler.io/gang-plan-deadline"].is_string(),
+        "the plan came with the release: {pod}"
+    );
+    // A gang of one has no member to wait for: no write of the plan before
+    // the write that lifts its gate.
+    assert_eq!(
+        api.requests_matching("PATCH", "/namespaces/ml/pods/solo"),
+        1,
+        "{:?}",
+        api.request_log()
+    );
+    server.schedule(&api, NS, "solo", &["n1"]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queued_pod_whose_release_is_refused_is_planned_and_released_again() {
+    let api = one_queued_pod().await;
+    api.inject_errors("PATCH /api/v1/namespaces/ml/pods/solo", 500, 1);
+    let server = LiveServer::start(&api, &["--schedule-period", "100ms"]).await;
+    wait_for(&server, "gate lifted", Duration::from_secs(10), || {
+        !gang_gated(&api, NS, "solo")
+    })
+    .await;
+    assert_eq!(
+        api.requests_matching("PATCH", "/namespaces/ml/pods/solo"),
+        2
+    );
+    server.schedule(&api, NS, "solo", &["n1"]).await;
+}
+
+/// A node of two GPUs and a gated one-GPU pod `solo` in queue `default`.
+async fn one_queued_pod() -> FakeApiServer {
+    let api = FakeApiServer::start().await;
+    add_node(&api, "n1", 2, 1);
+    let mut pod = gpu_pod(NS, "solo", 1, 80000, 0);
+    pod["metadata"]["annotations"] = json!({"scheduling.volcano.sh/queue-name": "default"});
+    pod["spec"]["schedulerName"] = json!(SCHEDULER);
+    pod["spec"]["schedulingGates"] = json!([{"name": GANG_GATE}]);
+    create_pod(&api, pod);
+    api
+}
+
 /// A node of two GPUs and a gang `big` of three one-GPU members.
 async fn gang_of_three_on_two_gpus() -> FakeApiServer {
     let api = FakeApiServer::start().await;

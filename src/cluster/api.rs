@@ -119,13 +119,16 @@ pub trait ClusterApi: Send + Sync {
     /// Removes one scheduling gate from a pod (no-op when it is not there), so
     /// kube-scheduler starts scheduling it. With `pin`, the same update narrows
     /// the pod's required node affinity to that node (see `gang::pin`): the only
-    /// moment Kubernetes still accepts it.
+    /// moment Kubernetes still accepts it. `metadata` is written in the same
+    /// update (a gang of one is released with its plan in one write), or alone
+    /// when the gate is gone already.
     async fn remove_scheduling_gate(
         &self,
         namespace: &str,
         name: &str,
         gate: &str,
         pin: Option<&str>,
+        metadata: &MetadataPatch,
     ) -> Result<(), ApiError>;
     /// Whether the scheduler hears of changes through watches (a live cluster).
     /// When it does not (a cluster file), it applies its own writes itself.

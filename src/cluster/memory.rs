@@ -580,11 +580,14 @@ impl ClusterApi for MemoryCluster {
         name: &str,
         gate: &str,
         pin: Option<&str>,
+        metadata: &MetadataPatch,
     ) -> Result<(), ApiError> {
         let key = key(namespace, name);
         let mut pods = self.pods.lock(&key);
         let stored = stored_pod(&mut pods, &key)?;
         let mut pod = stored.pod()?;
+        apply(&mut pod.metadata.annotations, &metadata.annotations);
+        apply(&mut pod.metadata.labels, &metadata.labels);
         if let Some(spec) = pod.spec.as_mut()
             && let Some(node) = pin
             && spec

@@ -2,7 +2,7 @@
 //! that it reads back only those instead of every gated pod after every cycle.
 
 use super::MemoryCluster;
-use crate::cluster::api::ClusterApi;
+use crate::cluster::api::{ClusterApi, MetadataPatch};
 use k8s_openapi::api::core::v1::Pod;
 use serde_json::json;
 
@@ -15,6 +15,19 @@ fn gated(name: &str) -> Pod {
     .expect("pod")
 }
 
+/// Lifts `example.com/gate` from pod `ml/<name>`.
+async fn lift(store: &MemoryCluster, name: &str) -> Result<(), crate::cluster::api::ApiError> {
+    store
+        .remove_scheduling_gate(
+            "ml",
+            name,
+            "example.com/gate",
+            None,
+            &MetadataPatch::default(),
+        )
+        .await
+}
+
 #[tokio::test]
 async fn lifted_gates_are_told_once_in_the_order_they_were_lifted() {
     let store = MemoryCluster::new(Vec::new(), Vec::new(), false).recording_lifted_gates();
@@ -22,16 +35,10 @@ async fn lifted_gates_are_told_once_in_the_order_they_were_lifted() {
         store.insert_pod(&gated(name));
     }
     for name in ["c", "a"] {
-        store
-            .remove_scheduling_gate("ml", name, "example.com/gate", None)
-            .await
-            .expect("lifted");
+        lift(&store, name).await.expect("lifted");
     }
     // Not there any more: nothing lifted.
-    store
-        .remove_scheduling_gate("ml", "a", "example.com/gate", None)
-        .await
-        .expect("no-op");
+    lift(&store, "a").await.expect("no-op");
     let lifted: Vec<String> = store
         .take_lifted_gates()
         .into_iter()
@@ -47,9 +54,6 @@ async fn lifted_gates_are_told_once_in_the_order_they_were_lifted() {
 async fn a_store_not_asked_to_record_keeps_no_list() {
     let store = MemoryCluster::new(Vec::new(), Vec::new(), false);
     store.insert_pod(&gated("a"));
-    store
-        .remove_scheduling_gate("ml", "a", "example.com/gate", None)
-        .await
-        .expect("lifted");
+    lift(&store, "a").await.expect("lifted");
     assert!(store.take_lifted_gates().is_empty());
 }

@@ -230,9 +230,10 @@ impl ClusterApi for SlowEvictions {
         name: &str,
         gate: &str,
         pin: Option<&str>,
+        metadata: &MetadataPatch,
     ) -> Result<(), ApiError> {
         self.0
-            .remove_scheduling_gate(namespace, name, gate, pin)
+            .remove_scheduling_gate(namespace, name, gate, pin, metadata)
             .await
     }
     fn reports_changes(&self) -> bool {

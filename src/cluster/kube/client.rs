@@ -71,6 +71,18 @@ fn changes(map: &BTreeMap<String, Option<String>>) -> Value {
     Value::Object(m)
 }
 
+/// A merge patch's `metadata` carrying `patch`'s annotation and label changes.
+fn metadata_changes(patch: &MetadataPatch) -> Value {
+    let mut metadata = Map::new();
+    if !patch.annotations.is_empty() {
+        metadata.insert("annotations".into(), changes(&patch.annotations));
+    }
+    if !patch.labels.is_empty() {
+        metadata.insert("labels".into(), changes(&patch.labels));
+    }
+    Value::Object(metadata)
+}
+
 /// The core/v1 Event for `event`, the `n`th this process records. The API server
 /// refuses a message over 1 KiB when `eventTime` is set, and a name over 253
 /// characters: both are cut to fit.
@@ -205,14 +217,7 @@ impl ClusterApi for KubeCluster {
     ) -> Result<(), ApiError> {
         self.admit().await;
         let api: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
-        let mut metadata = Map::new();
-        if !patch.annotations.is_empty() {
-            metadata.insert("annotations".into(), changes(&patch.annotations));
-        }
-        if !patch.labels.is_empty() {
-            metadata.insert("labels".into(), changes(&patch.labels));
-        }
-        let body = json!({ "metadata": metadata });
+        let body = json!({ "metadata": metadata_changes(patch) });
         api.patch(name, &PatchParams::default(), &Patch::Merge(&body))
             .await
             .map(|_| ())
@@ -307,6 +312,7 @@ impl ClusterApi for KubeCluster {
         name: &str,
         gate: &str,
         pin: Option<&str>,
+        metadata: &MetadataPatch,
     ) -> Result<(), ApiError> {
         let api: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
         let shown = format!("{namespace}/{name}");
@@ -331,7 +337,10 @@ impl ClusterApi for KubeCluster {
                 .and_then(|s| s.scheduling_gates.clone())
                 .unwrap_or_default();
             if !gates.iter().any(|g| g.name == gate) {
-                return Ok(());
+                if metadata.annotations.is_empty() && metadata.labels.is_empty() {
+                    return Ok(());
+                }
+                return self.patch_pod_metadata(namespace, name, metadata).await;
             }
             let remaining: Vec<Value> = gates
                 .iter()
@@ -342,6 +351,11 @@ impl ClusterApi for KubeCluster {
                 "metadata": { "resourceVersion": pod.metadata.resource_version },
                 "spec": { "schedulingGates": if remaining.is_empty() { Value::Null } else { Value::Array(remaining) } }
             });
+            if let (Value::Object(m), Value::Object(changed)) =
+                (&mut body["metadata"], metadata_changes(metadata))
+            {
+                m.extend(changed);
+            }
             // The terms list is replaced whole by a merge patch: send it narrowed
             // from the version read, which the resourceVersion guards.
             if let (Some(node), Some(spec)) = (pin, pod.spec.as_ref()) {

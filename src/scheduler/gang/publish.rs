@@ -7,9 +7,32 @@ use crate::gang::book::{GANG_GATE, MemberPhase};
 use crate::gang::pipelined_plan::PIPELINED_PLAN;
 use crate::gang::{PLAN_DEADLINE, PLANNED_NODE};
 use crate::scheduler::{Scheduler, allocation_patch, clear_allocation_patch};
+use crate::volcano::framework::job::TaskPlacement;
 use crate::volcano::framework::outcome::{JobCommit, PlannedTask};
 use crate::volcano::framework::{GangPhase, Verdicts};
 use std::collections::BTreeSet;
+
+/// What a placement writes onto its pod: the node for a pod that asks for no
+/// vGPU (pinned to it as its gate is lifted), else the allocation HAMi's device
+/// plugin reads, with the deadline of the gang's plan.
+fn plan_patch(
+    p: &TaskPlacement,
+    now: chrono::DateTime<chrono::Utc>,
+    deadline: i64,
+) -> MetadataPatch {
+    if p.without_gpus() {
+        let mut patch = MetadataPatch::default();
+        patch
+            .annotations
+            .insert(PLANNED_NODE.to_string(), Some(p.node.clone()));
+        return patch;
+    }
+    let mut patch = allocation_patch(&p.node, &p.devices, now);
+    patch
+        .annotations
+        .insert(PLAN_DEADLINE.to_string(), Some(deadline.to_string()));
+    patch
+}
 
 /// A pod whose gang gate is to be lifted.
 struct GateToLift {
@@ -34,6 +57,9 @@ impl Scheduler {
     ) -> Result<(), String> {
         let now = self.clock.wall();
         let deadline = now.timestamp() + self.config.gang.timeout.as_secs() as i64;
+        if let Some((m, p)) = self.sole_release(commit) {
+            return self.release_sole_member(commit, m, p, now, deadline).await;
+        }
         let mut patched = Vec::new();
         let mut waiting = Vec::new();
         let mut failure = None;
@@ -42,10 +68,7 @@ impl Scheduler {
                 continue;
             };
             if p.without_gpus() {
-                let mut patch = MetadataPatch::default();
-                patch
-                    .annotations
-                    .insert(PLANNED_NODE.to_string(), Some(p.node.clone()));
+                let patch = plan_patch(p, now, deadline);
                 match self
                     .api
                     .patch_pod_metadata(&m.namespace, &m.name, &patch)
@@ -72,13 +95,7 @@ impl Scheduler {
                         .insert(PIPELINED_PLAN.to_string(), Some(plan.encode()));
                     patch
                 }
-                None => {
-                    let mut patch = allocation_patch(&p.node, &p.devices, now);
-                    patch
-                        .annotations
-                        .insert(PLAN_DEADLINE.to_string(), Some(deadline.to_string()));
-                    patch
-                }
+                None => plan_patch(p, now, deadline),
             };
             match self
                 .api
@@ -156,6 +173,70 @@ impl Scheduler {
             }
         }))
         .await;
+        self.announce_released(commit).await;
+        Ok(())
+    }
+
+    /// The member of a commit that is one gated member placed on free room (no
+    /// victims, no room still being freed), with its placement: its plan and
+    /// its release are one write, since there is no other member to wait for.
+    fn sole_release<'c>(
+        &self,
+        commit: &'c JobCommit,
+    ) -> Option<(&'c PlannedTask, &'c TaskPlacement)> {
+        let [m] = commit.members.as_slice() else {
+            return None;
+        };
+        let p = m.placement.as_ref()?;
+        let free_room =
+            commit.evictions.is_empty() && self.ledger.read().pledge_of(&m.uid).is_none();
+        (m.gated && !m.pipelined && free_room).then_some((m, p))
+    }
+
+    /// Writes the plan of a commit's sole member and lifts its gate in one
+    /// update; on failure the commit is taken back whole (nothing was written).
+    async fn release_sole_member(
+        &self,
+        commit: &JobCommit,
+        m: &PlannedTask,
+        p: &TaskPlacement,
+        now: chrono::DateTime<chrono::Utc>,
+        deadline: i64,
+    ) -> Result<(), String> {
+        let pin = p.without_gpus().then(|| p.node.clone());
+        if pin.is_none() {
+            // From now on `/filter` answers the plan.
+            self.gang.planned.lock().insert(m.uid.clone());
+        }
+        let patch = plan_patch(p, now, deadline);
+        let released = self
+            .api
+            .remove_scheduling_gate(&m.namespace, &m.name, GANG_GATE, pin.as_deref(), &patch)
+            .await;
+        if let Err(e) = released {
+            let error = format!("release pod {}/{}: {e}", m.namespace, m.name);
+            tracing::warn!(gang = %commit.gang, %error, "gang plan not published; rolled back");
+            self.roll_back_commit(commit, &[]).await;
+            return Err(error);
+        }
+        self.note_released(&m.uid, pin);
+        self.announce_released(commit).await;
+        Ok(())
+    }
+
+    /// Notes a member released: counted on its node from the next cycle on,
+    /// even before the watch shows the update.
+    fn note_released(&self, uid: &str, pin: Option<String>) {
+        if let Some(member) = self.gang.book.write().member_mut(uid) {
+            member.gated = false;
+            if pin.is_some() {
+                member.planned_node = pin;
+            }
+        }
+    }
+
+    /// Tells the members of a commit released whole where they were placed.
+    async fn announce_released(&self, commit: &JobCommit) {
         tracing::info!(gang = %commit.gang, queue = %commit.queue, members = commit.members.len(), "gang planned and released to kube-scheduler");
         for m in &commit.members {
             let message = match &m.placement {
@@ -174,7 +255,6 @@ impl Scheduler {
             .await;
         }
         self.metrics.gangs_committed.inc();
-        Ok(())
     }
 
     /// Takes a commit back whole: its bookings and promises released, the plans
@@ -226,19 +306,16 @@ impl Scheduler {
         {
             match self
                 .api
-                .remove_scheduling_gate(&ns, &name, GANG_GATE, pin.as_deref())
+                .remove_scheduling_gate(
+                    &ns,
+                    &name,
+                    GANG_GATE,
+                    pin.as_deref(),
+                    &MetadataPatch::default(),
+                )
                 .await
             {
-                Ok(()) => {
-                    if let Some(member) = self.gang.book.write().member_mut(&uid) {
-                        member.gated = false;
-                        // Counted on its node from the next cycle on, even before
-                        // the watch shows the update.
-                        if pin.is_some() {
-                            member.planned_node = pin;
-                        }
-                    }
-                }
+                Ok(()) => self.note_released(&uid, pin),
                 Err(e) if pin.is_some() => {
                     tracing::warn!(pod = %format!("{ns}/{name}"), error = %e, "could not pin the member to its planned node; its gang stays gated");
                     return;
