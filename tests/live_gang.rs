@@ -133,11 +133,7 @@ async fn a_podgroup_status_the_api_server_refused_is_written_in_a_later_cycle() 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_queued_pod_is_released_with_its_plan_in_one_write() {
     let api = one_queued_pod().await;
-    let server = LiveServer::start(&api, &["--schedule-period", "100ms"]).await;
-    wait_for(&server, "gate lifted", Duration::from_secs(10), || {
-        !gang_gated(&api, NS, "solo")
-    })
-    .await;
+    let (server, calls) = release_solo(&api).await;
     let pod = api.get("Pod", Some(NS), "solo").expect("solo");
     let annotations = &pod["metadata"]["annotations"];
     assert!(
@@ -147,12 +143,19 @@ async fn a_queued_pod_is_released_with_its_plan_in_one_write() {
     );
     // A gang of one has no member to wait for: no write of the plan before
     // the write that lifts its gate.
-    assert_eq!(
-        api.requests_matching("PATCH", "/namespaces/ml/pods/solo"),
-        1,
-        "{:?}",
-        api.request_log()
-    );
+    // Nor a read of the pod: the update is made against the version the watch
+    // showed.
+    assert_eq!(calls, (1, 0), "{:?}", api.request_log());
+    server.schedule(&api, NS, "solo", &["n1"]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queued_pod_changed_since_the_watch_showed_it_is_read_and_released() {
+    let api = one_queued_pod().await;
+    // The release is refused as a conflict once (the pod changed meanwhile).
+    api.inject_errors("PATCH /api/v1/namespaces/ml/pods/solo", 409, 1);
+    let (server, calls) = release_solo(&api).await;
+    assert_eq!(calls, (2, 1), "{:?}", api.request_log());
     server.schedule(&api, NS, "solo", &["n1"]).await;
 }
 
@@ -160,16 +163,24 @@ async fn a_queued_pod_is_released_with_its_plan_in_one_write() {
 async fn a_queued_pod_whose_release_is_refused_is_planned_and_released_again() {
     let api = one_queued_pod().await;
     api.inject_errors("PATCH /api/v1/namespaces/ml/pods/solo", 500, 1);
-    let server = LiveServer::start(&api, &["--schedule-period", "100ms"]).await;
+    let (server, calls) = release_solo(&api).await;
+    assert_eq!(calls.0, 2, "{:?}", api.request_log());
+    server.schedule(&api, NS, "solo", &["n1"]).await;
+}
+
+/// Starts the server and waits for it to lift `solo`'s gate; returns it with
+/// the PATCHes and GETs of that pod made so far.
+async fn release_solo(api: &FakeApiServer) -> (LiveServer, (usize, usize)) {
+    let server = LiveServer::start(api, &["--schedule-period", "100ms"]).await;
     wait_for(&server, "gate lifted", Duration::from_secs(10), || {
-        !gang_gated(&api, NS, "solo")
+        !gang_gated(api, NS, "solo")
     })
     .await;
-    assert_eq!(
+    let calls = (
         api.requests_matching("PATCH", "/namespaces/ml/pods/solo"),
-        2
+        api.requests_matching("GET", "/namespaces/ml/pods/solo"),
     );
-    server.schedule(&api, NS, "solo", &["n1"]).await;
+    (server, calls)
 }
 
 /// A node of two GPUs and a gated one-GPU pod `solo` in queue `default`.

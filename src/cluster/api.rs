@@ -34,6 +34,36 @@ pub struct MetadataPatch {
     pub labels: BTreeMap<String, Option<String>>,
 }
 
+/// How to lift a scheduling gate.
+#[derive(Debug, Clone, Copy)]
+pub struct GateLift<'a> {
+    /// The gate.
+    pub gate: &'a str,
+    /// A node to pin the pod to: the same update narrows the pod's required
+    /// node affinity to it (see `gang::pin`), the only moment Kubernetes still
+    /// accepts that.
+    pub pin: Option<&'a str>,
+    /// Written in the same update (a gang of one is released with its plan in
+    /// one write), or alone when the gate is gone already.
+    pub metadata: &'a MetadataPatch,
+    /// The pod as the watch last showed it: the update is tried against that
+    /// version first, and the pod is read only when it changed since.
+    pub seen: Option<&'a k8s_openapi::api::core::v1::Pod>,
+}
+
+impl<'a> GateLift<'a> {
+    /// Lifts `gate` and nothing more, reading the pod first.
+    pub fn only(gate: &'a str) -> Self {
+        static NOTHING: std::sync::OnceLock<MetadataPatch> = std::sync::OnceLock::new();
+        Self {
+            gate,
+            pin: None,
+            metadata: NOTHING.get_or_init(MetadataPatch::default),
+            seen: None,
+        }
+    }
+}
+
 /// Metadata a Binding carries onto the pod it binds, in the same write as the
 /// node: the API server sets each annotation (and, with the
 /// `PodTopologyLabelsAdmission` gate of 1.35+, each label) on the pod. It can
@@ -117,18 +147,12 @@ pub trait ClusterApi: Send + Sync {
     /// Records an event.
     async fn record_event(&self, event: SchedulerEvent);
     /// Removes one scheduling gate from a pod (no-op when it is not there), so
-    /// kube-scheduler starts scheduling it. With `pin`, the same update narrows
-    /// the pod's required node affinity to that node (see `gang::pin`): the only
-    /// moment Kubernetes still accepts it. `metadata` is written in the same
-    /// update (a gang of one is released with its plan in one write), or alone
-    /// when the gate is gone already.
+    /// kube-scheduler starts scheduling it (see [`GateLift`]).
     async fn remove_scheduling_gate(
         &self,
         namespace: &str,
         name: &str,
-        gate: &str,
-        pin: Option<&str>,
-        metadata: &MetadataPatch,
+        lift: &GateLift<'_>,
     ) -> Result<(), ApiError>;
     /// Whether the scheduler hears of changes through watches (a live cluster).
     /// When it does not (a cluster file), it applies its own writes itself.

@@ -5,7 +5,7 @@
 //! so a local cluster keeps scheduling without kubelets.
 
 use super::api::{
-    ApiError, BindingMetadata, ClusterApi, MetadataPatch, SchedulerEvent, VolcanoObject,
+    ApiError, BindingMetadata, ClusterApi, GateLift, MetadataPatch, SchedulerEvent, VolcanoObject,
 };
 use crate::annotations::{BIND_PHASE, NODE_LOCK};
 use crate::object_namespace::namespace_of;
@@ -578,10 +578,14 @@ impl ClusterApi for MemoryCluster {
         &self,
         namespace: &str,
         name: &str,
-        gate: &str,
-        pin: Option<&str>,
-        metadata: &MetadataPatch,
+        lift: &GateLift<'_>,
     ) -> Result<(), ApiError> {
+        let GateLift {
+            gate,
+            pin,
+            metadata,
+            ..
+        } = *lift;
         let key = key(namespace, name);
         let mut pods = self.pods.lock(&key);
         let stored = stored_pod(&mut pods, &key)?;

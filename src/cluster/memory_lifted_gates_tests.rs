@@ -2,7 +2,7 @@
 //! that it reads back only those instead of every gated pod after every cycle.
 
 use super::MemoryCluster;
-use crate::cluster::api::{ClusterApi, MetadataPatch};
+use crate::cluster::api::{ClusterApi, GateLift};
 use k8s_openapi::api::core::v1::Pod;
 use serde_json::json;
 
@@ -18,13 +18,7 @@ fn gated(name: &str) -> Pod {
 /// Lifts `example.com/gate` from pod `ml/<name>`.
 async fn lift(store: &MemoryCluster, name: &str) -> Result<(), crate::cluster::api::ApiError> {
     store
-        .remove_scheduling_gate(
-            "ml",
-            name,
-            "example.com/gate",
-            None,
-            &MetadataPatch::default(),
-        )
+        .remove_scheduling_gate("ml", name, &GateLift::only("example.com/gate"))
         .await
 }
 

@@ -32,7 +32,7 @@ use super::GangConfig;
 use super::gang_tests::{Cluster, member, podgroup};
 use super::reclaim_tests::{inference_pod, make_tidal, training_group};
 use crate::cluster::api::{
-    ApiError, BindingMetadata, ClusterApi, MetadataPatch, SchedulerEvent, VolcanoObject,
+    ApiError, BindingMetadata, ClusterApi, GateLift, MetadataPatch, SchedulerEvent, VolcanoObject,
 };
 use crate::cluster::file::ClusterObject;
 use crate::cluster::memory::MemoryCluster;
@@ -228,13 +228,9 @@ impl ClusterApi for SlowEvictions {
         &self,
         namespace: &str,
         name: &str,
-        gate: &str,
-        pin: Option<&str>,
-        metadata: &MetadataPatch,
+        lift: &GateLift<'_>,
     ) -> Result<(), ApiError> {
-        self.0
-            .remove_scheduling_gate(namespace, name, gate, pin, metadata)
-            .await
+        self.0.remove_scheduling_gate(namespace, name, lift).await
     }
     fn reports_changes(&self) -> bool {
         true

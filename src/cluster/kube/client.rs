@@ -3,7 +3,8 @@
 //! scheduler name as source.
 
 use crate::cluster::api::{
-    ApiError, BindingMetadata, ClusterApi, EventType, MetadataPatch, SchedulerEvent, VolcanoObject,
+    ApiError, BindingMetadata, ClusterApi, EventType, GateLift, MetadataPatch, SchedulerEvent,
+    VolcanoObject,
 };
 use async_trait::async_trait;
 use k8s_openapi::api::core::v1::{Event, Node, ObjectReference, Pod};
@@ -310,26 +311,38 @@ impl ClusterApi for KubeCluster {
         &self,
         namespace: &str,
         name: &str,
-        gate: &str,
-        pin: Option<&str>,
-        metadata: &MetadataPatch,
+        lift: &GateLift<'_>,
     ) -> Result<(), ApiError> {
+        let GateLift {
+            gate,
+            pin,
+            metadata,
+            seen,
+        } = *lift;
         let api: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
         let shown = format!("{namespace}/{name}");
         // Gates can only be removed, and a merge patch replaces the whole list: send
-        // the remaining gates with the resourceVersion they were read at, and read
-        // again when someone else changed the pod in between.
+        // the remaining gates with the resourceVersion they were read at (first as
+        // the watch showed them), and read again when someone else changed the pod
+        // in between.
+        let mut seen = seen.cloned();
         for _ in 0..5 {
-            self.admit().await;
-            let Some(pod) = api
-                .get_opt(name)
-                .await
-                .map_err(|e| api_error(e, "pod", &shown))?
-            else {
-                return Err(ApiError::NotFound {
-                    kind: "pod",
-                    name: shown,
-                });
+            let pod = match seen.take() {
+                Some(pod) => pod,
+                None => {
+                    self.admit().await;
+                    let read = api
+                        .get_opt(name)
+                        .await
+                        .map_err(|e| api_error(e, "pod", &shown))?;
+                    let Some(pod) = read else {
+                        return Err(ApiError::NotFound {
+                            kind: "pod",
+                            name: shown,
+                        });
+                    };
+                    pod
+                }
             };
             let gates = pod
                 .spec

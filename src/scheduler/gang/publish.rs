@@ -2,7 +2,7 @@
 //! the victims evicted, then every member's gate lifted together; a plan that
 //! cannot be written whole is rolled back whole.
 
-use crate::cluster::api::{EventType, MetadataPatch};
+use crate::cluster::api::{EventType, GateLift, MetadataPatch};
 use crate::gang::book::{GANG_GATE, MemberPhase};
 use crate::gang::pipelined_plan::PIPELINED_PLAN;
 use crate::gang::{PLAN_DEADLINE, PLANNED_NODE};
@@ -10,7 +10,9 @@ use crate::scheduler::{Scheduler, allocation_patch, clear_allocation_patch};
 use crate::volcano::framework::job::TaskPlacement;
 use crate::volcano::framework::outcome::{JobCommit, PlannedTask};
 use crate::volcano::framework::{GangPhase, Verdicts};
+use k8s_openapi::api::core::v1::Pod;
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
 /// What a placement writes onto its pod: the node for a pod that asks for no
 /// vGPU (pinned to it as its gate is lifted), else the allocation HAMi's device
@@ -209,9 +211,16 @@ impl Scheduler {
             self.gang.planned.lock().insert(m.uid.clone());
         }
         let patch = plan_patch(p, now, deadline);
+        let seen = self.seen_pod(&m.uid);
+        let lift = GateLift {
+            gate: GANG_GATE,
+            pin: pin.as_deref(),
+            metadata: &patch,
+            seen: seen.as_deref(),
+        };
         let released = self
             .api
-            .remove_scheduling_gate(&m.namespace, &m.name, GANG_GATE, pin.as_deref(), &patch)
+            .remove_scheduling_gate(&m.namespace, &m.name, &lift)
             .await;
         if let Err(e) = released {
             let error = format!("release pod {}/{}: {e}", m.namespace, m.name);
@@ -222,6 +231,16 @@ impl Scheduler {
         self.note_released(&m.uid, pin);
         self.announce_released(commit).await;
         Ok(())
+    }
+
+    /// The pod of member `uid` as the watch last showed it.
+    fn seen_pod(&self, uid: &str) -> Option<Arc<Pod>> {
+        self.gang
+            .book
+            .read()
+            .members()
+            .get(uid)
+            .map(|m| m.pod.clone())
     }
 
     /// Notes a member released: counted on its node from the next cycle on,
@@ -304,17 +323,13 @@ impl Scheduler {
             pin,
         } in pods
         {
-            match self
-                .api
-                .remove_scheduling_gate(
-                    &ns,
-                    &name,
-                    GANG_GATE,
-                    pin.as_deref(),
-                    &MetadataPatch::default(),
-                )
-                .await
-            {
+            let seen = self.seen_pod(&uid);
+            let lift = GateLift {
+                pin: pin.as_deref(),
+                seen: seen.as_deref(),
+                ..GateLift::only(GANG_GATE)
+            };
+            match self.api.remove_scheduling_gate(&ns, &name, &lift).await {
                 Ok(()) => self.note_released(&uid, pin),
                 Err(e) if pin.is_some() => {
                     tracing::warn!(pod = %format!("{ns}/{name}"), error = %e, "could not pin the member to its planned node; its gang stays gated");
