@@ -8,42 +8,58 @@
 use crate::resources::Resources;
 use crate::volcano::proportion::{ProportionInput, water_fill};
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// Per queue: real capability and deserved amount.
 pub(crate) type QueueShares = BTreeMap<String, (Resources, Resources)>;
 
-/// The last water-filling: what it was computed from and what it gave.
+/// The last water-filling: what it was computed from and what it gave. The
+/// shares are behind an `Arc` so a session takes them without copying a map
+/// of resources per queue.
 #[derive(Debug, Default)]
 pub(crate) struct KeptWaterFill {
     total: Resources,
-    inputs: Vec<(String, ProportionInput)>,
-    shares: QueueShares,
+    names: Vec<String>,
+    inputs: Vec<ProportionInput>,
+    shares: Arc<QueueShares>,
 }
 
 impl KeptWaterFill {
-    /// The shares of `inputs` (by queue name, in queue-name order) out of
+    /// The shares of `queues` (by queue name, in queue-name order) out of
     /// `total`: filled again only when any of them differs from the last.
-    pub(crate) fn shares(
+    /// Names are only copied when the set of queues changed.
+    pub(crate) fn shares<'a>(
         &mut self,
         total: &Resources,
-        inputs: Vec<(String, ProportionInput)>,
-    ) -> &QueueShares {
-        if self.total != *total || self.inputs != inputs {
-            let only_inputs: Vec<ProportionInput> =
-                inputs.iter().map(|(_, input)| input.clone()).collect();
-            self.shares = inputs
-                .iter()
-                .map(|(name, _)| name.clone())
-                .zip(
-                    water_fill(total, &only_inputs)
-                        .into_iter()
-                        .map(|s| (s.real_capability, s.deserved)),
-                )
-                .collect();
-            self.total = total.clone();
+        queues: impl IntoIterator<Item = (&'a str, ProportionInput)>,
+    ) -> Arc<QueueShares> {
+        let (names, inputs): (Vec<&str>, Vec<ProportionInput>) = queues.into_iter().unzip();
+        let same_names = self
+            .names
+            .iter()
+            .map(String::as_str)
+            .eq(names.iter().copied());
+        if !same_names || self.total != *total || self.inputs != inputs {
+            if !same_names {
+                self.names = names.iter().map(|name| (*name).to_owned()).collect();
+            }
+            self.shares = Arc::new(
+                self.names
+                    .iter()
+                    .cloned()
+                    .zip(
+                        water_fill(total, &inputs)
+                            .into_iter()
+                            .map(|s| (s.real_capability, s.deserved)),
+                    )
+                    .collect(),
+            );
+            if self.total != *total {
+                self.total = total.clone();
+            }
             self.inputs = inputs;
         }
-        &self.shares
+        Arc::clone(&self.shares)
     }
 }
 
@@ -51,9 +67,9 @@ impl KeptWaterFill {
 mod tests {
     use super::*;
 
-    fn queue(name: &str, weight: u32, gpus: i64) -> (String, ProportionInput) {
+    fn queue(name: &str, weight: u32, gpus: i64) -> (&str, ProportionInput) {
         (
-            name.to_owned(),
+            name,
             ProportionInput {
                 weight,
                 guarantee: Resources::new(),
@@ -63,7 +79,7 @@ mod tests {
         )
     }
 
-    fn deserved_gpus(shares: &QueueShares) -> Vec<(String, i64)> {
+    fn deserved_gpus(shares: Arc<QueueShares>) -> Vec<(String, i64)> {
         shares
             .iter()
             .map(|(name, (_, deserved))| (name.clone(), deserved.get("nvidia.com/gpu") / 1000))
@@ -93,5 +109,48 @@ mod tests {
         // A queue gone.
         let one = deserved_gpus(kept.shares(&bigger, vec![queue("b", 1, 8)]));
         assert_eq!(one, [("b".to_owned(), 8)]);
+    }
+
+    /// Random queue sets, one after the other, through one kept fill: every
+    /// answer is the plain water-filling of that set, whatever came before.
+    mod kept_matches_plain {
+        use super::*;
+        use proptest::prelude::*;
+
+        fn queues() -> impl Strategy<Value = Vec<(u8, u32, i64)>> {
+            proptest::collection::vec((0u8..4, 1u32..4, 0i64..12), 0..5)
+        }
+
+        proptest! {
+            #[test]
+            fn every_answer_is_the_plain_fill(
+                rounds in proptest::collection::vec((4i64..20, queues()), 1..8)
+            ) {
+                let mut kept = KeptWaterFill::default();
+                for (gpus, set) in rounds {
+                    let by_name: BTreeMap<String, (u32, i64)> = set
+                        .into_iter()
+                        .map(|(n, w, g)| (format!("q{n}"), (w, g)))
+                        .collect();
+                    let named: Vec<(&str, ProportionInput)> = by_name
+                        .iter()
+                        .map(|(name, (w, g))| queue(name, *w, *g))
+                        .collect();
+                    let total = Resources::from_units([("nvidia.com/gpu", gpus)]);
+                    let inputs: Vec<ProportionInput> =
+                        named.iter().map(|(_, input)| input.clone()).collect();
+                    let plain: QueueShares = by_name
+                        .keys()
+                        .cloned()
+                        .zip(
+                            water_fill(&total, &inputs)
+                                .into_iter()
+                                .map(|s| (s.real_capability, s.deserved)),
+                        )
+                        .collect();
+                    prop_assert_eq!(&*kept.shares(&total, named), &plain);
+                }
+            }
+        }
     }
 }

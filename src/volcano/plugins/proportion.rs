@@ -18,12 +18,13 @@ use crate::volcano::framework::{
 use crate::volcano::proportion::{ProportionInput, allocatable_excess, enqueue_excess, overused};
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// The proportion plugin.
 #[derive(Debug, Default)]
 pub struct Proportion {
     /// Per queue: real capability and deserved amount.
-    shares: QueueShares,
+    shares: Arc<QueueShares>,
     /// Per queue: the pods it asks for and holds.
     pods: QueuePods,
     /// The same as the session opened, kept for the next session.
@@ -72,20 +73,16 @@ impl Plugin for Proportion {
 
     fn open(&mut self, state: &SessionState) {
         self.pods = self.opened.pods.count(state);
-        let inputs: Vec<(String, ProportionInput)> = state
-            .queues
-            .iter()
-            .map(|(name, q)| {
-                let input = ProportionInput {
-                    weight: q.spec.weight,
-                    guarantee: q.spec.guarantee.clone().unwrap_or_default(),
-                    capability: q.spec.capability.clone(),
-                    request: self.pods.request(q),
-                };
-                (name.clone(), input)
-            })
-            .collect();
-        self.shares = self.opened.fill.shares(&state.total, inputs).clone();
+        let inputs = state.queues.iter().map(|(name, q)| {
+            let input = ProportionInput {
+                weight: q.spec.weight,
+                guarantee: q.spec.guarantee.clone().unwrap_or_default(),
+                capability: q.spec.capability.clone(),
+                request: self.pods.request(q),
+            };
+            (name.as_str(), input)
+        });
+        self.shares = self.opened.fill.shares(&state.total, inputs);
     }
 
     fn keep(&mut self) -> Option<Box<dyn KeptFigures>> {
