@@ -12,6 +12,7 @@
 
 use super::kept_holdings::KeptHoldings;
 use super::node_sums::NodeSums;
+use super::registered_gpus::same_registered_gpus;
 use crate::ledger::{ChangeJournal, JournalCursor, Ledger};
 use crate::node_load::NodeResources;
 use crate::resources::Resources;
@@ -29,8 +30,10 @@ pub struct KeptNodes {
     index: Arc<FxHashMap<String, usize>>,
     /// What sessions read of all of them together.
     sums: NodeSums,
-    /// Nodes whose GPU entry changed, came or went since last taken.
-    entries_changed: HashSet<String>,
+    /// Nodes whose registered GPUs changed, came or went since last taken
+    /// (not their usage: what members held there are charged reads only
+    /// these, see [`super::registered_gpus`]).
+    registrations_changed: HashSet<String>,
     /// Where the ledger's journals of GPU entries and of CPU, memory, traits and
     /// pods were read up to when the last picture was taken.
     read_up_to: Option<(JournalCursor, JournalCursor)>,
@@ -112,12 +115,12 @@ impl KeptNodes {
             if let Some(planned) = planned {
                 resources.requested.add(planned);
             }
+            let registration_changed = kept.is_none_or(|k| !same_registered_gpus(&k.gpus, gpus));
             let fresh = match kept {
                 Some(kept) => kept.again(gpus, resources),
                 None => SessionNode::new(name.clone(), gpus.clone(), resources),
             };
-            let entry_changed = kept.is_none_or(|k| !Arc::ptr_eq(&k.gpus, gpus));
-            Some((Arc::new(fresh), entry_changed))
+            Some((Arc::new(fresh), registration_changed))
         };
         match (names, since, planned_moved) {
             (None, Since::Nodes(changed), Some(planned_moved)) => {
@@ -128,14 +131,14 @@ impl KeptNodes {
                     };
                     let kept = &self.nodes[i];
                     // The set of nodes is unchanged: the ledger has this one.
-                    let Some((n, entry_changed)) = node(name, Some(kept)) else {
+                    let Some((n, registration_changed)) = node(name, Some(kept)) else {
                         continue;
                     };
                     if Arc::ptr_eq(&n, kept) {
                         continue;
                     }
-                    if entry_changed {
-                        self.entries_changed.insert(name.clone());
+                    if registration_changed {
+                        self.registrations_changed.insert(name.clone());
                     }
                     self.journal.note(name.as_str());
                     self.sums.remove(kept);
@@ -146,9 +149,9 @@ impl KeptNodes {
             (None, _, _) => {
                 let mut nodes = Vec::with_capacity(self.nodes.len());
                 for kept in &self.nodes {
-                    if let Some((n, entry_changed)) = node(&kept.name, Some(kept)) {
-                        if entry_changed {
-                            self.entries_changed.insert(n.name.clone());
+                    if let Some((n, registration_changed)) = node(&kept.name, Some(kept)) {
+                        if registration_changed {
+                            self.registrations_changed.insert(n.name.clone());
                         }
                         if !Arc::ptr_eq(&n, kept) {
                             self.journal.note(n.name.as_str());
@@ -163,9 +166,9 @@ impl KeptNodes {
                 let mut nodes = Vec::with_capacity(names.len());
                 for name in names {
                     let kept = self.index.get(name).map(|&i| &self.nodes[i]);
-                    if let Some((n, entry_changed)) = node(name, kept) {
-                        if entry_changed {
-                            self.entries_changed.insert(n.name.clone());
+                    if let Some((n, registration_changed)) = node(name, kept) {
+                        if registration_changed {
+                            self.registrations_changed.insert(n.name.clone());
                         }
                         if kept.is_none_or(|k| !Arc::ptr_eq(&n, k)) {
                             self.journal.note(name.as_str());
@@ -174,7 +177,7 @@ impl KeptNodes {
                     }
                 }
                 for gone in self.index.keys().filter(|n| !names.contains(*n)) {
-                    self.entries_changed.insert(gone.clone());
+                    self.registrations_changed.insert(gone.clone());
                     self.journal.note(gone.as_str());
                 }
                 self.sums = NodeSums::of(nodes.iter().map(|n| &**n));
@@ -195,9 +198,10 @@ impl KeptNodes {
         &self.journal
     }
 
-    /// The nodes whose GPU entry changed, came or went since the last call.
-    pub fn take_entries_changed(&mut self) -> HashSet<String> {
-        std::mem::take(&mut self.entries_changed)
+    /// The nodes whose registered GPUs changed, came or went since the last
+    /// call.
+    pub fn take_registrations_changed(&mut self) -> HashSet<String> {
+        std::mem::take(&mut self.registrations_changed)
     }
 }
 

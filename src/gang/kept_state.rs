@@ -3,7 +3,8 @@
 //! gangs' jobs (its copy of the book is kept beside, in a [`PlannerBook`]). Each cycle works out which gangs may
 //! have changed: those whose members or PodGroup the book changed, whose
 //! members' holdings the ledger changed, with a member held on a node whose
-//! entry changed, or whose admission by an earlier enqueue changed. Every gang
+//! registered GPUs changed (a placement there changes only their usage, which
+//! no member's charge reads), or whose admission by an earlier enqueue changed. Every gang
 //! is looked at again when something all jobs are built from changed
 //! (PriorityClasses, whether enqueue runs, the largest card, the set of nodes).
 
@@ -103,10 +104,10 @@ impl KeptState {
                         None => tasks.forget(uid),
                     }
                 }
-                gangs_on_changed_nodes(
+                gangs_on_reregistered_nodes(
                     input.book,
                     holdings,
-                    nodes.take_entries_changed(),
+                    nodes.take_registrations_changed(),
                     &mut gangs,
                 );
                 gangs.extend(inqueue.symmetric_difference(input.inqueue).cloned());
@@ -115,9 +116,9 @@ impl KeptState {
             _ => None,
         };
         *largest_card = Some(largest);
-        // The entries changed before this state are in it, whichever way it
-        // was built.
-        nodes.take_entries_changed();
+        // The registrations changed before this state are in it, whichever
+        // way it was built.
+        nodes.take_registrations_changed();
         // Copied only when it changed: thousands of admitted gangs may wait.
         if *inqueue != *input.inqueue {
             inqueue.clone_from(input.inqueue);
@@ -158,10 +159,10 @@ impl KeptState {
     }
 }
 
-/// Adds the gangs of members held on a node whose entry is not the one the last
-/// state was built on (`changed`: those nodes; the node's GPUs are part of what
-/// a member is charged).
-fn gangs_on_changed_nodes(
+/// Adds the gangs of members held on a node whose registered GPUs are not the
+/// ones the last state was built on (`changed`: those nodes; the node's GPUs'
+/// models and memory are part of what a member is charged).
+fn gangs_on_reregistered_nodes(
     book: &GangBook,
     holdings: &KeptHoldings,
     changed: HashSet<String>,

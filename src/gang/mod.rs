@@ -36,6 +36,7 @@ pub mod priority_classes;
 pub mod queue_metrics;
 pub mod queue_totals;
 pub mod queueing_hints;
+pub mod registered_gpus;
 pub mod room_sensitive_jobs;
 pub mod scheduling_group;
 pub mod snapshot;

@@ -4,11 +4,13 @@
 //! cycles almost none of them changed. A member's task is rebuilt only when
 //! something it is built from changed: the member itself (its generation in the
 //! book: a new pod version, a gate lifted, a bind seen, an eviction started), what
-//! the ledger holds for it, or the node its GPUs are on. Everything else a task
+//! the ledger holds for it, or the GPUs registered on the node its holding is on
+//! (not their usage: see [`super::registered_gpus`]). Everything else a task
 //! says is read again each cycle (its priority, from PriorityClasses that may have
 //! changed).
 
 use super::book::Member;
+use super::registered_gpus::same_registered_gpus;
 use crate::ledger::NodeEntry;
 use crate::volcano::framework::TaskInfo;
 use crate::volcano::framework::job::TaskPlacement;
@@ -22,7 +24,8 @@ pub struct TaskInputs<'a> {
     pub held: Option<&'a TaskPlacement>,
     /// The holding is a pipelined plan waiting for its victims.
     pub pipelined: bool,
-    /// The node entry the held GPUs are on (card types, MIG sizes).
+    /// The node entry the held GPUs are on (card types, MIG sizes): only its
+    /// registered GPUs count.
     pub node: Option<&'a Arc<NodeEntry>>,
     /// The largest card in the cluster (what a share-of-card request is charged).
     pub largest_card: u64,
@@ -48,10 +51,8 @@ impl Cached {
             && self.pipelined == inputs.pipelined
             && self.largest_card == inputs.largest_card
             && self.held.as_ref() == inputs.held
-            // The node entry is replaced whenever the node changes; the entry
-            // kept here keeps its address from being reused.
             && match (&self.node, inputs.node) {
-                (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+                (Some(a), Some(b)) => same_registered_gpus(a, b),
                 (None, None) => true,
                 _ => false,
             }
@@ -83,6 +84,9 @@ impl TaskCache {
             && cached.built_from(member, &inputs)
         {
             cached.seen = sweep;
+            // The newest entry: the next comparison is by address, and the
+            // replaced one is freed.
+            cached.node = inputs.node.cloned();
             return cached.task.clone();
         }
         let task = Arc::new(build());

@@ -87,3 +87,73 @@ async fn a_kept_job_follows_its_podgroup_to_another_queue() {
     after.add(&requested(&c, "default"));
     assert_eq!(after, both);
 }
+
+/// Runs cycles until one assembles no job; returns how many were assembled.
+async fn settle(c: &Cluster) -> u64 {
+    let before = built(c);
+    loop {
+        let start = built(c);
+        c.s.run_gang_cycle().await;
+        if built(c) == start {
+            return built(c) - before;
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_placement_on_a_node_leaves_the_jobs_held_there_as_they_were() {
+    let c = Cluster::new(&[("n1", 2)], GangConfig::default());
+    c.gang("a", 1, "default", "a", 1);
+    let first = settle(&c).await;
+    assert_eq!(c.s.with_ledger(|l| l.pods().count()), 1, "a is placed");
+
+    // b is placed on the node a holds a card of: the node's usage changes,
+    // its cards do not, and neither does what a is charged.
+    c.gang("b", 1, "default", "b", 1);
+    let second = settle(&c).await;
+    assert_eq!(c.s.with_ledger(|l| l.pods().count()), 2, "b is placed");
+    assert_eq!(
+        second, first,
+        "b's arrival assembles b's job as a's did a's, and a's not again"
+    );
+}
+
+#[tokio::test]
+async fn new_cards_registered_on_a_node_charge_its_members_again() {
+    let c = Cluster::new(&[("n1", 2)], GangConfig::default());
+    c.gang("a", 1, "default", "a", 1);
+    settle(&c).await;
+    let charged = |c: &Cluster| -> Vec<String> {
+        let state = c.s.gang_view();
+        let mut cards: Vec<String> = state
+            .queues
+            .iter()
+            .flat_map(|q| q.cards_allocated.keys().cloned())
+            .collect();
+        cards.sort();
+        cards
+    };
+    let before = charged(&c);
+    assert!(
+        before.iter().any(|n| n.contains("H100")),
+        "a is charged an H100: {before:?}"
+    );
+
+    let mut node = crate::scheduler::gang_tests::gpu_node("n1", 2);
+    if let Some(register) = node
+        .metadata
+        .annotations
+        .as_mut()
+        .and_then(|a| a.get_mut("hami.io/node-nvidia-register"))
+    {
+        *register = register.replace("NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-80GB");
+    }
+    c.s.apply_node(&node);
+    let rebuilt = settle(&c).await;
+    assert_eq!(rebuilt, 1, "a's job is assembled again");
+    let after = charged(&c);
+    assert!(
+        after.iter().any(|n| n.contains("A100")) && !after.iter().any(|n| n.contains("H100")),
+        "a is charged the card now registered: {after:?}"
+    );
+}

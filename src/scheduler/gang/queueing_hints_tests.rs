@@ -195,6 +195,10 @@ pub(super) enum Change {
     /// gang whose first member no longer fits where it went may now fit whole
     /// elsewhere.
     ForeignSliceStarts(usize),
+    /// The `n`th node's device plugin registers its cards again as another
+    /// model (H100 for an even `m`, A100 for an odd one): the node's
+    /// registered GPUs change, and so does what members held there are charged.
+    Remodelled(usize, usize),
     /// Nothing: the period elapsed.
     Tick,
 }
@@ -221,6 +225,7 @@ fn change() -> impl Strategy<Value = Change> {
         1 => (0usize..8, 1u32..5).prop_map(|(n, r)| Change::NodeResized(n, r)),
         1 => (0usize..8).prop_map(Change::ForeignSliceEnds),
         2 => (0usize..8).prop_map(Change::ForeignSliceStarts),
+        1 => (0usize..8, 0usize..2).prop_map(|(n, m)| Change::Remodelled(n, m)),
         1 => Just(Change::Tick),
     ]
 }
@@ -455,6 +460,22 @@ impl Pair {
                 if let Some(allocatable) = node.status.as_mut().and_then(|s| s.allocatable.as_mut())
                 {
                     allocatable.insert("cpu".into(), Quantity((rack * 16).to_string()));
+                }
+                for c in self.both() {
+                    c.s.apply_node(&node);
+                }
+            }
+            Change::Remodelled(n, model) => {
+                let (name, gpus) = &self.node_and_gpus(*n);
+                let mut node = cluster_node(name, *gpus);
+                if model % 2 == 1
+                    && let Some(register) = node
+                        .metadata
+                        .annotations
+                        .as_mut()
+                        .and_then(|a| a.get_mut("hami.io/node-nvidia-register"))
+                {
+                    *register = register.replace("NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-80GB");
                 }
                 for c in self.both() {
                     c.s.apply_node(&node);
@@ -910,6 +931,27 @@ fn a_reloaded_configuration_decides_as_one_loaded_afresh() {
             Change::Reconfigure(3),
             Change::Leave(0),
             Change::Reconfigure(0),
+            Change::Tick,
+        ],
+    };
+    same_decisions(&case).expect("same decisions");
+}
+
+#[test]
+fn members_on_a_node_registered_again_as_other_cards_are_charged_for_them() {
+    // Both members hold a card of the one node; placements there change its
+    // usage only, a new registration changes the cards they are charged.
+    let case = Case {
+        nodes: vec![3],
+        queues: 1,
+        evictions: false,
+        workload: vec![single(Bearing::Plain(0)), single(Bearing::Plain(0))],
+        initial: 1,
+        changes: vec![
+            Change::Arrive,
+            Change::Remodelled(0, 1),
+            Change::Tick,
+            Change::Remodelled(0, 0),
             Change::Tick,
         ],
     };
