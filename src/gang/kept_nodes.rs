@@ -115,11 +115,11 @@ impl KeptNodes {
             if let Some(planned) = planned {
                 resources.requested.add(planned);
             }
+            let registration_changed = kept.is_none_or(|k| !same_registered_gpus(&k.gpus, gpus));
             let fresh = match kept {
                 Some(kept) => kept.again(gpus, resources),
                 None => SessionNode::new(name.clone(), gpus.clone(), resources),
             };
-            let registration_changed = kept.is_none_or(|k| !same_registered_gpus(&k.gpus, gpus));
             Some((Arc::new(fresh), registration_changed))
         };
         match (names, since, planned_moved) {

@@ -157,3 +157,38 @@ async fn new_cards_registered_on_a_node_charge_its_members_again() {
         "a is charged the card now registered: {after:?}"
     );
 }
+
+#[tokio::test]
+async fn an_arrival_among_running_jobs_assembles_its_own_job_only() {
+    // Gangs of one spread over two nodes, as a queue of single pods runs: each
+    // arrival must cost its own job, however many already run beside it.
+    let c = Cluster::new(&[("n1", 2), ("n2", 2)], GangConfig::default());
+    c.gang("a", 1, "default", "a", 1);
+    let first = settle(&c).await;
+    for g in ["b", "c"] {
+        c.gang(g, 1, "default", g, 1);
+        settle(&c).await;
+    }
+    c.gang("d", 1, "default", "d", 1);
+    let last = settle(&c).await;
+    assert_eq!(
+        c.s.with_ledger(|l| l.pods().count()),
+        4,
+        "all four are placed"
+    );
+    assert_eq!(
+        last, first,
+        "d's arrival assembles d's job as a's did a's, and no running job again"
+    );
+
+    // A departure frees room: the jobs still running are not assembled again,
+    // only the emptied gang's (once as its member leaves, once as enqueue
+    // takes back its admission).
+    let gone = c.pod("a0").await.expect("a0");
+    c.s.forget_pod(gone.metadata.uid.as_deref().unwrap_or_default());
+    assert_eq!(
+        settle(&c).await,
+        2,
+        "a departure assembles the emptied gang's job only"
+    );
+}

@@ -199,6 +199,10 @@ pub(super) enum Change {
     /// model (H100 for an even `m`, A100 for an odd one): the node's
     /// registered GPUs change, and so does what members held there are charged.
     Remodelled(usize, usize),
+    /// The `n`th node's device plugin withdraws its registration: the node
+    /// stays, its GPUs become unusable and members held there are charged no
+    /// card (a `Remodelled` registers them again).
+    Unregistered(usize),
     /// Nothing: the period elapsed.
     Tick,
 }
@@ -226,6 +230,7 @@ fn change() -> impl Strategy<Value = Change> {
         1 => (0usize..8).prop_map(Change::ForeignSliceEnds),
         2 => (0usize..8).prop_map(Change::ForeignSliceStarts),
         1 => (0usize..8, 0usize..2).prop_map(|(n, m)| Change::Remodelled(n, m)),
+        1 => (0usize..8).prop_map(Change::Unregistered),
         1 => Just(Change::Tick),
     ]
 }
@@ -460,6 +465,16 @@ impl Pair {
                 if let Some(allocatable) = node.status.as_mut().and_then(|s| s.allocatable.as_mut())
                 {
                     allocatable.insert("cpu".into(), Quantity((rack * 16).to_string()));
+                }
+                for c in self.both() {
+                    c.s.apply_node(&node);
+                }
+            }
+            Change::Unregistered(n) => {
+                let (name, gpus) = &self.node_and_gpus(*n);
+                let mut node = cluster_node(name, *gpus);
+                if let Some(a) = node.metadata.annotations.as_mut() {
+                    a.remove("hami.io/node-nvidia-register");
                 }
                 for c in self.both() {
                     c.s.apply_node(&node);
