@@ -168,6 +168,18 @@ async fn a_queued_pod_whose_release_is_refused_is_planned_and_released_again() {
     server.schedule(&api, NS, "solo", &["n1"]).await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queued_pod_released_by_a_write_whose_answer_was_lost_binds_once() {
+    let api = one_queued_pod().await;
+    // The release is made, but its answer is lost: the plan is taken back,
+    // and the pod, released with it, must still bind with one GPU booked.
+    api.inject_lost_answers("PATCH /api/v1/namespaces/ml/pods/solo", 504, 1);
+    let (server, _) = release_solo(&api).await;
+    server.schedule(&api, NS, "solo", &["n1"]).await;
+    let usage = total_usage(&server.state().await);
+    assert_eq!(usage.usedmem, 80000, "booked once: {usage:?}");
+}
+
 /// Starts the server and waits for it to lift `solo`'s gate; returns it with
 /// the PATCHes and GETs of that pod made so far.
 async fn release_solo(api: &FakeApiServer) -> (LiveServer, (usize, usize)) {
