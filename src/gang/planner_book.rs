@@ -106,6 +106,24 @@ impl PlannerBook {
         &self.watched
     }
 
+    /// The members of `gang` in the live `book`, found through this copy's
+    /// index and the members the book changed since it was copied, rather than
+    /// by looking at every member of every gang.
+    pub fn live_members_of<'b>(
+        &'b self,
+        book: &'b GangBook,
+        gang: &'b GangKey,
+    ) -> impl Iterator<Item = &'b Member> + 'b {
+        let uids: BTreeSet<&String> = self
+            .member_uids_of(gang)
+            .chain(&book.pending_changes().members)
+            .collect();
+        uids.into_iter()
+            .filter_map(|uid| book.members().get(uid))
+            .map(|m| &**m)
+            .filter(move |m| &m.gang == gang)
+    }
+
     /// The members of one gang, in placement order.
     pub fn members_of(&self, gang: &GangKey) -> Vec<&Member> {
         let book = self.book();

@@ -4,8 +4,7 @@
 
 use super::PlannerMemory;
 use crate::cluster::api::{EventType, VolcanoObject};
-use crate::gang::book::{GangBook, GangKey, Member};
-use crate::gang::planner_book::PlannerBook;
+use crate::gang::book::{GangBook, GangKey};
 use crate::gang::status::{QueueCounts, podgroup_status, podgroup_status_key, queue_status};
 use crate::scheduler::Scheduler;
 use crate::volcano::framework::{GangPhase, SessionOutcome, Verdicts};
@@ -32,7 +31,7 @@ impl Scheduler {
             let copy = memory.book.lock();
             for (key, message) in &changed {
                 let text = format!("gang {key} waits: {message}");
-                for m in gang_members(&book, &copy, key).filter(|m| m.gated) {
+                for m in copy.live_members_of(&book, key).filter(|m| m.gated) {
                     tell.push((
                         m.namespace.clone(),
                         m.name.clone(),
@@ -193,24 +192,6 @@ fn changed_reasons(
         }
     }
     (changed, forgotten)
-}
-
-/// The members of `gang` in the live `book`, found through the planner's copy
-/// (indexed by gang) and the members the book changed since it was copied,
-/// rather than by looking at every member of every gang.
-pub(super) fn gang_members<'b>(
-    book: &'b GangBook,
-    copy: &'b PlannerBook,
-    gang: &'b GangKey,
-) -> impl Iterator<Item = &'b Member> + 'b {
-    let uids: BTreeSet<&String> = copy
-        .member_uids_of(gang)
-        .chain(&book.pending_changes().members)
-        .collect();
-    uids.into_iter()
-        .filter_map(|uid| book.members().get(uid))
-        .map(|m| &**m)
-        .filter(move |m| &m.gang == gang)
 }
 
 /// The gangs whose verdict differs from the one the statuses were last brought

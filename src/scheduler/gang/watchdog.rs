@@ -3,7 +3,6 @@
 //! so no half-started gang holds GPUs (Kueue's waitForPodsReady, KAI's stale gang
 //! eviction).
 
-use super::report::gang_members;
 use crate::gang::book::{GangKey, Member, MemberPhase};
 use crate::gang::planner_book::PlannerBook;
 use crate::scheduler::Scheduler;
@@ -64,7 +63,7 @@ impl Scheduler {
                 .filter(|(_, deadline)| *deadline <= now && now <= deadline + window)
                 .map(|(key, _)| key);
             let by_gang: BTreeMap<&GangKey, Vec<&Member>> = due
-                .map(|key| (key, gang_members(&book, &copy, key).collect()))
+                .map(|key| (key, copy.live_members_of(&book, key).collect()))
                 .collect();
             by_gang
                 .into_iter()
