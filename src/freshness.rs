@@ -23,6 +23,13 @@ pub const SETTLE: Duration = Duration::from_secs(60);
 /// How long bookkeeping for a pod the ledger no longer holds is kept.
 pub const FORGET_AFTER: Duration = Duration::from_secs(3600);
 
+/// How often that bookkeeping is swept. A sweep visits every pod the ledger
+/// knows of, so it runs a few times per [`FORGET_AFTER`] rather than every
+/// minute: a pod is forgotten between `FORGET_AFTER` and `FORGET_AFTER +
+/// PRUNE_EVERY` after it was last touched (a replay on a virtual clock would
+/// otherwise sweep thousands of pods every simulated minute).
+pub const PRUNE_EVERY: Duration = Duration::from_secs(600);
+
 /// Our own last write about a pod.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LocalMark {

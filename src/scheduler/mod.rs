@@ -21,6 +21,8 @@ mod events;
 mod filter;
 #[cfg(test)]
 mod filter_only_tests;
+#[cfg(test)]
+mod forgetting_tests;
 pub(crate) mod gang;
 #[cfg(test)]
 mod gang_invariant_tests;
@@ -619,7 +621,7 @@ impl Scheduler {
                 })
                 .collect();
             let mut last = self.last_prune.lock();
-            if now.duration_since(*last) > Duration::from_secs(60) {
+            if now.duration_since(*last) >= crate::freshness::PRUNE_EVERY {
                 ledger.prune_meta(now);
                 *last = now;
             }
