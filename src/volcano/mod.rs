@@ -14,6 +14,7 @@ pub mod conf;
 #[cfg(test)]
 pub(crate) mod conf_fixture;
 pub mod crd;
+mod dim_amounts;
 pub mod disruption_budget;
 pub mod framework;
 pub mod go_duration;
@@ -29,6 +30,8 @@ pub mod topology;
 #[cfg(test)]
 mod volcano_tables;
 pub mod waiting_time;
+#[cfg(test)]
+mod water_fill_reference_tests;
 /// Resource amounts (moved to the crate root; the old path stays).
 pub use crate::resources;
 

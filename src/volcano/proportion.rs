@@ -41,6 +41,7 @@
 //! Amounts are integers in milli-units; each share is rounded down, so a handful of
 //! milli-units may stay unassigned.
 
+use super::dim_amounts::{Amounts, Dims};
 use super::resources::{Excess, Resources};
 use crate::placement::resource_fit::POD_COUNT;
 
@@ -92,6 +93,9 @@ pub fn real_capability(
 }
 
 /// The water-filling computation for all queues at once; results are in input order.
+/// The rounds run over [`Amounts`] in one list of dimensions, allocating nothing
+/// (the proportion plugin fills again whenever a queue's request changes, which
+/// is nearly every planning cycle).
 pub fn water_fill(total: &Resources, queues: &[ProportionInput]) -> Vec<ProportionShare> {
     let mut total_guarantee = Resources::new();
     for q in queues {
@@ -101,122 +105,171 @@ pub fn water_fill(total: &Resources, queues: &[ProportionInput]) -> Vec<Proporti
         .iter()
         .map(|q| real_capability(total, &total_guarantee, &q.guarantee, q.capability.as_ref()))
         .collect();
-    let zero: Resources = total.dims().map(|d| (d.to_owned(), 0)).collect();
-    let mut fair: Vec<Resources> = vec![zero; queues.len()];
-    let mut clamped: Vec<Resources> = (0..queues.len())
-        .map(|i| clamp(&fair[i], &real[i], &queues[i].request))
-        .collect();
-    let mut deserved: Vec<Resources> = (0..queues.len())
-        .map(|i| clamped[i].max_amount(&queues[i].guarantee))
+    let dims = Dims::of(
+        std::iter::once(total)
+            .chain(queues.iter().flat_map(|q| [&q.guarantee, &q.request]))
+            .chain(queues.iter().filter_map(|q| q.capability.as_ref())),
+    );
+    let filled = fill(
+        &dims,
+        &dims.amounts(total),
+        &dims.amounts(&total_guarantee),
+        queues,
+        &real,
+    );
+    real.into_iter()
+        .zip(filled)
+        .map(|(real_capability, deserved)| ProportionShare {
+            real_capability,
+            deserved: dims.resources(&deserved),
+        })
+        .collect()
+}
+
+/// One queue while filling, over the filling's dimensions.
+struct Filling {
+    weight: u32,
+    guarantee: Amounts,
+    request: Amounts,
+    real: Amounts,
+    /// The weighted share before the guarantee floor.
+    fair: Amounts,
+    /// `min(fair, realCapability, request)`.
+    clamped: Amounts,
+    deserved: Amounts,
+    met: bool,
+    /// This round's share, while the queue is not met.
+    share: Amounts,
+}
+
+/// The rounds of the module documentation; the deserved amounts in input order.
+fn fill(
+    dims: &Dims<'_>,
+    total: &Amounts,
+    total_guarantee: &Amounts,
+    queues: &[ProportionInput],
+    real: &[Resources],
+) -> Vec<Amounts> {
+    let n = dims.len();
+    let mut filling: Vec<Filling> = queues
+        .iter()
+        .zip(real)
+        .map(|(q, real)| {
+            let (guarantee, request, real) = (
+                dims.amounts(&q.guarantee),
+                dims.amounts(&q.request),
+                dims.amounts(real),
+            );
+            let fair = Amounts::zero_like(total);
+            let mut clamped = Amounts::absent(n);
+            clamp_into(&mut clamped, &fair, &real, &request);
+            let mut deserved = clamped.clone();
+            deserved.raise_to(&guarantee);
+            // A queue whose request its guarantee already covers (in particular
+            // one with no jobs, which Volcano leaves out of the computation) takes
+            // no part in sharing.
+            let met = q.weight == 0 || request.fits_within_amount(&deserved);
+            Filling {
+                weight: q.weight,
+                guarantee,
+                request,
+                real,
+                fair,
+                clamped,
+                deserved,
+                met,
+                share: Amounts::absent(n),
+            }
+        })
         .collect();
     // Every queue starts at its guarantee, so only the rest is shared out.
-    let mut remaining = total.minus(&total_guarantee);
-    // A queue whose request its guarantee already covers (in particular one with no
-    // jobs, which Volcano leaves out of the computation) takes no part in sharing.
-    let mut met: Vec<bool> = queues
-        .iter()
-        .zip(&deserved)
-        .map(|(q, d)| q.weight == 0 || q.request.fits_within_amount(d))
-        .collect();
+    let mut remaining = total.clone();
+    remaining.saturating_sub(total_guarantee);
+    let (mut consumed, mut new_clamped, mut new_deserved) =
+        (Amounts::absent(n), Amounts::absent(n), Amounts::absent(n));
 
     for _ in 0..MAX_ROUNDS {
-        let weight: u64 = queues
+        let weight: u64 = filling
             .iter()
-            .zip(&met)
-            .filter(|(_, m)| !**m)
-            .map(|(q, _)| u64::from(q.weight))
+            .filter(|q| !q.met)
+            .map(|q| u64::from(q.weight))
             .sum();
         if weight == 0 || remaining.is_empty() {
             break;
         }
-        let shares: Vec<Option<Resources>> = queues
-            .iter()
-            .zip(&met)
-            .map(|(q, m)| (!*m).then(|| share_of(&remaining, q.weight, weight)))
-            .collect();
+        for q in filling.iter_mut().filter(|q| !q.met) {
+            share_into(&mut q.share, &remaining, q.weight, weight);
+        }
 
         // Skip rounds that would only move `fair` below a guarantee floor.
-        let skip = rounds_without_event(queues, &fair, &real, &shares).saturating_sub(1);
+        let skip = rounds_without_event(&filling).saturating_sub(1);
         if skip > 0 {
-            for (f, s) in fair.iter_mut().zip(&shares) {
-                if let Some(s) = s {
-                    for (dim, amount) in s.iter() {
-                        let step = i64::try_from(i128::from(amount) * i128::from(skip))
-                            .unwrap_or(i64::MAX);
-                        f.set(dim, f.get(dim).saturating_add(step));
-                    }
+            for q in filling.iter_mut().filter(|q| !q.met) {
+                for (dim, amount) in q.share.present() {
+                    let step =
+                        i64::try_from(i128::from(amount) * i128::from(skip)).unwrap_or(i64::MAX);
+                    q.fair.set(dim, q.fair.get(dim).saturating_add(step));
                 }
             }
         }
 
-        let mut consumed = Resources::new();
-        for (i, q) in queues.iter().enumerate() {
-            let Some(share) = &shares[i] else { continue };
-            fair[i].add(share);
-            let new_clamped = clamp(&fair[i], &real[i], &q.request);
-            let new_deserved = new_clamped.max_amount(&q.guarantee);
-            consumed.add(&new_deserved.minus(&deserved[i]));
-            let unchanged = new_clamped == clamped[i];
-            clamped[i] = new_clamped;
-            deserved[i] = new_deserved;
-            if unchanged || q.request.fits_within_amount(&deserved[i]) {
-                met[i] = true;
+        consumed.clear();
+        for q in filling.iter_mut().filter(|q| !q.met) {
+            q.fair.add(&q.share);
+            clamp_into(&mut new_clamped, &q.fair, &q.real, &q.request);
+            new_deserved.copy_from(&new_clamped);
+            new_deserved.raise_to(&q.guarantee);
+            consumed.add_growth(&new_deserved, &q.deserved);
+            let unchanged = new_clamped == q.clamped;
+            std::mem::swap(&mut q.clamped, &mut new_clamped);
+            std::mem::swap(&mut q.deserved, &mut new_deserved);
+            if unchanged || q.request.fits_within_amount(&q.deserved) {
+                q.met = true;
             }
         }
         remaining.saturating_sub(&consumed);
     }
-
-    real.into_iter()
-        .zip(deserved)
-        .map(|(real_capability, deserved)| ProportionShare {
-            real_capability,
-            deserved,
-        })
-        .collect()
+    filling.into_iter().map(|q| q.deserved).collect()
 }
 
-/// `remaining × weight / total_weight` per dimension, rounded down.
-fn share_of(remaining: &Resources, weight: u32, total_weight: u64) -> Resources {
-    remaining
-        .iter()
-        .map(|(dim, r)| {
-            let s = i128::from(r) * i128::from(weight) / i128::from(total_weight.max(1));
-            (dim.to_owned(), i64::try_from(s).unwrap_or(i64::MAX))
-        })
-        .collect()
+/// `remaining × weight / total_weight` per dimension of `remaining`, rounded down.
+fn share_into(out: &mut Amounts, remaining: &Amounts, weight: u32, total_weight: u64) {
+    out.clear();
+    for (dim, r) in remaining.present() {
+        let s = i128::from(r) * i128::from(weight) / i128::from(total_weight.max(1));
+        out.set(dim, i64::try_from(s).unwrap_or(i64::MAX));
+    }
 }
 
 /// `min(fair, realCapability, request)` on the dimensions of `fair` (the cluster's).
-fn clamp(fair: &Resources, real: &Resources, request: &Resources) -> Resources {
-    fair.iter()
-        .map(|(dim, f)| {
-            let hi = upper(real, request, dim);
-            (dim.to_owned(), f.min(hi))
-        })
-        .collect()
+fn clamp_into(out: &mut Amounts, fair: &Amounts, real: &Amounts, request: &Amounts) {
+    out.clear();
+    for (dim, f) in fair.present() {
+        out.set(dim, f.min(upper_at(real, request, dim)));
+    }
 }
 
 /// `min(realCapability, request)` for one dimension (request absent = 0).
+fn upper_at(real: &Amounts, request: &Amounts, dim: usize) -> i64 {
+    real.limit(dim).unwrap_or(i64::MAX).min(request.get(dim))
+}
+
+/// `min(realCapability, request)` for one dimension (request absent = 0).
+#[cfg(test)]
 fn upper(real: &Resources, request: &Resources, dim: &str) -> i64 {
     real.limit(dim).unwrap_or(i64::MAX).min(request.get(dim))
 }
 
-/// A lower bound on the number of rounds with the given shares until some unmet
-/// queue's deserved amount changes or its clamped share stops moving (at least 1).
-/// Rounds before that only raise `fair` below guarantee floors.
-fn rounds_without_event(
-    queues: &[ProportionInput],
-    fair: &[Resources],
-    real: &[Resources],
-    shares: &[Option<Resources>],
-) -> u64 {
+/// A lower bound on the number of rounds with this round's shares until some
+/// unmet queue's deserved amount changes or its clamped share stops moving (at
+/// least 1). Rounds before that only raise `fair` below guarantee floors.
+fn rounds_without_event(filling: &[Filling]) -> u64 {
     let mut best = u64::MAX;
-    for (i, q) in queues.iter().enumerate() {
-        let Some(share) = &shares[i] else { continue };
+    for q in filling.iter().filter(|q| !q.met) {
         let mut moving = false;
-        for (dim, s) in share.iter() {
-            let f = fair[i].get(dim);
-            let hi = upper(&real[i], &q.request, dim);
+        for (dim, s) in q.share.present() {
+            let f = q.fair.get(dim);
+            let hi = upper_at(&q.real, &q.request, dim);
             if s <= 0 || f >= hi {
                 continue;
             }
