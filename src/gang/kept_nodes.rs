@@ -16,7 +16,7 @@ use super::registered_gpus::same_registered_gpus;
 use crate::ledger::{ChangeJournal, JournalCursor, Ledger};
 use crate::node_load::NodeResources;
 use crate::resources::Resources;
-use crate::volcano::framework::nodes::{SessionNode, position_index};
+use crate::volcano::framework::nodes::{SessionNode, SharedNodes, position_index};
 use rustc_hash::FxHashMap;
 use std::collections::{BTreeSet, HashSet};
 use std::sync::Arc;
@@ -24,8 +24,9 @@ use std::sync::Arc;
 /// The nodes of the last picture.
 #[derive(Default)]
 pub struct KeptNodes {
-    /// Sorted by name.
-    nodes: Vec<Arc<SessionNode>>,
+    /// Sorted by name; the list itself is shared with the last session (which
+    /// has closed by the time the next picture changes it).
+    nodes: SharedNodes,
     /// Their positions by name.
     index: Arc<FxHashMap<String, usize>>,
     /// What sessions read of all of them together.
@@ -98,7 +99,7 @@ impl KeptNodes {
         holdings: &KeptHoldings,
         names: Option<&BTreeSet<String>>,
         planned_moved: Option<&BTreeSet<String>>,
-    ) -> (Vec<Arc<SessionNode>>, Arc<FxHashMap<String, usize>>) {
+    ) -> (SharedNodes, Arc<FxHashMap<String, usize>>) {
         let since = self.since(ledger);
         self.read_up_to = Some((ledger.nodes_journal().end(), ledger.load().journal().end()));
         let node = |name: &String, kept: Option<&Arc<SessionNode>>| {
@@ -143,12 +144,12 @@ impl KeptNodes {
                     self.journal.note(name.as_str());
                     self.sums.remove(kept);
                     self.sums.add(&n);
-                    self.nodes[i] = n;
+                    Arc::make_mut(&mut self.nodes)[i] = n;
                 }
             }
             (None, _, _) => {
                 let mut nodes = Vec::with_capacity(self.nodes.len());
-                for kept in &self.nodes {
+                for kept in self.nodes.iter() {
                     if let Some((n, registration_changed)) = node(&kept.name, Some(kept)) {
                         if registration_changed {
                             self.registrations_changed.insert(n.name.clone());
@@ -160,7 +161,7 @@ impl KeptNodes {
                     }
                 }
                 self.sums = NodeSums::of(nodes.iter().map(|n| &**n));
-                self.nodes = nodes;
+                self.nodes = Arc::new(nodes);
             }
             (Some(names), _, _) => {
                 let mut nodes = Vec::with_capacity(names.len());
@@ -182,7 +183,7 @@ impl KeptNodes {
                 }
                 self.sums = NodeSums::of(nodes.iter().map(|n| &**n));
                 self.index = Arc::new(position_index(&nodes));
-                self.nodes = nodes;
+                self.nodes = Arc::new(nodes);
             }
         }
         (self.nodes.clone(), self.index.clone())

@@ -23,7 +23,7 @@ use crate::volcano::card_quota::{card_request, card_request_resources};
 use crate::volcano::conf::{Action, SchedulerConf};
 use crate::volcano::framework::charge::{placement_charge, request_charge};
 use crate::volcano::framework::job::{GpuAsk, TaskPlacement};
-use crate::volcano::framework::nodes::{NodeSet, SessionNode};
+use crate::volcano::framework::nodes::{NodeSet, SessionNode, SharedNodes};
 use crate::volcano::framework::queue::QueueInfo;
 use crate::volcano::framework::{GangKey, JobInfo, SessionState, TaskInfo, TaskStatus};
 use crate::volcano::objects::{PodGroupSpec, QueueSpec};
@@ -64,7 +64,7 @@ pub struct SnapshotInput<'a> {
 /// ([`KeptHoldings`]) and brought up to date while the picture is taken.
 pub struct LedgerPicture {
     /// Sorted by name; shared with the nodes kept between cycles.
-    nodes: Vec<Arc<SessionNode>>,
+    nodes: SharedNodes,
     /// Their positions by name.
     index: Arc<FxHashMap<String, usize>>,
     /// What the session reads of all of them together.

@@ -92,13 +92,14 @@ pub struct PlacedUsage {
 #[derive(Debug, Clone, Default)]
 pub struct NodeSet {
     /// Shared with the planner's picture kept between cycles: a session over
-    /// nodes that did not change copies none of them.
-    nodes: Vec<Arc<SessionNode>>,
+    /// nodes that did not change copies none of them, nor the list.
+    nodes: SharedNodes,
     /// Positions by name, shared by every session over the same nodes.
     index: Arc<FxHashMap<String, usize>>,
     /// What the session changed, by node position (dense: ranking reads it for
-    /// every node for every task).
-    changed: Vec<Option<NodeChange>>,
+    /// every node for every task; boxed, so that the list a session opens with
+    /// costs a pointer per node, not a whole change).
+    changed: Vec<Option<Box<NodeChange>>>,
     quotas: BTreeMap<String, QuotaHeadroom>,
     namespace_usage: BTreeMap<String, (u64, u64)>,
     /// Every node's measured usage when the session opened, and the session's
@@ -115,6 +116,10 @@ pub struct NodeSet {
     /// then can a task preferring nothing itself score differently per node.
     preferring_pods: bool,
 }
+
+/// A session's nodes sorted by name, shared by the picture that keeps them and
+/// every session over them.
+pub type SharedNodes = Arc<Vec<Arc<SessionNode>>>;
 
 /// Every node's position by name, `nodes` sorted by name.
 pub fn position_index(nodes: &[impl std::borrow::Borrow<SessionNode>]) -> FxHashMap<String, usize> {
@@ -152,10 +157,11 @@ impl PartialEq for NodeSet {
     /// Same nodes (the very same snapshot entries, ranked by the same rooms),
     /// same changes.
     fn eq(&self, other: &Self) -> bool {
-        self.nodes.len() == other.nodes.len()
-            && self.nodes.iter().zip(&other.nodes).all(|(a, b)| {
-                a.name == b.name && Arc::ptr_eq(&a.gpus, &b.gpus) && a.rooms == b.rooms
-            })
+        (Arc::ptr_eq(&self.nodes, &other.nodes)
+            || self.nodes.len() == other.nodes.len()
+                && self.nodes.iter().zip(other.nodes.iter()).all(|(a, b)| {
+                    a.name == b.name && Arc::ptr_eq(&a.gpus, &b.gpus) && a.rooms == b.rooms
+                }))
             && self.changed == other.changed
             && self.quotas == other.quotas
             && self.namespace_usage == other.namespace_usage
@@ -186,7 +192,12 @@ impl NodeSet {
             .iter()
             .flat_map(|n| n.resources.pods.iter())
             .any(|p| !p.preferred.is_empty());
-        Self::shared_knowing(nodes, index, quotas, (anti_affine_pods, preferring_pods))
+        Self::shared_knowing(
+            Arc::new(nodes),
+            index,
+            quotas,
+            (anti_affine_pods, preferring_pods),
+        )
     }
 
     /// As [`Self::shared`], told whether any pod on the nodes carries required
@@ -194,7 +205,7 @@ impl NodeSet {
     /// nodes change by whoever keeps the nodes, rather than found by looking at
     /// every pod of every node).
     pub fn shared_knowing(
-        nodes: Vec<Arc<SessionNode>>,
+        nodes: SharedNodes,
         index: Arc<FxHashMap<String, usize>>,
         quotas: BTreeMap<String, QuotaHeadroom>,
         (anti_affine_pods, preferring_pods): (bool, bool),
@@ -379,7 +390,8 @@ impl NodeSet {
     fn apply_release(&mut self, released: &PlacedUsage, add: bool) {
         let node = &self.nodes[released.node];
         let entry = &node.gpus;
-        let change = self.changed[released.node].get_or_insert_with(|| NodeChange::none(node));
+        let change =
+            self.changed[released.node].get_or_insert_with(|| Box::new(NodeChange::none(node)));
         for (uuid, u) in &released.usage {
             if let Some(d) = entry.devices.iter().position(|d| d.id == *uuid) {
                 if add {
@@ -486,7 +498,8 @@ impl NodeSet {
     fn apply(&mut self, placed: &PlacedUsage, add: bool) {
         let node = &self.nodes[placed.node];
         let entry = &node.gpus;
-        let change = self.changed[placed.node].get_or_insert_with(|| NodeChange::none(node));
+        let change =
+            self.changed[placed.node].get_or_insert_with(|| Box::new(NodeChange::none(node)));
         for (uuid, u) in &placed.usage {
             if let Some(d) = entry.devices.iter().position(|d| d.id == *uuid) {
                 if add {
