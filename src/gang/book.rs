@@ -333,9 +333,7 @@ impl GangBook {
     /// The queue a member's gang belongs to.
     pub fn queue_of(&self, gang: &GangKey, hint: Option<&str>) -> String {
         if !gang.single
-            && let Some(g) = self
-                .groups
-                .get(&(gang.namespace.clone(), gang.name.clone()))
+            && let Some(g) = self.groups.get(&gang.owned_names())
             && g.native.as_ref().is_none_or(|n| n.queue_named)
         {
             return g.queue.clone();
@@ -389,13 +387,13 @@ pub fn member_of(pod: &Pod) -> Option<Member> {
         .unwrap_or_default();
     let gang = match &membership.group {
         Some(group) => GangKey {
-            namespace: namespace.clone(),
-            name: group.clone(),
+            namespace: namespace.as_str().into(),
+            name: group.as_str().into(),
             single: false,
         },
         None => GangKey {
-            namespace: namespace.clone(),
-            name: name.clone(),
+            namespace: namespace.as_str().into(),
+            name: name.as_str().into(),
             single: true,
         },
     };

@@ -31,8 +31,8 @@ pub fn reaches_session(group: &PodGroupSpec) -> bool {
 /// minResources it reserves keep counting against its queue.
 pub fn memberless_job(book: &GangBook, g: &PodGroupSpec, inqueue: bool, priority: i32) -> JobInfo {
     let key = GangKey {
-        namespace: g.namespace.clone(),
-        name: g.name.clone(),
+        namespace: g.namespace.as_str().into(),
+        name: g.name.as_str().into(),
         single: false,
     };
     JobInfo {

@@ -58,8 +58,8 @@ impl PlannerBook {
             .groups
             .iter()
             .map(|(namespace, name)| GangKey {
-                namespace: namespace.clone(),
-                name: name.clone(),
+                namespace: namespace.as_str().into(),
+                name: name.as_str().into(),
                 single: false,
             })
             .collect();

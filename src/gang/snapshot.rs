@@ -261,8 +261,8 @@ fn assemble_jobs<'a>(
             }
             for group in input.book.groups().values() {
                 let key = GangKey {
-                    namespace: group.namespace.clone(),
-                    name: group.name.clone(),
+                    namespace: group.namespace.as_str().into(),
+                    name: group.name.as_str().into(),
                     single: false,
                 };
                 if !by_gang.contains_key(&key) {
@@ -297,10 +297,7 @@ impl GangJob<'_, '_> {
     fn memberless(&mut self, key: &GangKey) -> bool {
         let book = self.input.book;
         let Some(group) = (!key.single)
-            .then(|| {
-                book.groups()
-                    .get(&(key.namespace.clone(), key.name.clone()))
-            })
+            .then(|| book.groups().get(&key.owned_names()))
             .flatten()
             .filter(|g| reaches_session(g))
         else {
@@ -327,10 +324,7 @@ impl GangJob<'_, '_> {
         let book = input.book;
         let enqueue_on = input.conf.has_action(Action::Enqueue);
         let group = (!key.single)
-            .then(|| {
-                book.groups()
-                    .get(&(key.namespace.clone(), key.name.clone()))
-            })
+            .then(|| book.groups().get(&key.owned_names()))
             .flatten();
         let tasks: Vec<Arc<TaskInfo>> = members
             .iter()

@@ -474,8 +474,8 @@ impl Engine<'_> {
             let j = &self.input.jobs[job];
             let line = &self.input.workload.arrivals[j.line];
             let mut key = GangKey {
-                namespace: line.namespace.clone(),
-                name: objects::group_name(j, line).to_owned(),
+                namespace: line.namespace.as_str().into(),
+                name: objects::group_name(j, line).into(),
                 single: false,
             };
             let verdict = view.gangs.get(&key).or_else(|| {

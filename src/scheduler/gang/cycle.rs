@@ -391,8 +391,8 @@ fn name_native_groups(book: &GangBook, verdicts: &mut Verdicts) {
             continue;
         };
         let key = GangKey {
-            namespace: namespace.clone(),
-            name: name.clone(),
+            namespace: namespace.as_str().into(),
+            name: name.as_str().into(),
             single: false,
         };
         if let Some(v) = verdicts.get_mut(&key) {

@@ -116,10 +116,7 @@ impl Scheduler {
         }
         let (min, strict) = {
             let book = self.gang.book.read();
-            let Some(group) = book
-                .groups()
-                .get(&(member.gang.namespace.clone(), member.gang.name.clone()))
-            else {
+            let Some(group) = book.groups().get(&member.gang.owned_names()) else {
                 return Ok(None);
             };
             let strict = match group.annotations.get(STRICT).map(String::as_str) {

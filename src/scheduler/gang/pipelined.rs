@@ -246,7 +246,7 @@ impl Scheduler {
                     let queue = book.queue_of(&m.gang, m.queue_hint.as_deref());
                     let service_type = book
                         .groups()
-                        .get(&(m.gang.namespace.clone(), m.gang.name.clone()))
+                        .get(&m.gang.owned_names())
                         .and_then(|g| crate::gang::victim_facts::service_type(Some(&g.annotations)))
                         .or_else(|| m.service_type.clone());
                     // After a restart the plan on the preemptor says which action

@@ -126,8 +126,8 @@ impl Scheduler {
                 .get(&gang)
                 .is_some_and(|(_, last)| *last == key);
             let object = VolcanoObject::PodGroup {
-                namespace: gang.namespace.clone(),
-                name: gang.name.clone(),
+                namespace: gang.namespace.to_string(),
+                name: gang.name.to_string(),
             };
             let written = written || self.patch_status(&object, &status).await;
             match outcome.verdicts.get(&gang) {

@@ -70,7 +70,7 @@ impl Scheduler {
                 .filter_map(|(key, members)| {
                     let min = book
                         .groups()
-                        .get(&(key.namespace.clone(), key.name.clone()))
+                        .get(&key.owned_names())
                         .map(|g| g.min_member.max(0) as usize)?;
                     let started = members
                         .iter()

@@ -28,7 +28,7 @@ impl Plugin for OrderWitness {
 
     fn job_order(&self, _: &SessionState, a: &JobInfo, b: &JobInfo) -> Ordering {
         if let Ok(mut asked) = self.asked.lock() {
-            asked.push((a.key.name.clone(), b.key.name.clone()));
+            asked.push((a.key.name.to_string(), b.key.name.to_string()));
         }
         Ordering::Equal
     }

@@ -363,7 +363,7 @@ fn disruption_budgets_hold_whatever_the_configuration() {
     let label = |mut j: JobInfo| {
         for t in &mut j.tasks {
             let mut pod = (*t.pod).clone();
-            pod.metadata.labels = Some([("job".to_string(), j.key.name.clone())].into());
+            pod.metadata.labels = Some([("job".to_string(), j.key.name.to_string())].into());
             t.pod = std::sync::Arc::new(pod);
         }
         j

@@ -33,7 +33,7 @@ impl Plugin for ValidityWitness {
 
     fn job_valid(&self, _: &SessionState, job: &JobInfo) -> Result<(), JobInvalid> {
         if let Ok(mut asked) = self.asked.lock() {
-            asked.push(job.key.name.clone());
+            asked.push(job.key.name.to_string());
         }
         Ok(())
     }
@@ -106,11 +106,7 @@ fn a_session_after_another_asks_nothing_of_the_jobs_that_run_unchanged() {
     run_all(&mut session);
     let outcome = session.close();
 
-    let placed: Vec<&str> = outcome
-        .commits
-        .iter()
-        .map(|c| c.gang.name.as_str())
-        .collect();
+    let placed: Vec<&str> = outcome.commits.iter().map(|c| &*c.gang.name).collect();
     assert_eq!(placed, ["arrives", "waits"]);
     for i in 0..4 {
         let verdict = &outcome.verdicts[&gang_key(&format!("runs-{i}"))];

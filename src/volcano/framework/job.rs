@@ -14,14 +14,33 @@ use std::fmt;
 use std::sync::Arc;
 
 /// A gang: a PodGroup, or a plain pod that names a queue (a gang of one).
+/// Keys are cloned wherever a persistent map of gangs is changed (a changed
+/// entry copies the keys of every node on its path), so the names are shared,
+/// not copied.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct GangKey {
     /// Namespace of the PodGroup (or pod).
-    pub namespace: String,
+    pub namespace: Arc<str>,
     /// PodGroup name (or pod name for a gang of one).
-    pub name: String,
+    pub name: Arc<str>,
     /// True for a plain pod without a PodGroup.
     pub single: bool,
+}
+
+impl GangKey {
+    /// A gang's key.
+    pub fn new(namespace: impl Into<Arc<str>>, name: impl Into<Arc<str>>, single: bool) -> Self {
+        Self {
+            namespace: namespace.into(),
+            name: name.into(),
+            single,
+        }
+    }
+
+    /// Namespace and name as the book keys PodGroups.
+    pub fn owned_names(&self) -> (String, String) {
+        (self.namespace.to_string(), self.name.to_string())
+    }
 }
 
 impl fmt::Display for GangKey {

@@ -155,8 +155,8 @@ mod tests {
                 now,
                 [],
                 |j| {
-                    derived.push(j.key.name.clone());
-                    j.key.name.clone()
+                    derived.push(j.key.name.to_string());
+                    j.key.name.to_string()
                 },
                 |_, (before, after)| {
                     sum += i64::from(after.is_some()) - i64::from(before.is_some())
@@ -180,7 +180,7 @@ mod tests {
         let mut third = second.clone();
         third.remove(&a.key);
         assert_eq!(follow(&mut kept, &third), Vec::<String>::new());
-        let names: Vec<&str> = kept.iter().map(|(k, _)| k.name.as_str()).collect();
+        let names: Vec<&str> = kept.iter().map(|(k, _)| &*k.name).collect();
         assert_eq!(names, ["b", "c"]);
         assert_eq!(follow(&mut kept, &Jobs::new()), Vec::<String>::new());
         assert_eq!(kept.iter().count(), 0);
@@ -202,7 +202,7 @@ mod tests {
             &now,
             [&a.key, &gang_key("not-there")],
             |_| 2,
-            |key, change| told.push((key.name.clone(), change.0.copied(), change.1.copied())),
+            |key, change| told.push((key.name.to_string(), change.0.copied(), change.1.copied())),
         );
         assert_eq!(kept.get(&a.key), Some(&2));
         assert_eq!(kept.get(&b.key), Some(&1));

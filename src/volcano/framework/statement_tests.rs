@@ -114,7 +114,7 @@ fn session(conf: &str) -> Session {
     for (j, queue) in ["a", "b", "a", "b"].iter().enumerate() {
         let key = GangKey {
             namespace: "ns".into(),
-            name: format!("job-{j}"),
+            name: format!("job-{j}").into(),
             single: false,
         };
         let mut tasks = Vec::new();
@@ -194,7 +194,7 @@ fn apply(session: &mut Session, statement: &mut Statement, op: Op) {
     };
     let key = GangKey {
         namespace: "ns".into(),
-        name: format!("job-{j}"),
+        name: format!("job-{j}").into(),
         single: false,
     };
     let uid = format!("job-{j}-{t}");

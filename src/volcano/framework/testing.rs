@@ -36,7 +36,7 @@ pub fn busy(spec: QueueSpec, allocated: i64, request: i64) -> QueueInfo {
 pub fn task(job: &GangKey, name: &str, resreq: Resources) -> TaskInfo {
     TaskInfo {
         uid: format!("uid-{name}"),
-        namespace: job.namespace.clone(),
+        namespace: job.namespace.to_string(),
         name: name.to_string(),
         job: job.clone(),
         role: None,

@@ -257,7 +257,10 @@ pub fn victim_order(state: &SessionState, a: &[&TaskInfo], b: &[&TaskInfo]) -> O
 
 /// How important a unit of victims is (see [`victim_order`]); larger is more
 /// important: its [`Importance`], then the reverse of its scheduling order.
-pub type VictimKey = (Importance, std::cmp::Reverse<(String, String, String)>);
+pub type VictimKey = (
+    Importance,
+    std::cmp::Reverse<(std::sync::Arc<str>, std::sync::Arc<str>, String)>,
+);
 
 /// What losing a unit of victims costs: queue, job and task priority, then how
 /// recently it started. Units equal in it are told apart by name alone, which

@@ -371,7 +371,7 @@ mod tests {
         s.state
             .jobs
             .iter()
-            .map(|(k, j)| (k.name.clone(), j.allocated.clone()))
+            .map(|(k, j)| (k.name.to_string(), j.allocated.clone()))
             .collect()
     }
 

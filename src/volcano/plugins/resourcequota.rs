@@ -92,17 +92,17 @@ impl Plugin for ResourceQuotaPlugin {
         self.waiting.clear();
         self.reserved.clear();
         for job in state.jobs.values() {
-            let namespace = &job.key.namespace;
+            let namespace: &str = &job.key.namespace;
             if !state.resource_quotas.contains_key(namespace) {
                 continue;
             }
-            let waiting = self.waiting.entry(namespace.clone()).or_default();
+            let waiting = self.waiting.entry(namespace.to_owned()).or_default();
             for t in job.tasks.iter().filter(|t| t.status == TaskStatus::Pending) {
                 waiting.add(&of_pod(&t.pod));
             }
             if job.inqueue {
                 self.reserved
-                    .entry(namespace.clone())
+                    .entry(namespace.to_owned())
                     .or_default()
                     .add(&still_needed(job));
             }
@@ -113,7 +113,7 @@ impl Plugin for ResourceQuotaPlugin {
         let Some(demand) = demand(job) else {
             return Vote::Permit;
         };
-        let namespace = &job.key.namespace;
+        let namespace: &str = &job.key.namespace;
         let none = Resources::default();
         let waiting = self.waiting.get(namespace).unwrap_or(&none);
         let reserved = self.reserved.get(namespace).unwrap_or(&none);
@@ -147,10 +147,10 @@ impl Plugin for ResourceQuotaPlugin {
     }
 
     fn job_enqueued(&mut self, state: &SessionState, job: &JobInfo) {
-        let namespace = &job.key.namespace;
+        let namespace: &str = &job.key.namespace;
         if state.resource_quotas.contains_key(namespace) {
             self.reserved
-                .entry(namespace.clone())
+                .entry(namespace.to_owned())
                 .or_default()
                 .add(&still_needed(job));
         }
@@ -304,13 +304,13 @@ mod tests {
             vec![gpu_quota(6, 8)],
         );
         assert_eq!(ask(&plugin, &st, "a"), Vote::Permit);
-        let a_key = st.jobs.keys().find(|k| k.name == "a").unwrap().clone();
+        let a_key = st.jobs.keys().find(|k| &*k.name == "a").unwrap().clone();
         let a = std::sync::Arc::make_mut(st.jobs.get_mut(&a_key).unwrap());
         a.inqueue = true;
         let a = a.clone();
         plugin.job_enqueued(&st, &a);
         assert_eq!(ask(&plugin, &st, "b"), Vote::Permit, "4 + 2 = 6 fits");
-        let b_key = st.jobs.keys().find(|k| k.name == "b").unwrap().clone();
+        let b_key = st.jobs.keys().find(|k| &*k.name == "b").unwrap().clone();
         let b = std::sync::Arc::make_mut(st.jobs.get_mut(&b_key).unwrap());
         b.inqueue = true;
         let b = b.clone();

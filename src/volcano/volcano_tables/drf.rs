@@ -57,7 +57,7 @@ fn placed(t: &Table) -> BTreeMap<String, usize> {
     t.run(&conf(), &[&Allocate])
         .verdicts
         .iter()
-        .map(|(k, v)| (k.name.clone(), v.ready))
+        .map(|(k, v)| (k.name.to_string(), v.ready))
         .collect()
 }
 

@@ -66,7 +66,7 @@ fn enable_preempt_low_priority_enable_preemptable_true() {
         .iter()
         .flat_map(|c| c.members.iter().map(move |m| (c, m)))
         .filter(|(_, m)| m.pipelined)
-        .filter_map(|(c, m)| Some((c.gang.name.as_str(), m.placement.as_ref()?.node.as_str())))
+        .filter_map(|(c, m)| Some((&*c.gang.name, m.placement.as_ref()?.node.as_str())))
         .collect();
     assert_eq!(pipelined, [("pg2", "node1")]);
 }
