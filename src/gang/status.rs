@@ -1,7 +1,8 @@
 //! PodGroup and Queue status as Volcano writes it, so `kubectl get pg,queue`
 //! tells the truth about what the planner decided.
 
-use crate::volcano::framework::{GangPhase, GangVerdict, QueueReport};
+use crate::resources::Resources;
+use crate::volcano::framework::{GangPhase, GangVerdict};
 use serde_json::{Value, json};
 
 /// The PodGroup `status` for a verdict. `now` is RFC 3339.
@@ -55,9 +56,9 @@ pub fn podgroup_status_key(status: &Value) -> Value {
 }
 
 /// The Queue `status` for a report: allocated resources and PodGroup counts.
-pub fn queue_status(report: &QueueReport, counts: &QueueCounts) -> Value {
+pub fn queue_status(allocated: &Resources, counts: &QueueCounts) -> Value {
     json!({
-        "allocated": report.allocated,
+        "allocated": allocated,
         "pending": counts.pending,
         "inqueue": counts.inqueue,
         "running": counts.running,

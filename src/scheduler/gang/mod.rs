@@ -72,8 +72,15 @@ pub(crate) struct PlannerMemory {
     /// Gangs whose status is owed although their verdict may not change again:
     /// the write failed, or their PodGroup was not known yet.
     statuses_owed: BTreeSet<GangKey>,
-    /// Each Queue's status as last written.
-    written_queues: BTreeMap<String, serde_json::Value>,
+    /// What each Queue's status said when last written (its allocation and
+    /// PodGroup counts): a status is built only when they differ.
+    written_queues: BTreeMap<
+        String,
+        (
+            crate::resources::Resources,
+            crate::gang::status::QueueCounts,
+        ),
+    >,
     /// Why each gang waited when its members were last told (events), in gang
     /// order like the verdicts, so that both are read side by side.
     told: BTreeMap<GangKey, String>,

@@ -6,6 +6,7 @@ use super::PlannerMemory;
 use crate::cluster::api::{EventType, VolcanoObject};
 use crate::gang::book::{GangBook, GangKey};
 use crate::gang::status::{QueueCounts, podgroup_status, podgroup_status_key, queue_status};
+use crate::resources::Resources;
 use crate::scheduler::Scheduler;
 use crate::volcano::framework::{GangPhase, SessionOutcome, Verdicts};
 use crate::volcano::objects::PodGroupSpec;
@@ -69,7 +70,7 @@ impl Scheduler {
             .to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
         // The PodGroups whose verdict changed, with their status.
         let mut writes: Vec<(GangKey, serde_json::Value)> = Vec::new();
-        let mut queue_writes: Vec<(String, serde_json::Value)> = Vec::new();
+        let mut queue_writes: Vec<(String, (Resources, QueueCounts))> = Vec::new();
         {
             let book = self.gang.book.read();
             let mut group = GroupLookup::default();
@@ -112,7 +113,7 @@ impl Scheduler {
                     .get(report.name.as_str())
                     .copied()
                     .unwrap_or_default();
-                queue_writes.push((report.name.clone(), queue_status(report, &c)));
+                queue_writes.push((report.name.clone(), (report.allocated.clone(), c)));
             }
         }
         // Forget what was written for queues that are gone.
@@ -140,13 +141,16 @@ impl Scheduler {
                 None => {}
             }
         }
-        for (name, status) in queue_writes {
-            if memory.written_queues.get(&name) == Some(&status) {
+        for (name, said) in queue_writes {
+            if memory.written_queues.get(&name) == Some(&said) {
                 continue;
             }
             let object = VolcanoObject::Queue { name: name.clone() };
-            if self.patch_status(&object, &status).await {
-                memory.written_queues.insert(name, status);
+            if self
+                .patch_status(&object, &queue_status(&said.0, &said.1))
+                .await
+            {
+                memory.written_queues.insert(name, said);
             }
         }
     }

@@ -118,16 +118,10 @@ fn put<T: Clone>(
     fresh: T,
     changed: &mut impl FnMut(&GangKey, FigureChange<'_, T>),
 ) {
-    match figures.get_mut(key) {
-        Some(figure) => {
-            changed(key, (Some(&*figure), Some(&fresh)));
-            *figure = fresh;
-        }
-        None => {
-            changed(key, (None, Some(&fresh)));
-            figures.insert(key.clone(), fresh);
-        }
-    }
+    // One change to the map: a persistent map copies the path to the entry at
+    // every change while an earlier version of it is still shared.
+    let before = figures.insert(key.clone(), fresh);
+    changed(key, (before.as_ref(), figures.get(key)));
 }
 
 #[cfg(test)]
