@@ -1,12 +1,13 @@
 //! What a session reads of all nodes together, kept as nodes change: the vGPUs
 //! the usable nodes offer (part of the cluster's total), the largest card (what
-//! a request without a node is charged against) and whether any pod on any node
-//! carries required anti-affinity or preferred terms. Adding these up over a
+//! a request without a node is charged against), whether any pod on any node
+//! carries required anti-affinity or preferred terms and whether any node has a
+//! soft taint. Adding these up over a
 //! thousand nodes and their GPUs every cycle cost more than the few nodes that
 //! changed; each node's share is taken out and put back as it changes instead.
 
 use crate::resources::{Resources, VgpuDims};
-use crate::volcano::framework::nodes::SessionNode;
+use crate::volcano::framework::nodes::{AcrossNodes, SessionNode, soft_tainted};
 use std::collections::BTreeMap;
 
 /// The sums over the kept nodes.
@@ -20,6 +21,8 @@ pub struct NodeSums {
     anti_affine: usize,
     /// Nodes with a pod carrying preferred (anti-)affinity terms.
     preferring: usize,
+    /// Nodes with a `PreferNoSchedule` taint.
+    soft_tainted: usize,
 }
 
 /// One node's share of the sums.
@@ -28,6 +31,7 @@ struct Share {
     largest_card: Option<u64>,
     anti_affine: bool,
     preferring: bool,
+    soft_tainted: bool,
 }
 
 impl Share {
@@ -50,6 +54,7 @@ impl Share {
                 .flatten(),
             anti_affine: pods.iter().any(|p| !p.anti_affinity.is_empty()),
             preferring: pods.iter().any(|p| !p.preferred.is_empty()),
+            soft_tainted: soft_tainted(node),
         }
     }
 }
@@ -75,6 +80,7 @@ impl NodeSums {
         }
         self.anti_affine += usize::from(share.anti_affine);
         self.preferring += usize::from(share.preferring);
+        self.soft_tainted += usize::from(share.soft_tainted);
     }
 
     /// Counts out a node counted in before.
@@ -97,6 +103,9 @@ impl NodeSums {
         self.preferring = self
             .preferring
             .saturating_sub(usize::from(share.preferring));
+        self.soft_tainted = self
+            .soft_tainted
+            .saturating_sub(usize::from(share.soft_tainted));
     }
 
     /// Everything the usable nodes offer as vGPUs (as `charge::vgpu_total`).
@@ -114,13 +123,53 @@ impl NodeSums {
         self.largest_cards.keys().next_back().copied().unwrap_or(0)
     }
 
-    /// Whether a pod on some node carries required anti-affinity terms.
-    pub fn anti_affine_pods(&self) -> bool {
-        self.anti_affine > 0
+    /// What the nodes have in common.
+    pub fn across(&self) -> AcrossNodes {
+        AcrossNodes {
+            anti_affine_pods: self.anti_affine > 0,
+            preferring_pods: self.preferring > 0,
+            soft_taints: self.soft_tainted > 0,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::node_load::NodeResources;
+    use crate::placement::node_traits::NodeTraits;
+    use k8s_openapi::api::core::v1::Node;
+    use serde_json::json;
+    use std::sync::Arc;
+
+    fn node(name: &str, effect: Option<&str>) -> SessionNode {
+        let mut object = json!({"metadata": {"name": name}});
+        if let Some(effect) = effect {
+            object["spec"] = json!({"taints": [{"key": "k", "effect": effect}]});
+        }
+        let object: Node = serde_json::from_value(object).expect("node");
+        let resources = NodeResources {
+            traits: Some(NodeTraits::shared(&object, None)),
+            ..Default::default()
+        };
+        SessionNode::new(name.into(), Arc::default(), resources)
     }
 
-    /// Whether a pod on some node carries preferred (anti-)affinity terms.
-    pub fn preferring_pods(&self) -> bool {
-        self.preferring > 0
+    #[test]
+    fn soft_taints_are_counted_in_and_out_node_by_node() {
+        let soft = node("a", Some("PreferNoSchedule"));
+        let hard = node("b", Some("NoSchedule"));
+        let plain = node("c", None);
+        let mut sums = NodeSums::of([&hard, &plain]);
+        assert!(!sums.across().soft_taints, "NoSchedule is not a soft taint");
+        sums.add(&soft);
+        assert!(sums.across().soft_taints);
+        let also_soft = node("d", Some("PreferNoSchedule"));
+        sums.add(&also_soft);
+        sums.remove(&soft);
+        assert!(sums.across().soft_taints, "one softly tainted node is left");
+        sums.remove(&also_soft);
+        assert!(!sums.across().soft_taints);
+        assert_eq!(sums, NodeSums::of([&hard, &plain]));
     }
 }

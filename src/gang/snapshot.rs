@@ -179,11 +179,8 @@ pub fn build_state_with(
     }
     total.add(&picture.sums.vgpu_total(input.dims));
     let largest_card = picture.largest_card();
-    let pod_terms = (
-        picture.sums.anti_affine_pods(),
-        picture.sums.preferring_pods(),
-    );
-    let node_set = NodeSet::shared_knowing(picture.nodes, picture.index, picture.quotas, pod_terms)
+    let across = picture.sums.across();
+    let node_set = NodeSet::shared_knowing(picture.nodes, picture.index, picture.quotas, across)
         .with_measured(picture.measured, input.now)
         .with_namespaces(picture.namespaces);
     let topology = Arc::new(resolve_topology(input.book, &node_set));

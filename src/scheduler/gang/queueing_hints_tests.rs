@@ -182,8 +182,9 @@ pub(super) enum Change {
     /// The scheduler configuration is reloaded: the default one for 0, the
     /// `n - 1`th of [`RELOADED`] otherwise (modulo their number).
     Reconfigure(usize),
-    /// The `n`th node is labelled rack `r` and offers `r` × 16 cores: its
-    /// traits and allocatable change, its GPUs do not.
+    /// The `n`th node is labelled rack `r` and offers `r` × 16 cores, with a
+    /// `PreferNoSchedule` taint from rack 3 on: its traits and allocatable
+    /// change, its GPUs do not.
     NodeResized(usize, u32),
     /// The pod of HAMi's scheduler holding a slice of the `n`th node's first
     /// GPU (assigned before the first cycle, never bound) finishes: the node's
@@ -466,6 +467,16 @@ impl Pair {
                 {
                     allocatable.insert("cpu".into(), Quantity((rack * 16).to_string()));
                 }
+                // Racks 3 and up are tainted softly: nodeorder scores taints
+                // only while some node has one.
+                if *rack >= 3 {
+                    node.spec.get_or_insert_default().taints = Some(vec![
+                        serde_json::from_value(
+                            json!({"key": "rack", "value": "old", "effect": "PreferNoSchedule"}),
+                        )
+                        .expect("taint"),
+                    ]);
+                }
                 for c in self.both() {
                     c.s.apply_node(&node);
                 }
@@ -717,15 +728,9 @@ async fn kept_state_is_current(c: &Cluster) -> Result<(), TestCaseError> {
         stale_nodes
     );
     prop_assert_eq!(
-        (
-            kept.nodes.has_anti_affine_pods(),
-            kept.nodes.has_preferring_pods()
-        ),
-        (
-            anew.nodes.has_anti_affine_pods(),
-            anew.nodes.has_preferring_pods()
-        ),
-        "whether pods on the nodes carry anti-affinity or preferred terms"
+        kept.nodes.across(),
+        anew.nodes.across(),
+        "whether pods on the nodes carry anti-affinity or preferred terms, and nodes soft taints"
     );
     prop_assert_eq!(
         kept_state.planned_gated(),

@@ -34,6 +34,10 @@ pub struct SessionNode {
     /// fullest nodes first). Worked out once per node entry, so a picture keeping
     /// the node keeps them.
     rooms: Vec<GpuRoom>,
+    /// Whether `gpus` can take pods, and their score: read for every node at
+    /// every node choice, so kept here rather than behind one more pointer.
+    usable: bool,
+    score: f64,
 }
 
 impl SessionNode {
@@ -42,6 +46,8 @@ impl SessionNode {
         let rooms = rooms_of(&gpus.view()).collect();
         Self {
             name,
+            usable: gpus.usable(),
+            score: gpus.score,
             gpus,
             resources,
             rooms,
@@ -59,6 +65,8 @@ impl SessionNode {
             gpus: gpus.clone(),
             resources,
             rooms: self.rooms.clone(),
+            usable: self.usable,
+            score: self.score,
         }
     }
 }
@@ -108,13 +116,33 @@ pub struct NodeSet {
     /// Every namespace's labels, for pod affinity's namespace selectors.
     namespaces: Arc<NamespaceLabels>,
     now: DateTime<Utc>,
+    /// What all the nodes have in common.
+    across: AcrossNodes,
+}
+
+/// What a session asks of all its nodes together, before it looks at any one
+/// of them (kept as nodes change by whoever keeps the nodes, rather than found
+/// by looking at every node and its pods at every session).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct AcrossNodes {
     /// Whether some pod on some node has required pod anti-affinity: only then
     /// must a task without pod (anti-)affinity of its own be checked against the
     /// pods on the nodes.
-    anti_affine_pods: bool,
+    pub anti_affine_pods: bool,
     /// Whether some pod on some node has preferred pod (anti-)affinity: only
     /// then can a task preferring nothing itself score differently per node.
-    preferring_pods: bool,
+    pub preferring_pods: bool,
+    /// Whether some node has a `PreferNoSchedule` taint: only then can taints
+    /// score nodes differently.
+    pub soft_taints: bool,
+}
+
+/// Whether the node has a `PreferNoSchedule` taint.
+pub fn soft_tainted(node: &SessionNode) -> bool {
+    node.resources
+        .traits
+        .as_ref()
+        .is_some_and(|t| t.taints.iter().any(|t| t.effect == "PreferNoSchedule"))
 }
 
 /// A session's nodes sorted by name, shared by the picture that keeps them and
@@ -184,36 +212,30 @@ impl NodeSet {
         index: Arc<FxHashMap<String, usize>>,
         quotas: BTreeMap<String, QuotaHeadroom>,
     ) -> Self {
-        let anti_affine_pods = nodes
-            .iter()
-            .flat_map(|n| n.resources.pods.iter())
-            .any(|p| !p.anti_affinity.is_empty());
-        let preferring_pods = nodes
-            .iter()
-            .flat_map(|n| n.resources.pods.iter())
-            .any(|p| !p.preferred.is_empty());
-        Self::shared_knowing(
-            Arc::new(nodes),
-            index,
-            quotas,
-            (anti_affine_pods, preferring_pods),
-        )
+        let across = AcrossNodes {
+            anti_affine_pods: nodes
+                .iter()
+                .flat_map(|n| n.resources.pods.iter())
+                .any(|p| !p.anti_affinity.is_empty()),
+            preferring_pods: nodes
+                .iter()
+                .flat_map(|n| n.resources.pods.iter())
+                .any(|p| !p.preferred.is_empty()),
+            soft_taints: nodes.iter().any(|n| soft_tainted(n)),
+        };
+        Self::shared_knowing(Arc::new(nodes), index, quotas, across)
     }
 
-    /// As [`Self::shared`], told whether any pod on the nodes carries required
-    /// anti-affinity terms and whether any carries preferred terms (kept as
-    /// nodes change by whoever keeps the nodes, rather than found by looking at
-    /// every pod of every node).
+    /// As [`Self::shared`], told what the nodes have in common.
     pub fn shared_knowing(
         nodes: SharedNodes,
         index: Arc<FxHashMap<String, usize>>,
         quotas: BTreeMap<String, QuotaHeadroom>,
-        (anti_affine_pods, preferring_pods): (bool, bool),
+        across: AcrossNodes,
     ) -> Self {
         let changed = vec![None; nodes.len()];
         Self {
-            anti_affine_pods,
-            preferring_pods,
+            across,
             nodes,
             index,
             changed,
@@ -255,12 +277,17 @@ impl NodeSet {
 
     /// Whether some pod on some node has required pod anti-affinity.
     pub fn has_anti_affine_pods(&self) -> bool {
-        self.anti_affine_pods
+        self.across.anti_affine_pods
     }
 
     /// Whether some pod on some node has preferred pod (anti-)affinity.
     pub fn has_preferring_pods(&self) -> bool {
-        self.preferring_pods
+        self.across.preferring_pods
+    }
+
+    /// What the nodes have in common.
+    pub fn across(&self) -> AcrossNodes {
+        self.across
     }
 
     /// The nodes, sorted by name.
@@ -308,7 +335,7 @@ impl NodeSet {
     fn score_of(&self, i: usize) -> f64 {
         match &self.changed[i] {
             Some(c) => c.score,
-            None => self.nodes[i].gpus.score,
+            None => self.nodes[i].score,
         }
     }
 
@@ -582,7 +609,7 @@ impl NodeSource for NodeSet {
         // The rooms are kept as the session places and takes back, so the screen
         // costs a loop over the node's GPUs: under binpack the best-ranked nodes
         // are the fullest, and fitting each in turn cost more than the choice.
-        let usable = self.nodes[i].gpus.usable();
+        let usable = self.nodes[i].usable;
         Some(RankFacts {
             score: self.score_of(i),
             usable,

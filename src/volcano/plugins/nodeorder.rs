@@ -100,12 +100,7 @@ impl Plugin for NodeOrder {
     }
 
     fn open(&mut self, state: &SessionState) {
-        self.soft_taints = state.nodes.iter().any(|n| {
-            n.resources
-                .traits
-                .as_ref()
-                .is_some_and(|t| t.taints.iter().any(|t| t.effect == "PreferNoSchedule"))
-        });
+        self.soft_taints = state.nodes.across().soft_taints;
     }
 
     fn planner_only(&self) -> bool {
