@@ -6,7 +6,6 @@
 //! where the same round on maps would build a map per queue and operation.
 
 use crate::resources::Resources;
-use std::collections::BTreeSet;
 
 /// The dimensions one filling works over, in name order.
 #[derive(Debug)]
@@ -15,8 +14,10 @@ pub(crate) struct Dims<'a>(Vec<&'a str>);
 impl<'a> Dims<'a> {
     /// Every dimension any of `all` names.
     pub fn of(all: impl IntoIterator<Item = &'a Resources>) -> Self {
-        let names: BTreeSet<&'a str> = all.into_iter().flat_map(Resources::dims).collect();
-        Self(names.into_iter().collect())
+        let mut names: Vec<&'a str> = all.into_iter().flat_map(Resources::dims).collect();
+        names.sort_unstable();
+        names.dedup();
+        Self(names)
     }
 
     /// How many dimensions there are.
@@ -26,7 +27,17 @@ impl<'a> Dims<'a> {
 
     /// `r` over these dimensions (`r` names none but these).
     pub fn amounts(&self, r: &Resources) -> Amounts {
-        Amounts(self.0.iter().map(|d| r.limit(d)).collect())
+        // Both in name order: one walk side by side, no lookups.
+        let mut values = r.iter().peekable();
+        Amounts(
+            self.0
+                .iter()
+                .map(|d| {
+                    while values.next_if(|(name, _)| name < d).is_some() {}
+                    values.next_if(|(name, _)| name == d).map(|(_, v)| v)
+                })
+                .collect(),
+        )
     }
 
     /// The dimensions `a` has, as resources.
