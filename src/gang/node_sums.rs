@@ -1,10 +1,10 @@
 //! What a session reads of all nodes together, kept as nodes change: the vGPUs
 //! the usable nodes offer (part of the cluster's total), the largest card (what
 //! a request without a node is charged against), whether any pod on any node
-//! carries required anti-affinity or preferred terms and whether any node has a
-//! soft taint. Adding these up over a
-//! thousand nodes and their GPUs every cycle cost more than the few nodes that
-//! changed; each node's share is taken out and put back as it changes instead.
+//! carries required anti-affinity or preferred terms, and whether any node has
+//! a soft taint. Adding these up over a thousand nodes and their GPUs every
+//! cycle cost more than the few nodes that changed; each node's share is taken
+//! out and put back as it changes instead.
 
 use crate::resources::{Resources, VgpuDims};
 use crate::volcano::framework::nodes::{AcrossNodes, SessionNode, soft_tainted};

@@ -28,15 +28,6 @@ pub struct GangKey {
 }
 
 impl GangKey {
-    /// A gang's key.
-    pub fn new(namespace: impl Into<Arc<str>>, name: impl Into<Arc<str>>, single: bool) -> Self {
-        Self {
-            namespace: namespace.into(),
-            name: name.into(),
-            single,
-        }
-    }
-
     /// Namespace and name as the book keys PodGroups.
     pub fn owned_names(&self) -> (String, String) {
         (self.namespace.to_string(), self.name.to_string())
