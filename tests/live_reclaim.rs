@@ -11,7 +11,7 @@ mod support;
 use fake_apiserver::FakeApiServer;
 use live_support::*;
 use serde_json::{Value, json};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const NS: &str = "ml";
 const PIPELINED_PLAN: &str = "vgpu-scheduler.io/pipelined-plan";
@@ -127,15 +127,10 @@ fn listed_evictions(view: &Value) -> Vec<(&str, &str, &str)> {
 
 /// Polls `/debug/queues` until `f` holds.
 async fn wait_for_view(server: &LiveServer, what: &str, f: impl Fn(&Value) -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let view = debug_queues(server).await;
-        if f(&view) {
-            return;
-        }
-        assert!(Instant::now() < deadline, "{what}: {view}");
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
+    wait_for_page(server, "/debug/queues", what, |body| {
+        serde_json::from_str::<Value>(body).is_ok_and(|view| f(&view))
+    })
+    .await;
 }
 
 /// An inference pod in queue `inference`, created gated.
