@@ -32,6 +32,8 @@ pub mod queues_cli;
 pub mod rank_index;
 pub mod refusal;
 pub mod resources;
+#[cfg(test)]
+mod resources_model_tests;
 pub mod run;
 pub mod scheduler;
 pub mod server;

@@ -23,6 +23,7 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::collections::BTreeMap;
 use std::fmt;
+use std::sync::Arc;
 use thiserror::Error;
 
 /// Milli-units per whole unit.
@@ -106,23 +107,44 @@ impl Default for VgpuDims {
 
 /// Resource name → milli-units. See the module documentation for the unit and for
 /// the meaning of a missing dimension.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
-pub struct Resources(BTreeMap<String, i64>);
+///
+/// Kept as a list sorted by name with shared names: an amount has a handful of
+/// dimensions and is copied, added and dropped for every job and queue in every
+/// planning session, and a sorted list copies in one allocation where a map of
+/// owned names made one per dimension (and one per name again at every `add`).
+#[derive(Clone, Default, PartialEq, Eq, Hash)]
+pub struct Resources(Vec<(Dim, i64)>);
+
+/// A dimension's name, shared between every amount that has it.
+type Dim = Arc<str>;
+
+impl fmt::Debug for Resources {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Resources(")?;
+        f.debug_map().entries(self.iter()).finish()?;
+        f.write_str(")")
+    }
+}
 
 impl Resources {
     /// No dimensions at all.
     pub const fn new() -> Self {
-        Self(BTreeMap::new())
+        Self(Vec::new())
     }
 
-    /// Builds from `(name, milli-units)` pairs; negative values become zero.
+    /// Where `dim` is, or where it would go.
+    fn position(&self, dim: &str) -> Result<usize, usize> {
+        self.0.binary_search_by(|(k, _)| (**k).cmp(dim))
+    }
+
+    /// Builds from `(name, milli-units)` pairs; negative values become zero. A name
+    /// given twice keeps its last value.
     pub fn from_milli<K: Into<String>>(pairs: impl IntoIterator<Item = (K, i64)>) -> Self {
-        Self(
-            pairs
-                .into_iter()
-                .map(|(k, v)| (k.into(), v.max(0)))
-                .collect(),
-        )
+        let mut out = Self::new();
+        for (k, v) in pairs {
+            out.set(k, v);
+        }
+        out
     }
 
     /// Builds from `(name, whole units)` pairs (`("nvidia.com/gpu", 8)` is 8000
@@ -133,10 +155,11 @@ impl Resources {
 
     /// Reads a Kubernetes resource list (`requests`, `capability`, ...).
     pub fn from_quantities(list: &BTreeMap<String, Quantity>) -> Result<Self, ResourcesError> {
-        let mut out = BTreeMap::new();
+        let mut out = Vec::with_capacity(list.len());
         for (key, quantity) in list {
-            out.insert(key.clone(), parse_milli(key, &quantity.0)?);
+            out.push((Dim::from(key.as_str()), parse_milli(key, &quantity.0)?));
         }
+        // A BTreeMap iterates in name order: already sorted and unique.
         Ok(Self(out))
     }
 
@@ -147,7 +170,7 @@ impl Resources {
         let object = value.as_object().ok_or(ResourcesError::NotAnObject {
             found: json_type(value),
         })?;
-        let mut out = BTreeMap::new();
+        let mut out = Self::new();
         for (key, v) in object {
             let milli = match v {
                 serde_json::Value::String(s) => parse_milli(key, s)?,
@@ -159,39 +182,48 @@ impl Resources {
                     });
                 }
             };
-            out.insert(key.clone(), milli);
+            out.put(key, milli);
         }
-        Ok(Self(out))
+        Ok(out)
     }
 
     /// Sets one dimension (negative values become zero).
     pub fn set(&mut self, dim: impl Into<String>, milli: i64) {
-        self.0.insert(dim.into(), milli.max(0));
+        let dim: String = dim.into();
+        self.put(&dim, milli.max(0));
+    }
+
+    /// Sets one dimension as given.
+    fn put(&mut self, dim: &str, milli: i64) {
+        match self.position(dim) {
+            Ok(i) => self.0[i].1 = milli,
+            Err(i) => self.0.insert(i, (Dim::from(dim), milli)),
+        }
     }
 
     /// The amount of one dimension; a missing dimension is zero (amount semantics).
     pub fn get(&self, dim: &str) -> i64 {
-        self.0.get(dim).copied().unwrap_or(0)
+        self.limit(dim).unwrap_or(0)
     }
 
     /// The limit of one dimension; `None` means unlimited (limit semantics).
     pub fn limit(&self, dim: &str) -> Option<i64> {
-        self.0.get(dim).copied()
+        self.position(dim).ok().map(|i| self.0[i].1)
     }
 
     /// Whether the dimension is present (even with value zero).
     pub fn contains(&self, dim: &str) -> bool {
-        self.0.contains_key(dim)
+        self.position(dim).is_ok()
     }
 
     /// The dimensions present, in name order.
     pub fn dims(&self) -> impl Iterator<Item = &str> {
-        self.0.keys().map(String::as_str)
+        self.0.iter().map(|(k, _)| &**k)
     }
 
     /// `(dimension, milli-units)` pairs in name order.
     pub fn iter(&self) -> impl Iterator<Item = (&str, i64)> {
-        self.0.iter().map(|(k, v)| (k.as_str(), *v))
+        self.0.iter().map(|(k, v)| (&**k, *v))
     }
 
     /// Number of dimensions present, including zero-valued ones (unlike
@@ -202,15 +234,30 @@ impl Resources {
 
     /// True when no dimension holds a positive amount.
     pub fn is_empty(&self) -> bool {
-        self.0.values().all(|v| *v <= 0)
+        self.0.iter().all(|(_, v)| *v <= 0)
+    }
+
+    /// Merges `other` in: `both(mine, theirs)` where both have the dimension,
+    /// `only_other(theirs)` where only `other` has it. One walk over both sorted
+    /// lists; a name is shared, never copied.
+    fn merge(&mut self, other: &Resources, both: impl Fn(i64, i64) -> i64) {
+        let mut i = 0;
+        for (k, v) in &other.0 {
+            while i < self.0.len() && *self.0[i].0 < **k {
+                i += 1;
+            }
+            if i < self.0.len() && self.0[i].0 == *k {
+                self.0[i].1 = both(self.0[i].1, *v);
+            } else {
+                self.0.insert(i, (Arc::clone(k), *v));
+            }
+            i += 1;
+        }
     }
 
     /// `self += other`, dimension by dimension (saturating).
     pub fn add(&mut self, other: &Resources) {
-        for (k, v) in &other.0 {
-            let slot = self.0.entry(k.clone()).or_insert(0);
-            *slot = slot.saturating_add(*v);
-        }
+        self.merge(other, i64::saturating_add);
     }
 
     /// `self -= other`, floored at zero, on the dimensions `self` has. Dimensions only
@@ -239,7 +286,7 @@ impl Resources {
     /// Drops zero-valued dimensions. Amounts are kept in this canonical form so that
     /// adding and then subtracting the same request restores an equal value.
     pub fn prune_zeros(&mut self) {
-        self.0.retain(|_, v| *v > 0);
+        self.0.retain(|(_, v)| *v > 0);
     }
 
     /// The same amounts without zero-valued dimensions.
@@ -252,39 +299,40 @@ impl Resources {
     /// value where both have one (an absent dimension is unlimited).
     pub fn min_limit(&self, other: &Resources) -> Resources {
         let mut out = self.clone();
-        for (k, v) in &other.0 {
-            let slot = out.0.entry(k.clone()).or_insert(*v);
-            *slot = (*slot).min(*v);
-        }
+        out.merge(other, i64::min);
         out
     }
 
     /// This **amount** capped by a **limit**, on this amount's dimensions only (an
     /// absent limit dimension leaves the amount as it is).
     pub fn capped_by(&self, limit: &Resources) -> Resources {
-        self.0
-            .iter()
-            .map(|(k, v)| (k.clone(), limit.limit(k).map_or(*v, |cap| (*v).min(cap))))
-            .collect()
+        Self(
+            self.0
+                .iter()
+                .map(|(k, v)| {
+                    (
+                        Arc::clone(k),
+                        limit.limit(k).map_or(*v, |cap| (*v).min(cap)),
+                    )
+                })
+                .collect(),
+        )
     }
 
     /// Per-dimension maximum of two **amounts**: the union of dimensions, the larger
     /// value where both have one.
     pub fn max_amount(&self, other: &Resources) -> Resources {
         let mut out = self.clone();
-        for (k, v) in &other.0 {
-            let slot = out.0.entry(k.clone()).or_insert(*v);
-            *slot = (*slot).max(*v);
-        }
+        out.merge(other, i64::max);
         out
     }
 
     /// Dimensions whose name starts with `prefix`, and the rest.
     pub fn split_prefix(&self, prefix: &str) -> (Resources, Resources) {
-        let (with, without): (BTreeMap<_, _>, BTreeMap<_, _>) = self
+        let (with, without) = self
             .0
             .iter()
-            .map(|(k, v)| (k.clone(), *v))
+            .cloned()
             .partition(|(k, _)| k.starts_with(prefix));
         (Resources(with), Resources(without))
     }
@@ -314,7 +362,7 @@ impl Resources {
 
     /// Like [`Self::first_exceeding`], with the amount and the limit.
     pub fn first_excess(&self, limit: &Resources) -> Option<Excess> {
-        self.first_excess_on(limit, self.0.keys().map(String::as_str))
+        self.first_excess_on(limit, self.dims())
     }
 
     /// The first of `dims` on which this amount exceeds `limit` (missing in `self` =
@@ -457,7 +505,7 @@ impl fmt::Display for Resources {
 /// parses back to the same value.
 impl Serialize for Resources {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.collect_map(self.0.iter().map(|(k, v)| (k, quantity_text(*v))))
+        serializer.collect_map(self.iter().map(|(k, v)| (k, quantity_text(v))))
     }
 }
 
