@@ -84,6 +84,56 @@ pub fn may_fit(rooms: &[GpuRoom], request: &PodRequest) -> bool {
     })
 }
 
+/// A node's rooms summed up in a few figures, read before its rooms: a full node
+/// is ruled out without walking its GPUs (binpack ranks the fullest nodes first,
+/// and on a busy cluster most of them are full for the request at hand).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RoomScreen {
+    /// Picks over all GPUs.
+    picks: u32,
+    /// The most free compute and the most free memory on a GPU with a pick.
+    cores: u32,
+    memory: u64,
+    /// The smallest card among the GPUs with a pick (a percentage of the card
+    /// asks at least that much of it).
+    smallest_card: u64,
+}
+
+impl RoomScreen {
+    /// The screen of `rooms`.
+    pub fn of(rooms: &[GpuRoom]) -> Self {
+        let none = Self {
+            smallest_card: u64::MAX,
+            ..Self::default()
+        };
+        let screen = rooms
+            .iter()
+            .filter(|r| r.picks > 0)
+            .fold(none, |s, r| Self {
+                picks: s.picks.saturating_add(r.picks),
+                cores: s.cores.max(r.cores),
+                memory: s.memory.max(r.memory),
+                smallest_card: s.smallest_card.min(r.total_memory),
+            });
+        if screen.picks == 0 {
+            return Self::default();
+        }
+        screen
+    }
+
+    /// `false` when [`may_fit`] surely says no for these rooms: some container
+    /// asks for more GPUs than there are picks, or for more compute or memory
+    /// than any GPU with a pick has free. `true` says nothing.
+    pub fn admits(&self, request: &PodRequest) -> bool {
+        request.containers.iter().flatten().all(|req| {
+            req.nums == 0
+                || (req.nums <= self.picks
+                    && req.cores() <= self.cores
+                    && req.memory_on(self.smallest_card) <= self.memory)
+        })
+    }
+}
+
 /// What ranking sees of one node.
 #[derive(Debug, Clone, Copy)]
 pub struct Rank<'a> {
@@ -356,5 +406,88 @@ mod tests {
             may_fit(&[], &PodRequest::default()),
             "no GPU asked, nothing to screen"
         );
+    }
+
+    fn container() -> impl Strategy<Value = Option<crate::device::request::ContainerRequest>> {
+        // Coarse steps, so that a request meets a GPU's room exactly as often as not.
+        let asked = (0u32..4, 0u64..10, prop::option::of(1u32..11), 0u32..12).prop_map(
+            |(nums, memreq, mem_percentage, coresreq)| {
+                Some(crate::device::request::ContainerRequest {
+                    nums,
+                    memreq: memreq * 1000,
+                    mem_percentage: mem_percentage.map(|p| p * 10),
+                    coresreq: coresreq * 10,
+                })
+            },
+        );
+        prop_oneof![1 => Just(None), 4 => asked]
+    }
+
+    fn gpu_room() -> impl Strategy<Value = GpuRoom> {
+        (0u32..3, 0u32..11, 0u64..9, 8u64..11).prop_map(|(picks, cores, memory, card)| GpuRoom {
+            picks,
+            cores: cores * 10,
+            memory: (memory * 1000).min(card * 1000),
+            total_memory: card * 1000,
+        })
+    }
+
+    proptest! {
+        // Cheap cases, and a summary that reads the wrong card shows only on a
+        // few shapes of node: many cases.
+        #![proptest_config(ProptestConfig::with_cases(8192))]
+
+        /// The summary only ever rules out what the walk over the GPUs rules out.
+        #[test]
+        fn the_room_screen_never_rules_out_a_fit(
+            rooms in prop::collection::vec(gpu_room(), 0..9),
+            containers in prop::collection::vec(container(), 0..3),
+        ) {
+            let request = PodRequest { containers, init_count: 0 };
+            if may_fit(&rooms, &request) {
+                prop_assert!(RoomScreen::of(&rooms).admits(&request));
+            }
+        }
+    }
+
+    #[test]
+    fn the_room_screen_rules_out_a_full_node() {
+        use crate::device::request::ContainerRequest;
+        let one_card = |memreq: u64, coresreq: u32| PodRequest {
+            containers: vec![Some(ContainerRequest {
+                nums: 1,
+                memreq,
+                mem_percentage: None,
+                coresreq,
+            })],
+            init_count: 0,
+        };
+        // Every GPU holds a whole card: slots are open, memory and compute are not.
+        let taken = GpuRoom {
+            picks: 1,
+            cores: 0,
+            memory: 0,
+            total_memory: 8000,
+        };
+        let screen = RoomScreen::of(&[taken; 8]);
+        assert!(!screen.admits(&one_card(1000, 0)), "no memory left");
+        assert!(!screen.admits(&one_card(0, 25)), "no compute left");
+        assert!(screen.admits(&one_card(0, 0)), "nothing asked of a card");
+        let whole_card = PodRequest {
+            containers: vec![Some(ContainerRequest {
+                nums: 1,
+                memreq: 0,
+                mem_percentage: Some(100),
+                coresreq: 0,
+            })],
+            init_count: 0,
+        };
+        assert!(!screen.admits(&whole_card), "no card free as a whole");
+        // No slot open anywhere.
+        assert!(!RoomScreen::of(&[room(0); 4]).admits(&one_card(0, 0)));
+        // One GPU with room is enough for one card.
+        let mut rooms = [taken; 8];
+        rooms[5] = room(1);
+        assert!(RoomScreen::of(&rooms).admits(&one_card(8000, 100)));
     }
 }

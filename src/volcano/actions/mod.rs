@@ -273,7 +273,7 @@ pub(crate) fn next_job(
     waiting: &mut std::collections::BTreeMap<String, Vec<super::framework::GangKey>>,
     skip_overused: bool,
 ) -> Option<super::framework::GangKey> {
-    let queue = session.ordered_queues().into_iter().find(|q| {
+    let queue = session.first_queue(|q| {
         waiting.get(q).is_some_and(|j| !j.is_empty()) && !(skip_overused && session.overused(q))
     })?;
     let jobs = waiting.get_mut(&queue)?;

@@ -12,7 +12,7 @@ use crate::node_metrics::{MeasuredUsage, NodeMetricsBook};
 use crate::placement::namespace_labels::NamespaceLabels;
 use crate::placement::resource_fit::fits_node;
 use crate::placement::{NodeFacts, NodeRejection, NodeSource, RankFacts};
-use crate::rank_index::{GpuRoom, may_fit, rooms_of};
+use crate::rank_index::{GpuRoom, RoomScreen, may_fit, rooms_of};
 use crate::resources::Resources;
 use crate::usage::{GpuUsage, collapse_pod_usage, usage_totals};
 use chrono::{DateTime, Utc};
@@ -34,20 +34,23 @@ pub struct SessionNode {
     /// fullest nodes first). Worked out once per node entry, so a picture keeping
     /// the node keeps them.
     rooms: Vec<GpuRoom>,
-    /// Whether `gpus` can take pods, and their score: read for every node at
-    /// every node choice, so kept here rather than behind one more pointer.
+    /// Whether `gpus` can take pods, their score, and their rooms summed up:
+    /// read for every node at every node choice, so kept here rather than
+    /// behind one more pointer.
     usable: bool,
     score: f64,
+    screen: RoomScreen,
 }
 
 impl SessionNode {
     /// A node as the session sees it when it opens.
     pub fn new(name: String, gpus: Arc<NodeEntry>, resources: NodeResources) -> Self {
-        let rooms = rooms_of(&gpus.view()).collect();
+        let rooms: Vec<GpuRoom> = rooms_of(&gpus.view()).collect();
         Self {
             name,
             usable: gpus.usable(),
             score: gpus.score,
+            screen: RoomScreen::of(&rooms),
             gpus,
             resources,
             rooms,
@@ -67,6 +70,7 @@ impl SessionNode {
             rooms: self.rooms.clone(),
             usable: self.usable,
             score: self.score,
+            screen: self.screen,
         }
     }
 }
@@ -330,13 +334,6 @@ impl NodeSet {
     /// ranking screens it by.
     pub fn rooms(&self, name: &str) -> Option<&[GpuRoom]> {
         self.index.get(name).map(|&i| self.rooms_at(i))
-    }
-
-    fn score_of(&self, i: usize) -> f64 {
-        match &self.changed[i] {
-            Some(c) => c.score,
-            None => self.nodes[i].score,
-        }
     }
 
     fn requested_of(&self, i: usize) -> &Resources {
@@ -609,11 +606,18 @@ impl NodeSource for NodeSet {
         // The rooms are kept as the session places and takes back, so the screen
         // costs a loop over the node's GPUs: under binpack the best-ranked nodes
         // are the fullest, and fitting each in turn cost more than the choice.
-        let usable = self.nodes[i].usable;
+        let node = &self.nodes[i];
+        let (score, may) = match &self.changed[i] {
+            Some(c) => (c.score, may_fit(&c.rooms, request)),
+            None => (
+                node.score,
+                node.screen.admits(request) && may_fit(&node.rooms, request),
+            ),
+        };
         Some(RankFacts {
-            score: self.score_of(i),
-            usable,
-            may_fit: usable && may_fit(self.rooms_at(i), request),
+            score,
+            usable: node.usable,
+            may_fit: node.usable && may,
         })
     }
 

@@ -139,6 +139,19 @@ impl Session {
         names
     }
 
+    /// The first queue in queue order among those `wanted` says yes to: one
+    /// comparison per wanted queue, where sorting every queue costs several
+    /// (and each comparison asks the plugins for two shares). Taking a job
+    /// asks this once per job.
+    pub fn first_queue(&self, mut wanted: impl FnMut(&str) -> bool) -> Option<String> {
+        self.state
+            .queues
+            .keys()
+            .filter(|q| wanted(q))
+            .min_by(|a, b| self.queue_order(a, b))
+            .cloned()
+    }
+
     /// Queue order (see [`Self::ordered_queues`]).
     pub fn queue_order(&self, a: &str, b: &str) -> Ordering {
         match (self.state.queue(a), self.state.queue(b)) {
