@@ -279,3 +279,22 @@ fn screened_out_nodes_still_give_their_reasons() {
     assert_eq!(failed, every_node);
     assert_eq!(failed.len(), 4);
 }
+
+/// Two sessions over the very same nodes differ when what is said of all the
+/// nodes together differs (a soft taint somewhere changes every node's score).
+#[test]
+fn node_sets_differ_by_what_is_said_of_all_nodes() {
+    use super::nodes::{AcrossNodes, position_index};
+    use std::sync::Arc;
+    let nodes: Vec<Arc<SessionNode>> = gpu_nodes(2, 1, 4).iter().cloned().map(Arc::new).collect();
+    let shared = Arc::new(nodes);
+    let index = Arc::new(position_index(&shared[..]));
+    let open =
+        |across| NodeSet::shared_knowing(shared.clone(), index.clone(), BTreeMap::new(), across);
+    assert_eq!(open(AcrossNodes::default()), open(AcrossNodes::default()));
+    let tainted = AcrossNodes {
+        soft_taints: true,
+        ..AcrossNodes::default()
+    };
+    assert_ne!(open(AcrossNodes::default()), open(tainted));
+}

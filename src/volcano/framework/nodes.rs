@@ -187,7 +187,7 @@ impl NodeChange {
 
 impl PartialEq for NodeSet {
     /// Same nodes (the very same snapshot entries, ranked by the same rooms),
-    /// same changes.
+    /// same changes, the same said of all of them together.
     fn eq(&self, other: &Self) -> bool {
         (Arc::ptr_eq(&self.nodes, &other.nodes)
             || self.nodes.len() == other.nodes.len()
@@ -197,6 +197,7 @@ impl PartialEq for NodeSet {
             && self.changed == other.changed
             && self.quotas == other.quotas
             && self.namespace_usage == other.namespace_usage
+            && self.across == other.across
     }
 }
 
