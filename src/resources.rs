@@ -139,7 +139,7 @@ impl Resources {
 
     /// Builds from `(name, milli-units)` pairs; negative values become zero. A name
     /// given twice keeps its last value.
-    pub fn from_milli<K: Into<String>>(pairs: impl IntoIterator<Item = (K, i64)>) -> Self {
+    pub fn from_milli<K: AsRef<str>>(pairs: impl IntoIterator<Item = (K, i64)>) -> Self {
         let mut out = Self::new();
         for (k, v) in pairs {
             out.set(k, v);
@@ -149,7 +149,7 @@ impl Resources {
 
     /// Builds from `(name, whole units)` pairs (`("nvidia.com/gpu", 8)` is 8000
     /// milli-units); negative values become zero.
-    pub fn from_units<K: Into<String>>(pairs: impl IntoIterator<Item = (K, i64)>) -> Self {
+    pub fn from_units<K: AsRef<str>>(pairs: impl IntoIterator<Item = (K, i64)>) -> Self {
         Self::from_milli(pairs.into_iter().map(|(k, v)| (k, v.saturating_mul(MILLI))))
     }
 
@@ -187,10 +187,10 @@ impl Resources {
         Ok(out)
     }
 
-    /// Sets one dimension (negative values become zero).
-    pub fn set(&mut self, dim: impl Into<String>, milli: i64) {
-        let dim: String = dim.into();
-        self.put(&dim, milli.max(0));
+    /// Sets one dimension (negative values become zero). The name is copied
+    /// only when the dimension is new.
+    pub fn set(&mut self, dim: impl AsRef<str>, milli: i64) {
+        self.put(dim.as_ref(), milli.max(0));
     }
 
     /// Sets one dimension as given.
