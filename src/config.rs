@@ -310,6 +310,13 @@ pub struct ServeArgs {
     /// Age after which a node lock is taken over.
     #[arg(long = "node-lock-timeout", default_value = "5m", value_parser = parse_duration)]
     pub node_lock_timeout: Duration,
+    /// Where a node's one pod at a time for the device plugin is kept: `node`,
+    /// HAMi's lock annotation on the Node (every binder sees it); `pods`, no
+    /// write: a node takes no other pod while one bound there is `allocating`,
+    /// as this server's binds and the pod watch show it (two writes fewer per
+    /// pod; only where this server is the one binder of GPU pods).
+    #[arg(long = "node-lock", value_enum, default_value = "node")]
+    pub node_lock: crate::node_lock::mode::NodeLockMode,
     /// How long /bind waits for a node lock another pod holds, counted from the
     /// start of the bind (a strict gang member's wait at its barrier and its
     /// wait for its turn behind other binds of the node take from it), but at

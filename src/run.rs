@@ -75,6 +75,7 @@ pub fn scheduler_config(args: &ServeArgs, devices: &DeviceConfig) -> SchedulerCo
         filter_mode: args.filter_mode.into(),
         reservation_ttl: args.reservation_ttl,
         node_lock_timeout: args.node_lock_timeout,
+        node_lock: args.node_lock,
         node_lock_retry_timeout: args.node_lock_retry_timeout,
         busy_node_tolerance: args.busy_node_tolerance.0,
         check_device_plugin_health: args.cluster_file.is_none(),

@@ -95,6 +95,9 @@ struct Hold {
     since: Instant,
     /// Taken by a bind of this process (so `since` is when it started).
     taken_here: bool,
+    /// A pod's claim under `--node-lock pods`: no annotation shows it, so only
+    /// [`LockHandoff::claim_ended`] ends it.
+    claimed: bool,
 }
 
 impl Default for NodeHandoff {
@@ -207,7 +210,37 @@ impl LockHandoff {
         *handoff.hold.lock() = Some(Hold {
             since: now,
             taken_here: true,
+            claimed: false,
         });
+    }
+
+    /// `--node-lock pods`: a bind here claimed `node` for its pod at `now`; the
+    /// node counts as held until [`LockHandoff::claim_ended`].
+    pub fn claimed(&self, node: &str, now: Instant) {
+        *self.node(node).hold.lock() = Some(Hold {
+            since: now,
+            taken_here: true,
+            claimed: true,
+        });
+    }
+
+    /// `--node-lock pods`: the pod that held `node` was answered, is gone, or
+    /// its bind failed, at `now`: the next bind there may go.
+    pub fn claim_ended(&self, node: &str, now: Instant) {
+        let Some(handoff) = self.nodes.lock().get(node).cloned() else {
+            return;
+        };
+        let ended = {
+            let mut hold = handoff.hold.lock();
+            match *hold {
+                Some(h) if h.claimed => hold.take(),
+                _ => None,
+            }
+        };
+        if let Some(ended) = ended {
+            self.record_hold(now.saturating_duration_since(ended.since));
+        }
+        handoff.bump();
     }
 
     /// The write announced by [`LockHandoff::writing`] was refused: the watch
@@ -278,7 +311,7 @@ impl LockHandoff {
         if (changed || free_for_waiters) && !predates_own_write {
             let mut hold = handoff.hold.lock();
             match (lock, *hold) {
-                (None, Some(ended)) => {
+                (None, Some(ended)) if !ended.claimed => {
                     *hold = None;
                     // Only a hold timed from its start says how long the device
                     // plugin takes: one first seen already held (another
@@ -292,6 +325,7 @@ impl LockHandoff {
                     *hold = Some(Hold {
                         since: now,
                         taken_here: false,
+                        claimed: false,
                     });
                 }
                 _ => {}
@@ -349,12 +383,11 @@ impl LockHandoff {
             .count();
         let binds = handoff.binds.load(Ordering::Acquire) + on_their_way;
         // A lock held with no bind here: another process's bind, or ours that
-        // returned before the device plugin answered.
-        if binds == 0 && handoff.lock_seen.lock().lock.is_some() {
-            1
-        } else {
-            binds
-        }
+        // returned before the device plugin answered (with `--node-lock pods`,
+        // a pod's claim).
+        let held = handoff.lock_seen.lock().lock.is_some()
+            || handoff.hold.lock().is_some_and(|h| h.claimed);
+        if binds == 0 && held { 1 } else { binds }
     }
 
     /// Binds a pod sent to `node` at `now` would queue behind: those waiting for

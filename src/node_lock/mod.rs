@@ -5,9 +5,13 @@
 //! whose owner is gone, finished, or already handed its GPUs (bind phase `success` /
 //! `failed`, or bound to another node) is taken over at once, not after the timeout.
 
+pub mod allocating_pods;
 pub mod handoff;
+pub mod mode;
 pub mod value;
 
+#[cfg(test)]
+mod allocating_pods_tests;
 #[cfg(test)]
 mod sighting_tests;
 
@@ -223,6 +227,45 @@ pub async fn acquire(
     Err(api_err(ApiError::Conflict(format!(
         "node {node} kept changing while taking its lock"
     ))))
+}
+
+/// `--node-lock pods`: who holds a lock annotation on `node` that another
+/// binder (HAMi's scheduler, a replica in node mode) took and has not done with
+/// (`None`: nobody). The node is taken from `known`'s copy and read only when
+/// it has none; an owner it knows nothing of is read. An unparsable lock, which
+/// nobody would ever release, holds nothing.
+pub async fn foreign_holder(
+    api: &dyn ClusterApi,
+    known: &dyn LockKnowledge,
+    now: DateTime<Utc>,
+    node: &str,
+    (namespace, pod): (&str, &str),
+    timeout: Duration,
+) -> Result<Option<String>, LockError> {
+    let seen = match known.sighting(node, None).await {
+        Some(seen) => seen,
+        None => read_lock(api, node).await?,
+    };
+    let Some(raw) = seen.lock else {
+        return Ok(None);
+    };
+    let lock = match parse_lock_value(&raw) {
+        Ok(lock) => lock,
+        Err(e) => {
+            tracing::warn!(node, lock = %raw, error = %e, "ignoring an unparsable node lock");
+            return Ok(None);
+        }
+    };
+    if lock.is_held_by(namespace, pod)
+        || lock.is_expired(now, timeout)
+        || owner_is_stale(api, known, &lock, node).await
+    {
+        return Ok(None);
+    }
+    Ok(Some(lock.owner.as_ref().map_or_else(
+        || "an unknown owner".to_string(),
+        |o| format!("{}/{}", o.namespace, o.pod),
+    )))
 }
 
 /// Releases the lock if `namespace/pod` still holds it; never removes another pod's lock.

@@ -7,6 +7,7 @@ use crate::device::model::PodDevices;
 use crate::extender::wire::{ExtenderBindingArgs, ExtenderBindingResult};
 use crate::ledger::PodPhase;
 use crate::node_lock;
+use crate::node_lock::mode::NodeLockMode;
 use k8s_openapi::api::core::v1::Pod;
 use std::sync::Arc;
 
@@ -167,7 +168,11 @@ impl Scheduler {
         // Only pods with GPUs take the node lock: HAMi's device plugin releases it
         // in Allocate, which never runs for a pod without GPUs.
         let locked = ctx.is_some();
-        if locked && let Err(e) = self.lock_node(&mut turn, node, ns, name, started).await {
+        if locked
+            && let Err(e) = self
+                .lock_node(&mut turn, node, (uid, ns, name), started)
+                .await
+        {
             self.roll_back(ctx.as_ref(), ns, name, node, false, carried)
                 .await;
             return Err(e.to_string());
@@ -234,7 +239,11 @@ impl Scheduler {
                 BindingOutcome::Unknown(read) => {
                     // The pod may be bound: keep its GPUs booked (the watch settles
                     // it either way) but do not leave the node locked for others.
+                    // A claim under `--node-lock pods` stays: were the pod bound,
+                    // a second pod allocating there would be given its GPUs; the
+                    // watch ends it once the pod is answered, gone or bound anew.
                     if locked
+                        && self.config.node_lock == NodeLockMode::Node
                         && let Err(e) = node_lock::release(self.api.as_ref(), node, ns, name).await
                     {
                         tracing::warn!(node, error = %e, "could not release node lock after a bind of unknown outcome");
@@ -311,8 +320,8 @@ impl Scheduler {
         locked: bool,
         annotated: bool,
     ) {
-        if locked && let Err(e) = node_lock::release(self.api.as_ref(), node, ns, name).await {
-            tracing::warn!(node, error = %e, "could not release node lock after a failed bind");
+        if locked && let Some(ctx) = ctx {
+            self.unlock_node(node, (&ctx.uid, ns, name)).await;
         }
         if let Some(ctx) = ctx {
             // A repeated request failing after the pod was bound by another one

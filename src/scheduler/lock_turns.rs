@@ -5,6 +5,7 @@ use super::Scheduler;
 use crate::annotations::BIND_PHASE;
 use crate::ledger::PodPhase;
 use crate::node_lock::handoff::{LockSighting, Turn};
+use crate::node_lock::mode::NodeLockMode;
 use crate::node_lock::{self, LockError, LockKnowledge, ReadEverything};
 use crate::object_namespace::namespace_of;
 use k8s_openapi::api::core::v1::Pod;
@@ -75,8 +76,7 @@ impl Scheduler {
         &self,
         turn: &mut Turn,
         node: &str,
-        ns: &str,
-        name: &str,
+        (uid, ns, name): (&str, &str, &str),
         started: Instant,
     ) -> Result<(), LockError> {
         let give_up = self.lock_deadline(started);
@@ -94,17 +94,22 @@ impl Scheduler {
             } else {
                 &ReadEverything
             };
-            match node_lock::acquire(
-                self.api.as_ref(),
-                known,
-                self.clock.wall(),
-                node,
-                ns,
-                name,
-                self.config.node_lock_timeout,
-            )
-            .await
-            {
+            let taken = match self.config.node_lock {
+                NodeLockMode::Node => {
+                    node_lock::acquire(
+                        self.api.as_ref(),
+                        known,
+                        self.clock.wall(),
+                        node,
+                        ns,
+                        name,
+                        self.config.node_lock_timeout,
+                    )
+                    .await
+                }
+                NodeLockMode::Pods => self.claim_node(node, uid, ns, name).await,
+            };
+            match taken {
                 Err(LockError::Contention { .. }) if self.clock.now() < give_up => {
                     let grace = self
                         .lock_handoff
@@ -115,6 +120,19 @@ impl Scheduler {
                 }
                 other => return other,
             }
+        }
+    }
+
+    /// Lets go of `node` for the pod `uid` (`ns/name`) whose bind failed: its
+    /// lock annotation, or under `--node-lock pods` its claim.
+    pub(super) async fn unlock_node(&self, node: &str, (uid, ns, name): (&str, &str, &str)) {
+        match self.config.node_lock {
+            NodeLockMode::Node => {
+                if let Err(e) = node_lock::release(self.api.as_ref(), node, ns, name).await {
+                    tracing::warn!(node, error = %e, "could not release node lock after a failed bind");
+                }
+            }
+            NodeLockMode::Pods => self.give_up_node_claim(uid),
         }
     }
 

@@ -47,6 +47,7 @@ mod placement_tests;
 mod pod_copies;
 #[cfg(test)]
 mod podgroup_before_pods_tests;
+mod pods_node_lock;
 #[cfg(test)]
 mod predicate_tests;
 #[cfg(test)]
@@ -112,6 +113,9 @@ pub struct SchedulerConfig {
     pub reservation_ttl: Duration,
     /// Age after which a node lock is taken over.
     pub node_lock_timeout: Duration,
+    /// Where the one-pod-at-a-time handoff to the device plugin is kept
+    /// (`--node-lock`).
+    pub node_lock: crate::node_lock::mode::NodeLockMode,
     /// How long `/bind` waits for a node lock held by another pod.
     pub node_lock_retry_timeout: Duration,
     /// Points of the node policy's preference a pod may give up to avoid a node
@@ -172,6 +176,7 @@ impl Default for SchedulerConfig {
             filter_mode: FilterMode::Single,
             reservation_ttl: Duration::from_secs(120),
             node_lock_timeout: Duration::from_secs(300),
+            node_lock: Default::default(),
             node_lock_retry_timeout: Duration::from_secs(20),
             busy_node_tolerance: Some(DEFAULT_BUSY_NODE_TOLERANCE),
             check_device_plugin_health: false,
@@ -189,6 +194,9 @@ pub struct Scheduler {
     api: Arc<dyn ClusterApi>,
     metrics: Arc<Metrics>,
     lock_handoff: crate::node_lock::handoff::LockHandoff,
+    /// Pods between their bind and the device plugin's answer, under
+    /// `--node-lock pods`.
+    allocating_pods: crate::node_lock::allocating_pods::AllocatingPods,
     last_prune: Mutex<Instant>,
     gang: gang::GangState,
     claims: claims::Conflicts,
@@ -224,6 +232,7 @@ impl Scheduler {
             api,
             metrics,
             lock_handoff: Default::default(),
+            allocating_pods: Default::default(),
             last_prune: Mutex::new(clock.now()),
             gang: gang::GangState::default(),
             claims: claims::Conflicts::default(),
@@ -362,6 +371,7 @@ impl Scheduler {
             .set_pod(&uid, crate::node_load::occupancy_of(pod));
         self.gang_apply_pod(pod);
         self.nudge_lock_of_answered_pod(pod);
+        self.follow_allocating_pod(pod);
         self.label_if_binding_did_not(pod);
         let finished = tracking::pod_finished(pod);
         let parsed = match tracking::pod_entry(pod, self.config.reservation_ttl, &*self.clock) {
@@ -464,6 +474,7 @@ impl Scheduler {
     pub fn forget_pod(&self, uid: &str) {
         self.trace_gone(uid);
         self.pod_copies.drop_copy(uid);
+        self.give_up_node_claim(uid);
         {
             let mut ledger = self.ledger.write();
             if let Some(pod) = ledger.pod(uid) {
