@@ -10,7 +10,8 @@
 //! node, and a lock write that met a changed node waits for the watch to show
 //! the change rather than reading it). HAMi's device plugin as shipped costs
 //! more than the protocol needs (see `benches/loadgen/device_plugin.rs`); this
-//! test answers for it without counting.
+//! test answers for it without counting. With `--node-lock pods` no lock is
+//! written or released, and this server's one write per pod is the Binding.
 
 mod fake_apiserver;
 mod live_support;
@@ -54,12 +55,85 @@ fn answer_locked_pods(api: &FakeApiServer) -> usize {
 
 #[tokio::test]
 async fn a_burst_of_pods_costs_seven_writes_two_of_them_this_servers_and_no_read_per_pod() {
+    let (api, answered) = place_a_burst(&[], answer_locked_pods).await;
+    assert_eq!(
+        answered, PODS,
+        "every pod took and handed over its node's lock"
+    );
+    let calls = api.api_calls();
+    let ours_per_pod = calls.writes() as f64 / PODS as f64;
+    let reads_per_pod = calls.reads() as f64 / PODS as f64;
+    let writes_per_pod = ours_per_pod + OTHERS_WRITES_PER_POD as f64;
+    assert!(
+        writes_per_pod <= 7.0,
+        "{writes_per_pod:.2} writes per pod ({ours_per_pod:.2} by this server): {:?}",
+        calls.counts
+    );
+    assert_eq!(
+        calls.reads(),
+        0,
+        "{reads_per_pod:.2} reads per pod: {:?}",
+        calls.counts
+    );
+    // The writes are the protocol's own, one each per pod: the node lock and
+    // the Binding carrying the allocation; no pod patch.
+    assert_eq!(calls.writes(), 2 * PODS, "{:?}", calls.counts);
+    assert_eq!(calls.count("patch", "pods"), 0, "{:?}", calls.counts);
+    assert_eq!(calls.count("patch", "nodes"), PODS, "{:?}", calls.counts);
+    assert_eq!(calls.count("create", "pods/binding"), PODS);
+    assert_eq!(calls.count("create", "events"), 0, "{:?}", calls.counts);
+}
+
+#[tokio::test]
+async fn with_the_turn_kept_in_pods_a_placed_pod_costs_this_server_one_write_the_binding() {
+    let (api, answered) = place_a_burst(&["--node-lock", "pods"], answer_allocating_pods).await;
+    assert_eq!(answered, PODS, "every pod was handed its GPUs");
+    let calls = api.api_calls();
+    // No lock to take or release: kube-scheduler's create and event, the
+    // Binding, the device plugin's `success`: 4 writes per pod.
+    assert_eq!(calls.writes(), PODS, "{:?}", calls.counts);
+    assert_eq!(calls.count("create", "pods/binding"), PODS);
+    assert_eq!(calls.count("patch", "nodes"), 0, "{:?}", calls.counts);
+    assert_eq!(calls.reads(), 0, "{:?}", calls.counts);
+}
+
+/// Plays HAMi's device plugin with no lock to go by: the one pod bound to a
+/// node in bind phase `allocating` is handed its GPUs. Returns how many it
+/// answered; two pods allocating on one node would be a pod given another's GPUs.
+fn answer_allocating_pods(api: &FakeApiServer) -> usize {
+    let mut per_node: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+    for pod in api.list("Pod") {
+        if let Some(node) = pod["spec"]["nodeName"].as_str()
+            && annotation(&pod, "hami.io/bind-phase") == Some("allocating")
+        {
+            let name = pod["metadata"]["name"].as_str().unwrap_or_default();
+            per_node
+                .entry(node.to_string())
+                .or_default()
+                .push(name.to_string());
+        }
+    }
+    for (node, pods) in &per_node {
+        assert_eq!(pods.len(), 1, "two pods allocating on {node}: {pods:?}");
+        device_plugin_allocated(api, NS, &pods[0]);
+    }
+    per_node.len()
+}
+
+/// Places `PODS` pods on `NODES` nodes through a server started with `args`,
+/// `answer` playing the device plugin meanwhile; the request log then holds
+/// only what placing them cost. Returns the API server and how many pods the
+/// device plugin answered.
+async fn place_a_burst(
+    args: &[&str],
+    answer: fn(&FakeApiServer) -> usize,
+) -> (FakeApiServer, usize) {
     let api = FakeApiServer::start().await;
     let nodes: Vec<String> = (0..NODES).map(|i| format!("gpu-{i}")).collect();
     for n in &nodes {
         add_node(&api, n, 8, 10);
     }
-    let server = LiveServer::start(&api, &[]).await;
+    let server = LiveServer::start(&api, args).await;
     let pods: Vec<Value> = (0..PODS)
         .map(|i| create_pod(&api, gpu_pod(NS, &format!("worker-{i}"), 1, 10_000, 10)))
         .collect();
@@ -90,10 +164,10 @@ async fn a_burst_of_pods_costs_seven_writes_two_of_them_this_servers_and_no_read
     let device_plugin = async {
         let mut answered = 0;
         loop {
-            // Read before answering: locks taken before the binds ended are
+            // Read before answering: pods bound before the binds ended are
             // answered in this pass.
             let binds_over = done.load(Ordering::Acquire);
-            answered += answer_locked_pods(&api);
+            answered += answer(&api);
             if binds_over {
                 break answered;
             }
@@ -101,10 +175,6 @@ async fn a_burst_of_pods_costs_seven_writes_two_of_them_this_servers_and_no_read
         }
     };
     let ((), answered) = tokio::join!(placing, device_plugin);
-    assert_eq!(
-        answered, PODS,
-        "every pod took and handed over its node's lock"
-    );
     for p in &pods {
         let name = p["metadata"]["name"].as_str().expect("name");
         let stored = api_pod(&api, NS, name);
@@ -119,27 +189,5 @@ async fn a_burst_of_pods_costs_seven_writes_two_of_them_this_servers_and_no_read
             "{stored}"
         );
     }
-
-    let calls = api.api_calls();
-    let ours_per_pod = calls.writes() as f64 / PODS as f64;
-    let reads_per_pod = calls.reads() as f64 / PODS as f64;
-    let writes_per_pod = ours_per_pod + OTHERS_WRITES_PER_POD as f64;
-    assert!(
-        writes_per_pod <= 7.0,
-        "{writes_per_pod:.2} writes per pod ({ours_per_pod:.2} by this server): {:?}",
-        calls.counts
-    );
-    assert_eq!(
-        calls.reads(),
-        0,
-        "{reads_per_pod:.2} reads per pod: {:?}",
-        calls.counts
-    );
-    // The writes are the protocol's own, one each per pod: the node lock and
-    // the Binding carrying the allocation; no pod patch.
-    assert_eq!(calls.writes(), 2 * PODS, "{:?}", calls.counts);
-    assert_eq!(calls.count("patch", "pods"), 0, "{:?}", calls.counts);
-    assert_eq!(calls.count("patch", "nodes"), PODS, "{:?}", calls.counts);
-    assert_eq!(calls.count("create", "pods/binding"), PODS);
-    assert_eq!(calls.count("create", "events"), 0, "{:?}", calls.counts);
+    (api, answered)
 }

@@ -36,11 +36,27 @@ fn allocating_per_node(api: &FakeApiServer) -> BTreeMap<String, Vec<String>> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_binds_never_put_two_pods_allocating_on_one_node_nor_overcommit_a_gpu() {
+    binds_race_for_nodes(&[]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_the_turn_kept_in_pods_binds_still_put_one_pod_allocating_per_node_and_lock_no_node() {
+    let api = binds_race_for_nodes(&["--node-lock", "pods"]).await;
+    for node in api.list("Node") {
+        assert_eq!(annotation(&node, "hami.io/mutex.lock"), None, "{node}");
+    }
+    let calls = api.api_calls();
+    assert_eq!(calls.count("patch", "nodes"), 0, "{:?}", calls.counts);
+}
+
+/// A burst binding to two nodes while a device plugin answers: returns the
+/// API server for what else the caller checks.
+async fn binds_race_for_nodes(args: &[&str]) -> FakeApiServer {
     let api = FakeApiServer::start().await;
     for node in NODES {
         add_node(&api, node, 2, 4);
     }
-    let server = Arc::new(LiveServer::start(&api, &[]).await);
+    let server = Arc::new(LiveServer::start(&api, args).await);
     let (state, ready) = server
         .wait_state(Duration::from_secs(10), |s| s.gpus().len() == 4)
         .await;
@@ -96,4 +112,40 @@ async fn concurrent_binds_never_put_two_pods_allocating_on_one_node_nor_overcomm
             "{gpu} given more than it has: {usage:?}"
         );
     }
+    api
+}
+
+#[tokio::test]
+async fn with_the_turn_kept_in_pods_a_restarted_server_waits_for_the_pod_still_allocating() {
+    let api = FakeApiServer::start().await;
+    add_node(&api, "n1", 2, 4);
+    let args = ["--node-lock", "pods", "--node-lock-retry-timeout", "1s"];
+    let mut first = LiveServer::start(&api, &args).await;
+    create_pod(&api, gpu_pod(NS, "early", 1, 1000, 10));
+    first.schedule(&api, NS, "early", &["n1"]).await;
+    // Bound and allocating; the device plugin has not answered when the
+    // server dies, and nothing on the Node says the pod holds it.
+    first.kill();
+    assert_eq!(
+        annotation(&api_pod(&api, NS, "early"), "hami.io/bind-phase"),
+        Some("allocating")
+    );
+
+    let second = LiveServer::start(&api, &args).await;
+    watch_barrier(&api, &second).await;
+    create_pod(&api, gpu_pod(NS, "late", 1, 1000, 10));
+    let node = second.filter_one(&api, NS, "late", &["n1"]).await;
+    let uid = uid_of(&api_pod(&api, NS, "late"));
+    let error = second.bind(NS, "late", &uid, &node).await;
+    assert!(
+        error.contains(&format!("by {NS}/early: node lock contention")),
+        "the bind must wait for the pod allocating there: {error:?}"
+    );
+    assert!(api_pod(&api, NS, "late")["spec"]["nodeName"].is_null());
+
+    // Once the device plugin answered, the node takes the next pod.
+    device_plugin_allocated(&api, NS, "early");
+    watch_barrier(&api, &second).await;
+    second.schedule(&api, NS, "late", &["n1"]).await;
+    assert_eq!(allocating_per_node(&api).get("n1").map(Vec::len), Some(1));
 }
