@@ -253,7 +253,7 @@ async fn allocate(
     let pending_key = self::key(&pending);
     if pending_key != key {
         return Err(format!(
-            "the node's lock names {pending_key}, not the pod being allocated"
+            "the node's lock or its pods allocating name {pending_key}, not the pod being allocated"
         ));
     }
     let (namespace, name) = key.split_once('/').unwrap_or(("default", key));
@@ -287,7 +287,8 @@ async fn allocate_minimal(
 }
 
 /// HAMi's `GetPendingPod`: the pod the node's lock names, or with no lock the
-/// node's pending pod in bind phase `allocating` or `success`.
+/// node's first pending pod in bind phase `allocating` (listed by
+/// `spec.nodeName`, with `hami.io/vgpu-node` naming the node).
 async fn pending_pod(
     client: &kube::Client,
     node: &str,
@@ -322,7 +323,7 @@ async fn pending_pod(
                 .and_then(|a| a.get(BIND_PHASE))
                 .map(String::as_str);
             p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Pending")
-                && matches!(phase, Some("allocating") | Some("success"))
+                && phase == Some("allocating")
                 && annotations
                     .and_then(|a| a.get(VGPU_NODE))
                     .map(String::as_str)

@@ -10,6 +10,7 @@ use super::status::ApiError;
 use super::store::{Key, Store};
 use super::view;
 use serde_json::{Map, Value, json};
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 const EXPIRED_LIST: &str = "The resourceVersion for the provided list is too old.";
@@ -64,6 +65,12 @@ fn decode_continue(res: &Resource, token: &str) -> Result<(i64, Key), ApiError> 
 
 /// Builds the list answer. Waiting for a future resourceVersion is done by the
 /// caller before this runs.
+fn current_objects<'a>(store: &'a Store, res: &Resource) -> Cow<'a, BTreeMap<Key, Value>> {
+    store
+        .current(res.storage)
+        .map_or_else(|| Cow::Owned(BTreeMap::new()), Cow::Borrowed)
+}
+
 pub fn list(
     store: &Store,
     res: &'static Resource,
@@ -72,7 +79,11 @@ pub fn list(
     metadata_only: bool,
 ) -> Result<Value, ApiError> {
     let current = store.resource_version();
-    let (snapshot, list_rv, after): (BTreeMap<Key, Value>, u64, Option<Key>) =
+    // Only a list at an older revision rebuilds that revision; one at the
+    // current revision filters the objects in place, as the watch cache does
+    // (copying every object to answer a list of one node's pods would charge
+    // this process for what a real API server does not do).
+    let (snapshot, list_rv, after): (Cow<'_, BTreeMap<Key, Value>>, u64, Option<Key>) =
         if let Some(token) = &opts.continue_token {
             if opts.resource_version.as_deref().is_some_and(|rv| rv != "0") {
                 return Err(ApiError::bad_request(
@@ -81,11 +92,10 @@ pub fn list(
             }
             let (rv, after) = decode_continue(res, token)?;
             if rv <= 0 {
-                let snap = store.snapshot_at(res.storage, current).unwrap_or_default();
-                (snap, current, Some(after))
+                (current_objects(store, res), current, Some(after))
             } else {
                 match store.snapshot_at(res.storage, rv as u64) {
-                    Some(snap) => (snap, rv as u64, Some(after)),
+                    Some(snap) => (Cow::Owned(snap), rv as u64, Some(after)),
                     None => {
                         let mut e = ApiError::expired(INCONSISTENT_CONTINUE);
                         e.continue_token = Some(encode_continue(res, -1, &after));
@@ -96,15 +106,11 @@ pub fn list(
         } else if opts.resource_version_match.as_deref() == Some("Exact") {
             let rv = opts.rv_number();
             match store.snapshot_at(res.storage, rv) {
-                Some(snap) => (snap, rv, None),
+                Some(snap) => (Cow::Owned(snap), rv, None),
                 None => return Err(ApiError::expired(EXPIRED_LIST)),
             }
         } else {
-            (
-                store.snapshot_at(res.storage, current).unwrap_or_default(),
-                current,
-                None,
-            )
+            (current_objects(store, res), current, None)
         };
     let matching: Vec<(&Key, &Value)> = snapshot
         .iter()

@@ -223,6 +223,12 @@ impl Store {
 
     /// The objects of `storage` as they were at `rv`, or None when the history
     /// no longer reaches back that far.
+    /// The objects of `storage` as they are now, without copying them: a list
+    /// at the current revision reads them as the watch cache serves it.
+    pub fn current(&self, storage: Storage) -> Option<&BTreeMap<Key, Value>> {
+        self.objects.get(&storage)
+    }
+
     pub fn snapshot_at(&self, storage: Storage, rv: u64) -> Option<BTreeMap<Key, Value>> {
         if rv < self.floor {
             return None;
