@@ -394,6 +394,13 @@ impl MemoryCluster {
         self.volcano_status.lock().clone()
     }
 
+    /// Drops what was written to `object`'s status, as deleting it and making
+    /// it again would.
+    #[cfg(test)]
+    pub fn forget_volcano_status(&self, object: &VolcanoObject) {
+        self.volcano_status.lock().remove(object);
+    }
+
     /// Releases the node lock `namespace/name` holds on `node`, as HAMi's device
     /// plugin does once it has handed the pod its GPUs.
     fn release_node_lock(&self, node: &str, namespace: &str, name: &str) {

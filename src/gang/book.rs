@@ -14,7 +14,7 @@ use crate::volcano::resource_quota::NamespaceQuota;
 use crate::volcano::topology::HyperNode;
 use chrono::{DateTime, Utc};
 use k8s_openapi::api::core::v1::Pod;
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -126,6 +126,10 @@ pub struct GangBook {
     native_groups: BTreeMap<(String, String), PodGroupSpec>,
     /// Members and PodGroups changed since the planner last copied the book.
     changes: BookChanges,
+    /// Volcano PodGroups deleted, or seen with another UID (deleted and made
+    /// again), since the planner last wrote statuses: a new object has none of
+    /// the status written to the old one, however unchanged the verdict.
+    replaced_groups: BTreeSet<(String, String)>,
     /// Queues by name.
     pub queues: BTreeMap<String, QueueSpec>,
     /// Queues whose object could not be read, with the reason (shown in debug output).
@@ -223,13 +227,26 @@ impl GangBook {
     pub fn apply_group(&mut self, group: PodGroupSpec) {
         let key = (group.namespace.clone(), group.name.clone());
         self.changes.groups.insert(key.clone());
+        let replaced = self
+            .groups
+            .get(&key)
+            .is_some_and(|old| old.native.is_none() && old.uid != group.uid);
+        if replaced {
+            self.replaced_groups.insert(key.clone());
+        }
         self.groups.insert(key, group);
+    }
+
+    /// The Volcano PodGroups deleted or made again since the last call.
+    pub fn take_replaced_groups(&mut self) -> BTreeSet<(String, String)> {
+        std::mem::take(&mut self.replaced_groups)
     }
 
     /// Forgets a PodGroup (a native one of the same name takes its place).
     pub fn forget_group(&mut self, namespace: &str, name: &str) {
         let key = (namespace.to_string(), name.to_string());
         self.changes.groups.insert(key.clone());
+        self.replaced_groups.insert(key.clone());
         match self.native_groups.get(&key) {
             Some(native) => {
                 self.groups.insert(key, native.clone());
@@ -313,6 +330,8 @@ impl GangBook {
             groups: _,
             native_groups: _,
             changes: _,
+            // Read from the live book by the cycle that writes statuses.
+            replaced_groups: _,
             queues,
             queue_errors,
             priority_classes,

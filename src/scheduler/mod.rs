@@ -47,6 +47,8 @@ mod placement_tests;
 mod pod_copies;
 #[cfg(test)]
 mod podgroup_before_pods_tests;
+#[cfg(test)]
+mod podgroup_recreated_tests;
 mod pods_node_lock;
 #[cfg(test)]
 mod predicate_tests;

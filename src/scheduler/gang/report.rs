@@ -68,6 +68,18 @@ impl Scheduler {
             .clock
             .wall()
             .to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+        // A PodGroup made again has no status, whatever was written to the one
+        // before it: owed anew (a deleted one not made again is forgotten once
+        // its verdict goes, or waits for its PodGroup as any gang does).
+        for (namespace, name) in self.gang.book.write().take_replaced_groups() {
+            let key = GangKey {
+                namespace: namespace.into(),
+                name: name.into(),
+                single: false,
+            };
+            memory.written_groups.remove(&key);
+            memory.statuses_owed.insert(key);
+        }
         // The PodGroups whose verdict changed, with their status.
         let mut writes: Vec<(GangKey, serde_json::Value)> = Vec::new();
         let mut queue_writes: Vec<(String, (Resources, QueueCounts))> = Vec::new();
