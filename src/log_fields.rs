@@ -126,31 +126,7 @@ pub fn write_escaped(out: &mut impl fmt::Write, value: &str) -> fmt::Result {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::{Arc, Mutex};
-    use tracing_subscriber::fmt::MakeWriter;
-
-    #[derive(Clone, Default)]
-    struct Captured(Arc<Mutex<Vec<u8>>>);
-
-    impl std::io::Write for Captured {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            self.0
-                .lock()
-                .map_err(|_| std::io::ErrorKind::Other)?
-                .extend_from_slice(buf);
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-
-    impl<'a> MakeWriter<'a> for Captured {
-        type Writer = Captured;
-        fn make_writer(&'a self) -> Self::Writer {
-            self.clone()
-        }
-    }
+    use crate::log_writer::tests::Captured;
 
     fn logged(f: impl FnOnce()) -> String {
         let out = Captured::default();
@@ -160,8 +136,7 @@ mod tests {
             .fmt_fields(EscapedFields)
             .finish();
         tracing::subscriber::with_default(subscriber, f);
-        let bytes = out.0.lock().expect("log buffer").clone();
-        String::from_utf8(bytes).expect("UTF-8 log")
+        out.text()
     }
 
     #[test]

@@ -169,6 +169,20 @@ pub(crate) mod tests {
         }
     }
 
+    impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Captured {
+        type Writer = Captured;
+        fn make_writer(&'a self) -> Self::Writer {
+            self.clone()
+        }
+    }
+
+    impl Captured {
+        /// What was written, as text.
+        pub(crate) fn text(&self) -> String {
+            String::from_utf8(self.0.lock().clone()).expect("UTF-8 log")
+        }
+    }
+
     fn line(writer: &BufferedStdout, level: Level, text: &str) {
         let mut sink = LineSink {
             shared: &writer.shared,
