@@ -12,7 +12,6 @@ mod support;
 use fake_apiserver::FakeApiServer;
 use live_support::*;
 use serde_json::{Value, json};
-use std::time::Duration;
 
 const NS: &str = "ml";
 const ARGS: &[&str] = &["--schedule-period", "200ms"];
@@ -61,26 +60,32 @@ fn start_api() -> FakeApiServer {
 
 /// The gang's entry in `/debug/queues`, once the planner has seen it.
 async fn gang_view(server: &LiveServer, gang: &str) -> Value {
-    let deadline = std::time::Instant::now() + Duration::from_secs(15);
-    loop {
-        let (code, body) = server.get("/debug/queues").await;
-        assert_eq!(code, 200, "{body}");
-        let view: Value = serde_json::from_str(&body).expect("JSON");
-        if let Some(g) = view["gangs"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .find(|g| g["gang"] == gang && g["minMember"] != 1)
-        {
-            return g.clone();
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "gang {gang} not in /debug/queues: {body}\n{}",
-            server.log_tail(30)
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    gang_view_where(server, gang, "", |_| true).await
+}
+
+/// The gang as `/debug/queues` shows it once it shows it as `wanted` says.
+async fn gang_view_where(
+    server: &LiveServer,
+    gang: &str,
+    what: &str,
+    wanted: impl Fn(&Value) -> bool,
+) -> Value {
+    let find = |body: &str| -> Option<Value> {
+        let view: Value = serde_json::from_str(body).ok()?;
+        view["gangs"]
+            .as_array()?
+            .iter()
+            .find(|g| g["gang"] == gang && g["minMember"] != 1 && wanted(g))
+            .cloned()
+    };
+    let body = wait_for_page(
+        server,
+        "/debug/queues",
+        &format!("gang {gang} {what}"),
+        |b| find(b).is_some(),
+    )
+    .await;
+    find(&body).expect("the page just showed the gang")
 }
 
 /// The members `p0` and `p1` of a gang of two that fits are released together,
@@ -289,20 +294,15 @@ async fn a_podgroup_takes_what_it_leaves_unsaid_from_its_workload_template() {
     let mut job = workload("job", 2);
     job["spec"]["podGroupTemplates"][0]["disruptionMode"] = json!("PodGroup");
     api.create(job);
-    let deadline = std::time::Instant::now() + Duration::from_secs(15);
-    loop {
-        let g = gang_view(&server, "ml/job-0").await;
-        if g["disruptionMode"] == "PodGroup" {
-            assert_eq!(g["workload"], "ml/job", "{g}");
-            assert_eq!(g["minMember"], 2, "what the PodGroup says wins: {g}");
-            break;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the template's disruption mode never applied: {g}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let g = gang_view_where(
+        &server,
+        "ml/job-0",
+        "with the template's disruption mode",
+        |g| g["disruptionMode"] == "PodGroup",
+    )
+    .await;
+    assert_eq!(g["workload"], "ml/job", "{g}");
+    assert_eq!(g["minMember"], 2, "what the PodGroup says wins: {g}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
