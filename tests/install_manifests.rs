@@ -288,6 +288,7 @@ fn non_default_values() -> Value {
             "defaultSchedulerPolicy": {"nodeSchedulerPolicy": "spread",
                                        "gpuSchedulerPolicy": "binpack"},
             "filterMode": "all",
+            "nodeLock": "pods",
             "leaderElect": true,
             "nodeLabelSelector": "gpu=on",
             "extenderClientAuth": false,
@@ -1680,6 +1681,7 @@ fn chart_with_default_values_fits_the_binary() {
     assert_eq!(args["node-scheduler-policy"], "binpack");
     assert_eq!(args["gpu-scheduler-policy"], "spread");
     assert_eq!(args["filter-mode"], "single");
+    assert_eq!(args["node-lock"], "node");
     // Hooks: RBAC first (-10), then the Jobs, before and after install/upgrade.
     let hooks: BTreeMap<String, (String, String)> = o
         .docs
@@ -1768,6 +1770,7 @@ fn chart_with_non_default_values_fits_the_binary() {
     assert_eq!(args["node-scheduler-policy"], "spread");
     assert_eq!(args["gpu-scheduler-policy"], "binpack");
     assert_eq!(args["filter-mode"], "all");
+    assert_eq!(args["node-lock"], "pods");
     assert_eq!(args["scheduler-name"], "gpu-sched");
     assert_eq!(args["node-label-selector"], "gpu=on");
     assert_eq!(args["reservation-ttl"], "90s");
