@@ -133,6 +133,17 @@ async fn with_the_turn_kept_in_pods_a_restarted_server_waits_for_the_pod_still_a
 
     let second = LiveServer::start(&api, &args).await;
     watch_barrier(&api, &second).await;
+    let state = second.state().await;
+    let n1 = state.0["nodes"]
+        .as_array()
+        .and_then(|nodes| nodes.iter().find(|n| n["name"] == "n1"))
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(
+        n1["allocating"],
+        serde_json::json!([format!("{NS}/early")]),
+        "/debug/state names the pod holding the node: {n1}"
+    );
     create_pod(&api, gpu_pod(NS, "late", 1, 1000, 10));
     let node = second.filter_one(&api, NS, "late", &["n1"]).await;
     let uid = uid_of(&api_pod(&api, NS, "late"));

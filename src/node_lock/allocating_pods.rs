@@ -17,7 +17,7 @@ use crate::object_namespace::namespace_of;
 use chrono::{DateTime, TimeDelta, Utc};
 use k8s_openapi::api::core::v1::Pod;
 use parking_lot::Mutex;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
 /// A pod holding its node.
@@ -162,6 +162,22 @@ impl AllocatingPods {
             },
         );
         Ok(())
+    }
+
+    /// The pods holding each node (`namespace/name`), for `/debug/state`;
+    /// expired ones included, since they are still allocating.
+    pub fn holders(&self) -> BTreeMap<String, Vec<String>> {
+        let book = self.inner.lock();
+        let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for holder in book.by_uid.values() {
+            out.entry(holder.node.clone())
+                .or_default()
+                .push(format!("{}/{}", holder.namespace, holder.name));
+        }
+        for pods in out.values_mut() {
+            pods.sort();
+        }
+        out
     }
 
     /// Gives up the pod's claim (its bind failed, or it was deleted); returns

@@ -125,6 +125,7 @@ impl Scheduler {
         let ledger = self.ledger.read();
         let now = self.clock.now();
         let instances = mig_instances(&ledger);
+        let allocating = self.allocating_pods_by_node();
         let nodes: Vec<Value> = ledger
             .nodes()
             .iter()
@@ -156,6 +157,10 @@ impl Scheduler {
                 });
                 if measured {
                     node["measuredUsage"] = measured_usage_view(&ledger, name, wall);
+                }
+                if let Some(allocating) = &allocating {
+                    node["allocating"] =
+                        json!(allocating.get(name.as_str()).cloned().unwrap_or_default());
                 }
                 node
             })

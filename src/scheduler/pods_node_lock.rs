@@ -47,6 +47,15 @@ impl Scheduler {
         Ok(())
     }
 
+    /// Under `--node-lock pods`, the pods each node holds for the device
+    /// plugin (`namespace/name`), as `/debug/state` shows them.
+    pub(super) fn allocating_pods_by_node(
+        &self,
+    ) -> Option<std::collections::BTreeMap<String, Vec<String>>> {
+        self.pods_hold_nodes()
+            .then(|| self.allocating_pods.holders())
+    }
+
     /// The pod's bind failed or the pod is gone: its node, if it held one
     /// under `--node-lock pods`, may take the next pod.
     pub(super) fn give_up_node_claim(&self, uid: &str) {
