@@ -69,6 +69,16 @@ pub fn sighting_of(pod: &Pod, now: DateTime<Utc>) -> PodSighting {
     }
 }
 
+/// What following one pod changed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Followed {
+    /// The node the pod no longer holds.
+    pub freed: Option<String>,
+    /// The node the pod holds now and did not before (one allocating that no
+    /// bind here claimed: bound before a restart, or by another binder).
+    pub newly_held: Option<String>,
+}
+
 /// Why a node cannot take a pod now: the pod it holds.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Held {
@@ -186,18 +196,17 @@ impl AllocatingPods {
         self.inner.lock().remove(uid)
     }
 
-    /// Follows a pod as the watch shows it at `now`; returns the node it no
-    /// longer holds, if it held one.
-    pub fn observe(&self, pod: &Pod, now: DateTime<Utc>) -> Option<String> {
-        let uid = pod.metadata.uid.as_deref()?;
+    /// Follows a pod as the watch shows it at `now`.
+    pub fn observe(&self, pod: &Pod, now: DateTime<Utc>) -> Followed {
+        let Some(uid) = pod.metadata.uid.as_deref() else {
+            return Followed::default();
+        };
         match sighting_of(pod, now) {
             PodSighting::Allocating { node, since } => {
                 let mut book = self.inner.lock();
-                let moved = book
-                    .by_uid
-                    .get(uid)
-                    .map(|h| h.node.clone())
-                    .filter(|n| *n != node);
+                let before = book.by_uid.get(uid).map(|h| h.node.clone());
+                let newly_held = (before.as_ref() != Some(&node)).then(|| node.clone());
+                let freed = before.filter(|n| *n != node);
                 // A claim made here keeps its own time; the watch's bind time
                 // is whole seconds.
                 let since = book
@@ -214,10 +223,13 @@ impl AllocatingPods {
                         since,
                     },
                 );
-                moved
+                Followed { freed, newly_held }
             }
-            PodSighting::Done { .. } => self.inner.lock().remove(uid),
-            PodSighting::Unbound => None,
+            PodSighting::Done { .. } => Followed {
+                freed: self.inner.lock().remove(uid),
+                newly_held: None,
+            },
+            PodSighting::Unbound => Followed::default(),
         }
     }
 }

@@ -2,7 +2,7 @@
 //! (`--node-lock pods`): a node holds one, from the bind's claim until the
 //! watch shows it answered, finished, gone or bound elsewhere, or it expires.
 
-use super::allocating_pods::{AllocatingPods, Held, PodSighting, sighting_of};
+use super::allocating_pods::{AllocatingPods, Followed, Held, PodSighting, sighting_of};
 use chrono::{DateTime, TimeDelta, Utc};
 use k8s_openapi::api::core::v1::Pod;
 use serde_json::json;
@@ -54,12 +54,12 @@ fn a_claimed_node_takes_no_other_pod_until_the_device_plugin_answers() {
 
     // The Binding's event: bound and allocating. Still held.
     let bound = pod("a", Some("n1"), Some("allocating"), "Pending");
-    assert_eq!(book.observe(&bound, at(2)), None);
+    assert_eq!(book.observe(&bound, at(2)), Followed::default());
     assert_eq!(claim(&book, "n1", "c", at(2)), held_by("a"));
 
     // The device plugin's answer frees the node.
     let answered = pod("a", Some("n1"), Some("success"), "Pending");
-    assert_eq!(book.observe(&answered, at(3)), Some("n1".to_string()));
+    assert_eq!(book.observe(&answered, at(3)).freed, Some("n1".to_string()));
     assert_eq!(claim(&book, "n1", "c", at(3)), Ok(()));
 }
 
@@ -72,7 +72,7 @@ fn an_event_from_before_the_binding_does_not_free_the_node() {
         pod("a", None, None, "Pending"),
         pod("a", None, Some("failed"), "Pending"),
     ] {
-        assert_eq!(book.observe(&stale, at(1)), None);
+        assert_eq!(book.observe(&stale, at(1)), Followed::default());
         assert_eq!(claim(&book, "n1", "b", at(1)), held_by("a"));
     }
 }
@@ -88,7 +88,7 @@ fn a_failed_answer_a_finished_pod_or_a_bind_elsewhere_frees_the_node() {
         let book = AllocatingPods::default();
         claim(&book, "n1", "a", at(0)).expect("claim");
         assert_eq!(
-            book.observe(&done, at(1)),
+            book.observe(&done, at(1)).freed,
             Some("n1".to_string()),
             "{done:?}"
         );
@@ -119,7 +119,25 @@ fn a_pod_allocating_that_no_bind_here_claimed_holds_its_node() {
     // After a restart, or bound by another binder: the watch shows it.
     let book = AllocatingPods::default();
     let allocating = pod("x", Some("n1"), Some("allocating"), "Pending");
-    assert_eq!(book.observe(&allocating, at(10)), None);
+    assert_eq!(
+        book.observe(&allocating, at(10)),
+        Followed {
+            freed: None,
+            newly_held: Some("n1".to_string())
+        }
+    );
+    // Seen again: nothing new.
+    assert_eq!(book.observe(&allocating, at(11)), Followed::default());
+    // Bound elsewhere meanwhile (a stale claim followed by the truth): moves.
+    let elsewhere = pod("x", Some("n2"), Some("allocating"), "Pending");
+    assert_eq!(
+        book.observe(&elsewhere, at(12)),
+        Followed {
+            freed: Some("n1".to_string()),
+            newly_held: Some("n2".to_string())
+        }
+    );
+    book.observe(&allocating, at(13));
     assert_eq!(claim(&book, "n1", "b", at(10)), held_by("x"));
     // Its bind time, not when it was seen, starts its expiry.
     let expired = at(0) + TimeDelta::from_std(TIMEOUT).expect("delta") + TimeDelta::seconds(1);

@@ -214,12 +214,13 @@ impl LockHandoff {
         });
     }
 
-    /// `--node-lock pods`: a bind here claimed `node` for its pod at `now`; the
-    /// node counts as held until [`LockHandoff::claim_ended`].
-    pub fn claimed(&self, node: &str, now: Instant) {
+    /// `--node-lock pods`: `node` is held for a pod since `now`, claimed by a
+    /// bind here (`taken_here`) or seen allocating by the watch; the node
+    /// counts as held until [`LockHandoff::claim_ended`].
+    pub fn claimed(&self, node: &str, now: Instant, taken_here: bool) {
         *self.node(node).hold.lock() = Some(Hold {
             since: now,
-            taken_here: true,
+            taken_here,
             claimed: true,
         });
     }
@@ -237,7 +238,8 @@ impl LockHandoff {
                 _ => None,
             }
         };
-        if let Some(ended) = ended {
+        // Only a hold timed from its bind says how long the device plugin takes.
+        if let Some(ended) = ended.filter(|h| h.taken_here) {
             self.record_hold(now.saturating_duration_since(ended.since));
         }
         handoff.bump();
@@ -666,6 +668,32 @@ mod tests {
         handoff.observe_lock("gpu-node-1", None, t0 + ms(350));
         assert_eq!(handoff.longest_current_hold(t0 + ms(400)), ms(300));
         assert_eq!(handoff.mean_hold(), Some(ms(350)));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_pod_holding_its_node_without_a_lock_counts_as_a_hold_until_it_ends() {
+        // `--node-lock pods`: no annotation shows the hold.
+        let handoff = LockHandoff::default();
+        let t0 = Instant::now();
+        let second = Duration::from_secs(1);
+        handoff.claimed("gpu-node-1", t0, true);
+        assert_eq!(handoff.binds_ahead_at("gpu-node-1", t0), 1);
+        // The node's own events (no lock on it) do not end it, even with a
+        // bind waiting there.
+        let waiting = handoff.turn("gpu-node-1").await;
+        handoff.observe_node("gpu-node-1", None, Some("8"), t0 + second / 4);
+        assert_eq!(handoff.held_for("gpu-node-1", t0 + second / 2), second / 2);
+        drop(waiting);
+        handoff.claim_ended("gpu-node-1", t0 + second);
+        assert_eq!(handoff.binds_ahead_at("gpu-node-1", t0 + second), 0);
+        assert_eq!(handoff.mean_hold(), Some(second));
+        // One the watch showed (after a restart) counts, but says nothing of
+        // how long the device plugin takes.
+        handoff.claimed("gpu-node-2", t0, false);
+        assert_eq!(handoff.binds_ahead_at("gpu-node-2", t0), 1);
+        handoff.claim_ended("gpu-node-2", t0 + 9 * second);
+        assert_eq!(handoff.binds_ahead_at("gpu-node-2", t0), 0);
+        assert_eq!(handoff.mean_hold(), Some(second));
     }
 
     #[tokio::test(start_paused = true)]

@@ -43,7 +43,7 @@ impl Scheduler {
         self.allocating_pods
             .claim(node, (uid, ns, name), now, timeout)
             .map_err(|held| contention(held.holder))?;
-        self.lock_handoff.claimed(node, self.clock.now());
+        self.lock_handoff.claimed(node, self.clock.now(), true);
         Ok(())
     }
 
@@ -75,8 +75,13 @@ impl Scheduler {
         if !self.pods_hold_nodes() {
             return;
         }
-        if let Some(node) = self.allocating_pods.observe(pod, self.clock.wall()) {
+        let followed = self.allocating_pods.observe(pod, self.clock.wall());
+        if let Some(node) = followed.freed {
             self.lock_handoff.claim_ended(&node, self.clock.now());
+        }
+        if let Some(node) = followed.newly_held {
+            // `/filter` then counts the node busy, as it would a lock it saw.
+            self.lock_handoff.claimed(&node, self.clock.now(), false);
         }
     }
 }
