@@ -30,13 +30,20 @@ struct Holder {
     since: DateTime<Utc>,
 }
 
+impl Holder {
+    /// `namespace/name`, as errors and `/debug/state` name it.
+    fn pod(&self) -> String {
+        format!("{}/{}", self.namespace, self.name)
+    }
+}
+
 /// What the watch says of one pod for the book.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PodSighting {
     /// Bound to `node` and waiting for the device plugin since `since`.
     Allocating { node: String, since: DateTime<Utc> },
-    /// Done with its node: answered, finished, or bound to `node`.
-    Done { node: Option<String> },
+    /// Done with its node: answered, finished, or bound without waiting.
+    Done,
     /// Not (yet) bound: says nothing a bind here may not already know better.
     Unbound,
 }
@@ -54,7 +61,7 @@ pub fn sighting_of(pod: &Pod, now: DateTime<Utc>) -> PodSighting {
         .and_then(|a| a.get(BIND_PHASE))
         .map(String::as_str);
     match (node, phase) {
-        (Some(node), _) if finished => PodSighting::Done { node: Some(node) },
+        _ if finished => PodSighting::Done,
         (Some(node), Some("allocating")) => {
             let since = annotations
                 .and_then(|a| a.get(BIND_TIME))
@@ -63,8 +70,7 @@ pub fn sighting_of(pod: &Pod, now: DateTime<Utc>) -> PodSighting {
                 .unwrap_or(now);
             PodSighting::Allocating { node, since }
         }
-        (Some(node), _) => PodSighting::Done { node: Some(node) },
-        (None, _) if finished => PodSighting::Done { node: None },
+        (Some(_), _) => PodSighting::Done,
         (None, _) => PodSighting::Unbound,
     }
 }
@@ -112,6 +118,30 @@ impl Book {
         Some(holder.node)
     }
 
+    /// `uid` holds `node` from `since`, or from when it held it already;
+    /// returns the node it held before, if another.
+    fn hold(
+        &mut self,
+        uid: &str,
+        node: &str,
+        (namespace, name): (&str, &str),
+        since: DateTime<Utc>,
+    ) -> Option<String> {
+        let before = self.by_uid.get(uid);
+        let since = before.filter(|h| h.node == node).map_or(since, |h| h.since);
+        let moved = before.map(|h| h.node.clone()).filter(|n| n != node);
+        self.insert(
+            uid,
+            Holder {
+                node: node.to_string(),
+                namespace: namespace.to_string(),
+                name: name.to_string(),
+                since,
+            },
+        );
+        moved
+    }
+
     fn insert(&mut self, uid: &str, holder: Holder) {
         self.remove(uid);
         self.by_node
@@ -154,23 +184,10 @@ impl AllocatingPods {
         let mut book = self.inner.lock();
         if let Some(other) = book.other_holder(node, uid, now, timeout) {
             return Err(Held {
-                holder: format!("{}/{}", other.namespace, other.name),
+                holder: other.pod(),
             });
         }
-        let since = book
-            .by_uid
-            .get(uid)
-            .filter(|h| h.node == node)
-            .map_or(now, |h| h.since);
-        book.insert(
-            uid,
-            Holder {
-                node: node.to_string(),
-                namespace: namespace.to_string(),
-                name: name.to_string(),
-                since,
-            },
-        );
+        book.hold(uid, node, (namespace, name), now);
         Ok(())
     }
 
@@ -182,7 +199,7 @@ impl AllocatingPods {
         for holder in book.by_uid.values() {
             out.entry(holder.node.clone())
                 .or_default()
-                .push(format!("{}/{}", holder.namespace, holder.name));
+                .push(holder.pod());
         }
         for pods in out.values_mut() {
             pods.sort();
@@ -204,28 +221,17 @@ impl AllocatingPods {
         match sighting_of(pod, now) {
             PodSighting::Allocating { node, since } => {
                 let mut book = self.inner.lock();
-                let before = book.by_uid.get(uid).map(|h| h.node.clone());
-                let newly_held = (before.as_ref() != Some(&node)).then(|| node.clone());
-                let freed = before.filter(|n| *n != node);
+                let newly_held = book.by_uid.get(uid).is_none_or(|h| h.node != node);
                 // A claim made here keeps its own time; the watch's bind time
                 // is whole seconds.
-                let since = book
-                    .by_uid
-                    .get(uid)
-                    .filter(|h| h.node == node)
-                    .map_or(since, |h| h.since);
-                book.insert(
-                    uid,
-                    Holder {
-                        node,
-                        namespace: namespace_of(&pod.metadata).to_string(),
-                        name: pod.metadata.name.clone().unwrap_or_default(),
-                        since,
-                    },
-                );
-                Followed { freed, newly_held }
+                let name = pod.metadata.name.as_deref().unwrap_or_default();
+                let freed = book.hold(uid, &node, (namespace_of(&pod.metadata), name), since);
+                Followed {
+                    freed,
+                    newly_held: newly_held.then_some(node),
+                }
             }
-            PodSighting::Done { .. } => Followed {
+            PodSighting::Done => Followed {
                 freed: self.inner.lock().remove(uid),
                 newly_held: None,
             },

@@ -187,15 +187,10 @@ pub async fn acquire(
                 Ok(lock) => {
                     let expired = lock.is_expired(now, timeout);
                     if !expired && !owner_is_stale(api, known, &lock, node).await {
-                        let holder = lock
-                            .owner
-                            .as_ref()
-                            .map(|o| format!("{}/{}", o.namespace, o.pod))
-                            .unwrap_or_else(|| "an unknown owner".into());
                         return Err(LockError::Contention {
                             node: node.to_string(),
                             timeout,
-                            holder,
+                            holder: lock.holder(),
                         });
                     }
                     tracing::info!(node, lock = %raw, expired, "taking over a stale node lock");
@@ -262,10 +257,7 @@ pub async fn foreign_holder(
     {
         return Ok(None);
     }
-    Ok(Some(lock.owner.as_ref().map_or_else(
-        || "an unknown owner".to_string(),
-        |o| format!("{}/{}", o.namespace, o.pod),
-    )))
+    Ok(Some(lock.holder()))
 }
 
 /// Releases the lock if `namespace/pod` still holds it; never removes another pod's lock.

@@ -58,6 +58,14 @@ pub struct LockValue {
 }
 
 impl LockValue {
+    /// Who holds it, as a contention error names the holder.
+    pub fn holder(&self) -> String {
+        self.owner.as_ref().map_or_else(
+            || "an unknown owner".to_string(),
+            |o| format!("{}/{}", o.namespace, o.pod),
+        )
+    }
+
     /// Whether the lock is stale and may be taken over: more than `timeout` has passed
     /// since it was taken. A lock dated more than `timeout` in the *future* is treated
     /// as expired as well: no sane clock skew is that large, and such a value would

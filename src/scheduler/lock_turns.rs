@@ -87,18 +87,11 @@ impl Scheduler {
         };
         loop {
             turn.mark_seen();
-            // With watches, the lock is taken from the watch's copy of the node;
-            // a cluster file's store is local, and reading it costs nothing.
-            let known: &dyn LockKnowledge = if self.api.reports_changes() {
-                self
-            } else {
-                &ReadEverything
-            };
             let taken = match self.config.node_lock {
                 NodeLockMode::Node => {
                     node_lock::acquire(
                         self.api.as_ref(),
-                        known,
+                        self.lock_knowledge(),
                         self.clock.wall(),
                         node,
                         ns,
@@ -120,6 +113,16 @@ impl Scheduler {
                 }
                 other => return other,
             }
+        }
+    }
+
+    /// What node locks are taken from: with watches, the watch's copy of the
+    /// node; a cluster file's store is local, and reading it costs nothing.
+    pub(super) fn lock_knowledge(&self) -> &dyn LockKnowledge {
+        if self.api.reports_changes() {
+            self
+        } else {
+            &ReadEverything
         }
     }
 

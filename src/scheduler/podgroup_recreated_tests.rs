@@ -14,13 +14,19 @@ fn the_group() -> VolcanoObject {
     }
 }
 
-#[tokio::test]
-async fn a_podgroup_made_again_within_a_cycle_gets_its_status_again() {
+/// A PodGroup `ml/job` admitted by a first cycle, its status written.
+async fn admitted_job() -> Cluster {
     let c = Cluster::new(&[("n1", 2)], GangConfig::default());
     c.s.apply_queue(&queue("team", json!({"weight": 1})));
     c.s.apply_podgroup(&podgroup("job", 2, "team", json!({})));
     c.s.run_gang_cycle().await;
     assert_eq!(c.status("PodGroup ml/job")["phase"], "Inqueue");
+    c
+}
+
+#[tokio::test]
+async fn a_podgroup_made_again_within_a_cycle_gets_its_status_again() {
+    let c = admitted_job().await;
 
     // Deleted and made again before the next cycle: same name, same verdict.
     c.s.forget_podgroup("ml", "job");
@@ -35,10 +41,7 @@ async fn a_podgroup_made_again_within_a_cycle_gets_its_status_again() {
 async fn a_podgroup_seen_again_with_another_uid_gets_its_status_again() {
     // The watch missed the delete (it was down): the list shows the new
     // object only.
-    let c = Cluster::new(&[("n1", 2)], GangConfig::default());
-    c.s.apply_queue(&queue("team", json!({"weight": 1})));
-    c.s.apply_podgroup(&podgroup("job", 2, "team", json!({})));
-    c.s.run_gang_cycle().await;
+    let c = admitted_job().await;
     c.memory.forget_volcano_status(&the_group());
     c.s.apply_podgroup(&podgroup("job", 2, "team", json!({"uid": "pg-job-2"})));
     c.s.run_gang_cycle().await;

@@ -4,7 +4,7 @@
 
 use super::Scheduler;
 use crate::node_lock::mode::NodeLockMode;
-use crate::node_lock::{self, LockError, LockKnowledge, ReadEverything};
+use crate::node_lock::{self, LockError};
 use k8s_openapi::api::core::v1::Pod;
 
 impl Scheduler {
@@ -28,11 +28,7 @@ impl Scheduler {
             timeout,
             holder,
         };
-        let known: &dyn LockKnowledge = if self.api.reports_changes() {
-            self
-        } else {
-            &ReadEverything
-        };
+        let known = self.lock_knowledge();
         let now = self.clock.wall();
         if let Some(holder) =
             node_lock::foreign_holder(self.api.as_ref(), known, now, node, (ns, name), timeout)
