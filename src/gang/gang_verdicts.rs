@@ -7,6 +7,7 @@
 
 use crate::volcano::framework::{GangKey, GangVerdict, Verdicts};
 use serde::{Serialize, Serializer};
+use std::sync::Arc;
 
 /// The verdicts, by gang.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -15,7 +16,7 @@ pub struct GangVerdicts(Verdicts);
 impl GangVerdicts {
     /// The verdicts in gang order.
     pub fn iter(&self) -> impl Iterator<Item = &GangVerdict> {
-        self.0.values()
+        self.0.values().map(|v| &**v)
     }
 
     /// How many gangs there are.
@@ -30,7 +31,7 @@ impl GangVerdicts {
 
     /// One gang's verdict.
     pub fn get(&self, gang: &GangKey) -> Option<&GangVerdict> {
-        self.0.get(gang)
+        self.0.get(gang).map(|v| &**v)
     }
 }
 
@@ -42,11 +43,13 @@ impl From<Verdicts> for GangVerdicts {
 
 impl<'a> IntoIterator for &'a GangVerdicts {
     type Item = &'a GangVerdict;
-    type IntoIter =
-        imbl::ordmap::Values<'a, GangKey, GangVerdict, imbl::shared_ptr::DefaultSharedPtr>;
+    type IntoIter = std::iter::Map<
+        imbl::ordmap::Values<'a, GangKey, Arc<GangVerdict>, imbl::shared_ptr::DefaultSharedPtr>,
+        fn(&'a Arc<GangVerdict>) -> &'a GangVerdict,
+    >;
 
     fn into_iter(self) -> Self::IntoIter {
-        self.0.values()
+        self.0.values().map(|v| &**v)
     }
 }
 

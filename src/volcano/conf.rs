@@ -29,6 +29,7 @@ use serde::Serialize;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::fmt;
+use std::sync::Arc;
 use thiserror::Error;
 
 /// Volcano's default `overcommit-factor`.
@@ -260,8 +261,10 @@ impl PluginOption {
 /// One tier: plugins that vote together.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Tier {
-    /// The tier's plugins in order.
-    pub plugins: Vec<PluginOption>,
+    /// The tier's plugins in order, each shared with the plugins built from it
+    /// (every planning session builds them, and keeps what they derived under
+    /// their entry).
+    pub plugins: Vec<Arc<PluginOption>>,
 }
 
 /// A parsed scheduler configuration.
@@ -339,7 +342,10 @@ impl Default for SchedulerConf {
     /// predicates, proportion, nodeorder.
     fn default() -> Self {
         let tier = |names: &[&str]| Tier {
-            plugins: names.iter().map(|n| PluginOption::named(n)).collect(),
+            plugins: names
+                .iter()
+                .map(|n| Arc::new(PluginOption::named(n)))
+                .collect(),
         };
         Self {
             actions: vec![Action::Enqueue, Action::Allocate, Action::Backfill],
@@ -405,6 +411,7 @@ impl SchedulerConf {
             .iter()
             .flat_map(|t| t.plugins.iter())
             .find(|p| p.name == name)
+            .map(|p| &**p)
     }
 
     /// Whether the plugin is listed in any tier.
@@ -529,7 +536,9 @@ fn parse_tiers(tiers: &[Value]) -> Result<Vec<Tier>, ConfError> {
             seen.push(option.name.clone());
             parsed.push(option);
         }
-        out.push(Tier { plugins: parsed });
+        out.push(Tier {
+            plugins: parsed.into_iter().map(Arc::new).collect(),
+        });
     }
     Ok(out)
 }

@@ -246,6 +246,7 @@ impl Scheduler {
         let all_booked = overtaken.is_empty();
         for (gang, planned) in overtaken {
             if let Some(v) = outcome.verdicts.get_mut(&gang) {
+                let v = std::sync::Arc::make_mut(v);
                 v.ready = v.ready.saturating_sub(planned);
                 if v.phase == GangPhase::Running && v.ready < v.min_member {
                     v.phase = GangPhase::Inqueue;
@@ -396,6 +397,7 @@ fn name_native_groups(book: &GangBook, verdicts: &mut Verdicts) {
             single: false,
         };
         if let Some(v) = verdicts.get_mut(&key) {
+            let v = std::sync::Arc::make_mut(v);
             v.api = Some(native.api_version.clone());
             v.workload = native.workload.as_ref().map(|w| format!("{namespace}/{w}"));
             v.disruption_mode = Some(native.disruption_mode.clone());

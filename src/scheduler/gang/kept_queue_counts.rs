@@ -111,7 +111,7 @@ mod tests {
                     match change {
                         Some((queue, phase)) => {
                             let (key, v) = verdict(gang, queue, phase);
-                            verdicts.insert(key, v);
+                            verdicts.insert(key, std::sync::Arc::new(v));
                         }
                         None => {
                             verdicts.remove(&verdict(gang, 0, 0).0);

@@ -64,7 +64,7 @@ pub(crate) struct PlannerMemory {
     /// Each PodGroup's status as last written (without timestamps), with the
     /// verdict it was written from: a PodGroup whose verdict is unchanged needs
     /// no status built.
-    written_groups: HashMap<GangKey, (GangVerdict, serde_json::Value)>,
+    written_groups: HashMap<GangKey, (Arc<GangVerdict>, serde_json::Value)>,
     /// The verdicts the PodGroups' statuses were last brought up to: the next
     /// cycle looks only at the gangs whose verdict differs from these, and at
     /// `statuses_owed`.

@@ -46,7 +46,7 @@ proptest! {
             for (gang, change) in changes {
                 match change {
                     Some((phase, reason)) => {
-                        verdicts.insert(key(gang), verdict(gang, phase, reason));
+                        verdicts.insert(key(gang), std::sync::Arc::new(verdict(gang, phase, reason)));
                     }
                     None => {
                         verdicts.remove(&key(gang));

@@ -24,7 +24,7 @@ fn conf(quota_plugin: &str, action: Action) -> SchedulerConf {
         actions: vec![Action::Enqueue, Action::Allocate, action],
         ..SchedulerConf::default()
     };
-    conf.tiers[1].plugins = vec![PluginOption::named(quota_plugin)];
+    conf.tiers[1].plugins = vec![PluginOption::named(quota_plugin).into()];
     conf
 }
 
@@ -233,7 +233,7 @@ fn capacity_reclaims_when_one_asked_dimension_is_within_deserved() {
 #[test]
 fn hierarchical_capacity_reclaims_from_the_nearest_queue_first() {
     let mut conf = conf("capacity", Action::Reclaim);
-    conf.tiers[1].plugins[0]
+    std::sync::Arc::make_mut(&mut conf.tiers[1].plugins[0])
         .flags
         .insert("enableHierarchy".into(), true);
     let spec = |name: &str, parent: Option<&str>, deserved: i64| QueueSpec {

@@ -9,6 +9,7 @@ use crate::volcano::task_topology::TopologyAnnotations;
 use crate::volcano::topology::TopologyConstraint;
 use chrono::{DateTime, Utc};
 use k8s_openapi::api::core::v1::Pod;
+use std::cmp::Ordering;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
@@ -17,7 +18,7 @@ use std::sync::Arc;
 /// Keys are cloned wherever a persistent map of gangs is changed (a changed
 /// entry copies the keys of every node on its path), so the names are shared,
 /// not copied.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Debug, Clone)]
 pub struct GangKey {
     /// Namespace of the PodGroup (or pod).
     pub namespace: Arc<str>,
@@ -25,6 +26,53 @@ pub struct GangKey {
     pub name: Arc<str>,
     /// True for a plain pod without a PodGroup.
     pub single: bool,
+}
+
+/// Names compared as text, in namespace, name, single order. Keys are mostly
+/// clones of one another (a job's key in every persistent map that holds it),
+/// so two names that are one shared string compare equal without reading it:
+/// the maps compare keys at every lookup, change and difference.
+impl Ord for GangKey {
+    fn cmp(&self, other: &Self) -> Ordering {
+        shared_text_cmp(&self.namespace, &other.namespace)
+            .then_with(|| shared_text_cmp(&self.name, &other.name))
+            .then_with(|| self.single.cmp(&other.single))
+    }
+}
+
+impl PartialOrd for GangKey {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl PartialEq for GangKey {
+    fn eq(&self, other: &Self) -> bool {
+        self.single == other.single
+            && (Arc::ptr_eq(&self.name, &other.name) || self.name == other.name)
+            && (Arc::ptr_eq(&self.namespace, &other.namespace) || self.namespace == other.namespace)
+    }
+}
+
+impl Eq for GangKey {}
+
+/// The text hashed, as the names are compared.
+impl std::hash::Hash for GangKey {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.namespace.hash(state);
+        self.name.hash(state);
+        self.single.hash(state);
+    }
+}
+
+/// Two shared strings compared as text; one string shared twice is equal to
+/// itself without being read.
+fn shared_text_cmp(a: &Arc<str>, b: &Arc<str>) -> Ordering {
+    if Arc::ptr_eq(a, b) {
+        Ordering::Equal
+    } else {
+        a.cmp(b)
+    }
 }
 
 impl GangKey {
@@ -470,5 +518,43 @@ impl JobInfo {
     /// Position of a task by UID.
     pub fn task_index(&self, uid: &str) -> Option<usize> {
         self.tasks.iter().position(|t| t.uid == uid)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn key(namespace: &str, name: &str, single: bool) -> GangKey {
+        GangKey {
+            namespace: namespace.into(),
+            name: name.into(),
+            single,
+        }
+    }
+
+    proptest! {
+        /// Keys order and compare as their text does, whether their names are
+        /// one shared string or two equal ones.
+        #[test]
+        fn keys_order_as_their_names(
+            a in ("[ab]{0,2}", "[ab]{0,2}", any::<bool>()),
+            b in ("[ab]{0,2}", "[ab]{0,2}", any::<bool>()),
+            share in any::<bool>(),
+        ) {
+            let x = key(&a.0, &a.1, a.2);
+            let mut y = key(&b.0, &b.1, b.2);
+            if share && a.0 == b.0 {
+                y.namespace = Arc::clone(&x.namespace);
+            }
+            if share && a.1 == b.1 {
+                y.name = Arc::clone(&x.name);
+            }
+            let text = (a.0.as_str(), a.1.as_str(), a.2).cmp(&(b.0.as_str(), b.1.as_str(), b.2));
+            prop_assert_eq!(x.cmp(&y), text);
+            prop_assert_eq!(x == y, text == Ordering::Equal);
+            prop_assert_eq!(y.cmp(&x), text.reverse());
+        }
     }
 }

@@ -191,8 +191,10 @@ pub struct GangVerdict {
 
 /// Every job's verdict by job, in a persistent map: most verdicts stay the
 /// same from one cycle to the next, and are shared between cycles rather than
-/// copied.
-pub type Verdicts = imbl::OrdMap<GangKey, GangVerdict>;
+/// copied. Each verdict is shared too: a change to a map whose nodes another
+/// cycle still holds copies the entries of every node on its path, and a
+/// verdict's names and message would be copied with them.
+pub type Verdicts = imbl::OrdMap<GangKey, std::sync::Arc<GangVerdict>>;
 
 /// What a session decided.
 #[derive(Debug, Default, Clone, PartialEq)]

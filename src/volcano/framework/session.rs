@@ -823,7 +823,7 @@ impl Session {
         memory.verdicts.follow(
             &self.state.jobs,
             noted_otherwise,
-            |job| self.verdict(job),
+            |job| std::sync::Arc::new(self.verdict(job)),
             |_, _| {},
         );
         memory.notes = std::mem::take(&mut self.notes);

@@ -17,6 +17,7 @@ use super::session::JobNote;
 use super::tiers::KeptByPlugin;
 use super::unsettled_jobs::UnsettledJobs;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// What a session keeps for the next one. Empty, a session derives everything.
 #[derive(Debug, Default)]
@@ -25,7 +26,7 @@ pub struct SessionMemory {
     pub(crate) plugins: KeptByPlugin,
     /// Each job's verdict as the last session closed (a verdict is a function
     /// of the job and its note alone).
-    pub(crate) verdicts: KeptPerJob<GangVerdict>,
+    pub(crate) verdicts: KeptPerJob<Arc<GangVerdict>>,
     /// The notes the verdicts were built from: a job whose note differs from
     /// the last session's has its verdict built again.
     pub(crate) notes: BTreeMap<GangKey, JobNote>,

@@ -33,6 +33,7 @@ use crate::placement::{NodeFacts, NodeJudge, TaskFacts};
 use crate::volcano::conf::{ExtensionPoint, PluginOption, SWITCHES};
 use crate::volcano::objects::QueueSpec;
 use std::cmp::Ordering;
+use std::sync::Arc;
 
 /// One configured plugin.
 #[derive(Debug)]
@@ -40,7 +41,7 @@ pub struct Slot {
     /// The plugin.
     pub plugin: Box<dyn Plugin>,
     /// Its entry in the configuration (switches).
-    pub option: PluginOption,
+    pub option: Arc<PluginOption>,
     /// Which extension points are switched off (bit per point), read once: the
     /// node choice asks thousands of times per filter.
     off: u32,
@@ -48,7 +49,8 @@ pub struct Slot {
 
 impl Slot {
     /// A plugin with its configuration entry.
-    pub fn new(plugin: Box<dyn Plugin>, option: PluginOption) -> Self {
+    pub fn new(plugin: Box<dyn Plugin>, option: impl Into<Arc<PluginOption>>) -> Self {
+        let option = option.into();
         let off = SWITCHES
             .iter()
             .filter(|(_, point)| !option.switched_on(*point))
@@ -73,7 +75,7 @@ fn bit(point: ExtensionPoint) -> u32 {
 /// entry the plugin was built from: only a plugin built from an equal entry may
 /// reuse it, so a reloaded configuration that changes a plugin's arguments or
 /// switches has it derive everything again, whatever its figures depend on.
-pub type KeptByPlugin = Vec<(PluginOption, Option<Box<dyn KeptFigures>>)>;
+pub type KeptByPlugin = Vec<(Arc<PluginOption>, Option<Box<dyn KeptFigures>>)>;
 
 /// The plugins, tier by tier.
 #[derive(Debug, Default)]

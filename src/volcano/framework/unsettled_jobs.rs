@@ -44,7 +44,7 @@ pub(crate) struct UnsettledJobs {
 /// invalid).
 #[derive(Debug, PartialEq)]
 struct Basis {
-    plugins: Vec<PluginOption>,
+    plugins: Vec<Arc<PluginOption>>,
     queues: Vec<String>,
 }
 

@@ -447,7 +447,7 @@ pub fn evicted(o: &SessionOutcome) -> BTreeSet<String> {
 
 /// What the session decided for PodGroup `c1/<name>`.
 pub fn verdict<'a>(o: &'a SessionOutcome, name: &str) -> Option<&'a GangVerdict> {
-    o.verdicts.get(&key(name))
+    o.verdicts.get(&key(name)).map(|v| &**v)
 }
 
 /// The phase of PodGroup `c1/<name>`.
