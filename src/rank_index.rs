@@ -121,6 +121,11 @@ impl RoomScreen {
         screen
     }
 
+    /// Whether some GPU has an open slot: without one no request for a GPU fits.
+    pub fn has_picks(&self) -> bool {
+        self.picks > 0
+    }
+
     /// `false` when [`may_fit`] surely says no for these rooms: some container
     /// asks for more GPUs than there are picks, or for more compute or memory
     /// than any GPU with a pick has free. `true` says nothing.

@@ -116,7 +116,7 @@ impl Default for VgpuDims {
 pub struct Resources(Vec<(Dim, i64)>);
 
 /// A dimension's name, shared between every amount that has it.
-type Dim = Arc<str>;
+pub(crate) type Dim = Arc<str>;
 
 impl fmt::Debug for Resources {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -135,6 +135,28 @@ impl Resources {
     /// Where `dim` is, or where it would go.
     fn position(&self, dim: &str) -> Result<usize, usize> {
         self.0.binary_search_by(|(k, _)| (**k).cmp(dim))
+    }
+
+    /// Builds from dimensions already in name order, each given once, keeping
+    /// their shared names; negative values become zero. For amounts worked out
+    /// over another amount's dimensions: no name is copied or looked for.
+    pub(crate) fn from_ordered(pairs: impl IntoIterator<Item = (Dim, i64)>) -> Self {
+        let dims: Vec<(Dim, i64)> = pairs.into_iter().map(|(k, v)| (k, v.max(0))).collect();
+        debug_assert!(
+            dims.windows(2).all(|w| w[0].0 < w[1].0),
+            "in name order, once each"
+        );
+        Self(dims)
+    }
+
+    /// The dimensions present with their shared names, in name order.
+    pub(crate) fn shared_dims(&self) -> impl Iterator<Item = &Dim> {
+        self.0.iter().map(|(k, _)| k)
+    }
+
+    /// `(dimension, milli-units)` pairs in name order, with the shared names.
+    pub(crate) fn shared_iter(&self) -> impl Iterator<Item = (&Dim, i64)> {
+        self.0.iter().map(|(k, v)| (k, *v))
     }
 
     /// Builds from `(name, milli-units)` pairs; negative values become zero. A name

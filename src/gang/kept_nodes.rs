@@ -17,6 +17,7 @@ use crate::ledger::{ChangeJournal, JournalCursor, Ledger};
 use crate::node_load::NodeResources;
 use crate::resources::Resources;
 use crate::volcano::framework::nodes::{SessionNode, SharedNodes, position_index};
+use crate::volcano::framework::score_order::ScoreOrder;
 use rustc_hash::FxHashMap;
 use std::collections::{BTreeSet, HashSet};
 use std::sync::Arc;
@@ -29,6 +30,8 @@ pub struct KeptNodes {
     nodes: SharedNodes,
     /// Their positions by name.
     index: Arc<FxHashMap<String, usize>>,
+    /// Those that can take a GPU, in score order (shared like the list).
+    order: Arc<ScoreOrder>,
     /// What sessions read of all of them together.
     sums: NodeSums,
     /// Nodes whose registered GPUs changed, came or went since last taken
@@ -144,6 +147,7 @@ impl KeptNodes {
                     self.journal.note(name.as_str());
                     self.sums.remove(kept);
                     self.sums.add(&n);
+                    Arc::make_mut(&mut self.order).replace(i, kept, &n);
                     Arc::make_mut(&mut self.nodes)[i] = n;
                 }
             }
@@ -161,6 +165,7 @@ impl KeptNodes {
                     }
                 }
                 self.sums = NodeSums::of(nodes.iter().map(|n| &**n));
+                self.order = Arc::new(ScoreOrder::of(&nodes));
                 self.nodes = Arc::new(nodes);
             }
             (Some(names), _, _) => {
@@ -183,6 +188,7 @@ impl KeptNodes {
                 }
                 self.sums = NodeSums::of(nodes.iter().map(|n| &**n));
                 self.index = Arc::new(position_index(&nodes));
+                self.order = Arc::new(ScoreOrder::of(&nodes));
                 self.nodes = Arc::new(nodes);
             }
         }
@@ -192,6 +198,11 @@ impl KeptNodes {
     /// What sessions read of all the nodes of the last picture together.
     pub fn sums(&self) -> &NodeSums {
         &self.sums
+    }
+
+    /// The nodes of the last picture that can take a GPU, in score order.
+    pub fn score_order(&self) -> &Arc<ScoreOrder> {
+        &self.order
     }
 
     /// The nodes replaced, added or removed from one picture to the next.

@@ -7,9 +7,11 @@
 //! figures), so they equal the figures added up anew, and a queue's figures are
 //! the sums capped where adding them one by one would have saturated.
 
+use crate::resources::Dim;
 use crate::volcano::framework::QueueInfo;
 use crate::volcano::framework::job_figures::{JobFigures, QueueFigure};
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 /// The kept jobs' figures summed by queue.
 #[derive(Debug, Default, Clone, PartialEq)]
@@ -21,7 +23,9 @@ pub struct QueueTotals {
 #[derive(Debug, Default, Clone, PartialEq)]
 struct Sums {
     jobs: usize,
-    amounts: BTreeMap<(QueueFigure, String), i128>,
+    /// By figure, then dimension in name order (as each figure is built); the
+    /// names shared with the jobs' figures.
+    amounts: BTreeMap<(QueueFigure, Dim), i128>,
 }
 
 impl QueueTotals {
@@ -30,7 +34,7 @@ impl QueueTotals {
         let sums = self.queues.entry(figures.queue.clone()).or_default();
         sums.jobs += 1;
         for (figure, dim, amount) in figures.amounts() {
-            *sums.amounts.entry((figure, dim.to_string())).or_insert(0) += i128::from(amount);
+            *sums.amounts.entry((figure, dim)).or_insert(0) += i128::from(amount);
         }
     }
 
@@ -45,7 +49,7 @@ impl QueueTotals {
             return;
         }
         for (figure, dim, amount) in figures.amounts() {
-            let key = (figure, dim.to_string());
+            let key = (figure, dim);
             if let Some(sum) = sums.amounts.get_mut(&key) {
                 *sum -= i128::from(amount);
                 if *sum == 0 {
@@ -65,13 +69,21 @@ impl QueueTotals {
         let Some(sums) = self.queues.get(q.name()) else {
             return;
         };
-        for ((figure, dim), sum) in &sums.amounts {
-            // The figures hold no negative amounts; a sum of them that no longer
-            // fits saturates, as adding them one by one does.
-            let amount = i64::try_from(*sum).unwrap_or(if *sum > 0 { i64::MAX } else { 0 });
-            if amount > 0 {
-                figure.add(q, dim, amount);
-            }
+        // The figures hold no negative amounts; a sum of them that no longer
+        // fits saturates, as adding them one by one does.
+        let mut amounts = sums
+            .amounts
+            .iter()
+            .map(|((figure, dim), sum)| {
+                let amount = i64::try_from(*sum).unwrap_or(if *sum > 0 { i64::MAX } else { 0 });
+                (*figure, dim, amount)
+            })
+            .filter(|(_, _, amount)| *amount > 0)
+            .peekable();
+        while let Some(&(figure, _, _)) = amounts.peek() {
+            let of_figure = std::iter::from_fn(|| amounts.next_if(|(f, _, _)| *f == figure))
+                .map(|(_, dim, amount)| (Arc::clone(dim), amount));
+            figure.add_all(q, of_figure);
         }
     }
 }

@@ -25,6 +25,7 @@ use crate::volcano::framework::charge::{placement_charge, request_charge};
 use crate::volcano::framework::job::{GpuAsk, TaskPlacement};
 use crate::volcano::framework::nodes::{NodeSet, SessionNode, SharedNodes};
 use crate::volcano::framework::queue::QueueInfo;
+use crate::volcano::framework::score_order::ScoreOrder;
 use crate::volcano::framework::{GangKey, JobInfo, SessionState, TaskInfo, TaskStatus};
 use crate::volcano::objects::{PodGroupSpec, QueueSpec};
 use crate::volcano::resource_quota::NamespaceQuota;
@@ -69,6 +70,8 @@ pub struct LedgerPicture {
     index: Arc<FxHashMap<String, usize>>,
     /// What the session reads of all of them together.
     sums: NodeSums,
+    /// Those that can take a GPU, in score order.
+    order: Arc<ScoreOrder>,
     quotas: BTreeMap<String, QuotaHeadroom>,
     allocatable: Resources,
     /// Every node's measured usage (shared with the ledger, not copied).
@@ -110,6 +113,7 @@ impl LedgerPicture {
             nodes,
             index,
             sums: kept_nodes.sums().clone(),
+            order: kept_nodes.score_order().clone(),
             quotas,
             allocatable: ledger.load().total_allocatable().clone(),
             measured: ledger.load().measured().clone(),
@@ -182,7 +186,8 @@ pub fn build_state_with(
     let across = picture.sums.across();
     let node_set = NodeSet::shared_knowing(picture.nodes, picture.index, picture.quotas, across)
         .with_measured(picture.measured, input.now)
-        .with_namespaces(picture.namespaces);
+        .with_namespaces(picture.namespaces)
+        .with_score_order(picture.order);
     let topology = Arc::new(resolve_topology(input.book, &node_set));
 
     let kept_jobs = assemble_jobs(input, (&node_set, largest_card), kept);

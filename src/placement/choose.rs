@@ -180,6 +180,24 @@ fn best_fitting<S: NodeSource + ?Sized>(
             None
         }
     };
+    // Ranked by the node score alone, a source that keeps its candidates in
+    // that order is walked best first, down to the first that fits: the same
+    // candidates fitted, in the same order, as ranking them all.
+    let asks_gpu = ctx.request.containers.iter().flatten().any(|c| c.nums > 0);
+    if !scores
+        && asks_gpu
+        && let Some(walk) = source.in_score_order(policy == crate::policy::NodePolicy::Binpack)
+    {
+        return walk
+            .filter_map(|i| {
+                let rank = eligible(i)?;
+                Some(match policy {
+                    crate::policy::NodePolicy::Binpack => (rank.score, i),
+                    crate::policy::NodePolicy::Spread => (-rank.score, i),
+                })
+            })
+            .find_map(fit_at);
+    }
     // Usually the best node fits: find it in one pass, keeping nothing. No best
     // node means no candidate worth fitting at all.
     let best = candidates().min_by(order)?;

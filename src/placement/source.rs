@@ -36,6 +36,15 @@ pub trait NodeSource {
         false
     }
 
+    /// The candidates that can take a GPU at all, in the order ranking without
+    /// plugin scores puts them (node score, highest first when `highest_first`,
+    /// else lowest first; equal scores in position order), when the source keeps
+    /// that order; `None`: every candidate is to be ranked. Candidates left out
+    /// are surely not eligible for a request that asks for a GPU.
+    fn in_score_order(&self, _highest_first: bool) -> Option<Box<dyn Iterator<Item = usize> + '_>> {
+        None
+    }
+
     /// Ranking facts; `None` for a node the source does not know.
     fn rank(&self, i: usize, request: &PodRequest) -> Option<RankFacts>;
 

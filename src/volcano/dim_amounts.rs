@@ -5,18 +5,20 @@
 //! of filling then adds, compares and clamps in place and allocates nothing,
 //! where the same round on maps would build a map per queue and operation.
 
-use crate::resources::Resources;
+use crate::resources::{Dim, Resources};
+use std::sync::Arc;
 
-/// The dimensions one filling works over, in name order.
+/// The dimensions one filling works over, in name order, with the names the
+/// amounts share (the filling's results share them too).
 #[derive(Debug)]
-pub(crate) struct Dims<'a>(Vec<&'a str>);
+pub(crate) struct Dims<'a>(Vec<&'a Dim>);
 
 impl<'a> Dims<'a> {
     /// Every dimension any of `all` names.
     pub fn of(all: impl IntoIterator<Item = &'a Resources>) -> Self {
-        let mut names: Vec<&'a str> = all.into_iter().flat_map(Resources::dims).collect();
+        let mut names: Vec<&'a Dim> = all.into_iter().flat_map(Resources::shared_dims).collect();
         names.sort_unstable();
-        names.dedup();
+        names.dedup_by(|a, b| a == b);
         Self(names)
     }
 
@@ -33,8 +35,8 @@ impl<'a> Dims<'a> {
             self.0
                 .iter()
                 .map(|d| {
-                    while values.next_if(|(name, _)| name < d).is_some() {}
-                    values.next_if(|(name, _)| name == d).map(|(_, v)| v)
+                    while values.next_if(|(name, _)| *name < &***d).is_some() {}
+                    values.next_if(|(name, _)| *name == &***d).map(|(_, v)| v)
                 })
                 .collect(),
         )
@@ -42,11 +44,12 @@ impl<'a> Dims<'a> {
 
     /// The dimensions `a` has, as resources.
     pub fn resources(&self, a: &Amounts) -> Resources {
-        self.0
-            .iter()
-            .zip(&a.0)
-            .filter_map(|(d, v)| v.map(|v| ((*d).to_owned(), v)))
-            .collect()
+        Resources::from_ordered(
+            self.0
+                .iter()
+                .zip(&a.0)
+                .filter_map(|(d, v)| v.map(|v| (Arc::clone(d), v))),
+        )
     }
 }
 

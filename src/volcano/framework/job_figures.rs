@@ -5,8 +5,9 @@
 
 use super::queue::{QueueInfo, add_cards};
 use super::{JobInfo, TaskStatus};
-use crate::resources::Resources;
+use crate::resources::{Dim, Resources};
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// Which of a queue's figures an amount counts towards.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -24,20 +25,30 @@ pub enum QueueFigure {
 }
 
 impl QueueFigure {
-    /// Adds `amount` to `dim` of this figure of `q` (saturating, as [`Resources::add`]).
-    pub fn add(self, q: &mut QueueInfo, dim: &str, amount: i64) {
+    /// Adds `amounts` (dimensions in name order, each once) to this figure of
+    /// `q` (saturating, as [`Resources::add`]). A figure with no dimension yet
+    /// (as a queue's figures start each cycle) takes them as they are, sharing
+    /// their names.
+    pub fn add_all(self, q: &mut QueueInfo, amounts: impl IntoIterator<Item = (Dim, i64)>) {
         let resources = match self {
             Self::Request => &mut q.request,
             Self::Allocated => &mut q.allocated,
             Self::Elastic => &mut q.elastic,
             Self::Inqueue => &mut q.inqueue,
             Self::Cards => {
-                let slot = q.cards.entry(dim.to_string()).or_insert(0);
-                *slot = slot.saturating_add(amount);
+                for (card, amount) in amounts {
+                    let slot = q.cards.entry(card.to_string()).or_insert(0);
+                    *slot = slot.saturating_add(amount);
+                }
                 return;
             }
         };
-        resources.set(dim, resources.get(dim).saturating_add(amount));
+        let sum = Resources::from_ordered(amounts);
+        if resources.dimension_count() == 0 {
+            *resources = sum;
+        } else {
+            resources.add(&sum);
+        }
     }
 }
 
@@ -97,7 +108,7 @@ impl JobFigures {
 
     /// Every amount of these figures with the queue figure it counts towards,
     /// for keeping queues' sums up to date as jobs come and go.
-    pub fn amounts(&self) -> impl Iterator<Item = (QueueFigure, &str, i64)> {
+    pub fn amounts(&self) -> impl Iterator<Item = (QueueFigure, Dim, i64)> {
         [
             (QueueFigure::Request, &self.request),
             (QueueFigure::Allocated, &self.allocated),
@@ -105,11 +116,14 @@ impl JobFigures {
             (QueueFigure::Inqueue, &self.inqueue),
         ]
         .into_iter()
-        .flat_map(|(figure, r)| r.iter().map(move |(d, v)| (figure, d, v)))
+        .flat_map(|(figure, r)| {
+            r.shared_iter()
+                .map(move |(d, v)| (figure, Arc::clone(d), v))
+        })
         .chain(
             self.cards
                 .iter()
-                .map(|(card, n)| (QueueFigure::Cards, card.as_str(), *n)),
+                .map(|(card, n)| (QueueFigure::Cards, Dim::from(card.as_str()), *n)),
         )
     }
 

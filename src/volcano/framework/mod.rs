@@ -31,6 +31,7 @@ pub mod registry;
 pub mod rejection;
 pub mod releasing_minimum;
 pub mod report;
+pub mod score_order;
 pub mod session;
 pub mod session_memory;
 pub mod state;
@@ -45,6 +46,8 @@ mod kept_figures_reuse_tests;
 mod node_rooms_tests;
 #[cfg(test)]
 mod queue_policy_tests;
+#[cfg(test)]
+mod score_order_tests;
 #[cfg(test)]
 mod session_memory_tests;
 #[cfg(test)]

@@ -3,12 +3,12 @@
 //! before any of them is fitted, with the reasons a job is told unchanged.
 
 use super::nodes::{NodeSet, SessionNode};
-use super::testing::{gpu, gpu_nodes, vgpu};
-use crate::device::model::{ContainerDevice, PodDevices};
-use crate::fit::{FitRequest, NodeView, Placement, PodContext, QuotaHeadroom};
+use super::testing::{gpu, gpu_nodes, gpu_share, vgpu, vgpu_task_facts};
+use crate::device::model::PodDevices;
+use crate::fit::{FitRequest, NodeView, Placement, QuotaHeadroom};
 use crate::ledger::{Ledger, NodeEntry, PodEntry, PodPhase};
 use crate::placement::{
-    NoJudge, NodeFacts, NodeRejection, NodeSource, RankFacts, TaskFacts, choose_node, evaluate_all,
+    NoJudge, NodeFacts, NodeRejection, NodeSource, RankFacts, choose_node, evaluate_all,
 };
 use crate::rank_index::{GpuRoom, rooms_of};
 use crate::resources::{Resources, VgpuDims};
@@ -53,20 +53,6 @@ impl NodeSource for CountingFits<'_> {
     }
 }
 
-fn facts<'a>(ctx: &'a PodContext, resreq: &'a Resources, dims: &'a VgpuDims) -> TaskFacts<'a> {
-    TaskFacts {
-        namespace: "ns",
-        name: "p",
-        gpu: Some(ctx),
-        resreq,
-        pod: None,
-        queue: None,
-        dims,
-        pod_affinity: None,
-        preferred_pod_affinity: None,
-    }
-}
-
 /// The rooms of every node worked out anew from the usage the session shows.
 fn rooms_anew(nodes: &NodeSet) -> BTreeMap<String, Vec<GpuRoom>> {
     nodes
@@ -93,17 +79,6 @@ fn rooms_kept(nodes: &NodeSet) -> BTreeMap<String, Vec<GpuRoom>> {
         .collect()
 }
 
-/// `memory` MiB and `cores` percent of GPU `index` of node `node`.
-fn share(node: usize, index: u32, memory: u64, cores: u32) -> ContainerDevice {
-    ContainerDevice {
-        uuid: gpu(node, index, 4).id,
-        vendor: "NVIDIA".into(),
-        usedmem: memory,
-        usedcores: cores,
-        mig: None,
-    }
-}
-
 /// Three nodes of two GPUs of four slots, the first one partly used in the
 /// ledger already.
 fn three_nodes_one_busy() -> NodeSet {
@@ -122,7 +97,7 @@ fn three_nodes_one_busy() -> NodeSet {
         "ns".into(),
         "held".into(),
         "node-0".into(),
-        vec![vec![share(0, 0, 40000, 50)]],
+        vec![vec![gpu_share(0, 0, 40000, 50)]],
         0,
         PodPhase::Bound,
     ));
@@ -186,14 +161,14 @@ proptest! {
         for step in steps {
             match step {
                 Step::Place { node, gpu, memory, cores } => {
-                    let devices: PodDevices = vec![vec![share(node, gpu, memory, cores)]];
+                    let devices: PodDevices = vec![vec![gpu_share(node, gpu, memory, cores)]];
                     let name = format!("node-{node}");
                     if let Some(p) = nodes.place("ns", &name, &devices, 0, &Resources::new()) {
                         placed.push(p);
                     }
                 }
                 Step::Release { node, gpu, memory, cores } => {
-                    let devices: PodDevices = vec![vec![share(node, gpu, memory, cores)]];
+                    let devices: PodDevices = vec![vec![gpu_share(node, gpu, memory, cores)]];
                     let name = format!("node-{node}");
                     if let Some(r) = nodes.release("ns", &name, &devices, 0, &Resources::new()) {
                         released.push(r);
@@ -219,7 +194,7 @@ fn fill_whole_nodes(nodes: &mut NodeSet, count: usize) {
         let choice = choose_node(
             &*nodes,
             &whole_node,
-            &facts(&whole_node, &resreq, &dims),
+            &vgpu_task_facts(&whole_node, &resreq, &dims),
             &NoJudge,
         )
         .expect("an empty node is left");
@@ -239,8 +214,13 @@ fn a_session_fits_only_the_nodes_with_room() {
     let (resreq, dims) = (Resources::new(), VgpuDims::default());
     // One GPU of one more node taken: it ranks first among the nodes with room.
     let one = vgpu("one", 1, 80000);
-    let half =
-        choose_node(&nodes, &one, &facts(&one, &resreq, &dims), &NoJudge).expect("nodes have room");
+    let half = choose_node(
+        &nodes,
+        &one,
+        &vgpu_task_facts(&one, &resreq, &dims),
+        &NoJudge,
+    )
+    .expect("nodes have room");
     nodes
         .place("ns", &half.node, &half.placement.devices, 0, &resreq)
         .expect("the chosen node is known");
@@ -249,11 +229,21 @@ fn a_session_fits_only_the_nodes_with_room() {
         nodes: &nodes,
         fits: Cell::new(0),
     };
-    let choice = choose_node(&counting, &one, &facts(&one, &resreq, &dims), &NoJudge)
-        .expect("nodes have room");
+    let choice = choose_node(
+        &counting,
+        &one,
+        &vgpu_task_facts(&one, &resreq, &dims),
+        &NoJudge,
+    )
+    .expect("nodes have room");
     assert_eq!(choice.node, half.node, "the fullest node with room");
     assert_eq!(counting.fits.get(), 1, "only the node with room is fitted");
-    let (fitting, _) = evaluate_all(&nodes, &one, &facts(&one, &resreq, &dims), &NoJudge);
+    let (fitting, _) = evaluate_all(
+        &nodes,
+        &one,
+        &vgpu_task_facts(&one, &resreq, &dims),
+        &NoJudge,
+    );
     assert_eq!(
         fitting.len(),
         10,
@@ -273,9 +263,19 @@ fn screened_out_nodes_still_give_their_reasons() {
         nodes: &nodes,
         fits: Cell::new(0),
     };
-    let failed = choose_node(&counting, &one, &facts(&one, &resreq, &dims), &NoJudge)
-        .expect_err("every node is full");
-    let (_, every_node) = evaluate_all(&nodes, &one, &facts(&one, &resreq, &dims), &NoJudge);
+    let failed = choose_node(
+        &counting,
+        &one,
+        &vgpu_task_facts(&one, &resreq, &dims),
+        &NoJudge,
+    )
+    .expect_err("every node is full");
+    let (_, every_node) = evaluate_all(
+        &nodes,
+        &one,
+        &vgpu_task_facts(&one, &resreq, &dims),
+        &NoJudge,
+    );
     assert_eq!(failed, every_node);
     assert_eq!(failed.len(), 4);
 }

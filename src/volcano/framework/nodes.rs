@@ -3,6 +3,7 @@
 //! session places a pod on gets a copy of its usage, and taking the placement back
 //! removes the copy, so a discarded statement leaves the set exactly as it was.
 
+use super::score_order::ScoreOrder;
 use crate::device::model::PodDevices;
 use crate::device::request::PodRequest;
 use crate::fit::{FitRequest, NodeView, Placement, QuotaHeadroom, fit_pod, node_score};
@@ -55,6 +56,12 @@ impl SessionNode {
             resources,
             rooms,
         }
+    }
+
+    /// The score ranking reads for the node while no session changed it, when the
+    /// node can take a GPU at all (usable, with an open slot on some GPU).
+    pub fn gpu_rank_score(&self) -> Option<f64> {
+        (self.usable && self.screen.has_picks()).then_some(self.score)
     }
 
     /// The node again with `gpus` and `resources` as they are now: the rooms are
@@ -122,6 +129,9 @@ pub struct NodeSet {
     now: DateTime<Utc>,
     /// What all the nodes have in common.
     across: AcrossNodes,
+    /// The nodes that can take a GPU in score order, kept with the nodes
+    /// between cycles; `None`: node choices rank every node.
+    order: Option<Arc<ScoreOrder>>,
 }
 
 /// What a session asks of all its nodes together, before it looks at any one
@@ -249,7 +259,16 @@ impl NodeSet {
             measured: Arc::default(),
             namespaces: Arc::default(),
             now: DateTime::UNIX_EPOCH,
+            order: None,
         }
+    }
+
+    /// The same nodes, with the order of those that can take a GPU (worked out
+    /// over these very nodes, see [`ScoreOrder`]).
+    pub fn with_score_order(mut self, order: Arc<ScoreOrder>) -> Self {
+        debug_assert!(order.len() <= self.nodes.len());
+        self.order = Some(order);
+        self
     }
 
     /// The same nodes, with every namespace's labels.
@@ -603,6 +622,28 @@ impl NodeSource for NodeSet {
         true
     }
 
+    fn in_score_order(&self, highest_first: bool) -> Option<Box<dyn Iterator<Item = usize> + '_>> {
+        let order = self.order.as_ref()?;
+        let len = self.changed.len();
+        // The nodes this session changed rank by their changed score, merged into
+        // the kept order of the others.
+        let mut changed: Vec<(f64, usize)> = self
+            .changed
+            .iter()
+            .enumerate()
+            .filter_map(|(i, c)| c.as_ref().map(|c| (c.score, i)))
+            .collect();
+        changed.sort_unstable_by(|a, b| ranked_ahead(*a, *b, highest_first));
+        let kept = order
+            .walk(highest_first)
+            .filter(move |&(_, i)| i < len && self.changed[i].is_none());
+        Some(Box::new(MergeRanked {
+            kept: kept.peekable(),
+            changed: changed.into_iter().peekable(),
+            highest_first,
+        }))
+    }
+
     fn rank(&self, i: usize, request: &PodRequest) -> Option<RankFacts> {
         // The rooms are kept as the session places and takes back, so the screen
         // costs a loop over the node's GPUs: under binpack the best-ranked nodes
@@ -666,5 +707,43 @@ impl NodeSource for NodeSet {
                 now: self.now,
             },
         })
+    }
+}
+
+/// The order of two ranked nodes `(score, position)`: by score, highest first
+/// when `highest_first`, then by position.
+fn ranked_ahead(a: (f64, usize), b: (f64, usize), highest_first: bool) -> std::cmp::Ordering {
+    let by_score = if highest_first {
+        b.0.total_cmp(&a.0)
+    } else {
+        a.0.total_cmp(&b.0)
+    };
+    by_score.then(a.1.cmp(&b.1))
+}
+
+/// Two lists of ranked nodes, each in ranking order, walked as one.
+struct MergeRanked<A: Iterator<Item = (f64, usize)>, B: Iterator<Item = (f64, usize)>> {
+    kept: std::iter::Peekable<A>,
+    changed: std::iter::Peekable<B>,
+    highest_first: bool,
+}
+
+impl<A: Iterator<Item = (f64, usize)>, B: Iterator<Item = (f64, usize)>> Iterator
+    for MergeRanked<A, B>
+{
+    type Item = usize;
+
+    fn next(&mut self) -> Option<usize> {
+        let take_kept = match (self.kept.peek(), self.changed.peek()) {
+            (Some(&k), Some(&c)) => ranked_ahead(k, c, self.highest_first).is_lt(),
+            (Some(_), None) => true,
+            (None, _) => false,
+        };
+        let next = if take_kept {
+            self.kept.next()
+        } else {
+            self.changed.next()
+        };
+        next.map(|(_, i)| i)
     }
 }

@@ -353,6 +353,42 @@ pub fn gpu_nodes(nodes: usize, gpus: u32, count: u32) -> NodeSet {
     NodeSet::new(nodes, BTreeMap::new())
 }
 
+/// `memory` MiB and `cores` percent of GPU `index` (of [`gpu`]) of node `node`.
+pub fn gpu_share(
+    node: usize,
+    index: u32,
+    memory: u64,
+    cores: u32,
+) -> crate::device::model::ContainerDevice {
+    crate::device::model::ContainerDevice {
+        uuid: gpu(node, index, 4).id,
+        vendor: "NVIDIA".into(),
+        usedmem: memory,
+        usedcores: cores,
+        mig: None,
+    }
+}
+
+/// What plugins would read of a pod `ns/p` asking for `ctx`'s vGPUs and
+/// `resreq`, with no pod object nor queue behind it.
+pub fn vgpu_task_facts<'a>(
+    ctx: &'a crate::fit::PodContext,
+    resreq: &'a Resources,
+    dims: &'a VgpuDims,
+) -> crate::placement::TaskFacts<'a> {
+    crate::placement::TaskFacts {
+        namespace: "ns",
+        name: "p",
+        gpu: Some(ctx),
+        resreq,
+        pod: None,
+        queue: None,
+        dims,
+        pod_affinity: None,
+        preferred_pod_affinity: None,
+    }
+}
+
 /// A parsed vGPU request of `gpus` GPUs with `mem` MiB each.
 pub fn vgpu(uid: &str, gpus: u32, mem: u64) -> crate::fit::PodContext {
     let pod: Pod = serde_json::from_value(serde_json::json!({
