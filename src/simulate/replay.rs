@@ -459,7 +459,7 @@ impl Engine<'_> {
                 evicted_jobs.insert(job);
             }
         }
-        for job in evicted_jobs {
+        for &job in &evicted_jobs {
             let attempt = self.live.get(&job).map_or(0, |l| l.attempt) + 1;
             self.records[job].evictions += 1;
             self.remove_job(job, false).await;
@@ -491,43 +491,39 @@ impl Engine<'_> {
                 self.records[job].reason = Some(format!("Volcano planner, {step}: {message}"));
             }
         }
-        for (job, member) in self.released_members().await {
+        for (job, member) in self.released_members(&evicted_jobs) {
             self.gated.remove(&(job, member));
             self.pending.push_back((job, member));
         }
         Ok(())
     }
 
-    /// Gated members whose gate was lifted since the last cycle, in arrival
-    /// order. Only the pods the store saw lifted are read back: with thousands
-    /// of members waiting, reading every one after every cycle was most of a
-    /// replay.
-    async fn released_members(&mut self) -> Vec<(usize, u32)> {
-        let mut candidates = BTreeSet::new();
+    /// Gated members whose gate the cycle just run lifted, in arrival order,
+    /// as the store recorded the lifts: a pod is not read back to see its gate
+    /// gone, which a kube-scheduler learns from its watch at no cost to the
+    /// scheduler (and with thousands of members waiting, reading every one after
+    /// every cycle was most of a replay). `recreated`: the jobs the cycle
+    /// evicted and created again since, whose pods wait gated anew.
+    fn released_members(&mut self, recreated: &BTreeSet<usize>) -> Vec<(usize, u32)> {
+        let mut released = BTreeSet::new();
         for key in self.memory.take_lifted_gates() {
             let Some(&job) = self.pods.get(&*key) else {
                 continue;
             };
+            if recreated.contains(&job) {
+                continue;
+            }
             let j = &self.input.jobs[job];
             let line = &self.input.workload.arrivals[j.line];
             let name = key.split_once('/').map_or(&*key, |(_, name)| name);
-            candidates.extend(
+            released.extend(
                 self.gated
                     .range((job, 0)..=(job, u32::MAX))
                     .filter(|(_, member)| objects::pod_name(j, line, *member) == name)
                     .copied(),
             );
         }
-        let mut released = Vec::with_capacity(candidates.len());
-        for (job, member) in candidates {
-            // Lifted, then evicted and created again gated: still waiting.
-            if let Some(pod) = self.pod_of(job, member).await
-                && !is_gated(&pod)
-            {
-                released.push((job, member));
-            }
-        }
-        released
+        released.into_iter().collect()
     }
 
     /// Tries the waiting pods in order until too many in a row do not fit.
