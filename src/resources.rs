@@ -149,11 +149,6 @@ impl Resources {
         Self(dims)
     }
 
-    /// The dimensions present with their shared names, in name order.
-    pub(crate) fn shared_dims(&self) -> impl Iterator<Item = &Dim> {
-        self.0.iter().map(|(k, _)| k)
-    }
-
     /// `(dimension, milli-units)` pairs in name order, with the shared names.
     pub(crate) fn shared_iter(&self) -> impl Iterator<Item = (&Dim, i64)> {
         self.0.iter().map(|(k, v)| (k, *v))

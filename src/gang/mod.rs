@@ -22,7 +22,7 @@ pub mod kept_holdings;
 pub mod kept_nodes;
 pub mod kept_state;
 #[cfg(test)]
-mod member_start_time_tests;
+mod member_kept_pod_tests;
 pub mod memberless_group;
 pub mod membership;
 pub mod native_group;

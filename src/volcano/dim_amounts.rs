@@ -16,7 +16,10 @@ pub(crate) struct Dims<'a>(Vec<&'a Dim>);
 impl<'a> Dims<'a> {
     /// Every dimension any of `all` names.
     pub fn of(all: impl IntoIterator<Item = &'a Resources>) -> Self {
-        let mut names: Vec<&'a Dim> = all.into_iter().flat_map(Resources::shared_dims).collect();
+        let mut names: Vec<&'a Dim> = all
+            .into_iter()
+            .flat_map(|r| r.shared_iter().map(|(dim, _)| dim))
+            .collect();
         names.sort_unstable();
         names.dedup_by(|a, b| a == b);
         Self(names)

@@ -625,23 +625,18 @@ impl NodeSource for NodeSet {
     fn in_score_order(&self, highest_first: bool) -> Option<Box<dyn Iterator<Item = usize> + '_>> {
         let order = self.order.as_ref()?;
         let len = self.changed.len();
-        // The nodes this session changed rank by their changed score, merged into
-        // the kept order of the others.
-        let mut changed: Vec<(f64, usize)> = self
+        // The nodes this session changed rank by their changed score.
+        let changed: Vec<(f64, usize)> = self
             .changed
             .iter()
             .enumerate()
             .filter_map(|(i, c)| c.as_ref().map(|c| (c.score, i)))
             .collect();
-        changed.sort_unstable_by(|a, b| ranked_ahead(*a, *b, highest_first));
-        let kept = order
-            .walk(highest_first)
-            .filter(move |&(_, i)| i < len && self.changed[i].is_none());
-        Some(Box::new(MergeRanked {
-            kept: kept.peekable(),
-            changed: changed.into_iter().peekable(),
+        Some(Box::new(order.walk_merged(
             highest_first,
-        }))
+            changed,
+            move |i| i < len && self.changed[i].is_none(),
+        )))
     }
 
     fn rank(&self, i: usize, request: &PodRequest) -> Option<RankFacts> {
@@ -707,43 +702,5 @@ impl NodeSource for NodeSet {
                 now: self.now,
             },
         })
-    }
-}
-
-/// The order of two ranked nodes `(score, position)`: by score, highest first
-/// when `highest_first`, then by position.
-fn ranked_ahead(a: (f64, usize), b: (f64, usize), highest_first: bool) -> std::cmp::Ordering {
-    let by_score = if highest_first {
-        b.0.total_cmp(&a.0)
-    } else {
-        a.0.total_cmp(&b.0)
-    };
-    by_score.then(a.1.cmp(&b.1))
-}
-
-/// Two lists of ranked nodes, each in ranking order, walked as one.
-struct MergeRanked<A: Iterator<Item = (f64, usize)>, B: Iterator<Item = (f64, usize)>> {
-    kept: std::iter::Peekable<A>,
-    changed: std::iter::Peekable<B>,
-    highest_first: bool,
-}
-
-impl<A: Iterator<Item = (f64, usize)>, B: Iterator<Item = (f64, usize)>> Iterator
-    for MergeRanked<A, B>
-{
-    type Item = usize;
-
-    fn next(&mut self) -> Option<usize> {
-        let take_kept = match (self.kept.peek(), self.changed.peek()) {
-            (Some(&k), Some(&c)) => ranked_ahead(k, c, self.highest_first).is_lt(),
-            (Some(_), None) => true,
-            (None, _) => false,
-        };
-        let next = if take_kept {
-            self.kept.next()
-        } else {
-            self.changed.next()
-        };
-        next.map(|(_, i)| i)
     }
 }

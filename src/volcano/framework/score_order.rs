@@ -23,9 +23,20 @@ pub struct ScoreOrder {
     entries: Vec<(f64, u32)>,
 }
 
-/// The order the node choice ranks in: score (by `f64::total_cmp`), then position.
+/// The order the node choice ranks in: score (by `f64::total_cmp`), highest
+/// first when `highest_first`, else lowest first; equal scores by position.
+fn ranked_ahead(a: (f64, usize), b: (f64, usize), highest_first: bool) -> Ordering {
+    let by_score = if highest_first {
+        b.0.total_cmp(&a.0)
+    } else {
+        a.0.total_cmp(&b.0)
+    };
+    by_score.then(a.1.cmp(&b.1))
+}
+
+/// The order the kept entries are stored in: [`ranked_ahead`], lowest first.
 fn by_score(a: &(f64, u32), b: &(f64, u32)) -> Ordering {
-    a.0.total_cmp(&b.0).then(a.1.cmp(&b.1))
+    ranked_ahead((a.0, a.1 as usize), (b.0, b.1 as usize), false)
 }
 
 impl ScoreOrder {
@@ -81,6 +92,53 @@ impl ScoreOrder {
             rest: 0..self.entries.len(),
         }
         .map(|(score, position)| (score, position as usize))
+    }
+
+    /// The kept nodes for which `unchanged` holds, merged with `changed`
+    /// (`(score, position)` of the nodes a session changed, in any order) into
+    /// one walk in ranking order.
+    pub fn walk_merged<'a>(
+        &'a self,
+        highest_first: bool,
+        mut changed: Vec<(f64, usize)>,
+        unchanged: impl Fn(usize) -> bool + 'a,
+    ) -> impl Iterator<Item = usize> + 'a {
+        changed.sort_unstable_by(|a, b| ranked_ahead(*a, *b, highest_first));
+        MergeRanked {
+            kept: self
+                .walk(highest_first)
+                .filter(move |&(_, i)| unchanged(i))
+                .peekable(),
+            changed: changed.into_iter().peekable(),
+            highest_first,
+        }
+    }
+}
+
+/// Two lists of ranked nodes, each in ranking order, walked as one.
+struct MergeRanked<A: Iterator<Item = (f64, usize)>, B: Iterator<Item = (f64, usize)>> {
+    kept: std::iter::Peekable<A>,
+    changed: std::iter::Peekable<B>,
+    highest_first: bool,
+}
+
+impl<A: Iterator<Item = (f64, usize)>, B: Iterator<Item = (f64, usize)>> Iterator
+    for MergeRanked<A, B>
+{
+    type Item = usize;
+
+    fn next(&mut self) -> Option<usize> {
+        let take_kept = match (self.kept.peek(), self.changed.peek()) {
+            (Some(&k), Some(&c)) => ranked_ahead(k, c, self.highest_first).is_lt(),
+            (Some(_), None) => true,
+            (None, _) => false,
+        };
+        let next = if take_kept {
+            self.kept.next()
+        } else {
+            self.changed.next()
+        };
+        next.map(|(_, i)| i)
     }
 }
 
