@@ -200,6 +200,19 @@ mod tests {
     }
 
     #[test]
+    fn changed_nodes_are_merged_by_their_changed_score_and_left_out_of_the_kept_walk() {
+        // Node 2 was 0.5 when kept; the session changed it to 0.9, tying nodes
+        // 1 and 3, and node 4 to 0.5.
+        let o = order(&[0.5, 0.9, 0.5, 0.9, 0.1]);
+        let changed = vec![(0.5, 4), (0.9, 2)];
+        let unchanged = |i: usize| i != 2 && i != 4;
+        let walked: Vec<usize> = o.walk_merged(true, changed.clone(), unchanged).collect();
+        assert_eq!(walked, vec![1, 2, 3, 0, 4]);
+        let walked: Vec<usize> = o.walk_merged(false, changed, unchanged).collect();
+        assert_eq!(walked, vec![0, 4, 1, 2, 3]);
+    }
+
+    #[test]
     fn an_empty_order_walks_nothing() {
         assert_eq!(ScoreOrder::default().walk(true).count(), 0);
         assert_eq!(ScoreOrder::default().walk(false).count(), 0);
