@@ -13,8 +13,14 @@
 //! one-GPU members running 10 h, arriving over 5 h so they fill the cluster) and
 //! `gang-pods` (the same pods as `gangs`, each on its own, in no queue).
 //!
+//! `--against SHAPE` replays in pairs (`--pairs N`, 9 by default): each replay of
+//! `--shape` followed at once by one of `SHAPE`, reporting the ratio of their wall
+//! times per pair and the median, least and most ratio: the way to compare two
+//! shapes on a machine whose speed varies from minute to minute, e.g.
+//! `cargo bench --bench simulate -- --nodes 1000 --arrivals 5000 --shape queues --against plain`.
+//!
 //! Run without `--bench` (as `cargo test --all-targets` does) it makes a small
-//! smoke run instead, so the tool cannot rot.
+//! smoke run instead (one pair against `queues`), so the tool cannot rot.
 
 #[path = "loadgen/cluster.rs"]
 #[allow(dead_code)]
@@ -129,22 +135,22 @@ fn flag(args: &[String], name: &str, default: u64) -> u64 {
         .unwrap_or(default)
 }
 
-fn main() {
-    let args: Vec<String> = std::env::args().collect();
-    let full = args.iter().any(|a| a == "--bench");
-    let nodes = flag(&args, "--nodes", if full { 1000 } else { 10 }) as usize;
-    let arrivals = flag(&args, "--arrivals", if full { 100_000 } else { 500 });
+/// One replay's outcome, as the bench reports it.
+struct Replayed {
+    /// The report line.
+    line: String,
+    wall: Duration,
+}
+
+/// Replays `arrivals` of `shape` on a generated cluster of `nodes`; the wall
+/// time covers the replay only, not generating the cluster and workload.
+fn replay(shape: &str, nodes: usize, arrivals: u64) -> Replayed {
     let dir = tempfile::tempdir().expect("temp dir");
     let path = dir.path().join("cluster.json");
     cluster::generate(&path, nodes, 0, false).expect("write the cluster file");
     let mut objects = Vec::new();
     visit_file(&path, |o| objects.push(o)).expect("read the cluster file");
     let gpus = (nodes * cluster::GPUS_PER_NODE) as u64;
-    let shape = args
-        .iter()
-        .position(|a| a == "--shape")
-        .and_then(|i| args.get(i + 1))
-        .map_or("plain", String::as_str);
     let text = match shape {
         "plain" => workload(arrivals, gpus),
         "queues" => {
@@ -199,16 +205,61 @@ fn main() {
         .iter()
         .map(|s| s.memory_percent)
         .fold(0.0, f64::max);
-    println!(
-        "{shape}: {nodes} nodes x {} GPUs, {} arrivals over {:.1} virtual hours: {placed} placed, peak GPU memory {peak:.1}%, {:.2} s wall, {:.0} arrivals/s",
-        cluster::GPUS_PER_NODE,
-        result.jobs.len(),
-        result.seconds / 3600.0,
-        wall.as_secs_f64(),
-        result.jobs.len() as f64 / wall.as_secs_f64()
-    );
     if shape == "plain" {
         assert_eq!(result.jobs.len() as u64, arrivals);
     }
     assert!(placed > 0, "nothing was placed");
+    Replayed {
+        line: format!(
+            "{shape}: {nodes} nodes x {} GPUs, {} arrivals over {:.1} virtual hours: {placed} placed, peak GPU memory {peak:.1}%, {:.2} s wall, {:.0} arrivals/s",
+            cluster::GPUS_PER_NODE,
+            result.jobs.len(),
+            result.seconds / 3600.0,
+            wall.as_secs_f64(),
+            result.jobs.len() as f64 / wall.as_secs_f64()
+        ),
+        wall,
+    }
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let full = args.iter().any(|a| a == "--bench");
+    let nodes = flag(&args, "--nodes", if full { 1000 } else { 10 }) as usize;
+    let arrivals = flag(&args, "--arrivals", if full { 100_000 } else { 500 });
+    let text_flag = |name: &str| {
+        args.iter()
+            .position(|a| a == name)
+            .and_then(|i| args.get(i + 1))
+            .map(String::as_str)
+    };
+    let shape = text_flag("--shape").unwrap_or("plain");
+    // The smoke run replays one pair, so the pairing cannot rot either.
+    let against = text_flag("--against").or((!full).then_some("queues"));
+    let Some(against) = against else {
+        println!("{}", replay(shape, nodes, arrivals).line);
+        return;
+    };
+    // Pairs: each replay of `shape` followed at once by one of `against`, so
+    // both meet the machine in the same state; the ratio of each pair is what
+    // is compared (on a shared host the time of one replay varies by a third
+    // from minute to minute, the ratio of a pair far less).
+    let pairs = flag(&args, "--pairs", if full { 9 } else { 1 }).max(1);
+    let mut ratios = Vec::new();
+    for _ in 0..pairs {
+        let (one, other) = (
+            replay(shape, nodes, arrivals),
+            replay(against, nodes, arrivals),
+        );
+        let ratio = one.wall.as_secs_f64() / other.wall.as_secs_f64().max(1e-9);
+        println!("{}\n{}\n  ratio {ratio:.2}", one.line, other.line);
+        ratios.push(ratio);
+    }
+    ratios.sort_by(f64::total_cmp);
+    println!(
+        "{shape} against {against} over {pairs} pairs: ratio median {:.2}, least {:.2}, most {:.2}",
+        ratios[ratios.len() / 2],
+        ratios[0],
+        ratios[ratios.len() - 1]
+    );
 }
