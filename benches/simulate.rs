@@ -127,10 +127,16 @@ fn gang_workload(gangs: u64, as_pods: bool) -> String {
     out
 }
 
-fn flag(args: &[String], name: &str, default: u64) -> u64 {
+/// The value given after `name`, if any.
+fn text_flag<'a>(args: &'a [String], name: &str) -> Option<&'a str> {
     args.iter()
         .position(|a| a == name)
         .and_then(|i| args.get(i + 1))
+        .map(String::as_str)
+}
+
+fn flag(args: &[String], name: &str, default: u64) -> u64 {
+    text_flag(args, name)
         .and_then(|v| v.parse().ok())
         .unwrap_or(default)
 }
@@ -227,15 +233,9 @@ fn main() {
     let full = args.iter().any(|a| a == "--bench");
     let nodes = flag(&args, "--nodes", if full { 1000 } else { 10 }) as usize;
     let arrivals = flag(&args, "--arrivals", if full { 100_000 } else { 500 });
-    let text_flag = |name: &str| {
-        args.iter()
-            .position(|a| a == name)
-            .and_then(|i| args.get(i + 1))
-            .map(String::as_str)
-    };
-    let shape = text_flag("--shape").unwrap_or("plain");
+    let shape = text_flag(&args, "--shape").unwrap_or("plain");
     // The smoke run replays one pair, so the pairing cannot rot either.
-    let against = text_flag("--against").or((!full).then_some("queues"));
+    let against = text_flag(&args, "--against").or((!full).then_some("queues"));
     let Some(against) = against else {
         println!("{}", replay(shape, nodes, arrivals).line);
         return;
