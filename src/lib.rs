@@ -20,6 +20,7 @@ pub mod ledger;
 pub mod log_fields;
 pub mod log_json_escape;
 pub mod log_writer;
+pub mod metadata_copy;
 pub mod metrics;
 pub mod node_load;
 pub mod node_lock;

@@ -117,8 +117,7 @@ fn decode_pod(body: &[u8], annotations: Option<&[u8]>) -> Result<Pod, ApiError> 
 /// scheduler name, phase, and containers by name and resources only.
 fn slim(pod: &Pod) -> Pod {
     use k8s_openapi::api::core::v1::{Container, PodSpec, PodStatus};
-    let mut metadata = pod.metadata.clone();
-    metadata.managed_fields = None;
+    let metadata = crate::metadata_copy::without_managed_fields(&pod.metadata);
     let spec = pod.spec.as_ref();
     // Names and resources only: their number decides how the pod's GPU usage adds
     // up, and the ledger books device annotations only for pods asking for a vGPU

@@ -6,6 +6,7 @@ use super::book_changes::BookChanges;
 use super::membership::{DEFAULT_QUEUE, Membership};
 use super::priority_classes::PriorityClasses;
 use super::victim_facts;
+use crate::metadata_copy::without_managed_fields;
 use crate::object_namespace::namespace_of;
 use crate::resources::{Resources, pod_requests};
 use crate::volcano::disruption_budget::DisruptionBudget;
@@ -14,7 +15,6 @@ use crate::volcano::resource_quota::NamespaceQuota;
 use crate::volcano::topology::HyperNode;
 use chrono::{DateTime, Utc};
 use k8s_openapi::api::core::v1::Pod;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -458,46 +458,12 @@ pub fn member_of(pod: &Pod) -> Option<Member> {
 
 /// The pod as a member keeps it: all but its managed fields and, of its status,
 /// all but the start time (preemption that weighs victims as kube-scheduler does
-/// prefers the node whose victims started last). Copied field by field: cloning
-/// the whole pod first copied the managed fields and the status only to drop
-/// them, and on a live cluster they are most of a pod. A field Kubernetes adds to
-/// the metadata fails to compile here until it is decided.
+/// prefers the node whose victims started last). Built from the parts kept:
+/// cloning the whole pod first copied the managed fields and the status only to
+/// drop them.
 fn kept_copy(pod: &Pod) -> Pod {
-    let ObjectMeta {
-        annotations,
-        creation_timestamp,
-        deletion_grace_period_seconds,
-        deletion_timestamp,
-        finalizers,
-        generate_name,
-        generation,
-        labels,
-        managed_fields: _,
-        name,
-        namespace,
-        owner_references,
-        resource_version,
-        self_link,
-        uid,
-    } = &pod.metadata;
     Pod {
-        metadata: ObjectMeta {
-            annotations: annotations.clone(),
-            creation_timestamp: creation_timestamp.clone(),
-            deletion_grace_period_seconds: *deletion_grace_period_seconds,
-            deletion_timestamp: deletion_timestamp.clone(),
-            finalizers: finalizers.clone(),
-            generate_name: generate_name.clone(),
-            generation: *generation,
-            labels: labels.clone(),
-            managed_fields: None,
-            name: name.clone(),
-            namespace: namespace.clone(),
-            owner_references: owner_references.clone(),
-            resource_version: resource_version.clone(),
-            self_link: self_link.clone(),
-            uid: uid.clone(),
-        },
+        metadata: without_managed_fields(&pod.metadata),
         spec: pod.spec.clone(),
         status: pod.status.as_ref().and_then(|s| {
             s.start_time
