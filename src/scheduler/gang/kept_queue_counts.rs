@@ -6,8 +6,8 @@
 //! walk over thousands of gangs waiting or running unchanged.
 
 use crate::gang::status::QueueCounts;
+use crate::volcano::framework::map_diff::verdict_changes;
 use crate::volcano::framework::{GangPhase, GangVerdict, Verdicts};
-use imbl::ordmap::DiffItem;
 use std::collections::BTreeMap;
 
 /// Each queue's gangs by phase, with the verdicts they were counted from.
@@ -21,19 +21,17 @@ impl KeptQueueCounts {
     /// Brings the counts up to `verdicts`, and gives them (queues without a
     /// gang left out).
     pub(crate) fn follow(&mut self, verdicts: &Verdicts) -> &BTreeMap<String, QueueCounts> {
-        for item in self.counted.diff(verdicts) {
-            match item {
-                DiffItem::Add(_, new) => count_in(&mut self.counts, new),
-                DiffItem::Update {
-                    old: (_, old),
-                    new: (_, new),
-                } => {
+        for (_, old, new) in verdict_changes(&self.counted, verdicts).iter() {
+            match (old, new) {
+                (None, Some(new)) => count_in(&mut self.counts, new),
+                (Some(old), Some(new)) => {
                     if (&old.queue, old.phase) != (&new.queue, new.phase) {
                         count_out(&mut self.counts, old);
                         count_in(&mut self.counts, new);
                     }
                 }
-                DiffItem::Remove(_, old) => count_out(&mut self.counts, old),
+                (Some(old), None) => count_out(&mut self.counts, old),
+                (None, None) => {}
             }
         }
         self.counted = verdicts.clone();

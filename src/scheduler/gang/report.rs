@@ -8,9 +8,9 @@ use crate::gang::book::{GangBook, GangKey};
 use crate::gang::status::{QueueCounts, podgroup_status, podgroup_status_key, queue_status};
 use crate::resources::Resources;
 use crate::scheduler::Scheduler;
+use crate::volcano::framework::map_diff::verdict_changes;
 use crate::volcano::framework::{GangPhase, SessionOutcome, Verdicts};
 use crate::volcano::objects::PodGroupSpec;
-use imbl::ordmap::DiffItem;
 use std::collections::{BTreeMap, BTreeSet};
 
 impl Scheduler {
@@ -92,7 +92,7 @@ impl Scheduler {
             for key in gone {
                 memory.written_groups.remove(&key);
             }
-            let look_at: BTreeSet<&GangKey> = changed.into_iter().chain(&owed).collect();
+            let look_at: BTreeSet<&GangKey> = changed.iter().chain(&owed).collect();
             for key in look_at {
                 let Some(v) = outcome.verdicts.get(key) else {
                     memory.written_groups.remove(key);
@@ -192,12 +192,9 @@ fn changed_reasons(
 ) -> (Vec<(GangKey, String)>, Vec<GangKey>) {
     let mut changed = Vec::new();
     let mut forgotten = Vec::new();
-    for item in told_from.diff(verdicts) {
-        let (key, now) = match item {
-            DiffItem::Add(key, v) | DiffItem::Update { new: (key, v), .. } => (key, Some(v)),
-            DiffItem::Remove(key, _) => (key, None),
-        };
+    for (key, _, now) in verdict_changes(told_from, verdicts).iter() {
         let waits = now
+            .as_ref()
             .filter(|v| v.phase != GangPhase::Running)
             .and_then(|v| v.message.as_ref());
         match (waits, told.get(key)) {
@@ -212,16 +209,13 @@ fn changed_reasons(
 
 /// The gangs whose verdict differs from the one the statuses were last brought
 /// up to (`from`), and the gangs that have no verdict any more.
-fn statuses_to_look_at<'v>(
-    from: &Verdicts,
-    verdicts: &'v Verdicts,
-) -> (Vec<&'v GangKey>, Vec<GangKey>) {
+fn statuses_to_look_at(from: &Verdicts, verdicts: &Verdicts) -> (Vec<GangKey>, Vec<GangKey>) {
     let mut changed = Vec::new();
     let mut gone = Vec::new();
-    for item in from.diff(verdicts) {
-        match item {
-            DiffItem::Add(key, _) | DiffItem::Update { new: (key, _), .. } => changed.push(key),
-            DiffItem::Remove(key, _) => gone.push(key.clone()),
+    for (key, _, now) in verdict_changes(from, verdicts).iter() {
+        match now {
+            Some(_) => changed.push(key.clone()),
+            None => gone.push(key.clone()),
         }
     }
     (changed, gone)

@@ -6,15 +6,13 @@
 //! the shared subtrees) makes opening and closing a session cost what changed
 //! rather than what waits. The figures themselves are kept in a persistent map
 //! too, so that handing them on (the verdicts to the outcome) copies nothing.
+//! Figures following the same jobs share one difference (`map_diff`).
 
 use super::job::{GangKey, JobInfo};
+pub use super::map_diff::Jobs;
+use super::map_diff::job_changes;
 use imbl::OrdMap;
-use imbl::ordmap::DiffItem;
 use std::fmt;
-use std::sync::Arc;
-
-/// The jobs of a session, by gang (as [`super::SessionState::jobs`]).
-pub type Jobs = OrdMap<GangKey, Arc<JobInfo>>;
 
 /// A figure per job, with the jobs they were derived from.
 #[derive(Clone)]
@@ -61,15 +59,10 @@ impl<T: Clone> KeptPerJob<T> {
         mut changed: impl FnMut(&GangKey, FigureChange<'_, T>),
     ) {
         let Self { followed, figures } = self;
-        for item in followed.diff(jobs) {
-            match item {
-                DiffItem::Add(key, job)
-                | DiffItem::Update {
-                    new: (key, job), ..
-                } => {
-                    put(figures, key, derive(job), &mut changed);
-                }
-                DiffItem::Remove(key, _) => {
+        for (key, _, job) in job_changes(followed, jobs).iter() {
+            match job {
+                Some(job) => put(figures, key, derive(job), &mut changed),
+                None => {
                     if let Some(gone) = figures.remove(key) {
                         changed(key, (Some(&gone), None));
                     }
@@ -127,13 +120,8 @@ fn put<T: Clone>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::volcano::framework::testing::{gang_key, job};
-
-    fn jobs(list: &[&Arc<JobInfo>]) -> Jobs {
-        list.iter()
-            .map(|j| (j.key.clone(), Arc::clone(j)))
-            .collect()
-    }
+    use crate::volcano::framework::testing::{gang_key, job, jobs_map as jobs};
+    use std::sync::Arc;
 
     #[test]
     fn figures_are_derived_again_only_for_jobs_that_changed_and_forgotten_when_gone() {

@@ -21,6 +21,7 @@ pub mod gang_eviction;
 pub mod job;
 pub mod job_figures;
 pub mod kept_per_job;
+pub mod map_diff;
 pub mod nodes;
 pub mod outcome;
 pub mod plain_choice;

@@ -96,6 +96,13 @@ pub fn verdict(
 }
 
 /// A PodGroup job in `queue` with these tasks.
+/// A session's jobs map holding `list`, each by its key.
+pub fn jobs_map(list: &[&Arc<JobInfo>]) -> crate::volcano::framework::map_diff::Jobs {
+    list.iter()
+        .map(|j| (j.key.clone(), Arc::clone(j)))
+        .collect()
+}
+
 pub fn job(name: &str, queue: &str, min_member: usize, tasks: Vec<TaskInfo>) -> JobInfo {
     let key = GangKey {
         namespace: "ns".into(),

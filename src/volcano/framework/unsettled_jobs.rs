@@ -15,6 +15,7 @@
 //! changed are found the same way, against the map it opened on.
 
 use super::job::{GangKey, JobInfo, TaskStatus};
+use super::map_diff::job_changes;
 use super::plugin::JobInvalid;
 use super::rejection::Rejection;
 use super::session::QUEUE_NOT_FOUND;
@@ -64,21 +65,19 @@ impl UnsettledJobs {
     pub(crate) fn follow(&mut self, state: &SessionState, tiers: &Tiers) {
         let basis = Basis::of(state, tiers);
         if self.basis.as_ref() == Some(&basis) {
-            for change in self.among.diff(&state.jobs) {
-                match change {
-                    DiffItem::Add(key, job)
-                    | DiffItem::Update {
-                        new: (key, job), ..
-                    } => {
-                        if settled(state, tiers, job) {
-                            self.jobs.remove(key);
-                        } else if let Some(kept) = self.jobs.get_mut(key) {
+            for (key, _, job) in job_changes(&self.among, &state.jobs).iter() {
+                match job {
+                    Some(job) if settled(state, tiers, job) => {
+                        self.jobs.remove(key);
+                    }
+                    Some(job) => {
+                        if let Some(kept) = self.jobs.get_mut(key) {
                             *kept = Arc::clone(job);
                         } else {
                             self.jobs.insert(key.clone(), Arc::clone(job));
                         }
                     }
-                    DiffItem::Remove(key, _) => {
+                    None => {
                         self.jobs.remove(key);
                     }
                 }

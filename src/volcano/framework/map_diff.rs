@@ -1,0 +1,190 @@
+//! The gangs whose entry differs between two versions of a map by gang (the
+//! session's jobs, or its verdicts), worked out once for everyone who follows
+//! them.
+//!
+//! Several figures follow the session's jobs from one session to the next
+//! (drf's held shares, the queues' pod counts, the term holders, the unsettled
+//! jobs), and several follow its verdicts from one cycle to the next (the
+//! queues' counts by phase, the PodGroup statuses, the reasons members were
+//! told); each keeps the map it last followed, so they ask for the difference
+//! between the same two maps. A persistent map's diff skips shared subtrees
+//! but still steps through every sibling of a changed path, which with
+//! thousands of gangs is most of what following costs; asking once and handing
+//! the answer to the others costs one walk.
+//!
+//! Answers are kept by the identity of the two maps (their roots), and the
+//! maps are kept with them: while a map is kept its root cannot be reused or
+//! changed in place, so a map with the same root is the same map. The few last
+//! answers are kept, in one place per kind of map shared by all planners of
+//! the process (who ask the same questions one after the other); a question
+//! about other maps only misses.
+
+use super::job::{GangKey, JobInfo};
+use super::outcome::GangVerdict;
+use imbl::OrdMap;
+use imbl::ordmap::DiffItem;
+use parking_lot::Mutex;
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+/// Jobs by gang, as a session holds them.
+pub type Jobs = OrdMap<GangKey, Arc<JobInfo>>;
+
+/// A gang's entry before and after: `None` before for one added, after for one
+/// gone.
+pub type Change<V> = (GangKey, Option<V>, Option<V>);
+
+/// The changes between two maps, in key order.
+pub type Changes<V> = Arc<[Change<V>]>;
+
+/// How many answers are kept of each kind: those asked as a session opens and
+/// as it closes, and those asked while it runs.
+const KEPT: usize = 4;
+
+struct Answer<V: Clone> {
+    from: OrdMap<GangKey, V>,
+    to: OrdMap<GangKey, V>,
+    changes: Changes<V>,
+}
+
+/// The last answers, oldest first.
+struct Answers<V: Clone>(VecDeque<Answer<V>>);
+
+impl<V: Clone> Answers<V> {
+    const fn new() -> Self {
+        Self(VecDeque::new())
+    }
+
+    fn kept(&self, from: &OrdMap<GangKey, V>, to: &OrdMap<GangKey, V>) -> Option<Changes<V>> {
+        self.0
+            .iter()
+            .find(|a| a.from.ptr_eq(from) && a.to.ptr_eq(to))
+            .map(|a| Arc::clone(&a.changes))
+    }
+
+    fn keep(&mut self, from: &OrdMap<GangKey, V>, to: &OrdMap<GangKey, V>, changes: &Changes<V>) {
+        if self.0.len() == KEPT {
+            self.0.pop_front();
+        }
+        self.0.push_back(Answer {
+            from: from.clone(),
+            to: to.clone(),
+            changes: Arc::clone(changes),
+        });
+    }
+}
+
+static JOB_ANSWERS: Mutex<Answers<Arc<JobInfo>>> = Mutex::new(Answers::new());
+static VERDICT_ANSWERS: Mutex<Answers<Arc<GangVerdict>>> = Mutex::new(Answers::new());
+
+/// The jobs of `to` that are not the very ones of `from`, and those of `from`
+/// gone from `to`.
+pub fn job_changes(from: &Jobs, to: &Jobs) -> Changes<Arc<JobInfo>> {
+    changes_with(&JOB_ANSWERS, from, to)
+}
+
+/// The verdicts of `to` that differ from those of `from`, and those of `from`
+/// gone from `to`.
+pub fn verdict_changes(
+    from: &OrdMap<GangKey, Arc<GangVerdict>>,
+    to: &OrdMap<GangKey, Arc<GangVerdict>>,
+) -> Changes<Arc<GangVerdict>> {
+    changes_with(&VERDICT_ANSWERS, from, to)
+}
+
+fn changes_with<V: Clone + PartialEq>(
+    answers: &Mutex<Answers<V>>,
+    from: &OrdMap<GangKey, V>,
+    to: &OrdMap<GangKey, V>,
+) -> Changes<V> {
+    if from.ptr_eq(to) {
+        return Arc::from(Vec::new());
+    }
+    if let Some(changes) = answers.lock().kept(from, to) {
+        return changes;
+    }
+    // Worked out unlocked: planners asking about other maps do not wait on it.
+    let changes: Changes<V> = from
+        .diff(to)
+        .map(|item| match item {
+            DiffItem::Add(key, after) => (key.clone(), None, Some(after.clone())),
+            DiffItem::Update {
+                old: (_, before),
+                new: (key, after),
+            } => (key.clone(), Some(before.clone()), Some(after.clone())),
+            DiffItem::Remove(key, before) => (key.clone(), Some(before.clone()), None),
+        })
+        .collect();
+    answers.lock().keep(from, to, &changes);
+    changes
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::volcano::framework::testing::{job, jobs_map as jobs};
+
+    fn names(changes: &[Change<Arc<JobInfo>>]) -> Vec<(String, bool, bool)> {
+        changes
+            .iter()
+            .map(|(key, before, after)| (key.name.to_string(), before.is_some(), after.is_some()))
+            .collect()
+    }
+
+    #[test]
+    fn changes_name_the_jobs_added_replaced_and_gone_and_nothing_else() {
+        let a = Arc::new(job("a", "q", 1, Vec::new()));
+        let b = Arc::new(job("b", "q", 1, Vec::new()));
+        let c = Arc::new(job("c", "q", 1, Vec::new()));
+        let before = jobs(&[&a, &b]);
+        let mut after = before.clone();
+        after.remove(&a.key);
+        after.insert(c.key.clone(), Arc::clone(&c));
+        // A job built again the same is the same job.
+        after.insert(b.key.clone(), Arc::new((*b).clone()));
+        assert_eq!(
+            names(&job_changes(&before, &after)),
+            [("a".to_owned(), true, false), ("c".to_owned(), false, true)]
+        );
+        let mut b2 = (*b).clone();
+        b2.min_member = 2;
+        after.insert(b.key.clone(), Arc::new(b2));
+        assert_eq!(
+            names(&job_changes(&before, &after)),
+            [
+                ("a".to_owned(), true, false),
+                ("b".to_owned(), true, true),
+                ("c".to_owned(), false, true)
+            ]
+        );
+        assert!(job_changes(&after, &after.clone()).is_empty());
+    }
+
+    #[test]
+    fn the_same_question_is_answered_once_and_a_map_changed_since_is_asked_anew() {
+        let a = Arc::new(job("a", "q", 1, Vec::new()));
+        let b = Arc::new(job("b", "q", 1, Vec::new()));
+        let before = jobs(&[&a]);
+        let mut after = before.clone();
+        after.insert(b.key.clone(), Arc::clone(&b));
+        let answers = Mutex::new(Answers::new());
+        let first = changes_with(&answers, &before, &after);
+        let again = changes_with(&answers, &before.clone(), &after.clone());
+        assert!(Arc::ptr_eq(&first, &again), "answered from what was kept");
+        // The later map changed since: another map, another answer.
+        after.remove(&b.key);
+        assert!(changes_with(&answers, &before, &after).is_empty());
+        // Answers beyond the few kept push out the oldest.
+        let mut maps = vec![before.clone()];
+        for i in 0..KEPT {
+            let mut next = maps[i].clone();
+            next.insert(b.key.clone(), Arc::new(job("b", "q", i + 2, Vec::new())));
+            maps.push(next);
+        }
+        for pair in maps.windows(2) {
+            changes_with(&answers, &pair[0], &pair[1]);
+        }
+        assert!(answers.lock().kept(&before, &after).is_none());
+        assert!(answers.lock().kept(&maps[KEPT - 1], &maps[KEPT]).is_some());
+    }
+}
