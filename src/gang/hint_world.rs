@@ -297,6 +297,11 @@ impl World {
         self.apply_placed(placed);
     }
 
+    /// The GPUs of every node.
+    pub fn node_entries(&self) -> impl Iterator<Item = &NodeEntry> + Clone {
+        self.nodes.values().map(|(gpus, _)| &**gpus)
+    }
+
     /// A job as the world holds it.
     pub fn job(&self, key: &GangKey) -> Option<&Arc<JobInfo>> {
         self.jobs.get(key)

@@ -27,6 +27,7 @@ pub mod memberless_group;
 pub mod membership;
 pub mod native_group;
 pub mod native_sources;
+pub mod never_ready_jobs;
 pub mod node_sums;
 pub mod pin;
 pub mod pipelined_plan;

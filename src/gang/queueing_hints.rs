@@ -28,7 +28,10 @@
 //! (members unlike, or following or repelling one another, or alike but for
 //! their labels while a pod with required anti-affinity exists: see
 //! `gang::room_sensitive_jobs`): an earlier member's node decides where later
-//! ones may go, and room taken there sends it elsewhere. Such a blocked job is
+//! ones may go, and room taken there sends it elsewhere. But not a gang fewer of
+//! whose members than its minimum could be placed on any node with every card
+//! free (one asks for a GPU type no node has: `gang::never_ready_jobs`): no
+//! room makes it ready. Any other such blocked job is
 //! woken when a node's room or pods changed, or when a job that changed is tried
 //! (it may take room before the blocked job's turn); a cycle with neither tries
 //! nothing that could, and sees the room the job failed with. A cycle
@@ -41,7 +44,9 @@
 
 use crate::gang::affine_pods::{AffinityChange, PlannedPods, follows_pods};
 use crate::gang::hint_world::{Journals, OpenedWorld, World};
+use crate::gang::never_ready_jobs::short_of_minimum_everywhere;
 use crate::gang::room_sensitive_jobs::{RoomSensitivity, repels_pods, room_sensitivity};
+use crate::ledger::NodeEntry;
 use crate::volcano::conf::SchedulerConf;
 use crate::volcano::framework::allocate_hints::AllocateHints;
 use crate::volcano::framework::{GangKey, JobInfo, SessionState, TaskStatus};
@@ -98,6 +103,19 @@ impl JobMark {
             follows_pods: follows_pods(job.tasks.iter().map(|t| &*t.pod)),
             room_sensitive: room_sensitivity(job),
         }
+    }
+
+    /// The mark of a job blocked on `nodes`: one that room could let in only
+    /// by how its members differ is not room-sensitive after all when fewer
+    /// members than its minimum could be placed on any of them
+    /// (`gang::never_ready_jobs`).
+    fn on<'a>(job: &Arc<JobInfo>, nodes: impl Iterator<Item = &'a NodeEntry> + Clone) -> Self {
+        let mut mark = Self::of(job);
+        if mark.room_sensitive != RoomSensitivity::Never && short_of_minimum_everywhere(job, nodes)
+        {
+            mark.room_sensitive = RoomSensitivity::Never;
+        }
+        mark
     }
 
     /// Everything allocate reads of the job but its tasks. Allocate tries only
@@ -187,7 +205,7 @@ impl QueueingHints {
                 let still = match job {
                     Some(job) if all_waiting(job) => {
                         Arc::ptr_eq(&blocked.job, job) || {
-                            let mark = JobMark::of(job);
+                            let mark = JobMark::on(job, state.nodes.iter().map(|n| &*n.gpus));
                             let same = *blocked == mark;
                             let sensitivity = mark.room_sensitive;
                             *blocked = mark;
@@ -274,7 +292,7 @@ impl QueueingHints {
             if self.blocked.contains_key(&key) {
                 continue;
             }
-            marked.push((key, JobMark::of(job), message));
+            marked.push((key, JobMark::on(job, world.node_entries()), message));
         }
         for (key, mark, message) in marked {
             self.note_sensitivity(&key, mark.room_sensitive);

@@ -92,7 +92,7 @@ fn alike_but_labels(a: &TaskInfo, b: &TaskInfo) -> bool {
 
 /// The same vGPU request under the same policies and device selectors (the
 /// ask's own equality also compares the pods' UIDs).
-fn same_gpu_ask(a: &GpuAsk, b: &GpuAsk) -> bool {
+pub(crate) fn same_gpu_ask(a: &GpuAsk, b: &GpuAsk) -> bool {
     match (a, b) {
         (GpuAsk::None, GpuAsk::None) => true,
         (GpuAsk::Vgpu(a), GpuAsk::Vgpu(b)) => {

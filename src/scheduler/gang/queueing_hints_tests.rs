@@ -72,6 +72,9 @@ pub(super) enum Shape {
     /// the next ones): a pod repelling one tier keeps some members off its
     /// node and not others.
     Staggered,
+    /// As [`Shape::CpuMaster`], but the second member asks for a GPU type no
+    /// node has: the gang is ready only when its minimum leaves it out.
+    Mistyped,
 }
 
 /// Cores a [`Shape::CpuMaster`] gang's first member asks (a node offers 64).
@@ -96,6 +99,15 @@ pub(super) fn asking(mut pod: Pod, cores: u32, gpu: bool) -> Pod {
             resources.limits = None;
         }
     }
+    pod
+}
+
+/// `pod` asking for a GPU type no node has (the nodes hold H100s).
+pub(super) fn mistyped(mut pod: Pod) -> Pod {
+    pod.metadata
+        .annotations
+        .get_or_insert_default()
+        .insert("nvidia.com/use-gputype".into(), "A100".into());
     pod
 }
 
@@ -346,8 +358,9 @@ impl Pair {
                 );
                 c.add(&match (shape, m) {
                     (Shape::Alike, _) => pod,
-                    (Shape::CpuMaster, 0) => asking(pod, MASTER_CORES, false),
-                    (Shape::CpuMaster, _) => asking(pod, WORKER_CORES, true),
+                    (Shape::CpuMaster | Shape::Mistyped, 0) => asking(pod, MASTER_CORES, false),
+                    (Shape::Mistyped, 1) => mistyped(asking(pod, WORKER_CORES, true)),
+                    (Shape::CpuMaster | Shape::Mistyped, _) => asking(pod, WORKER_CORES, true),
                     (Shape::Staggered, m) => {
                         let mut pod = pod;
                         let tier = (bearing.tier() + m as usize) % TIERS;
@@ -842,7 +855,11 @@ fn gang_spec() -> impl Strategy<Value = GangSpec> {
         prop_oneof![Just(20_000u64), Just(40_000u64), Just(80_000u64)],
         prop_oneof![Just(0i32), Just(100i32), Just(1000i32)],
         bearing(),
-        prop_oneof![3 => Just(Shape::Alike), 1 => Just(Shape::CpuMaster)],
+        prop_oneof![
+            6 => Just(Shape::Alike),
+            2 => Just(Shape::CpuMaster),
+            1 => Just(Shape::Mistyped)
+        ],
     )
 }
 
@@ -1013,8 +1030,9 @@ proptest! {
 
 /// A gang where the node its first member goes to decides where the others
 /// may: members following each other by hostname, a CPU master with GPU
-/// workers, or members of staggered tiers (with a gang of one that repels a
-/// tier, some of them may use a node others may not).
+/// workers (one of them perhaps asking for a GPU type no node has), or members
+/// of staggered tiers (with a gang of one that repels a tier, some of them may
+/// use a node others may not).
 fn room_sensitive_gang() -> impl Strategy<Value = GangSpec> {
     (
         2u32..4,
@@ -1023,13 +1041,14 @@ fn room_sensitive_gang() -> impl Strategy<Value = GangSpec> {
         prop_oneof![
             Just(Shape::Alike),
             Just(Shape::CpuMaster),
-            Just(Shape::Staggered)
+            Just(Shape::Staggered),
+            Just(Shape::Mistyped)
         ],
     )
         .prop_map(|(min, extra, tier, shape)| {
             let bearing = match shape {
                 Shape::Alike => Bearing::Follows(tier, tier),
-                Shape::CpuMaster | Shape::Staggered => Bearing::Plain(tier),
+                Shape::CpuMaster | Shape::Staggered | Shape::Mistyped => Bearing::Plain(tier),
             };
             (min, extra, 0, 80_000, 0, bearing, shape)
         })

@@ -5,7 +5,7 @@
 //! the cycle after the room was taken, as one whose sessions are built anew.
 
 use super::queueing_hints_tests::{
-    Bearing, Case, Change, Pair, Shape, asking, decisions, foreign_slice, same_decisions,
+    Bearing, Case, Change, Pair, Shape, asking, decisions, foreign_slice, mistyped, same_decisions,
     sized_member,
 };
 use crate::scheduler::GangConfig;
@@ -121,34 +121,51 @@ fn master_and_worker_on_unequal_nodes() -> Pair {
     pair
 }
 
-#[tokio::test]
-async fn a_gang_of_unlike_members_is_placed_once_cpu_taken_moves_its_first_member() {
-    // n0 has a free card and 64 cores, n1 no free card. The CPU-only master goes
-    // to n0 (the nodes tie; the smaller name wins) and leaves 24 cores: too few
-    // for the worker, whose only card is there.
-    let pair = master_and_worker_on_unequal_nodes();
+/// Gang g0 of `pair` (see [`master_and_worker_on_unequal_nodes`]) waits: the
+/// worker finds no room next to the master. Once another scheduler's pod takes
+/// 30 of n0's cores the master no longer fits there and goes to n1, and the
+/// worker fits on n0: both sides place the gang in the cycle after.
+async fn placed_once_cpu_taken_moves_the_master(pair: &Pair) {
     let (a, b) = pair.cycle().await.expect("kept state current");
     assert_eq!(
         (a, b),
         (0, 0),
         "the worker finds no room next to the master"
     );
-
-    // Another scheduler's pod takes 30 of n0's cores: the master no longer fits
-    // there and goes to n1, and the worker fits on n0.
     let mut arrived = 0;
     pair.apply(&Change::PlainPod(0, 30), &mut arrived, &[], 1)
         .await;
     let (a, b) = pair.cycle().await.expect("kept state current");
     assert_eq!((a, b), (1, 1), "the gang placed on both sides");
     assert_eq!(
-        nodes_of(&pair, "g0"),
+        nodes_of(pair, "g0"),
         vec![("uid-g0m1".to_string(), "n0".to_string())],
         "the worker holds n0's card"
     );
     let master = pair.incremental.pod("g0m0").await.expect("the master");
     assert_eq!(pinned_node(&master), Some("n1"), "the master pinned to n1");
     assert_eq!(decisions(&pair.incremental), decisions(&pair.scratch));
+}
+
+#[tokio::test]
+async fn a_gang_of_unlike_members_is_placed_once_cpu_taken_moves_its_first_member() {
+    // n0 has a free card and 64 cores, n1 no free card. The CPU-only master goes
+    // to n0 (the nodes tie; the smaller name wins) and leaves 24 cores: too few
+    // for the worker, whose only card is there.
+    placed_once_cpu_taken_moves_the_master(&master_and_worker_on_unequal_nodes()).await;
+}
+
+#[tokio::test]
+async fn a_gang_with_a_member_no_node_can_hold_beyond_its_minimum_is_placed_once_cpu_taken_moves_its_first_member()
+ {
+    // As above, with a third member asking for a GPU type no node has: the
+    // master and the worker make the minimum without it, so room taken may
+    // still let the gang in.
+    let pair = master_and_worker_on_unequal_nodes();
+    for c in pair.both() {
+        c.add(&mistyped(asking(member("g0m2", "g0", 0), 30, true)));
+    }
+    placed_once_cpu_taken_moves_the_master(&pair).await;
 }
 
 /// A CPU-only pod of gang `group` asking `cores` cores at priority 1000, kept
@@ -218,6 +235,39 @@ async fn a_blocked_gang_of_alike_members_stays_skipped_once_another_gang_took_ro
     assert_eq!(skipped() - before, 1, "only the trio is skipped");
     assert_eq!(c.verdict("ml/trio").message, waiting.message);
     assert_eq!(c.verdict("ml/trio").phase, waiting.phase);
+}
+
+#[tokio::test]
+async fn a_blocked_gang_short_of_its_minimum_on_every_node_stays_skipped_once_another_gang_took_room()
+ {
+    // Three cards; a pair takes two. A master and a worker wait, the worker
+    // asking for a GPU type no node has; so do a master and such a worker whose
+    // minimum the master alone makes (the nodes offer no pod slots to a member
+    // asking no GPU, so it waits for room).
+    let c = Cluster::new(&[("n1", 2), ("n2", 1)], GangConfig::default());
+    let skipped = || c.s.metrics().planner_jobs_skipped.get();
+    c.gang("pair", 2, "default", "p", 2);
+    assert_eq!(c.s.run_gang_cycle().await, 1, "the pair is placed");
+    for (group, min) in [("mistyped", 2), ("elastic", 1)] {
+        c.s.apply_podgroup(&podgroup(group, min, "default", json!({})));
+        c.add(&asking(member(&format!("{group}0"), group, 0), 40, false));
+        c.add(&mistyped(asking(
+            member(&format!("{group}1"), group, 1),
+            30,
+            true,
+        )));
+    }
+    assert_eq!(c.s.run_gang_cycle().await, 0, "neither fits");
+    c.gang("solo", 1, "default", "s", 1);
+    assert_eq!(c.s.run_gang_cycle().await, 1, "the solo gang is placed");
+    let waiting = c.verdict("ml/mistyped");
+
+    // Only room taken since: no room lets the mistyped worker in, so the gang
+    // needing it is not tried; the one its master alone makes ready is.
+    let before = skipped();
+    assert_eq!(c.s.run_gang_cycle().await, 0);
+    assert_eq!(skipped() - before, 1, "only the gang needing the worker");
+    assert_eq!(c.verdict("ml/mistyped").message, waiting.message);
 }
 
 /// A pod of another scheduler in `namespace` running on `node`, asking no GPU,

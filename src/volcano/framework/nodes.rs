@@ -315,7 +315,7 @@ impl NodeSet {
     }
 
     /// The nodes, sorted by name.
-    pub fn iter(&self) -> impl Iterator<Item = &SessionNode> {
+    pub fn iter(&self) -> impl Iterator<Item = &SessionNode> + Clone {
         self.nodes.iter().map(|n| &**n)
     }
 
