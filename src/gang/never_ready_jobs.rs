@@ -73,3 +73,58 @@ fn fits_somewhere<'a>(gpu: &GpuAsk, mut nodes: impl Iterator<Item = &'a NodeEntr
         fit_pod(view, &request).is_ok()
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::resources::Resources;
+    use crate::volcano::framework::TaskInfo;
+    use crate::volcano::framework::testing::{gang_key, gpu_nodes, gpu_task, job, task};
+
+    /// Whether a job of `tasks` with `min` members is short on `nodes`.
+    fn short(nodes: &[NodeEntry], min: usize, tasks: &[TaskInfo]) -> bool {
+        short_of_minimum_everywhere(&job("g", "q", min, tasks.to_vec()), nodes.iter())
+    }
+
+    /// Two nodes of four whole cards each.
+    fn four_card_nodes() -> Vec<NodeEntry> {
+        gpu_nodes(2, 4, 1)
+            .iter()
+            .map(|n| (*n.gpus).clone())
+            .collect()
+    }
+
+    #[test]
+    fn a_job_is_short_when_fewer_members_than_its_minimum_fit_some_node() {
+        let nodes = four_card_nodes();
+        let key = gang_key("g");
+        let whole_node = gpu_task(&key, "a", 4);
+        let more_cards_than_a_node = gpu_task(&key, "b", 5);
+        let no_gpu = task(&key, "c", Resources::from_units([("cpu", 1)]));
+        let mut unreadable = gpu_task(&key, "d", 1);
+        unreadable.gpu = GpuAsk::Invalid("bad request".into());
+        let members = [whole_node, no_gpu, more_cards_than_a_node, unreadable];
+        assert!(!short(&nodes, 2, &members), "two members could be placed");
+        assert!(short(&nodes, 3, &members), "only two could");
+        assert!(short(&nodes, 1, &members[2..]), "neither could");
+        assert!(!short(&nodes, 0, &members[2..]), "none are needed");
+    }
+
+    #[test]
+    fn a_member_fits_a_node_whose_cards_are_all_taken_but_not_one_that_cannot_take_gpus() {
+        let mut nodes = four_card_nodes();
+        for node in &mut nodes {
+            let full = GpuUsage {
+                used: 1,
+                usedmem: 81559,
+                usedcores: 100,
+                ..GpuUsage::default()
+            };
+            node.effective = vec![full; node.devices.len()];
+        }
+        let member = [gpu_task(&gang_key("g"), "a", 4)];
+        assert!(!short(&nodes, 1, &member), "room taken is not judged");
+        let unregistered = [NodeEntry::default()];
+        assert!(short(&unregistered, 1, &member));
+    }
+}
