@@ -144,8 +144,10 @@ impl GangPhase {
     }
 }
 
-/// Where a job stands after the session, and why it waits.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// Where a job stands after the session, and why it waits. `Eq`, so that two
+/// shared verdicts compare by address first (the diffs of verdict maps compare
+/// every entry of a changed map node).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct GangVerdict {
     /// `namespace/name`.
