@@ -20,7 +20,7 @@
 //! about other maps only misses.
 
 use super::job::{GangKey, JobInfo};
-use super::outcome::GangVerdict;
+use super::outcome::{GangVerdict, Verdicts};
 use imbl::OrdMap;
 use imbl::ordmap::DiffItem;
 use parking_lot::Mutex;
@@ -85,10 +85,7 @@ pub fn job_changes(from: &Jobs, to: &Jobs) -> Changes<Arc<JobInfo>> {
 
 /// The verdicts of `to` that differ from those of `from`, and those of `from`
 /// gone from `to`.
-pub fn verdict_changes(
-    from: &OrdMap<GangKey, Arc<GangVerdict>>,
-    to: &OrdMap<GangKey, Arc<GangVerdict>>,
-) -> Changes<Arc<GangVerdict>> {
+pub fn verdict_changes(from: &Verdicts, to: &Verdicts) -> Changes<Arc<GangVerdict>> {
     changes_with(&VERDICT_ANSWERS, from, to)
 }
 
