@@ -16,6 +16,7 @@
 pub mod action;
 pub mod allocate_hints;
 pub mod arguments;
+pub(crate) mod changed_nodes;
 pub mod charge;
 pub mod gang_eviction;
 pub mod job;

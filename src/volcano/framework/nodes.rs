@@ -3,6 +3,7 @@
 //! session places a pod on gets a copy of its usage, and taking the placement back
 //! removes the copy, so a discarded statement leaves the set exactly as it was.
 
+use super::changed_nodes::ChangedNodes;
 use super::score_order::ScoreOrder;
 use crate::device::model::PodDevices;
 use crate::device::request::PodRequest;
@@ -115,10 +116,9 @@ pub struct NodeSet {
     nodes: SharedNodes,
     /// Positions by name, shared by every session over the same nodes.
     index: Arc<FxHashMap<String, usize>>,
-    /// What the session changed, by node position (dense: ranking reads it for
-    /// every node for every task; boxed, so that the list a session opens with
-    /// costs a pointer per node, not a whole change).
-    changed: Vec<Option<Box<NodeChange>>>,
+    /// What the session changed, by node position (ranking asks for every node
+    /// it walks).
+    changed: ChangedNodes<NodeChange>,
     quotas: BTreeMap<String, QuotaHeadroom>,
     namespace_usage: BTreeMap<String, (u64, u64)>,
     /// Every node's measured usage when the session opened, and the session's
@@ -248,7 +248,7 @@ impl NodeSet {
         quotas: BTreeMap<String, QuotaHeadroom>,
         across: AcrossNodes,
     ) -> Self {
-        let changed = vec![None; nodes.len()];
+        let changed = ChangedNodes::default();
         Self {
             across,
             nodes,
@@ -335,7 +335,7 @@ impl NodeSet {
     }
 
     fn usage_of(&self, i: usize) -> &[GpuUsage] {
-        match &self.changed[i] {
+        match self.changed.get(i) {
             Some(c) => &c.usage,
             None => &self.nodes[i].gpus.effective,
         }
@@ -344,7 +344,7 @@ impl NodeSet {
     /// The room left on each GPU of the node at position `i` as the session
     /// sees it now.
     fn rooms_at(&self, i: usize) -> &[GpuRoom] {
-        match &self.changed[i] {
+        match self.changed.get(i) {
             Some(c) => &c.rooms,
             None => &self.nodes[i].rooms,
         }
@@ -357,7 +357,7 @@ impl NodeSet {
     }
 
     fn requested_of(&self, i: usize) -> &Resources {
-        match &self.changed[i] {
+        match self.changed.get(i) {
             Some(c) => &c.requested,
             None => &self.nodes[i].resources.requested,
         }
@@ -434,8 +434,9 @@ impl NodeSet {
     fn apply_release(&mut self, released: &PlacedUsage, add: bool) {
         let node = &self.nodes[released.node];
         let entry = &node.gpus;
-        let change =
-            self.changed[released.node].get_or_insert_with(|| Box::new(NodeChange::none(node)));
+        let change = self
+            .changed
+            .get_or_insert_with(released.node, || NodeChange::none(node));
         for (uuid, u) in &released.usage {
             if let Some(d) = entry.devices.iter().position(|d| d.id == *uuid) {
                 if add {
@@ -452,7 +453,7 @@ impl NodeSet {
         }
         change.releasing_requests.prune_zeros();
         if change.unchanged(&entry.effective, &node.resources.requested) {
-            self.changed[released.node] = None;
+            self.changed.remove(released.node);
         }
     }
 
@@ -462,7 +463,7 @@ impl NodeSet {
         let &i = self.index.get(node)?;
         let entry = &self.nodes[i].gpus;
         let mut usage = self.usage_of(i).to_vec();
-        if let Some(c) = &self.changed[i] {
+        if let Some(c) = self.changed.get(i) {
             for (u, r) in usage.iter_mut().zip(&c.releasing) {
                 u.sub(r);
             }
@@ -486,7 +487,7 @@ impl NodeSet {
             return None;
         }
         let mut requested = self.requested_of(i).clone();
-        if let Some(c) = &self.changed[i] {
+        if let Some(c) = self.changed.get(i) {
             requested.saturating_sub(&c.releasing_requests);
         }
         requested.saturating_sub(also);
@@ -505,7 +506,7 @@ impl NodeSet {
         let &i = self.index.get(node).ok_or("node(s) were not found")?;
         let mut requested = self.requested_of(i).clone();
         if let Some(also) = future {
-            if let Some(c) = &self.changed[i] {
+            if let Some(c) = self.changed.get(i) {
                 requested.saturating_sub(&c.releasing_requests);
             }
             requested.saturating_sub(also);
@@ -542,8 +543,9 @@ impl NodeSet {
     fn apply(&mut self, placed: &PlacedUsage, add: bool) {
         let node = &self.nodes[placed.node];
         let entry = &node.gpus;
-        let change =
-            self.changed[placed.node].get_or_insert_with(|| Box::new(NodeChange::none(node)));
+        let change = self
+            .changed
+            .get_or_insert_with(placed.node, || NodeChange::none(node));
         for (uuid, u) in &placed.usage {
             if let Some(d) = entry.devices.iter().position(|d| d.id == *uuid) {
                 if add {
@@ -566,7 +568,7 @@ impl NodeSet {
         }
         change.requested.prune_zeros();
         if change.unchanged(&entry.effective, &node.resources.requested) {
-            self.changed[placed.node] = None;
+            self.changed.remove(placed.node);
         }
         let (mem, cores) = usage_totals(placed.usage.iter().map(|(_, u)| u));
         let ns = self
@@ -589,12 +591,9 @@ impl NodeSet {
     pub fn releasing_nodes(&self) -> impl Iterator<Item = &str> {
         self.changed
             .iter()
-            .enumerate()
             .filter(|(_, c)| {
-                c.as_ref().is_some_and(|c| {
-                    c.releasing.iter().any(|r| *r != GpuUsage::default())
-                        || !c.releasing_requests.is_empty()
-                })
+                c.releasing.iter().any(|r| *r != GpuUsage::default())
+                    || !c.releasing_requests.is_empty()
             })
             .map(|(i, _)| self.nodes[i].name.as_str())
     }
@@ -603,8 +602,6 @@ impl NodeSet {
     pub fn changed_nodes(&self) -> impl Iterator<Item = &str> {
         self.changed
             .iter()
-            .enumerate()
-            .filter(|(_, c)| c.is_some())
             .map(|(i, _)| self.nodes[i].name.as_str())
     }
 }
@@ -624,18 +621,13 @@ impl NodeSource for NodeSet {
 
     fn in_score_order(&self, highest_first: bool) -> Option<Box<dyn Iterator<Item = usize> + '_>> {
         let order = self.order.as_ref()?;
-        let len = self.changed.len();
+        let len = self.nodes.len();
         // The nodes this session changed rank by their changed score.
-        let changed: Vec<(f64, usize)> = self
-            .changed
-            .iter()
-            .enumerate()
-            .filter_map(|(i, c)| c.as_ref().map(|c| (c.score, i)))
-            .collect();
+        let changed: Vec<(f64, usize)> = self.changed.iter().map(|(i, c)| (c.score, i)).collect();
         Some(Box::new(order.walk_merged(
             highest_first,
             changed,
-            move |i| i < len && self.changed[i].is_none(),
+            move |i| i < len && self.changed.is_unchanged(i),
         )))
     }
 
@@ -644,7 +636,7 @@ impl NodeSource for NodeSet {
         // costs a loop over the node's GPUs: under binpack the best-ranked nodes
         // are the fullest, and fitting each in turn cost more than the choice.
         let node = &self.nodes[i];
-        let (score, may) = match &self.changed[i] {
+        let (score, may) = match self.changed.get(i) {
             Some(c) => (c.score, may_fit(&c.rooms, request)),
             None => (
                 node.score,
