@@ -19,6 +19,7 @@ use crate::node_metrics::NodeMetricsBook;
 use crate::resources::Resources;
 use crate::usage::GpuUsage;
 use crate::volcano::conf::SchedulerConf;
+use crate::volcano::framework::job_map::Jobs;
 use crate::volcano::framework::nodes::SessionNode;
 use crate::volcano::framework::{GangKey, JobInfo, QueueInfo, SessionState, TaskStatus};
 use imbl::OrdMap;
@@ -38,7 +39,7 @@ pub struct World {
     /// differ.
     nodes_as_of: JournalCursor,
     /// The jobs the world was worked out from (shared with the planner).
-    jobs: OrdMap<GangKey, Arc<JobInfo>>,
+    jobs: Jobs,
     /// Where the journal of the kept jobs stood when `jobs` were the kept ones
     /// (see `gang::job_cache`): only gangs it names since can differ.
     jobs_as_of: JournalCursor,

@@ -15,9 +15,9 @@ use super::priority_classes::PriorityClasses;
 use super::queue_totals::QueueTotals;
 use crate::ledger::ChangeJournal;
 use crate::volcano::framework::job_figures::JobFigures;
+use crate::volcano::framework::job_map::Jobs;
 use crate::volcano::framework::{GangKey, JobInfo, TaskInfo};
 use crate::volcano::objects::PodGroupSpec;
-use imbl::OrdMap;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -70,7 +70,7 @@ impl Cached {
 pub struct JobCache {
     entries: HashMap<GangKey, Cached>,
     /// The kept jobs, shared whole with each session.
-    jobs: OrdMap<GangKey, Arc<JobInfo>>,
+    jobs: Jobs,
     /// Their figures summed by queue.
     totals: QueueTotals,
     /// What the kept jobs were built with.
@@ -179,7 +179,7 @@ impl JobCache {
     }
 
     /// Every kept job by gang (shared, not copied).
-    pub fn jobs(&self) -> OrdMap<GangKey, Arc<JobInfo>> {
+    pub fn jobs(&self) -> Jobs {
         self.jobs.clone()
     }
 

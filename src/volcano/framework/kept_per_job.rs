@@ -33,7 +33,7 @@ impl<T: Clone + fmt::Debug> fmt::Debug for KeptPerJob<T> {
 impl<T: Clone> Default for KeptPerJob<T> {
     fn default() -> Self {
         Self {
-            followed: OrdMap::new(),
+            followed: Jobs::new(),
             figures: OrdMap::new(),
         }
     }

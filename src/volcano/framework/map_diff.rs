@@ -27,8 +27,7 @@ use parking_lot::Mutex;
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-/// Jobs by gang, as a session holds them.
-pub type Jobs = OrdMap<GangKey, Arc<JobInfo>>;
+pub use super::job_map::Jobs;
 
 /// A gang's entry before and after: `None` before for one added, after for one
 /// gone.
@@ -78,9 +77,26 @@ static JOB_ANSWERS: Mutex<Answers<Arc<JobInfo>>> = Mutex::new(Answers::new());
 static VERDICT_ANSWERS: Mutex<Answers<Arc<GangVerdict>>> = Mutex::new(Answers::new());
 
 /// The jobs of `to` that are not the very ones of `from`, and those of `from`
-/// gone from `to`.
+/// gone from `to`: from the gangs their logs name since they parted, or by
+/// the maps' diff when their logs do not meet.
 pub fn job_changes(from: &Jobs, to: &Jobs) -> Changes<Arc<JobInfo>> {
-    changes_with(&JOB_ANSWERS, from, to)
+    answered(&JOB_ANSWERS, from, to, || job_changes_unkept(from, to))
+}
+
+/// [`job_changes`] for a question no one else asks (a session's jobs as its
+/// statements leave them): worked out without keeping the answer, which
+/// would push out answers others will ask for.
+pub fn job_changes_unkept(from: &Jobs, to: &Jobs) -> Changes<Arc<JobInfo>> {
+    match to.gangs_changed_since(from) {
+        Some(gangs) => gangs
+            .into_iter()
+            .filter_map(|gang| {
+                let (before, after) = (from.get(&gang).cloned(), to.get(&gang).cloned());
+                (before != after).then_some((gang, before, after))
+            })
+            .collect(),
+        None => diff(from, to),
+    }
 }
 
 /// The verdicts of `to` that differ from those of `from`, and those of `from`
@@ -94,6 +110,17 @@ fn changes_with<V: Clone + PartialEq>(
     from: &OrdMap<GangKey, V>,
     to: &OrdMap<GangKey, V>,
 ) -> Changes<V> {
+    answered(answers, from, to, || diff(from, to))
+}
+
+/// The answer kept for `from` and `to`, or the one `work_out` gives (then
+/// kept).
+fn answered<V: Clone>(
+    answers: &Mutex<Answers<V>>,
+    from: &OrdMap<GangKey, V>,
+    to: &OrdMap<GangKey, V>,
+    work_out: impl FnOnce() -> Changes<V>,
+) -> Changes<V> {
     if from.ptr_eq(to) {
         return Arc::from(Vec::new());
     }
@@ -101,8 +128,14 @@ fn changes_with<V: Clone + PartialEq>(
         return changes;
     }
     // Worked out unlocked: planners asking about other maps do not wait on it.
-    let changes: Changes<V> = from
-        .diff(to)
+    let changes = work_out();
+    answers.lock().keep(from, to, &changes);
+    changes
+}
+
+/// The maps' own diff, with the entries it names.
+fn diff<V: Clone + PartialEq>(from: &OrdMap<GangKey, V>, to: &OrdMap<GangKey, V>) -> Changes<V> {
+    from.diff(to)
         .map(|item| match item {
             DiffItem::Add(key, after) => (key.clone(), None, Some(after.clone())),
             DiffItem::Update {
@@ -111,9 +144,7 @@ fn changes_with<V: Clone + PartialEq>(
             } => (key.clone(), Some(before.clone()), Some(after.clone())),
             DiffItem::Remove(key, before) => (key.clone(), Some(before.clone()), None),
         })
-        .collect();
-    answers.lock().keep(from, to, &changes);
-    changes
+        .collect()
 }
 
 #[cfg(test)]
@@ -155,6 +186,99 @@ mod tests {
             ]
         );
         assert!(job_changes(&after, &after.clone()).is_empty());
+    }
+
+    /// Two versions grown apart from one base by random changes (and, for
+    /// some, each built anew from its entries, so that their logs do not
+    /// meet): the changes found from the logs are the maps' diff.
+    mod logs_give_the_diff {
+        use super::*;
+        use proptest::prelude::*;
+
+        /// A change: put gang `n`'s job (with a minimum of `m`, so that the
+        /// same minimum builds an equal job), take it out, or touch it.
+        fn changes() -> impl Strategy<Value = Vec<(u8, u8, usize)>> {
+            proptest::collection::vec((0u8..3, 0u8..12, 1usize..3), 0..24)
+        }
+
+        fn grow(jobs: &mut Jobs, changes: &[(u8, u8, usize)]) {
+            for &(op, n, m) in changes {
+                let j = job(&format!("g{n}"), "q", m, Vec::new());
+                match op {
+                    0 => {
+                        jobs.insert(j.key.clone(), Arc::new(j));
+                    }
+                    1 => {
+                        jobs.remove(&j.key);
+                    }
+                    _ => {
+                        if let Some(kept) = jobs.get_mut(&j.key) {
+                            Arc::make_mut(kept).min_member = m;
+                        }
+                    }
+                }
+            }
+        }
+
+        fn diff(from: &Jobs, to: &Jobs) -> Vec<(String, Option<usize>, Option<usize>)> {
+            from.diff(to)
+                .map(|item| match item {
+                    DiffItem::Add(key, after) => (key, None, Some(after)),
+                    DiffItem::Update {
+                        old: (_, before),
+                        new: (key, after),
+                    } => (key, Some(before), Some(after)),
+                    DiffItem::Remove(key, before) => (key, Some(before), None),
+                })
+                .map(|(key, before, after)| {
+                    (
+                        key.name.to_string(),
+                        before.map(|j| j.min_member),
+                        after.map(|j| j.min_member),
+                    )
+                })
+                .collect()
+        }
+
+        fn found(from: &Jobs, to: &Jobs) -> Vec<(String, Option<usize>, Option<usize>)> {
+            job_changes(from, to)
+                .iter()
+                .map(|(key, before, after)| {
+                    (
+                        key.name.to_string(),
+                        before.as_ref().map(|j| j.min_member),
+                        after.as_ref().map(|j| j.min_member),
+                    )
+                })
+                .collect()
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(256))]
+            #[test]
+            fn from_either_side(
+                base in changes(),
+                left in changes(),
+                right in changes(),
+                rebuilt in 0u8..3,
+            ) {
+                let mut start = Jobs::new();
+                grow(&mut start, &base);
+                let (mut a, mut b) = (start.clone(), start.clone());
+                grow(&mut a, &left);
+                grow(&mut b, &right);
+                if rebuilt == 1 {
+                    a = a.iter().map(|(k, j)| (k.clone(), Arc::clone(j))).collect();
+                }
+                for (from, to) in [(&start, &a), (&a, &start), (&a, &b), (&b, &a), (&start, &b)] {
+                    prop_assert_eq!(found(from, to), diff(from, to));
+                    prop_assert_eq!(
+                        job_changes_unkept(from, to).len(),
+                        job_changes(from, to).len()
+                    );
+                }
+            }
+        }
     }
 
     #[test]

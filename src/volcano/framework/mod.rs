@@ -21,6 +21,7 @@ pub mod charge;
 pub mod gang_eviction;
 pub mod job;
 pub mod job_figures;
+pub mod job_map;
 pub mod kept_per_job;
 pub mod map_diff;
 pub mod nodes;

@@ -3,6 +3,7 @@
 //! writes it.
 
 use super::job::{GangKey, JobInfo, TaskInfo};
+use super::job_map::Jobs;
 use super::nodes::NodeSet;
 use super::queue::QueueInfo;
 use crate::resources::Resources;
@@ -11,7 +12,6 @@ use crate::volcano::disruption_budget::DisruptionBudget;
 use crate::volcano::resource_quota::NamespaceQuota;
 use crate::volcano::topology::NetworkTopology;
 use chrono::{DateTime, Utc};
-use imbl::OrdMap;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -21,8 +21,9 @@ pub struct SessionState {
     /// Jobs by gang, shared with the planner's copy kept between cycles: a
     /// persistent map, so that handing it to a session and dropping it cost
     /// nothing per job, and a session copies only the jobs it changes (and the
-    /// few map nodes on their way).
-    pub jobs: OrdMap<GangKey, Arc<JobInfo>>,
+    /// few map nodes on their way), with the log of the gangs changed on its
+    /// way (see `job_map`).
+    pub jobs: Jobs,
     /// Queues by name (every queue that exists, and the default queue).
     pub queues: BTreeMap<String, QueueInfo>,
     /// Nodes and their usage.

@@ -15,15 +15,14 @@
 //! changed are found the same way, against the map it opened on.
 
 use super::job::{GangKey, JobInfo, TaskStatus};
-use super::map_diff::job_changes;
+use super::job_map::Jobs;
+use super::map_diff::{job_changes, job_changes_unkept};
 use super::plugin::JobInvalid;
 use super::rejection::Rejection;
 use super::session::QUEUE_NOT_FOUND;
 use super::state::SessionState;
 use super::tiers::Tiers;
 use crate::volcano::conf::PluginOption;
-use imbl::OrdMap;
-use imbl::ordmap::DiffItem;
 use std::collections::BTreeMap;
 use std::iter::Peekable;
 use std::sync::Arc;
@@ -32,7 +31,7 @@ use std::sync::Arc;
 #[derive(Debug, Default)]
 pub(crate) struct UnsettledJobs {
     /// The jobs the unsettled ones were found among.
-    among: OrdMap<GangKey, Arc<JobInfo>>,
+    among: Jobs,
     /// What they were judged with besides the jobs; `None` before any.
     basis: Option<Basis>,
     /// The jobs not settled among them (held, so that the actions need not
@@ -99,17 +98,21 @@ impl UnsettledJobs {
     /// being the session's jobs now), and those of `also` (sorted keys).
     pub(crate) fn with<'a>(
         &'a self,
-        jobs: &'a OrdMap<GangKey, Arc<JobInfo>>,
+        jobs: &'a Jobs,
         also: impl Iterator<Item = &'a GangKey> + 'a,
     ) -> impl Iterator<Item = (&'a GangKey, &'a Arc<JobInfo>)> + 'a {
         // Where keys meet, the job as it is now wins over the one kept.
-        let changed = self.among.diff(jobs).map(|change| match change {
-            DiffItem::Add(key, job)
-            | DiffItem::Update {
-                new: (key, job), ..
-            } => (key, Seen::Now(job)),
-            DiffItem::Remove(key, _) => (key, Seen::Gone),
-        });
+        let changed: Vec<(&GangKey, Seen<'_>)> = job_changes_unkept(&self.among, jobs)
+            .iter()
+            .filter_map(|(key, _, _)| match jobs.get_key_value(key) {
+                Some((key, job)) => Some((key, Seen::Now(job))),
+                None => self
+                    .among
+                    .get_key_value(key)
+                    .map(|(key, _)| (key, Seen::Gone)),
+            })
+            .collect();
+        let changed = changed.into_iter();
         let kept = self.jobs.iter().map(|(key, job)| (key, Seen::Now(job)));
         let also = also.map(|key| (key, Seen::Unknown));
         SortedUnion::new(changed, SortedUnion::new(kept, also)).filter_map(|(key, seen)| match seen
