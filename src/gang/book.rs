@@ -10,6 +10,7 @@ use crate::metadata_copy::without_managed_fields;
 use crate::object_namespace::namespace_of;
 use crate::resources::{Resources, pod_requests};
 use crate::volcano::disruption_budget::DisruptionBudget;
+use crate::volcano::framework::shared_namespaces::shared_namespace;
 use crate::volcano::objects::{PodGroupSpec, QueueSpec};
 use crate::volcano::resource_quota::NamespaceQuota;
 use crate::volcano::topology::HyperNode;
@@ -407,12 +408,12 @@ pub fn member_of(pod: &Pod) -> Option<Member> {
         .unwrap_or_default();
     let gang = match &membership.group {
         Some(group) => GangKey {
-            namespace: namespace.as_str().into(),
+            namespace: shared_namespace(&namespace),
             name: group.as_str().into(),
             single: false,
         },
         None => GangKey {
-            namespace: namespace.as_str().into(),
+            namespace: shared_namespace(&namespace),
             name: name.as_str().into(),
             single: true,
         },

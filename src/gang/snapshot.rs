@@ -26,6 +26,7 @@ use crate::volcano::framework::job::{GpuAsk, TaskPlacement};
 use crate::volcano::framework::nodes::{NodeSet, SessionNode, SharedNodes};
 use crate::volcano::framework::queue::QueueInfo;
 use crate::volcano::framework::score_order::ScoreOrder;
+use crate::volcano::framework::shared_namespaces::shared_namespace;
 use crate::volcano::framework::{GangKey, JobInfo, SessionState, TaskInfo, TaskStatus};
 use crate::volcano::objects::{PodGroupSpec, QueueSpec};
 use crate::volcano::resource_quota::NamespaceQuota;
@@ -263,7 +264,7 @@ fn assemble_jobs<'a>(
             }
             for group in input.book.groups().values() {
                 let key = GangKey {
-                    namespace: group.namespace.as_str().into(),
+                    namespace: shared_namespace(&group.namespace),
                     name: group.name.as_str().into(),
                     single: false,
                 };

@@ -37,6 +37,7 @@ pub mod report;
 pub mod score_order;
 pub mod session;
 pub mod session_memory;
+pub mod shared_namespaces;
 pub mod state;
 pub mod statement;
 pub mod tiers;
