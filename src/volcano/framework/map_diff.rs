@@ -10,7 +10,9 @@
 //! between the same two maps. A persistent map's diff skips shared subtrees
 //! but still steps through every sibling of a changed path, which with
 //! thousands of gangs is most of what following costs; asking once and handing
-//! the answer to the others costs one walk.
+//! the answer to the others costs one walk. Two versions of the jobs are
+//! compared by their logs instead (see `job_map`) wherever the logs meet,
+//! which costs the changed gangs' lookups alone.
 //!
 //! Answers are kept by the identity of the two maps (their roots), and the
 //! maps are kept with them: while a map is kept its root cannot be reused or
