@@ -222,28 +222,9 @@ mod tests {
             }
         }
 
-        fn diff(from: &Jobs, to: &Jobs) -> Vec<(String, Option<usize>, Option<usize>)> {
-            from.diff(to)
-                .map(|item| match item {
-                    DiffItem::Add(key, after) => (key, None, Some(after)),
-                    DiffItem::Update {
-                        old: (_, before),
-                        new: (key, after),
-                    } => (key, Some(before), Some(after)),
-                    DiffItem::Remove(key, before) => (key, Some(before), None),
-                })
-                .map(|(key, before, after)| {
-                    (
-                        key.name.to_string(),
-                        before.map(|j| j.min_member),
-                        after.map(|j| j.min_member),
-                    )
-                })
-                .collect()
-        }
-
-        fn found(from: &Jobs, to: &Jobs) -> Vec<(String, Option<usize>, Option<usize>)> {
-            job_changes(from, to)
+        /// Each change by gang name, with the minimum before and after.
+        fn named(changes: &[Change<Arc<JobInfo>>]) -> Vec<(String, Option<usize>, Option<usize>)> {
+            changes
                 .iter()
                 .map(|(key, before, after)| {
                     (
@@ -273,7 +254,10 @@ mod tests {
                     a = a.iter().map(|(k, j)| (k.clone(), Arc::clone(j))).collect();
                 }
                 for (from, to) in [(&start, &a), (&a, &start), (&a, &b), (&b, &a), (&start, &b)] {
-                    prop_assert_eq!(found(from, to), diff(from, to));
+                    prop_assert_eq!(
+                        named(&job_changes(from, to)),
+                        named(&super::super::diff(from, to))
+                    );
                     prop_assert_eq!(
                         job_changes_unkept(from, to).len(),
                         job_changes(from, to).len()
