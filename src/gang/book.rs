@@ -384,12 +384,60 @@ pub fn member_order(a: &Member, b: &Member) -> std::cmp::Ordering {
         .then_with(|| a.name.cmp(&b.name))
 }
 
+/// Which gang a member pod belongs to, without the rest of its record: what
+/// `/filter` and `/bind` ask of every pod they see, so they need not copy the pod
+/// as [`member_of`] does.
+#[derive(Debug, Clone)]
+pub struct MemberKey<'a> {
+    /// Pod UID.
+    pub uid: &'a str,
+    /// Namespace.
+    pub namespace: &'a str,
+    /// Name.
+    pub name: &'a str,
+    /// How the pod names its gang, queue and role.
+    pub membership: Membership,
+    /// Its gang.
+    pub gang: GangKey,
+}
+
+/// The gang key of a pod, or `None` when the pod is not a gang/queue member (or
+/// has no UID, as [`member_of`] requires).
+pub fn member_key(pod: &Pod) -> Option<MemberKey<'_>> {
+    let membership = Membership::of(pod)?;
+    let uid = pod.metadata.uid.as_deref()?;
+    let namespace = namespace_of(&pod.metadata);
+    let name = pod.metadata.name.as_deref().unwrap_or_default();
+    let gang = match &membership.group {
+        Some(group) => GangKey {
+            namespace: shared_namespace(namespace),
+            name: group.as_str().into(),
+            single: false,
+        },
+        None => GangKey {
+            namespace: shared_namespace(namespace),
+            name: name.into(),
+            single: true,
+        },
+    };
+    Some(MemberKey {
+        uid,
+        namespace,
+        name,
+        membership,
+        gang,
+    })
+}
+
 /// The member record of a pod, or `None` when the pod is not a gang/queue member.
 pub fn member_of(pod: &Pod) -> Option<Member> {
-    let membership = Membership::of(pod)?;
-    let uid = pod.metadata.uid.clone()?;
-    let namespace = namespace_of(&pod.metadata).to_owned();
-    let name = pod.metadata.name.clone().unwrap_or_default();
+    let MemberKey {
+        uid,
+        namespace,
+        name,
+        membership,
+        gang,
+    } = member_key(pod)?;
     let spec = pod.spec.as_ref();
     let phase = match pod.status.as_ref().and_then(|s| s.phase.as_deref()) {
         Some("Succeeded") => MemberPhase::Succeeded,
@@ -406,23 +454,11 @@ pub fn member_of(pod: &Pod) -> Option<Member> {
         .and_then(|s| s.scheduling_gates.as_ref())
         .map(|g| g.iter().map(|g| g.name.as_str()).collect())
         .unwrap_or_default();
-    let gang = match &membership.group {
-        Some(group) => GangKey {
-            namespace: shared_namespace(&namespace),
-            name: group.as_str().into(),
-            single: false,
-        },
-        None => GangKey {
-            namespace: shared_namespace(&namespace),
-            name: name.as_str().into(),
-            single: true,
-        },
-    };
     let annotations = pod.metadata.annotations.as_ref();
     Some(Member {
-        uid,
-        namespace,
-        name,
+        uid: uid.to_owned(),
+        namespace: namespace.to_owned(),
+        name: name.to_owned(),
         gang,
         queue_hint: membership.queue,
         role: membership.role,

@@ -5,7 +5,7 @@
 use super::GangFilter;
 use crate::gang::STRICT;
 use crate::gang::barrier::Passage;
-use crate::gang::book::{MemberPhase, member_of};
+use crate::gang::book::{MemberPhase, member_key};
 use crate::ledger::PodPhase;
 use crate::scheduler::Scheduler;
 use crate::volcano::framework::GangPhase;
@@ -24,12 +24,12 @@ impl Scheduler {
         if !self.config.gang.enabled {
             return GangFilter::Usual;
         }
-        let Some(member) = member_of(pod) else {
+        let Some(member) = member_key(pod) else {
             return GangFilter::Usual;
         };
         self.gang_learn_from_filter(pod).await;
         // A published plan is answered at once, whatever a cycle is doing.
-        if let Some(answer) = self.honour_plan(uid, &member.namespace, &member.name, names) {
+        if let Some(answer) = self.honour_plan(uid, member.namespace, member.name, names) {
             return answer;
         }
         if self.ledger.read().pod(uid).is_some() {
@@ -39,7 +39,7 @@ impl Scheduler {
         // progress may be publishing this very gang's plan; its result is then
         // answered below).
         let mut memory = self.gang.planner.lock().await;
-        if let Some(answer) = self.honour_plan(uid, &member.namespace, &member.name, names) {
+        if let Some(answer) = self.honour_plan(uid, member.namespace, member.name, names) {
             return answer;
         }
         if self.ledger.read().pod(uid).is_some() {
@@ -56,7 +56,7 @@ impl Scheduler {
             }
         }
         drop(memory);
-        if let Some(answer) = self.honour_plan(uid, &member.namespace, &member.name, names) {
+        if let Some(answer) = self.honour_plan(uid, member.namespace, member.name, names) {
             return answer;
         }
         let verdict = outcome.verdicts.get(&member.gang);
@@ -108,7 +108,7 @@ impl Scheduler {
         if !self.config.gang.enabled {
             return Ok(None);
         }
-        let Some(member) = member_of(pod) else {
+        let Some(member) = member_key(pod) else {
             return Ok(None);
         };
         if member.gang.single {
@@ -143,7 +143,7 @@ impl Scheduler {
         let wait = self.config.gang.strict_wait;
         self.gang
             .barriers
-            .wait(&member.gang, &member.uid, min, already, wait)
+            .wait(&member.gang, member.uid, min, already, wait)
             .await
             .map(Some)
             .map_err(|t| {

@@ -216,12 +216,12 @@ impl crate::scheduler::Scheduler {
         if !self.config.gang.enabled {
             return None;
         }
-        let member = crate::gang::book::member_of(pod)?;
+        let member = crate::gang::book::member_key(pod)?;
         Some(
             self.gang
                 .book
                 .read()
-                .queue_of(&member.gang, member.queue_hint.as_deref()),
+                .queue_of(&member.gang, member.membership.queue.as_deref()),
         )
     }
 
