@@ -408,17 +408,15 @@ pub fn member_key(pod: &Pod) -> Option<MemberKey<'_>> {
     let uid = pod.metadata.uid.as_deref()?;
     let namespace = namespace_of(&pod.metadata);
     let name = pod.metadata.name.as_deref().unwrap_or_default();
-    let gang = match &membership.group {
-        Some(group) => GangKey {
-            namespace: shared_namespace(namespace),
-            name: group.as_str().into(),
-            single: false,
-        },
-        None => GangKey {
-            namespace: shared_namespace(namespace),
-            name: name.into(),
-            single: true,
-        },
+    // A pod naming no PodGroup is a gang of its own, named after it.
+    let (gang_name, single) = match &membership.group {
+        Some(group) => (group.as_str(), false),
+        None => (name, true),
+    };
+    let gang = GangKey {
+        namespace: shared_namespace(namespace),
+        name: gang_name.into(),
+        single,
     };
     Some(MemberKey {
         uid,
