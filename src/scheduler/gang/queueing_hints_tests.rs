@@ -996,6 +996,29 @@ fn members_on_a_node_registered_again_as_other_cards_are_charged_for_them() {
 }
 
 #[test]
+fn a_pod_bound_already_is_not_bound_again() {
+    // Found by the property test below: the second `Bind` of one pod was shown
+    // to both schedulers as a version without its anti-affinity (the store's
+    // slim copy), which no update of a real pod can be; a session built anew
+    // then placed a gang that pod had kept off its node, while the incremental
+    // side, rightly taking a pod's terms to stay as they are, did not try it.
+    // A Binding for a pod assigned already is refused, as the API server does.
+    let case = Case {
+        nodes: vec![2],
+        queues: 1,
+        evictions: false,
+        workload: vec![
+            (2, 0, 0, 20_000, 0, Bearing::Plain(0), Shape::Alike),
+            (1, 0, 0, 20_000, 100, Bearing::Repels(0, 1), Shape::Alike),
+            (1, 0, 0, 20_000, 0, Bearing::Follows(1, 0), Shape::Alike),
+        ],
+        initial: 3,
+        changes: vec![Change::Bind(29), Change::Expire, Change::Bind(0)],
+    };
+    same_decisions(&case).expect("same decisions");
+}
+
+#[test]
 fn a_running_gang_that_loses_a_member_or_its_podgroup_is_judged_again() {
     // Once placed, the gang is settled: the session after a change to it must
     // see it unsettled again, as a session built anew does.
