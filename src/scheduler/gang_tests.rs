@@ -205,10 +205,11 @@ impl Cluster {
         // The store keeps only a slim copy of a bound pod; a watch would deliver it
         // whole (priority, preemption policy, requests), so keep the whole pod.
         let whole = self.pod(name).await;
-        // The API server refuses a Binding for a pod assigned already (409), and
-        // the store's copy of a bound pod is the slim one: shown to the scheduler
-        // as a new version, it would take away what every version of a pod
-        // carries (affinity, priority, requests), which no real update can.
+        // kube-scheduler binds a pod once (the API server refuses a Binding for a
+        // pod assigned already), and the store's copy of a bound pod is the slim
+        // one: shown to the scheduler as a new version, it would take away what
+        // every version of a pod carries (affinity, priority, requests), which
+        // no real update can.
         let assigned = whole
             .as_ref()
             .and_then(|p| p.spec.as_ref())

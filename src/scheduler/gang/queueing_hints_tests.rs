@@ -1002,7 +1002,7 @@ fn a_pod_bound_already_is_not_bound_again() {
     // slim copy), which no update of a real pod can be; a session built anew
     // then placed a gang that pod had kept off its node, while the incremental
     // side, rightly taking a pod's terms to stay as they are, did not try it.
-    // A Binding for a pod assigned already is refused, as the API server does.
+    // A pod assigned already is not bound again: kube-scheduler binds a pod once.
     let case = Case {
         nodes: vec![2],
         queues: 1,
