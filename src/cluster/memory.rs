@@ -10,6 +10,7 @@ use super::api::{
 use crate::annotations::{BIND_PHASE, NODE_LOCK};
 use crate::object_namespace::namespace_of;
 use async_trait::async_trait;
+use gate_lifts::GateLifts;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use parking_lot::{Mutex, MutexGuard};
 use rustc_hash::FxBuildHasher;
@@ -31,6 +32,9 @@ struct StoredPod {
     annotations: Option<Box<[u8]>>,
     /// The pod without its annotations.
     body: CompactJson<Pod>,
+    /// The pod's scheduling gates and the lifts `body` does not show yet;
+    /// `None` for a pod whose spec lists no gates.
+    gates: Option<Box<GateLifts>>,
 }
 
 /// An object serialised to JSON bytes, decoded on each read.
@@ -76,6 +80,7 @@ impl StoredPod {
         Self {
             uid: pod.metadata.uid.as_deref().map(Box::from),
             annotations: encode_annotations(annotations.as_ref()),
+            gates: GateLifts::of(&body),
             body: CompactJson::encode(&body),
         }
     }
@@ -85,7 +90,20 @@ impl StoredPod {
     }
 
     fn pod(&self) -> Result<Pod, ApiError> {
-        decode_pod(&self.body.bytes, self.annotations.as_deref())
+        decode_pod(
+            &self.body.bytes,
+            self.annotations.as_deref(),
+            self.gates.as_deref(),
+        )
+    }
+
+    /// What [`Self::pod`] reads, copied to be decoded outside the store's lock.
+    fn copy(&self) -> PodCopy {
+        PodCopy {
+            body: self.body.bytes.clone(),
+            annotations: self.annotations.clone(),
+            gates: self.gates.clone(),
+        }
     }
 
     /// Applies annotation changes without touching the rest of the pod.
@@ -100,16 +118,41 @@ impl StoredPod {
     }
 }
 
+/// A stored pod's parts, copied out of the store.
+struct PodCopy {
+    body: Box<[u8]>,
+    annotations: Option<Box<[u8]>>,
+    gates: Option<Box<GateLifts>>,
+}
+
+impl PodCopy {
+    fn pod(self) -> Result<Pod, ApiError> {
+        decode_pod(
+            &self.body,
+            self.annotations.as_deref(),
+            self.gates.as_deref(),
+        )
+    }
+}
+
 fn decode_annotations(bytes: Option<&[u8]>) -> Result<Option<Annotations>, ApiError> {
     bytes
         .map(|bytes| serde_json::from_slice(bytes).map_err(|e| unreadable("pod", &e)))
         .transpose()
 }
 
-/// A stored pod from its body and its annotations.
-fn decode_pod(body: &[u8], annotations: Option<&[u8]>) -> Result<Pod, ApiError> {
+/// A stored pod from its body, its annotations and the gate lifts its body
+/// does not show yet.
+fn decode_pod(
+    body: &[u8],
+    annotations: Option<&[u8]>,
+    gates: Option<&GateLifts>,
+) -> Result<Pod, ApiError> {
     let mut pod: Pod = serde_json::from_slice(body).map_err(|e| unreadable("pod", &e))?;
     pod.metadata.annotations = decode_annotations(annotations)?;
+    if let Some(gates) = gates {
+        gates.apply(&mut pod);
+    }
     Ok(pod)
 }
 
@@ -456,15 +499,8 @@ impl ClusterApi for MemoryCluster {
     async fn get_pod(&self, namespace: &str, name: &str) -> Result<Option<Pod>, ApiError> {
         // Copied under the lock, decoded outside it.
         let key = key(namespace, name);
-        let copy = self
-            .pods
-            .lock(&key)
-            .get(&key)
-            .map(|p| (p.body.bytes.clone(), p.annotations.clone()));
-        let Some((body, annotations)) = copy else {
-            return Ok(None);
-        };
-        decode_pod(&body, annotations.as_deref()).map(Some)
+        let copy = self.pods.lock(&key).get(&key).map(StoredPod::copy);
+        copy.map(PodCopy::pod).transpose()
     }
 
     async fn patch_pod_metadata(
@@ -595,30 +631,21 @@ impl ClusterApi for MemoryCluster {
         let key = key(namespace, name);
         let mut pods = self.pods.lock(&key);
         let stored = stored_pod(&mut pods, &key)?;
-        let mut pod = stored.pod()?;
-        apply(&mut pod.metadata.annotations, &metadata.annotations);
-        apply(&mut pod.metadata.labels, &metadata.labels);
-        if let Some(spec) = pod.spec.as_mut()
-            && let Some(node) = pin
-            && spec
-                .scheduling_gates
-                .as_ref()
-                .is_some_and(|g| g.iter().any(|g| g.name == gate))
-        {
-            crate::gang::pin::pin_to_node(spec, node);
-        }
-        let mut lifted = false;
-        if let Some(gates) = pod.spec.as_mut().and_then(|s| s.scheduling_gates.as_mut()) {
-            let before = gates.len();
-            gates.retain(|g| g.name != gate);
-            lifted = gates.len() < before;
-            if gates.is_empty()
-                && let Some(spec) = pod.spec.as_mut()
-            {
-                spec.scheduling_gates = None;
-            }
-        }
-        *stored = StoredPod::new(&pod);
+        let lifted = if stored.gates.is_some() {
+            // The lift is noted beside the JSON, not written into it.
+            stored.patch_annotations(&metadata.annotations)?;
+            stored
+                .gates
+                .as_mut()
+                .is_some_and(|gates| gates.lift(gate, pin, &metadata.labels))
+        } else {
+            // No gate to lift: only the metadata changes.
+            let mut pod = stored.pod()?;
+            apply(&mut pod.metadata.annotations, &metadata.annotations);
+            apply(&mut pod.metadata.labels, &metadata.labels);
+            *stored = StoredPod::new(&pod);
+            false
+        };
         if lifted && let Some(record) = &self.lifted_gates {
             record.lock().push(key.clone());
         }
@@ -655,6 +682,13 @@ impl ClusterApi for MemoryCluster {
         Ok(())
     }
 }
+
+#[path = "memory_gate_lifts.rs"]
+mod gate_lifts;
+
+#[cfg(test)]
+#[path = "memory_gate_lifts_tests.rs"]
+mod gate_lifts_tests;
 
 #[cfg(test)]
 #[path = "memory_lifted_gates_tests.rs"]
