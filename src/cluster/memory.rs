@@ -235,7 +235,8 @@ impl NodeCopy {
 }
 
 /// Pods by `namespace/name`. Tens of thousands of entries: slots are kept small
-/// (one boxed key, a boxed UID and the JSON), as the table doubles when it grows.
+/// (one boxed key, a boxed UID, the JSON and, for a gated pod, its boxed
+/// gates), as the table doubles when it grows.
 type PodTable = HashMap<Box<str>, StoredPod>;
 
 /// Shards of the pod table.
