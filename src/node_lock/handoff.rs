@@ -39,6 +39,10 @@ const HOLD_TIME_WEIGHT: f64 = 0.2;
 /// then is not coming soon.
 const BIND_ON_ITS_WAY: Duration = Duration::from_secs(2);
 
+/// Most placements remembered over all nodes for the recent arrival rate: the
+/// question asked of them is whether a few came within one lock's hold.
+const PLACEMENTS_KEPT: usize = 64;
+
 /// Turns and lock sightings of every node that had a bind or a lock.
 #[derive(Debug, Default)]
 pub struct LockHandoff {
@@ -50,6 +54,9 @@ pub struct LockHandoff {
     /// Running mean of how long a lock taken here stays held (taken to seen
     /// released).
     hold_time: Mutex<Option<Duration>>,
+    /// When `/filter` last placed pods, on any node (oldest first; at most
+    /// [`PLACEMENTS_KEPT`], none older than [`BIND_ON_ITS_WAY`]).
+    recent_placements: Mutex<std::collections::VecDeque<Instant>>,
 }
 
 #[derive(Debug)]
@@ -198,6 +205,28 @@ impl LockHandoff {
             placed.pop_front();
         }
         placed.push_back(now);
+        drop(placed);
+        let mut recent = self.recent_placements.lock();
+        while recent.len() >= PLACEMENTS_KEPT
+            || recent
+                .front()
+                .is_some_and(|t| now.saturating_duration_since(*t) > BIND_ON_ITS_WAY)
+        {
+            recent.pop_front();
+        }
+        recent.push_back(now);
+    }
+
+    /// How many pods `/filter` placed, on any node, within `span` before `now`
+    /// (counted up to [`PLACEMENTS_KEPT`]): more than one while one lock is
+    /// held means pods come faster than a node hands its lock on.
+    pub fn placed_within(&self, span: Duration, now: Instant) -> usize {
+        self.recent_placements
+            .lock()
+            .iter()
+            .rev()
+            .take_while(|t| now.saturating_duration_since(**t) <= span)
+            .count()
     }
 
     /// A bind here is taking `node`'s lock at `now`, writing it over the node

@@ -6,16 +6,20 @@
 //! busy when a bind is ahead of the pod there (waiting for or holding the lock,
 //! or a lock is held) and either the device plugin is slow to answer (a lock
 //! has lately stayed held, or the current one has been held, longer than
-//! [`SLOW_ANSWER`]) or the binds ahead would keep the pod waiting longer than
-//! [`LONGEST_QUEUE`]. Until the first release of a lock taken here is seen,
+//! [`SLOW_ANSWER`]), or the binds ahead would keep the pod waiting longer than
+//! [`LONGEST_QUEUE`], or pods come faster than one node hands its lock on
+//! ([`OUTPACED_AT`] placed within one lock's hold). Until the first release of a lock taken here is seen,
 //! the device plugin is taken to answer in [`SLOW_ANSWER`], or in the longest a
 //! lock taken here has been held so far if that is longer: a burst that arrives right after a start
 //! would otherwise pile onto the first node (hundreds of `/filter`s a second
 //! reach it before its first bind has even taken the lock) and wait there for
 //! a slow device plugin, one pod at a time. When the device plugin answers at
 //! once, the binds of one node follow each other quickly and binpack keeps
-//! filling it, exactly as without this; when it takes as long as a kubelet admitting a pod, a node is
-//! busy as soon as one bind holds it.
+//! filling it, exactly as without this, as long as pods come no faster than
+//! it answers; when they do (a burst), the burst fills nodes nearly as good
+//! side by side, as many as it takes for their turns to keep up; when the
+//! device plugin takes as long as a kubelet admitting a pod, a node is busy as
+//! soon as one bind holds it.
 //!
 //! When the policy's best node is busy, the pod goes instead to the best node
 //! that is not busy and that the policy likes at most `--busy-node-tolerance`
@@ -67,6 +71,13 @@ pub const SLOWEST_ANSWER: Duration = Duration::from_secs(1);
 /// Longest a pod is queued behind the binds of one node when a nearly as good
 /// node is free, however quickly the device plugin answers.
 pub const LONGEST_QUEUE: Duration = Duration::from_secs(1);
+
+/// Pods placed within one lock's hold, beyond which pods come faster than one
+/// node hands its lock on: a node with a bind ahead is then busy, however
+/// quickly its device plugin answers, and a burst fills as many nodes side by
+/// side as it takes to keep up. Two, not one: a pair that happens to come
+/// close together in a trickle leaves binpack filling one node.
+pub const OUTPACED_AT: usize = 2;
 
 /// Why a candidate is left out of the search for a spare node.
 pub(crate) const BUSY_OR_WORSE: &str = "busy or not nearly as good as the best node";
@@ -194,6 +205,8 @@ struct Queues<'a> {
     now: Instant,
     /// How long a lock is expected to stay held, for whether a node is busy.
     hold: Duration,
+    /// Pods come faster than a node hands its lock on (see [`OUTPACED_AT`]).
+    outpaced: bool,
     seen: Vec<Cell<Option<Queue>>>,
 }
 
@@ -203,6 +216,7 @@ impl<'a> Queues<'a> {
             handoff,
             now,
             hold,
+            outpaced: handoff.placed_within(hold, now) >= OUTPACED_AT,
             seen: vec![Cell::new(None); candidates],
         }
     }
@@ -211,7 +225,8 @@ impl<'a> Queues<'a> {
     fn at(&self, node: &str) -> Queue {
         let ahead = self.handoff.binds_ahead_at(node, self.now);
         let busy = ahead > 0
-            && (self.hold > SLOW_ANSWER
+            && (self.outpaced
+                || self.hold > SLOW_ANSWER
                 || queue_time(self.hold, ahead) > LONGEST_QUEUE
                 || self.handoff.held_for(node, self.now) > SLOW_ANSWER);
         Queue { ahead, busy }

@@ -309,6 +309,42 @@ async fn binpack_keeps_filling_a_node_whose_device_plugin_answers_at_once() {
     assert_eq!(placed_on(&s, &memory, "p1").await, "n1");
 }
 
+/// Two roomy nodes whose device plugin has answered a first bind on n1 in
+/// 20 ms, a second before the test goes on.
+async fn roomy_nodes_with_a_quick_device_plugin() -> World {
+    let (s, memory, clock) = two_roomy_nodes(SchedulerConfig::default());
+    assert_eq!(placed_on(&s, &memory, "p0").await, "n1");
+    bound_and_locked(&s, &memory, "p0").await;
+    clock.advance(Duration::from_millis(20));
+    device_plugin_releases(&s, &memory).await;
+    clock.advance(Duration::from_secs(1));
+    (s, memory, clock)
+}
+
+#[tokio::test]
+async fn pods_that_come_faster_than_a_quick_device_plugin_answers_fill_nodes_side_by_side() {
+    let (s, memory, _clock) = roomy_nodes_with_a_quick_device_plugin().await;
+    // Three pods within one 20 ms turn: one node would hand its lock on too
+    // slowly for them, so the third goes to the empty node, within the
+    // default tolerance of the fuller one (7.5 points emptier).
+    assert_eq!(placed_on(&s, &memory, "a1").await, "n1");
+    assert_eq!(placed_on(&s, &memory, "a2").await, "n1");
+    assert_eq!(placed_on(&s, &memory, "a3").await, "n2");
+    // Both nodes have binds ahead now: the one with fewer takes the next.
+    assert_eq!(placed_on(&s, &memory, "a4").await, "n2");
+}
+
+#[tokio::test]
+async fn pods_that_come_no_faster_than_a_quick_device_plugin_answers_keep_filling_one_node() {
+    let (s, memory, clock) = roomy_nodes_with_a_quick_device_plugin().await;
+    // One pod per 30 ms turn of a device plugin answering in 20 ms: binpack
+    // fills n1, the binds ahead there notwithstanding.
+    for name in ["a1", "a2", "a3", "a4"] {
+        assert_eq!(placed_on(&s, &memory, name).await, "n1", "{name}");
+        clock.advance(Duration::from_millis(30));
+    }
+}
+
 #[tokio::test]
 async fn a_node_whose_device_plugin_is_slow_to_answer_passes_the_pod_to_one_nearly_as_good() {
     let (s, memory, clock) = two_nodes(Some(100.0));
