@@ -430,6 +430,19 @@ impl LockHandoff {
             .map_or(0, |h| self.binds_ahead(h, now))
     }
 
+    /// Whether at least `count` nodes have binds a pod sent there at `now`
+    /// would queue behind (stops counting there).
+    pub fn nodes_with_binds_ahead_reach(&self, count: usize, now: Instant) -> bool {
+        count == 0
+            || self
+                .nodes
+                .lock()
+                .values()
+                .filter(|h| self.binds_ahead(h, now) > 0)
+                .nth(count - 1)
+                .is_some()
+    }
+
     /// The node's lock as the watch last showed it, with the node's
     /// resourceVersion then, for taking the lock without reading the node
     /// (`None`: not known well enough). A lock this process wrote over the

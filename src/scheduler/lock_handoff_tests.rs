@@ -309,10 +309,15 @@ async fn binpack_keeps_filling_a_node_whose_device_plugin_answers_at_once() {
     assert_eq!(placed_on(&s, &memory, "p1").await, "n1");
 }
 
-/// Two roomy nodes whose device plugin has answered a first bind on n1 in
-/// 20 ms, a second before the test goes on.
+/// Two roomy nodes whose device plugin answers in 20 ms (see below).
 async fn roomy_nodes_with_a_quick_device_plugin() -> World {
-    let (s, memory, clock) = two_roomy_nodes(SchedulerConfig::default());
+    roomy_nodes_answered_in_20_ms(two_roomy_nodes(SchedulerConfig::default())).await
+}
+
+/// `world`, whose device plugin has answered a first bind on n1 in 20 ms, a
+/// second before the test goes on.
+async fn roomy_nodes_answered_in_20_ms(world: World) -> World {
+    let (s, memory, clock) = world;
     assert_eq!(placed_on(&s, &memory, "p0").await, "n1");
     bound_and_locked(&s, &memory, "p0").await;
     clock.advance(Duration::from_millis(20));
@@ -332,6 +337,30 @@ async fn pods_that_come_faster_than_a_quick_device_plugin_answers_fill_nodes_sid
     assert_eq!(placed_on(&s, &memory, "a3").await, "n2");
     // Both nodes have binds ahead now: the one with fewer takes the next.
     assert_eq!(placed_on(&s, &memory, "a4").await, "n2");
+}
+
+#[tokio::test]
+async fn a_burst_opens_no_more_nodes_side_by_side_than_pods_come_in_one_turn() {
+    let world = roomy_nodes(
+        3,
+        SchedulerConfig {
+            busy_node_tolerance: Some(100.0),
+            ..SchedulerConfig::default()
+        },
+    );
+    let (s, memory, clock) = roomy_nodes_answered_in_20_ms(world).await;
+    let all = ["n1", "n2", "n3"];
+    // Three pods in one turn: two nodes fill side by side.
+    assert_eq!(placed_among(&s, &memory, "a1", &all).await, "n1");
+    assert_eq!(placed_among(&s, &memory, "a2", &all).await, "n1");
+    let second = placed_among(&s, &memory, "a3", &all).await;
+    assert_ne!(second, "n1");
+    // A turn later, three more: their binds queue on the two nodes, and two
+    // nodes are what pods coming at that pace need, so the third stays empty.
+    clock.advance(Duration::from_millis(30));
+    assert_eq!(placed_among(&s, &memory, "b1", &all).await, "n1");
+    assert_eq!(placed_among(&s, &memory, "b2", &all).await, "n1");
+    assert_eq!(placed_among(&s, &memory, "b3", &all).await, second);
 }
 
 #[tokio::test]
