@@ -381,9 +381,9 @@ impl LockHandoff {
     }
 
     /// The longest any lock taken here and held at `now` has been held so far
-    /// (zero when none is): before the first release, a lower bound on how long
-    /// the device plugin takes.
-    pub fn longest_current_hold(&self, now: Instant) -> Duration {
+    /// (`None` when none is): before the first release, a lower bound on how
+    /// long the device plugin takes.
+    pub fn longest_current_hold(&self, now: Instant) -> Option<Duration> {
         self.nodes
             .lock()
             .values()
@@ -391,7 +391,6 @@ impl LockHandoff {
             .filter(|hold| hold.taken_here)
             .map(|hold| now.saturating_duration_since(hold.since))
             .max()
-            .unwrap_or_default()
     }
 
     /// How long `node`'s lock has been held at `now` (zero when it is free).
@@ -683,10 +682,7 @@ mod tests {
         handoff.observe_lock("gpu-node-1", Some("t,ns,b"), t0 + second);
         assert_eq!(handoff.binds_ahead_at("gpu-node-1", t0 + second), 1);
         assert_eq!(handoff.held_for("gpu-node-1", t0 + 3 * second), 2 * second);
-        assert_eq!(
-            handoff.longest_current_hold(t0 + 3 * second),
-            Duration::ZERO
-        );
+        assert_eq!(handoff.longest_current_hold(t0 + 3 * second), None);
         handoff.observe_lock("gpu-node-1", None, t0 + 3 * second);
         assert_eq!(handoff.mean_hold(), Some(second / 2));
         // The running mean moves toward the newest hold taken here.
@@ -702,13 +698,13 @@ mod tests {
         let handoff = LockHandoff::default();
         let t0 = Instant::now();
         let ms = Duration::from_millis;
-        assert_eq!(handoff.longest_current_hold(t0), Duration::ZERO);
+        assert_eq!(handoff.longest_current_hold(t0), None);
         handoff.writing("gpu-node-1", None, t0);
         handoff.writing("gpu-node-2", None, t0 + ms(100));
-        assert_eq!(handoff.longest_current_hold(t0 + ms(300)), ms(300));
+        assert_eq!(handoff.longest_current_hold(t0 + ms(300)), Some(ms(300)));
         handoff.observe_lock("gpu-node-1", Some("t,ns,a"), t0);
         handoff.observe_lock("gpu-node-1", None, t0 + ms(350));
-        assert_eq!(handoff.longest_current_hold(t0 + ms(400)), ms(300));
+        assert_eq!(handoff.longest_current_hold(t0 + ms(400)), Some(ms(300)));
         assert_eq!(handoff.mean_hold(), Some(ms(350)));
     }
 

@@ -8,7 +8,8 @@
 //! has lately stayed held, or the current one has been held, longer than
 //! [`SLOW_ANSWER`]), or the binds ahead would keep the pod waiting longer than
 //! [`LONGEST_QUEUE`], or pods come faster than one node hands its lock on
-//! ([`OUTPACED_AT`] placed within one lock's hold). Until the first release of a lock taken here is seen,
+//! ([`OUTPACED_AT`] placed within one lock's hold, once a bind here has taken
+//! a lock). Until the first release of a lock taken here is seen,
 //! the device plugin is taken to answer in [`SLOW_ANSWER`], or in the longest a
 //! lock taken here has been held so far if that is longer: a burst that arrives right after a start
 //! would otherwise pile onto the first node (hundreds of `/filter`s a second
@@ -161,11 +162,15 @@ impl<S: NodeSource + ?Sized> NodeSource for NearlyAsGood<'_, S> {
 }
 
 /// How long a lock is expected to stay held, for the two questions asked.
+#[derive(Clone, Copy)]
 struct Pace {
     /// For whether a node is busy.
     hold: Duration,
     /// For whether the binds ahead would be answered within the bind's budget.
     hold_for_budget: Duration,
+    /// A bind here has taken a lock: one has been released since, or one is
+    /// held now.
+    turns_taken: bool,
 }
 
 impl Pace {
@@ -174,9 +179,11 @@ impl Pace {
             Some(mean) => Self {
                 hold: mean,
                 hold_for_budget: mean,
+                turns_taken: true,
             },
             None => {
-                let longest = handoff.longest_current_hold(now);
+                let held = handoff.longest_current_hold(now);
+                let longest = held.unwrap_or_default();
                 Self {
                     // No device plugin answer seen yet: as slow as a slow one,
                     // or as the longest hold so far, so that at most
@@ -186,6 +193,7 @@ impl Pace {
                     // And as if each bind ahead took as long as the slowest
                     // kubelets take, for whether it is answered in time.
                     hold_for_budget: longest.max(SLOWEST_ANSWER),
+                    turns_taken: held.is_some(),
                 }
             }
         }
@@ -223,8 +231,20 @@ struct Queues<'a> {
 }
 
 impl<'a> Queues<'a> {
-    fn new(handoff: &'a LockHandoff, now: Instant, hold: Duration, candidates: usize) -> Self {
-        let side_by_side = handoff.placed_within(hold, now).min(MOST_SIDE_BY_SIDE);
+    fn new(handoff: &'a LockHandoff, now: Instant, pace: &Pace, candidates: usize) -> Self {
+        let Pace {
+            hold, turns_taken, ..
+        } = *pace;
+        // Only binds that take turns at a lock here can be outpaced; where none
+        // does (a cluster file's binds lock nothing to be answered) the pace
+        // of pods says nothing about the turns, and searching past every node
+        // with a bind on its way would cost each `/filter` a second pass over
+        // the candidates for nothing.
+        let side_by_side = if turns_taken {
+            handoff.placed_within(hold, now).min(MOST_SIDE_BY_SIDE)
+        } else {
+            0
+        };
         Self {
             handoff,
             now,
@@ -277,11 +297,11 @@ impl Scheduler {
         let tolerance = self.config.busy_node_tolerance?;
         let now = self.clock.now();
         let handoff = &self.lock_handoff;
+        let pace = Pace::of(handoff, now);
+        let queues = Queues::new(handoff, now, &pace, candidates.len());
         let Pace {
-            hold,
-            hold_for_budget,
-        } = Pace::of(handoff, now);
-        let queues = Queues::new(handoff, now, hold, candidates.len());
+            hold_for_budget, ..
+        } = pace;
         let at_best = queues.at(best);
         if !at_best.busy {
             return None;

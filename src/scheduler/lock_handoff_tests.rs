@@ -364,6 +364,28 @@ async fn a_burst_opens_no_more_nodes_side_by_side_than_pods_come_in_one_turn() {
 }
 
 #[tokio::test]
+async fn before_any_bind_takes_a_lock_the_pace_of_pods_alone_does_not_fill_nodes_side_by_side() {
+    // No bind here has taken a lock (a cluster file's binds take none that a
+    // device plugin answers): pods placed at once keep filling binpack's node
+    // while its binds ahead would end within a second.
+    let (s, memory, _clock) = two_roomy_nodes(SchedulerConfig::default());
+    for name in ["a1", "a2", "a3", "a4"] {
+        assert_eq!(placed_on(&s, &memory, name).await, "n1", "{name}");
+    }
+}
+
+#[tokio::test]
+async fn a_burst_behind_the_first_lock_taken_fills_nodes_side_by_side_before_any_answer() {
+    let (s, memory, _clock) = two_roomy_nodes(SchedulerConfig::default());
+    assert_eq!(placed_on(&s, &memory, "p0").await, "n1");
+    bound_and_locked(&s, &memory, "p0").await;
+    // The lock is held, no answer yet: a hold is taken to last 100 ms, and a
+    // third pod within it goes to the empty node.
+    assert_eq!(placed_on(&s, &memory, "a1").await, "n1");
+    assert_eq!(placed_on(&s, &memory, "a2").await, "n2");
+}
+
+#[tokio::test]
 async fn pods_that_come_no_faster_than_a_quick_device_plugin_answers_keep_filling_one_node() {
     let (s, memory, clock) = roomy_nodes_with_a_quick_device_plugin().await;
     // One pod per 30 ms turn of a device plugin answering in 20 ms: binpack
