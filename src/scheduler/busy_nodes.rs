@@ -222,8 +222,6 @@ struct Queues<'a> {
     now: Instant,
     /// How long a lock is expected to stay held, for whether a node is busy.
     hold: Duration,
-    /// Pods come faster than a node hands its lock on (see [`OUTPACED_AT`]).
-    outpaced: bool,
     /// Pods placed within one lock's hold, up to [`MOST_SIDE_BY_SIDE`]: while
     /// pods come that fast, how many nodes may fill side by side.
     side_by_side: usize,
@@ -249,17 +247,21 @@ impl<'a> Queues<'a> {
             handoff,
             now,
             hold,
-            outpaced: side_by_side >= OUTPACED_AT,
             side_by_side,
             seen: vec![Cell::new(None); candidates],
         }
+    }
+
+    /// Pods come faster than a node hands its lock on (see [`OUTPACED_AT`]).
+    fn outpaced(&self) -> bool {
+        self.side_by_side >= OUTPACED_AT
     }
 
     /// The queue at `node`, asked now.
     fn at(&self, node: &str) -> Queue {
         let ahead = self.handoff.binds_ahead_at(node, self.now);
         let busy = ahead > 0
-            && (self.outpaced
+            && (self.outpaced()
                 || self.hold > SLOW_ANSWER
                 || queue_time(self.hold, ahead) > LONGEST_QUEUE
                 || self.handoff.held_for(node, self.now) > SLOW_ANSWER);
@@ -329,7 +331,8 @@ impl Scheduler {
         let opening = OnceCell::new();
         let may_open = || {
             *opening.get_or_init(|| {
-                !queues.outpaced || !handoff.nodes_with_binds_ahead_reach(queues.side_by_side, now)
+                !queues.outpaced()
+                    || !handoff.nodes_with_binds_ahead_reach(queues.side_by_side, now)
             })
         };
         let open_or_may_open = |q: Queue| q.ahead > 0 || may_open();
