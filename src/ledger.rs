@@ -2,6 +2,8 @@
 //! kept incrementally so a decision never rescans all pods.
 
 mod change_journal;
+#[cfg(test)]
+mod named_tests;
 mod pledges;
 pub use change_journal::{ChangeJournal, JournalCursor};
 pub use pledges::Pledge;
@@ -270,6 +272,15 @@ pub struct QuotaLimits {
     pub cores: Option<u64>,
 }
 
+/// Where a pod's namespace and name fall in `Ledger::named`.
+fn name_key(namespace: &str, name: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = rustc_hash::FxHasher::default();
+    namespace.hash(&mut hasher);
+    name.hash(&mut hasher);
+    hasher.finish()
+}
+
 /// The scheduler's books.
 #[derive(Debug, Default)]
 pub struct Ledger {
@@ -287,6 +298,10 @@ pub struct Ledger {
     /// Boxed: the table holds tens of thousands of pods and doubles as it grows, so
     /// its slots stay a pointer wide instead of a whole entry.
     pods: HashMap<Box<str>, Box<PodEntry>>,
+    /// The UIDs in `pods` by a hash of each pod's namespace and name: a node lock
+    /// names its owner by namespace and name, and each look at a held lock asks
+    /// whether that pod is still on its way, with thousands of pods tracked.
+    named: FxHashMap<u64, Vec<Box<str>>>,
     /// Deadlines of the pods in `Reserved`, so the sweeper looks at the few pods
     /// between filter and bind instead of every pod, under the write lock, every
     /// second.
@@ -431,6 +446,22 @@ impl Ledger {
         self.pods.values().map(|p| &**p)
     }
 
+    /// The tracked pods named `namespace/name` (one, unless a pod of that name
+    /// was deleted and created again and both are still tracked).
+    pub fn pods_named<'a>(
+        &'a self,
+        namespace: &'a str,
+        name: &'a str,
+    ) -> impl Iterator<Item = &'a PodEntry> {
+        self.named
+            .get(&name_key(namespace, name))
+            .into_iter()
+            .flatten()
+            .filter_map(|uid| self.pods.get(uid))
+            .map(|p| &**p)
+            .filter(move |p| p.namespace == namespace && p.name == name)
+    }
+
     /// Number of tracked pods.
     pub fn pod_count(&self) -> usize {
         self.pods.len()
@@ -538,12 +569,23 @@ impl Ledger {
         if let PodPhase::Reserved { deadline } = entry.phase {
             self.reserved.insert(entry.uid.as_str().into(), deadline);
         }
+        self.named
+            .entry(name_key(&entry.namespace, &entry.name))
+            .or_default()
+            .push(entry.uid.as_str().into());
         self.pods.insert(entry.uid.as_str().into(), Box::new(entry));
     }
 
     /// Releases a pod's hold; returns what it held.
     pub fn remove_pod(&mut self, uid: &str) -> Option<PodEntry> {
         let entry = *self.pods.remove(uid)?;
+        let key = name_key(&entry.namespace, &entry.name);
+        if let Some(uids) = self.named.get_mut(&key) {
+            uids.retain(|u| &**u != uid);
+            if uids.is_empty() {
+                self.named.remove(&key);
+            }
+        }
         self.holdings_journal.note(uid);
         self.reserved.remove(uid);
         self.touch(uid);

@@ -192,12 +192,9 @@ impl LockKnowledge for Scheduler {
             return Some(true);
         }
         let ledger = self.ledger.read();
-        let waiting = ledger.pods().any(|p| {
-            p.namespace == namespace
-                && p.name == pod
-                && p.node == node
-                && matches!(p.phase, PodPhase::Binding | PodPhase::Bound)
-        });
+        let waiting = ledger
+            .pods_named(namespace, pod)
+            .any(|p| p.node == node && matches!(p.phase, PodPhase::Binding | PodPhase::Bound));
         waiting.then_some(false)
     }
 }
