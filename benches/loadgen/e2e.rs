@@ -19,7 +19,7 @@ use super::fake_apiserver::{ApiCalls, FakeApiServer, WatchTraffic};
 use super::kube_scheduler::{self, Binder};
 use super::packing::{Packing, packing};
 use super::scheduled_events::ScheduledEvents;
-use super::server::{HttpVersion, Launch, ServerProcess, ServerSource};
+use super::server::{self, HttpVersion, Launch, ServerProcess, ServerSource};
 use super::stats::{Samples, ms};
 use serde_json::{Value, json};
 use std::path::PathBuf;
@@ -77,6 +77,9 @@ struct BurstResult {
     watch_traffic: WatchTraffic,
     /// Watches open at the end, of every resource.
     watchers: usize,
+    /// CPU time over the same span: this server's (none without the extender),
+    /// and this process's (the fake API server and every stand-in).
+    cpu: (Option<Duration>, Option<Duration>),
 }
 
 fn load_pod(i: usize) -> Value {
@@ -182,6 +185,10 @@ async fn burst(o: &BurstOptions, delay: Option<Duration>) -> Result<BurstResult,
     // The burst: every pod created at once, then scheduled in creation order.
     // Counted from here: what placing the pods costs the API server.
     api.clear_request_log();
+    let cpu_before = (
+        server.as_ref().and_then(ServerProcess::cpu_time),
+        server::own_cpu_time(),
+    );
     let http = reqwest::Client::builder()
         .no_proxy()
         .build()
@@ -229,6 +236,15 @@ async fn burst(o: &BurstOptions, delay: Option<Duration>) -> Result<BurstResult,
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let failed_events = events.failed.load(Ordering::Relaxed);
+    let spent =
+        |before: Option<Duration>, after: Option<Duration>| Some(after?.saturating_sub(before?));
+    let cpu = (
+        spent(
+            cpu_before.0,
+            server.as_ref().and_then(ServerProcess::cpu_time),
+        ),
+        spent(cpu_before.1, server::own_cpu_time()),
+    );
     let elapsed = outcome.last_bound.map_or(Duration::ZERO, |t| {
         t.saturating_duration_since(first_created)
     });
@@ -282,6 +298,7 @@ async fn burst(o: &BurstOptions, delay: Option<Duration>) -> Result<BurstResult,
         api_calls: api.api_calls(),
         watch_traffic: api.watch_traffic(),
         watchers: api.watch_count(),
+        cpu,
         device_plugin_calls: device_plugin.as_ref().map_or((0, 0), |p| {
             (
                 p.counts.reads.load(Ordering::Relaxed),
@@ -350,6 +367,24 @@ fn calls_per_pod(calls: &ApiCalls, device_plugin: (u64, u64), bound: usize) -> S
         );
     }
     text
+}
+
+/// Milliseconds of `cpu` per bound pod, rounded to hundredths.
+fn per_pod_ms(cpu: Duration, bound: usize) -> f64 {
+    (cpu.as_secs_f64() * 1e5 / bound.max(1) as f64).round() / 100.0
+}
+
+/// CPU per bound pod: this server's, then the fake API server's and the
+/// stand-ins' together (all share this machine's cores).
+fn cpu_per_pod((server, rest): (Option<Duration>, Option<Duration>), bound: usize) -> String {
+    let show = |c: Option<Duration>| {
+        c.map_or_else(|| "-".into(), |c| format!("{:.2} ms", per_pod_ms(c, bound)))
+    };
+    format!(
+        "per pod: this server {}; fake API server, kube-scheduler and device plugin stand-ins {}",
+        show(server),
+        show(rest)
+    )
 }
 
 fn secs(v: Option<f64>) -> String {
@@ -445,6 +480,7 @@ pub async fn run(o: BurstOptions) -> Result<bool, String> {
             "watches     {}",
             watch_traffic_per_pod(&r.watch_traffic, r.watchers, r.bound)
         );
+        println!("cpu         {}", cpu_per_pod(r.cpu, r.bound));
         for n in &r.notes {
             println!("note        {n}");
         }
@@ -462,6 +498,8 @@ pub async fn run(o: BurstOptions) -> Result<bool, String> {
             "api_reads_per_pod": r.api_calls.reads() as f64 / r.bound.max(1) as f64,
             "device_plugin_reads_per_pod": r.device_plugin_calls.0 as f64 / r.bound.max(1) as f64,
             "device_plugin_writes_per_pod": r.device_plugin_calls.1 as f64 / r.bound.max(1) as f64,
+            "server_cpu_ms_per_pod": r.cpu.0.map(|c| per_pod_ms(c, r.bound)),
+            "fake_and_stand_ins_cpu_ms_per_pod": r.cpu.1.map(|c| per_pod_ms(c, r.bound)),
             "watch_bytes_per_pod": r.watch_traffic.sent.iter()
                 .map(|(resource, sent)| (resource.clone(), sent.bytes / r.bound.max(1) as u64))
                 .collect::<std::collections::BTreeMap<_, _>>(),
