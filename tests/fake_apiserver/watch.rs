@@ -51,8 +51,11 @@ struct Spec {
 }
 
 impl Spec {
+    /// One event, `type` before `object` as the API server writes it (Go's
+    /// `metav1.WatchEvent` field order): a client decoding the object as it
+    /// streams by, knowing its type already, is served as a real one is.
     fn line(&self, ty: &str, object: Value) -> Bytes {
-        let mut s = json!({"type": ty, "object": object}).to_string();
+        let mut s = format!("{{\"type\":{},\"object\":{object}}}", Value::from(ty));
         s.push('\n');
         Bytes::from(s)
     }
