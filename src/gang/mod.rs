@@ -41,6 +41,7 @@ pub mod registered_gpus;
 pub mod room_sensitive_jobs;
 pub mod scheduling_group;
 pub mod snapshot;
+mod spec_group_tap;
 pub mod status;
 pub mod task_cache;
 pub mod victim_facts;
