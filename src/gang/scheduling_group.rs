@@ -9,7 +9,7 @@
 //! annotation. The annotation is never written to the API; a value a user wrote
 //! there is replaced by what the spec says, so only the spec makes a member.
 
-use super::spec_group_tap::SpecWithGroup;
+use super::spec_group_tap::{Key, SpecWithGroup};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Resource;
@@ -105,7 +105,8 @@ pub fn deserialize_optional_pod<'de, D: Deserializer<'de>>(d: D) -> Result<Optio
     Ok(Option::<WatchedPod>::deserialize(d)?.map(|w| w.0))
 }
 
-/// A pod as the watch decodes it: the typed pod with its scheduling group kept.
+/// A pod as the watch and `/filter` decode it: the typed pod with its
+/// scheduling group kept.
 #[derive(Debug, Clone)]
 pub struct WatchedPod(pub Pod);
 
@@ -131,7 +132,7 @@ impl<'de> Visitor<'de> for PodVisitor {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Pod, A::Error> {
         let mut pod = Pod::default();
         let mut group = None;
-        while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+        while let Some(Key(key)) = map.next_key()? {
             match &*key {
                 "apiVersion" => expect_text(&mut map, <Pod as k8s_openapi::Resource>::API_VERSION)?,
                 "kind" => expect_text(&mut map, <Pod as k8s_openapi::Resource>::KIND)?,

@@ -155,7 +155,7 @@ impl<'de, A: MapAccess<'de>> MapAccess<'de> for TapMap<'_, A> {
 }
 
 /// A map key as text, borrowed from the input where it can be.
-struct Key<'de>(Cow<'de, str>);
+pub(super) struct Key<'de>(pub Cow<'de, str>);
 
 impl<'de> Deserialize<'de> for Key<'de> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
