@@ -23,7 +23,14 @@ pub const SCHEDULING_GROUP: &str = "vgpu-scheduler.io/scheduling-group";
 
 /// The native PodGroup a pod names in its raw JSON, if any.
 pub fn group_name(raw: &Value) -> Option<&str> {
-    raw.pointer("/spec/schedulingGroup/podGroupName")
+    raw.pointer("/spec/schedulingGroup")
+        .and_then(group_named_by)
+}
+
+/// The PodGroup a `spec.schedulingGroup` value names (a blank name names none).
+pub(super) fn group_named_by(scheduling_group: &Value) -> Option<&str> {
+    scheduling_group
+        .get("podGroupName")
         .and_then(Value::as_str)
         .filter(|n| !n.trim().is_empty())
 }

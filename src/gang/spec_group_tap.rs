@@ -8,6 +8,7 @@
 //! here and handed on as a tree, which the typed spec skips as a field it does
 //! not know.
 
+use super::scheduling_group::group_named_by;
 use k8s_openapi::api::core::v1::PodSpec;
 use serde::de::value::{BorrowedStrDeserializer, StringDeserializer};
 use serde::de::{DeserializeSeed, Deserializer, Error as _, MapAccess, Visitor};
@@ -34,16 +35,6 @@ impl<'de> Deserialize<'de> for SpecWithGroup {
         })?;
         Ok(SpecWithGroup { spec, group })
     }
-}
-
-/// The PodGroup a `schedulingGroup` value names, as the raw pod is read
-/// elsewhere (`scheduling_group::group_name`).
-fn named_group(value: &Value) -> Option<String> {
-    value
-        .get("podGroupName")
-        .and_then(Value::as_str)
-        .filter(|n| !n.trim().is_empty())
-        .map(str::to_owned)
 }
 
 struct Tap<'g, D> {
@@ -145,7 +136,7 @@ impl<'de, A: MapAccess<'de>> MapAccess<'de> for TapMap<'_, A> {
             return self.inner.next_value_seed(seed);
         }
         let value: Value = self.inner.next_value()?;
-        *self.group = named_group(&value);
+        *self.group = group_named_by(&value).map(str::to_owned);
         seed.deserialize(value).map_err(A::Error::custom)
     }
 
