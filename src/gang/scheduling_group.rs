@@ -206,6 +206,15 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    /// The in-memory group annotation a decoded pod carries.
+    fn group_annotation(pod: &Pod) -> Option<&str> {
+        pod.metadata
+            .annotations
+            .as_ref()?
+            .get(SCHEDULING_GROUP)
+            .map(String::as_str)
+    }
+
     #[test]
     fn the_spec_field_becomes_the_annotation_and_a_forged_one_is_dropped() {
         let pod = pod_from_value(&json!({
@@ -213,14 +222,7 @@ mod tests {
             "spec": {"containers": [], "schedulingGroup": {"podGroupName": "train"}}
         }))
         .unwrap();
-        assert_eq!(
-            pod.metadata
-                .annotations
-                .unwrap()
-                .get(SCHEDULING_GROUP)
-                .map(String::as_str),
-            Some("train")
-        );
+        assert_eq!(group_annotation(&pod), Some("train"));
         let pod = pod_from_value(&json!({
             "metadata": {"name": "p", "annotations": {SCHEDULING_GROUP: "forged"}},
             "spec": {"containers": []}
@@ -239,14 +241,7 @@ mod tests {
             "spec": {"containers": [], "schedulingGroup": {"podGroupName": "g"}}
         }))
         .unwrap();
-        assert_eq!(
-            w.0.metadata
-                .annotations
-                .unwrap()
-                .get(SCHEDULING_GROUP)
-                .map(String::as_str),
-            Some("g")
-        );
+        assert_eq!(group_annotation(&w.0), Some("g"));
     }
 
     /// Pods as the API server and kube-scheduler send them, odd ones included.
@@ -300,12 +295,7 @@ mod tests {
             let streamed: WatchedPod = serde_json::from_str(text).unwrap();
             let from_tree = pod_from_value(&serde_json::from_str(text).unwrap()).unwrap();
             assert_eq!(streamed.0, from_tree, "{text}");
-            let annotations = streamed.0.metadata.annotations.unwrap_or_default();
-            assert_eq!(
-                annotations.get(SCHEDULING_GROUP).map(String::as_str),
-                Some("g"),
-                "{text}"
-            );
+            assert_eq!(group_annotation(&streamed.0), Some("g"), "{text}");
             assert_eq!(
                 streamed.0.spec.unwrap().containers.len(),
                 usize::from(text.contains("\"c\""))
@@ -343,13 +333,6 @@ mod tests {
         )
         .unwrap();
         let pod = args.pod.unwrap();
-        assert_eq!(
-            pod.metadata
-                .annotations
-                .unwrap()
-                .get(SCHEDULING_GROUP)
-                .map(String::as_str),
-            Some("g")
-        );
+        assert_eq!(group_annotation(&pod), Some("g"));
     }
 }
