@@ -84,8 +84,9 @@ the same burst bound by the kube-scheduler stand-in alone.
                              what each API call costs: nothing (default: the loopback
                              fake answers in microseconds, far cheaper than a real
                              control plane), or as a kube-apiserver and etcd on a
-                             2-core machine do (README: how it was calibrated); the
-                             flags below, given after it, change one part
+                             2-core machine do (docs/benchmarks.md says how it
+                             was calibrated); the flags below, given after it,
+                             change one part
   --write-service-ms W       milliseconds each write holds the API server's one lane,
                              after the calls before it (its CPU, etcd's commits)
   --read-service-ms R        the same for each read (default 0: reads pass the lane)

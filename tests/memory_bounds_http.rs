@@ -16,7 +16,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 /// Growth of the server's resident set that 64 concurrent near-cap bodies may
 /// cause with the default flags: the 64 MiB body budget, each admitted body held
 /// about three times while it is read and decoded, plus the HTTP/2 windows of the
-/// waiting connections (README, "Limits").
+/// waiting connections (README, flag `--max-request-bodies-in-flight`).
 const BODY_STORM_BOUND_MIB: f64 = 320.0;
 
 fn one_gpu_node(name: &str) -> Value {

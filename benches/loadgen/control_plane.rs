@@ -7,8 +7,9 @@
 //! and etcd's CPU, etcd's commit stream): each call holds it for its service
 //! time after the calls before it. `latency` is what each call waits on its own
 //! (etcd's disk sync, round trips), side by side with the calls in flight with
-//! it. README.md (Benchmarks, end to end) says how the figures of
-//! [`ControlPlaneCost::CALIBRATED`] were derived from a real cluster's.
+//! it. docs/benchmarks.md ("A control plane that costs what a real one does")
+//! says how the figures of [`ControlPlaneCost::CALIBRATED`] were derived from
+//! a real cluster's.
 
 use super::fake_apiserver::FakeApiServer;
 use std::time::Duration;

@@ -84,7 +84,7 @@ pub const OUTPACED_AT: usize = 2;
 
 /// Most nodes a burst that outpaces the turns fills side by side. The nodes it
 /// takes are what binpack gives up; past a few dozen they gain no speed, as
-/// what holds the binds back then is the API server (README, end to end: on
+/// what holds the binds back then is the API server (docs/benchmarks.md: on
 /// the calibrated control plane a 1,000-pod burst went as fast on 32 nodes as
 /// on 64 or 200, and half as fast on 13).
 pub const MOST_SIDE_BY_SIDE: usize = 32;
