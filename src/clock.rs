@@ -111,6 +111,39 @@ impl Clock for ManualClock {
     }
 }
 
+/// A clock that reads the async runtime's: in a test with tokio's time paused,
+/// the scheduler's deadlines and the runtime's timers move together, the
+/// runtime jumping to the next timer whenever every task waits.
+#[cfg(test)]
+#[derive(Debug)]
+pub struct RuntimeClock {
+    start: tokio::time::Instant,
+    start_wall: DateTime<Utc>,
+}
+
+#[cfg(test)]
+impl RuntimeClock {
+    /// A clock standing at the runtime's current time.
+    pub fn new() -> Arc<Self> {
+        Arc::new(Self {
+            start: tokio::time::Instant::now(),
+            start_wall: Utc::now(),
+        })
+    }
+}
+
+#[cfg(test)]
+impl Clock for RuntimeClock {
+    fn now(&self) -> Instant {
+        tokio::time::Instant::now().into_std()
+    }
+
+    fn wall(&self) -> DateTime<Utc> {
+        let elapsed = tokio::time::Instant::now().duration_since(self.start);
+        self.start_wall + chrono::Duration::from_std(elapsed).unwrap_or_default()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

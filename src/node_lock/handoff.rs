@@ -16,6 +16,8 @@
 //! that to send the next pod to a node nearly as good instead of queueing it
 //! behind the device plugin (see `scheduler::busy_nodes`).
 
+use super::release_grace::ReleaseGrace;
+use super::value::parse_lock_value;
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -26,10 +28,6 @@ use tokio::sync::watch;
 /// Pods answered by the device plugin remembered per node: a lock holder is
 /// one of the last few pods bound there.
 const ANSWERED_KEPT: usize = 8;
-
-/// How long after the device plugin answered for a pod its lock is left for the
-/// device plugin to release before it is taken over.
-pub const RELEASE_GRACE: Duration = Duration::from_millis(100);
 
 /// Weight of the newest lock hold in the running mean of hold times.
 const HOLD_TIME_WEIGHT: f64 = 0.2;
@@ -54,6 +52,9 @@ pub struct LockHandoff {
     /// Running mean of how long a lock taken here stays held (taken to seen
     /// released).
     hold_time: Mutex<Option<Duration>>,
+    /// How long a lock whose holder was answered is left for the device
+    /// plugin to release, from how long its releases have lately taken.
+    release_grace: ReleaseGrace,
     /// When `/filter` last placed pods, on any node (oldest first; at most
     /// [`PLACEMENTS_KEPT`], none older than [`BIND_ON_ITS_WAY`]).
     recent_placements: Mutex<std::collections::VecDeque<Instant>>,
@@ -321,14 +322,14 @@ impl LockHandoff {
                 }
             }
         };
-        let changed = {
+        let (changed, released) = {
             let mut seen = handoff.lock_seen.lock();
             seen.resource_version = resource_version.map(str::to_string);
             if seen.lock.as_deref() == lock {
-                false
+                (false, None)
             } else {
-                seen.lock = lock.map(str::to_string);
-                true
+                let before = std::mem::replace(&mut seen.lock, lock.map(str::to_string));
+                (true, before.filter(|_| lock.is_none()))
             }
         };
         handoff.sightings.send_modify(|n| *n = n.wrapping_add(1));
@@ -339,6 +340,9 @@ impl LockHandoff {
         // periodic pass over the watch's store) says nothing of that lock.
         let predates_own_write = resource_version.is_some()
             && handoff.written_over.lock().as_deref() == resource_version;
+        if let Some(released) = released.filter(|_| !predates_own_write) {
+            self.time_release_after_answer(&handoff, &released, now);
+        }
         if (changed || free_for_waiters) && !predates_own_write {
             let mut hold = handoff.hold.lock();
             match (lock, *hold) {
@@ -364,6 +368,31 @@ impl LockHandoff {
             drop(hold);
             handoff.bump();
         }
+    }
+
+    /// The watch showed the lock `released` (its value) at `now`: if the
+    /// device plugin was seen answering for its holder, how long the release
+    /// took after that sets the grace later answers get.
+    fn time_release_after_answer(&self, handoff: &NodeHandoff, released: &str, now: Instant) {
+        let Some(owner) = parse_lock_value(released).ok().and_then(|v| v.owner) else {
+            return;
+        };
+        let answered_at = handoff
+            .answered
+            .lock()
+            .iter()
+            .find(|(ns, name, _)| *ns == owner.namespace && *name == owner.pod)
+            .map(|(_, _, at)| *at);
+        if let Some(at) = answered_at {
+            self.release_grace
+                .released_after(now.saturating_duration_since(at));
+        }
+    }
+
+    /// How long a lock whose holder the device plugin answered for is now left
+    /// for the device plugin to release before a bind takes it over.
+    pub fn release_grace(&self) -> Duration {
+        self.release_grace.current()
     }
 
     fn record_hold(&self, held: Duration) {
@@ -533,27 +562,27 @@ impl LockHandoff {
     }
 
     /// Whether the device plugin answered for `namespace/pod` on `node` at least
-    /// [`RELEASE_GRACE`] before `now` (among the last pods it answered for there).
-    /// Its lock's release follows the answer at once: taking the lock over
-    /// sooner would only race the release, a write that fails and a read.
+    /// the release grace before `now` (among the last pods it answered for
+    /// there). Its lock's release follows the answer: taking the lock over
+    /// sooner would only race the release, a write that is refused.
     pub fn answered_long_ago(&self, node: &str, namespace: &str, pod: &str, now: Instant) -> bool {
+        let grace = self.release_grace();
         self.nodes.lock().get(node).is_some_and(|h| {
             h.answered.lock().iter().any(|(ns, name, at)| {
-                ns == namespace
-                    && name == pod
-                    && now.saturating_duration_since(*at) >= RELEASE_GRACE
+                ns == namespace && name == pod && now.saturating_duration_since(*at) >= grace
             })
         })
     }
 
-    /// How long until the newest answer on `node` is [`RELEASE_GRACE`] old, if it
-    /// is younger: a bind waiting for a lock whose holder was answered looks again
-    /// then, should the device plugin not release it.
+    /// How long until the newest answer on `node` is the release grace old, if
+    /// it is younger: a bind waiting for a lock whose holder was answered looks
+    /// again then, should the device plugin not release it.
     pub fn release_grace_left(&self, node: &str, now: Instant) -> Option<Duration> {
+        let grace = self.release_grace();
         let handoff = self.nodes.lock().get(node).cloned()?;
         let newest = handoff.answered.lock().iter().map(|(_, _, at)| *at).max()?;
         let age = now.saturating_duration_since(newest);
-        (age < RELEASE_GRACE).then(|| RELEASE_GRACE - age)
+        (age < grace).then(|| grace - age)
     }
 
     /// Wakes the bind waiting for `node`: the lock's holder may have finished,

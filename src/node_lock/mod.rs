@@ -8,6 +8,7 @@
 pub mod allocating_pods;
 pub mod handoff;
 pub mod mode;
+pub mod release_grace;
 pub mod value;
 
 #[cfg(test)]

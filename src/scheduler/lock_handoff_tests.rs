@@ -4,7 +4,7 @@
 //! `/filter` sends the next pod while a node's lock is held.
 
 use super::{Scheduler, SchedulerConfig};
-use crate::annotations::NODE_LOCK;
+use crate::annotations::{BIND_PHASE, NODE_LOCK};
 use crate::cluster::api::ClusterApi;
 use crate::cluster::file::ClusterObjects;
 use crate::cluster::memory::MemoryCluster;
@@ -179,6 +179,100 @@ async fn a_lock_whose_holder_vanished_is_taken_over_once_the_watch_shows_it_gone
     let took = until_held_by(&memory, "next").await;
     assert!(took < RECHECK, "taken over after {took:?}: by a re-check");
     assert_eq!(next.await.expect("bind task").error, "");
+}
+
+/// One node, n1, under a scheduler that reads the runtime's paused clock: the
+/// grace after a device plugin's answer runs on the clock the binds wait on.
+fn world_on_runtime_clock() -> (Arc<Scheduler>, Arc<MemoryCluster>) {
+    let memory = Arc::new(MemoryCluster::new(vec![node()], Vec::new(), false).reporting_changes());
+    let api: Arc<dyn ClusterApi> = memory.clone();
+    let s = Arc::new(Scheduler::with_clock(
+        SchedulerConfig::default(),
+        api,
+        Arc::new(Metrics::new()),
+        crate::clock::RuntimeClock::new(),
+    ));
+    s.load(&ClusterObjects {
+        nodes: vec![node()],
+        ..Default::default()
+    });
+    (s, memory)
+}
+
+/// HAMi's device plugin handing `name` its GPUs (bind phase `success`), as the
+/// pod watch shows it; its lock is released apart.
+async fn device_plugin_answers(s: &Scheduler, memory: &MemoryCluster, name: &str) {
+    let mut pod = memory
+        .get_pod("ns", name)
+        .await
+        .ok()
+        .flatten()
+        .expect("bound pod");
+    pod.metadata
+        .annotations
+        .get_or_insert_with(BTreeMap::new)
+        .insert(BIND_PHASE.to_string(), "success".to_string());
+    s.apply_pod(&pod);
+}
+
+/// Binds `name` while `holder` holds n1's lock, then has the device plugin
+/// answer for the holder and never release its lock: how long after the
+/// answer the bind took the lock over.
+async fn taken_over_after_the_answer(
+    s: &Arc<Scheduler>,
+    memory: &MemoryCluster,
+    holder: &str,
+    name: &str,
+) -> Duration {
+    filtered(s, memory, name).await;
+    let scheduler = s.clone();
+    let args = bind_args(name);
+    let bind = tokio::spawn(async move { scheduler.bind(args).await });
+    while s.lock_handoff.binds_at("n1") < 1 {
+        tokio::task::yield_now().await;
+    }
+    device_plugin_answers(s, memory, holder).await;
+    let took = until_held_by(memory, name).await;
+    assert_eq!(bind.await.expect("bind task").error, "");
+    took
+}
+
+/// `name` placed on n1 and bound, holding its lock as the node watch shows it.
+async fn holding_the_lock(s: &Scheduler, memory: &MemoryCluster, name: &str) {
+    filtered(s, memory, name).await;
+    bound_and_locked(s, memory, name).await;
+}
+
+/// A lock taken over `took` after its holder's answer was taken over once the
+/// `grace` had passed, on the first look after it.
+fn assert_taken_over_after(took: Duration, grace: Duration) {
+    assert!(
+        took >= grace && took < grace + Duration::from_millis(10),
+        "taken over {took:?} after the answer, the grace being {grace:?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_answered_holder_keeps_its_lock_for_the_device_plugin_to_release_a_tenth_of_a_second() {
+    let (s, memory) = world_on_runtime_clock();
+    holding_the_lock(&s, &memory, "p0").await;
+    let took = taken_over_after_the_answer(&s, &memory, "p0", "p1").await;
+    assert_taken_over_after(took, Duration::from_millis(100));
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_answered_holder_keeps_its_lock_twice_as_long_as_releases_lately_took() {
+    let (s, memory) = world_on_runtime_clock();
+    holding_the_lock(&s, &memory, "p0").await;
+    // A busy control plane: the device plugin's release lands 400 ms after
+    // its answer, so a bind that took the lock over sooner would only have
+    // its write refused.
+    device_plugin_answers(&s, &memory, "p0").await;
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    device_plugin_releases(&s, &memory).await;
+    holding_the_lock(&s, &memory, "p1").await;
+    let took = taken_over_after_the_answer(&s, &memory, "p1", "p2").await;
+    assert_taken_over_after(took, Duration::from_millis(800));
 }
 
 #[tokio::test(start_paused = true)]
