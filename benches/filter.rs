@@ -8,12 +8,14 @@ use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_m
 use running_cluster::{register_annotation, running_cluster};
 use std::hint::black_box;
 use std::sync::Arc;
+use std::time::Instant;
 use vgpu_scheduler::cluster::file::ClusterObjects;
 use vgpu_scheduler::cluster::memory::MemoryCluster;
 use vgpu_scheduler::device::allocation_codec::{decode_pod_devices, encode_pod_devices};
 use vgpu_scheduler::device::register_codec::decode_register_annotation;
 use vgpu_scheduler::extender::wire::ExtenderArgs;
 use vgpu_scheduler::metrics::Metrics;
+use vgpu_scheduler::node_lock::handoff::LockHandoff;
 use vgpu_scheduler::policy::{GpuPolicy, NodePolicy};
 use vgpu_scheduler::scheduler::{Scheduler, SchedulerConfig};
 
@@ -107,5 +109,31 @@ fn bench_rebuild(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, bench_filter, bench_codecs, bench_rebuild);
+/// What `/filter` asks the lock handoff in a burst that outpaces the turns
+/// (whether enough nodes have binds ahead to open no other), on a cluster
+/// where every node has had a bind and 31 have one ahead now.
+fn bench_lock_handoff(c: &mut Criterion) {
+    let handoff = LockHandoff::default();
+    let now = Instant::now();
+    let lock = "2026-11-29T18:00:00Z,bench,holder";
+    for n in 0..5_000 {
+        let node = format!("node-{n:05}");
+        handoff.observe_node(&node, Some(lock), Some("1"), now);
+        if n >= 31 {
+            handoff.observe_node(&node, None, Some("2"), now);
+        }
+    }
+    c.bench_function(
+        "lock_handoff/nodes_with_binds_ahead_reach_5000_nodes_31_busy",
+        |b| b.iter(|| black_box(handoff.nodes_with_binds_ahead_reach(black_box(32), now))),
+    );
+}
+
+criterion_group!(
+    benches,
+    bench_filter,
+    bench_codecs,
+    bench_rebuild,
+    bench_lock_handoff
+);
 criterion_main!(benches);

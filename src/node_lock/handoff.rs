@@ -21,7 +21,7 @@ use super::value::parse_lock_value;
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
@@ -58,6 +58,13 @@ pub struct LockHandoff {
     /// When `/filter` last placed pods, on any node (oldest first; at most
     /// [`PLACEMENTS_KEPT`], none older than [`BIND_ON_ITS_WAY`]).
     recent_placements: Mutex<std::collections::VecDeque<Instant>>,
+    /// The nodes that may have binds ahead or a lock held: every node with a
+    /// bind, a placement on its way, a lock or a claim is here, and a node
+    /// found with none of them is dropped (see [`LockHandoff::active_nodes`]).
+    /// `nodes` keeps every node that ever had a bind; questions asked at every
+    /// `/filter` of a burst walk this list instead, a few dozen nodes rather
+    /// than every one of a large cluster. Locked after `nodes`.
+    active: Mutex<Vec<Arc<NodeHandoff>>>,
 }
 
 #[derive(Debug)]
@@ -85,6 +92,8 @@ struct NodeHandoff {
     /// The last pods (namespace, name) the device plugin was seen answering
     /// for, and when.
     answered: Mutex<std::collections::VecDeque<(String, String, Instant)>>,
+    /// Listed in [`LockHandoff::active`]; changed only under its lock.
+    listed_active: AtomicBool,
 }
 
 /// A node's lock and resourceVersion as the watch showed them.
@@ -120,6 +129,7 @@ impl Default for NodeHandoff {
             written_over: Mutex::new(None),
             placed: Mutex::default(),
             answered: Mutex::default(),
+            listed_active: AtomicBool::new(false),
         }
     }
 }
@@ -181,6 +191,7 @@ impl LockHandoff {
         let handoff = self.node(node);
         handoff.placed.lock().pop_front();
         handoff.binds.fetch_add(1, Ordering::AcqRel);
+        self.activate(&handoff);
         let changes = handoff.changes.subscribe();
         // If this future is dropped while waiting, the count must still go down:
         // the guard below does it once the turn exists, this one until then.
@@ -207,6 +218,7 @@ impl LockHandoff {
         }
         placed.push_back(now);
         drop(placed);
+        self.activate(&handoff);
         let mut recent = self.recent_placements.lock();
         while recent.len() >= PLACEMENTS_KEPT
             || recent
@@ -242,17 +254,20 @@ impl LockHandoff {
             taken_here: true,
             claimed: false,
         });
+        self.activate(&handoff);
     }
 
     /// `--node-lock pods`: `node` is held for a pod since `now`, claimed by a
     /// bind here (`taken_here`) or seen allocating by the watch; the node
     /// counts as held until [`LockHandoff::claim_ended`].
     pub fn claimed(&self, node: &str, now: Instant, taken_here: bool) {
-        *self.node(node).hold.lock() = Some(Hold {
+        let handoff = self.node(node);
+        *handoff.hold.lock() = Some(Hold {
             since: now,
             taken_here,
             claimed: true,
         });
+        self.activate(&handoff);
     }
 
     /// `--node-lock pods`: the pod that held `node` was answered, is gone, or
@@ -343,6 +358,9 @@ impl LockHandoff {
         if let Some(released) = released.filter(|_| !predates_own_write) {
             self.time_release_after_answer(&handoff, &released, now);
         }
+        if lock.is_some() {
+            self.activate(&handoff);
+        }
         if (changed || free_for_waiters) && !predates_own_write {
             let mut hold = handoff.hold.lock();
             match (lock, *hold) {
@@ -413,9 +431,8 @@ impl LockHandoff {
     /// (`None` when none is): before the first release, a lower bound on how
     /// long the device plugin takes.
     pub fn longest_current_hold(&self, now: Instant) -> Option<Duration> {
-        self.nodes
-            .lock()
-            .values()
+        self.active_nodes(now)
+            .iter()
             .filter_map(|h| *h.hold.lock())
             .filter(|hold| hold.taken_here)
             .map(|hold| now.saturating_duration_since(hold.since))
@@ -463,12 +480,51 @@ impl LockHandoff {
     pub fn nodes_with_binds_ahead_reach(&self, count: usize, now: Instant) -> bool {
         count == 0
             || self
-                .nodes
-                .lock()
-                .values()
+                .active_nodes(now)
+                .iter()
                 .filter(|h| self.binds_ahead(h, now) > 0)
                 .nth(count - 1)
                 .is_some()
+    }
+
+    /// Lists `handoff` among the nodes that may have binds ahead or a lock
+    /// held, after what puts it there was recorded.
+    fn activate(&self, handoff: &Arc<NodeHandoff>) {
+        let mut active = self.active.lock();
+        if !handoff.listed_active.load(Ordering::Acquire) {
+            handoff.listed_active.store(true, Ordering::Release);
+            active.push(Arc::clone(handoff));
+        }
+    }
+
+    /// The nodes that may have binds ahead or a lock held at `now`, those
+    /// found with neither dropped from the list first. What lists a node again
+    /// is recorded before it asks for the list's lock, which the pruning
+    /// holds: a node dropped here either had nothing then or is listed again
+    /// after.
+    fn active_nodes(&self, now: Instant) -> Vec<Arc<NodeHandoff>> {
+        let mut active = self.active.lock();
+        active.retain(|h| {
+            let placement_on_its_way = {
+                let mut placed = h.placed.lock();
+                while placed
+                    .front()
+                    .is_some_and(|t| now.saturating_duration_since(*t) > BIND_ON_ITS_WAY)
+                {
+                    placed.pop_front();
+                }
+                !placed.is_empty()
+            };
+            let keep = h.binds.load(Ordering::Acquire) > 0
+                || placement_on_its_way
+                || h.lock_seen.lock().lock.is_some()
+                || h.hold.lock().is_some();
+            if !keep {
+                h.listed_active.store(false, Ordering::Release);
+            }
+            keep
+        });
+        active.clone()
     }
 
     /// The node's lock as the watch last showed it, with the node's
@@ -605,7 +661,11 @@ impl LockHandoff {
     /// Forgets a node that no longer exists (binds still holding its turn keep
     /// their own reference).
     pub fn forget_node(&self, node: &str) {
-        self.nodes.lock().remove(node);
+        if let Some(handoff) = self.nodes.lock().remove(node) {
+            let mut active = self.active.lock();
+            active.retain(|h| !Arc::ptr_eq(h, &handoff));
+            handoff.listed_active.store(false, Ordering::Release);
+        }
         self.unlocked_versions.lock().remove(node);
     }
 }
@@ -618,6 +678,10 @@ impl Drop for PendingBind<'_> {
         self.0.binds.fetch_sub(1, Ordering::AcqRel);
     }
 }
+
+#[cfg(test)]
+#[path = "active_nodes_tests.rs"]
+mod active_nodes_tests;
 
 #[cfg(test)]
 mod tests {
