@@ -6,6 +6,8 @@
 //! `RUST_LOG=vgpu_scheduler::gang::cycle_stages=debug`, each cycle's stages are
 //! timed on standard error.
 
+#[path = "support/log_from_env.rs"]
+mod log_from_env;
 #[path = "support/running_cluster.rs"]
 mod running_cluster;
 
@@ -135,12 +137,7 @@ const WAITING_MEMBERS: usize = 10;
 /// The cycle after one waiting gang changed (one member's labels), with 2,000
 /// gangs waiting on 1,000 full nodes: what a cycle costs when little changed.
 fn cycle_after_one_change(c: &mut Criterion) {
-    if std::env::var_os("RUST_LOG").is_some() {
-        let _ = tracing_subscriber::fmt()
-            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-            .with_writer(std::io::stderr)
-            .try_init();
-    }
+    log_from_env::log_from_env();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

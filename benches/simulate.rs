@@ -25,6 +25,8 @@
 #[path = "loadgen/cluster.rs"]
 #[allow(dead_code)]
 mod cluster;
+#[path = "support/log_from_env.rs"]
+mod log_from_env;
 
 use std::time::{Duration, Instant};
 use vgpu_scheduler::cluster::file::{ClusterObject, visit_file};
@@ -229,14 +231,7 @@ fn replay(shape: &str, nodes: usize, arrivals: u64) -> Replayed {
 }
 
 fn main() {
-    // `RUST_LOG=vgpu_scheduler::gang::cycle_stages=debug` shows what each
-    // planning cycle of a replay spent, stage by stage.
-    if std::env::var_os("RUST_LOG").is_some() {
-        let _ = tracing_subscriber::fmt()
-            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-            .with_writer(std::io::stderr)
-            .try_init();
-    }
+    log_from_env::log_from_env();
     let args: Vec<String> = std::env::args().collect();
     let full = args.iter().any(|a| a == "--bench");
     let nodes = flag(&args, "--nodes", if full { 1000 } else { 10 }) as usize;
