@@ -34,8 +34,15 @@ pub struct ReleaseGrace {
 
 impl ReleaseGrace {
     /// A lock was seen released `lag` after the device plugin was seen
-    /// answering for its holder.
+    /// answering for its holder. A release later than the most grace is not
+    /// the device plugin's own, which follows its answer: a lock nobody waited
+    /// for, cleared by housekeeping once its holder was done. Counting it would
+    /// make every bind wait the longest grace for a device plugin that does
+    /// not release.
     pub fn released_after(&self, lag: Duration) {
+        if lag > MOST_RELEASE_GRACE {
+            return;
+        }
         let mut mean = self.mean_lag.lock();
         *mean = Some(match *mean {
             None => lag,
@@ -80,7 +87,17 @@ mod tests {
         quick.released_after(5 * MS);
         assert_eq!(quick.current(), LEAST_RELEASE_GRACE);
         let slow = ReleaseGrace::default();
-        slow.released_after(Duration::from_secs(30));
+        slow.released_after(Duration::from_millis(1_900));
         assert_eq!(slow.current(), MOST_RELEASE_GRACE);
+    }
+
+    #[test]
+    fn a_release_later_than_the_most_grace_is_not_the_device_plugins_and_not_counted() {
+        let grace = ReleaseGrace::default();
+        grace.released_after(Duration::from_secs(30));
+        assert_eq!(grace.current(), LEAST_RELEASE_GRACE);
+        grace.released_after(300 * MS);
+        grace.released_after(Duration::from_secs(30));
+        assert_eq!(grace.current(), 600 * MS);
     }
 }
