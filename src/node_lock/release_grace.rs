@@ -10,9 +10,9 @@
 //! is: a few milliseconds on an idle one, hundreds when every call queues. So
 //! the grace follows what the watches show: twice the running mean of the time
 //! from a holder's answer to its lock's release, never less than the least
-//! grace (the device plugin still answers first) nor more than the most (a
-//! device plugin that answered and then never released still hands the node on
-//! soon).
+//! grace (the grace before any release was seen, room enough for a release on
+//! an idle control plane) nor more than the most (a device plugin that
+//! answered and then never released still hands the node on soon).
 
 use parking_lot::Mutex;
 use std::time::Duration;
