@@ -138,6 +138,36 @@ impl NodeHandoff {
     fn bump(&self) {
         self.changes.send_modify(|n| *n = n.wrapping_add(1));
     }
+
+    /// When the device plugin was seen answering for `namespace/pod` here,
+    /// among the last pods it answered for.
+    fn answered_at(&self, namespace: &str, pod: &str) -> Option<Instant> {
+        answer_among(&self.answered.lock(), namespace, pod)
+    }
+}
+
+/// When `namespace/pod` was answered, among the `answered` (namespace, pod,
+/// when) of a node.
+fn answer_among(
+    answered: &std::collections::VecDeque<(String, String, Instant)>,
+    namespace: &str,
+    pod: &str,
+) -> Option<Instant> {
+    answered
+        .iter()
+        .find(|(ns, name, _)| ns == namespace && name == pod)
+        .map(|(_, _, at)| *at)
+}
+
+/// Drops the placements (oldest first) whose bind is no longer on its way at
+/// `now`.
+fn drop_stale_placements(placements: &mut std::collections::VecDeque<Instant>, now: Instant) {
+    while placements
+        .front()
+        .is_some_and(|t| now.saturating_duration_since(*t) > BIND_ON_ITS_WAY)
+    {
+        placements.pop_front();
+    }
 }
 
 /// A bind's turn at a node's lock; the next bind's turn starts when it is dropped.
@@ -210,21 +240,13 @@ impl LockHandoff {
     pub fn placed(&self, node: &str, now: Instant) {
         let handoff = self.node(node);
         let mut placed = handoff.placed.lock();
-        while placed
-            .front()
-            .is_some_and(|t| now.saturating_duration_since(*t) > BIND_ON_ITS_WAY)
-        {
-            placed.pop_front();
-        }
+        drop_stale_placements(&mut placed, now);
         placed.push_back(now);
         drop(placed);
         self.activate(&handoff);
         let mut recent = self.recent_placements.lock();
-        while recent.len() >= PLACEMENTS_KEPT
-            || recent
-                .front()
-                .is_some_and(|t| now.saturating_duration_since(*t) > BIND_ON_ITS_WAY)
-        {
+        drop_stale_placements(&mut recent, now);
+        while recent.len() >= PLACEMENTS_KEPT {
             recent.pop_front();
         }
         recent.push_back(now);
@@ -395,13 +417,7 @@ impl LockHandoff {
         let Some(owner) = parse_lock_value(released).ok().and_then(|v| v.owner) else {
             return;
         };
-        let answered_at = handoff
-            .answered
-            .lock()
-            .iter()
-            .find(|(ns, name, _)| *ns == owner.namespace && *name == owner.pod)
-            .map(|(_, _, at)| *at);
-        if let Some(at) = answered_at {
+        if let Some(at) = handoff.answered_at(&owner.namespace, &owner.pod) {
             self.release_grace
                 .released_after(now.saturating_duration_since(at));
         }
@@ -507,12 +523,7 @@ impl LockHandoff {
         active.retain(|h| {
             let placement_on_its_way = {
                 let mut placed = h.placed.lock();
-                while placed
-                    .front()
-                    .is_some_and(|t| now.saturating_duration_since(*t) > BIND_ON_ITS_WAY)
-                {
-                    placed.pop_front();
-                }
+                drop_stale_placements(&mut placed, now);
                 !placed.is_empty()
             };
             let keep = h.binds.load(Ordering::Acquire) > 0
@@ -604,10 +615,7 @@ impl LockHandoff {
         let handoff = self.node(node);
         {
             let mut answered = handoff.answered.lock();
-            if !answered
-                .iter()
-                .any(|(ns, name, _)| ns == namespace && name == pod)
-            {
+            if answer_among(&answered, namespace, pod).is_none() {
                 if answered.len() >= ANSWERED_KEPT {
                     answered.pop_front();
                 }
@@ -623,11 +631,10 @@ impl LockHandoff {
     /// sooner would only race the release, a write that is refused.
     pub fn answered_long_ago(&self, node: &str, namespace: &str, pod: &str, now: Instant) -> bool {
         let grace = self.release_grace();
-        self.nodes.lock().get(node).is_some_and(|h| {
-            h.answered.lock().iter().any(|(ns, name, at)| {
-                ns == namespace && name == pod && now.saturating_duration_since(*at) >= grace
-            })
-        })
+        let handoff = self.nodes.lock().get(node).cloned();
+        handoff
+            .and_then(|h| h.answered_at(namespace, pod))
+            .is_some_and(|at| now.saturating_duration_since(at) >= grace)
     }
 
     /// How long until the newest answer on `node` is the release grace old, if
