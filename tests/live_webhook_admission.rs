@@ -1,11 +1,15 @@
 //! The mutating admission webhook as a cluster runs it: the plain install's
-//! MutatingWebhookConfiguration is stored in the fake kube-apiserver (its
-//! `caBundle` filled with the server's CA, as the certs job does), the fake
-//! calls `/mutate` of the live server through the configuration's Service, and
-//! pods are created over the API as a user writes them. What the user sees is
-//! the API's answer: the pod as stored, or the refusal.
+//! MutatingWebhookConfiguration (or the chart's for a cluster without the
+//! placement policy) is stored in the fake kube-apiserver (its `caBundle` filled
+//! with the server's CA, as the certs job does), the fake calls `/mutate` of the
+//! live server through the configuration's Service, and pods are created over
+//! the API as a user writes them. What the user sees is the API's answer: the
+//! pod as stored, or the refusal.
 
 mod fake_apiserver;
+// Only `template` and `available` are used here.
+#[allow(dead_code)]
+mod helm;
 mod live_support;
 mod support;
 
@@ -39,12 +43,45 @@ const FAKE_USER: &str = "kubernetes-admin";
 
 /// [`cluster`] with the server started with `args`.
 async fn cluster_where(failure_policy: Option<&str>, args: &[&str]) -> Cluster {
+    let install = serde_yaml_ng::from_str(WEBHOOK_MANIFEST).expect("webhook manifest is YAML");
+    cluster_configured(install, failure_policy, args).await
+}
+
+/// The webhook configuration the chart renders where it cannot ship the
+/// placement policy (Kubernetes before 1.30): the webhook guards placement
+/// annotations itself. None when helm is not there (outside CI).
+fn chart_webhook_without_policy() -> Option<Value> {
+    if !helm::available("the chart's webhook without the placement policy") {
+        return None;
+    }
+    let chart = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("charts/vgpu-scheduler");
+    let rendered = helm::template(
+        &chart,
+        &helm::Release {
+            name: "vgpu-scheduler",
+            namespace: "vgpu-system",
+            kube_version: "v1.29.4",
+        },
+        &json!({}),
+    );
+    let (_, text) = rendered
+        .into_iter()
+        .find(|(file, _)| file == "mutatingwebhookconfiguration.yaml")
+        .expect("the chart renders its webhook configuration");
+    Some(serde_yaml_ng::from_str(&text).expect("webhook configuration is YAML"))
+}
+
+/// A fake cluster with `config` stored as its webhook configuration and the
+/// server started with `args`.
+async fn cluster_configured(
+    mut config: Value,
+    failure_policy: Option<&str>,
+    args: &[&str],
+) -> Cluster {
     let api = FakeApiServer::start().await;
     let mut all = vec!["--self-signed-name", "vgpu-scheduler.vgpu-system.svc"];
     all.extend_from_slice(args);
     let server = LiveServer::start(&api, &all).await;
-    let mut config: Value =
-        serde_yaml_ng::from_str(WEBHOOK_MANIFEST).expect("webhook manifest is YAML");
     let hook = &mut config["webhooks"][0];
     assert_eq!(hook["name"], WEBHOOK);
     hook["clientConfig"]["caBundle"] =
@@ -207,9 +244,8 @@ async fn with_the_server_down_ignore_lets_the_pod_in_unmutated() {
     assert_eq!(limit(&pod, "nvidia.com/gpucores"), None);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn raw_vgpu_pod_is_mutated_scheduled_and_bound_with_its_placement() {
-    let c = cluster(None).await;
+/// Adds node `gpu-1` (one GPU) and waits until the server has seen it.
+async fn with_gpu_node(c: &Cluster) {
     add_node(&c.api, "gpu-1", 1, 4);
     let (_, registered) = c
         .server
@@ -218,6 +254,12 @@ async fn raw_vgpu_pod_is_mutated_scheduled_and_bound_with_its_placement() {
         })
         .await;
     assert!(registered, "the server never saw node gpu-1");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn raw_vgpu_pod_is_mutated_scheduled_and_bound_with_its_placement() {
+    let c = cluster(None).await;
+    with_gpu_node(&c).await;
     let pod = created(
         &c,
         &user_pod(
@@ -238,21 +280,66 @@ async fn raw_vgpu_pod_is_mutated_scheduled_and_bound_with_its_placement() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn placement_annotation_written_by_a_tenant_is_refused_on_update() {
-    // Here the fake's one user is not the scheduler's identity: a tenant.
-    let c = cluster_where(None, &[]).await;
-    created(&c, &user_pod("train", one_gpu())).await;
-    let patch = json!({"metadata": {"annotations": {"hami.io/vgpu-node": "gpu-1"}, "labels": {"team": "a"}}});
+async fn the_device_plugins_answer_is_stored_without_the_webhook_even_while_it_is_down() {
+    // The install ships the placement policy, so the webhook is sent creates
+    // only: a placed pod costs the API server one webhook call, and HAMi's
+    // device plugin records its allocation while no replica answers.
+    let mut c = cluster(None).await;
+    with_gpu_node(&c).await;
+    created(&c, &user_pod("infer", one_gpu())).await;
+    c.server.schedule(&c.api, NS, "infer", &["gpu-1"]).await;
+    let answer = json!({"metadata": {"annotations": {
+        "hami.io/bind-phase": "success",
+        "hami.io/vgpu-devices-to-allocate": ";"
+    }}});
+    let (status, stored) = patch_pod(&c, "infer", &answer).await;
+    assert_eq!(status, 200, "{stored}");
+    assert_eq!(
+        c.server.metric(MUTATE_CALLS).await,
+        1,
+        "the create's review alone"
+    );
+
+    c.server.kill();
+    let erased = json!({"metadata": {"annotations": {"hami.io/vgpu-devices-to-allocate": null}}});
+    let (status, stored) = patch_pod(&c, "infer", &erased).await;
+    assert_eq!(status, 200, "{stored}");
+    let stored = api_pod(&c.api, NS, "infer");
+    assert_eq!(annotation(&stored, "hami.io/bind-phase"), Some("success"));
+    assert_eq!(
+        annotation(&stored, "hami.io/vgpu-devices-to-allocate"),
+        None
+    );
+}
+
+/// Merge-patches pod `name` over the API; the status and the answer.
+async fn patch_pod(c: &Cluster, name: &str, patch: &Value) -> (u16, Value) {
     let resp = reqwest::Client::new()
-        .patch(format!("{}/api/v1/namespaces/{NS}/pods/train", c.api.url()))
+        .patch(format!(
+            "{}/api/v1/namespaces/{NS}/pods/{name}",
+            c.api.url()
+        ))
         .bearer_auth(c.api.token())
         .header("content-type", "application/merge-patch+json")
         .body(patch.to_string())
         .send()
         .await
         .expect("patch");
-    assert_eq!(resp.status().as_u16(), 403);
-    let status: Value = resp.json().await.expect("Status");
+    let status = resp.status().as_u16();
+    (status, resp.json().await.expect("answer"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_the_policy_a_placement_annotation_written_by_a_tenant_is_refused_on_update() {
+    let Some(config) = chart_webhook_without_policy() else {
+        return;
+    };
+    // Here the fake's one user is not the scheduler's identity: a tenant.
+    let c = cluster_configured(config, None, &[]).await;
+    created(&c, &user_pod("train", one_gpu())).await;
+    let patch = json!({"metadata": {"annotations": {"hami.io/vgpu-node": "gpu-1"}, "labels": {"team": "a"}}});
+    let (code, status) = patch_pod(&c, "train", &patch).await;
+    assert_eq!(code, 403, "{status}");
     assert_eq!(
         status["message"],
         format!(

@@ -1,11 +1,14 @@
 //! The placement-annotation guard as the API server applies the shipped admission
-//! configuration (`manifests/install/` and the chart rendered by the real `helm`):
+//! configuration (`manifests/install/` and the chart rendered by the real `helm`,
+//! on a cluster with ValidatingAdmissionPolicies and on one without):
 //! the webhook's rules, namespace and object selectors and matchConditions decide
 //! whether `/mutate` (the real review code) is asked, and the shipped
 //! ValidatingAdmissionPolicy is evaluated with its binding. CEL is evaluated by a
 //! CEL interpreter, not pattern-matched. Whatever labels a tenant puts on a pod,
-//! a forged `hami.io/vgpu-*` placement must be refused, by the webhook and by the
-//! policy each on its own (the policy holds while the webhook is down); the
+//! a forged `hami.io/vgpu-*` placement must be refused: by the policy where it
+//! is shipped, whether or not the webhook answers, and then no placement write
+//! waits for the webhook (HAMi's device plugin records its allocations while no
+//! replica answers); by the webhook where the policy cannot be shipped. The
 //! opt-out label keeps only its routing meaning.
 
 // Only `template` and `available` are used here.
@@ -90,7 +93,8 @@ fn install() -> Shipped {
     shipped("manifests/install", docs)
 }
 
-fn chart() -> Option<Shipped> {
+/// The chart's render for a cluster at `kube_version`, with `overrides`.
+fn chart(what: &'static str, kube_version: &str, overrides: Value) -> Option<Shipped> {
     if !helm::available("placement guard of the chart") {
         return None;
     }
@@ -100,12 +104,12 @@ fn chart() -> Option<Shipped> {
         &helm::Release {
             name: "vgpu-scheduler",
             namespace: "vgpu-system",
-            kube_version: "v1.33.0",
+            kube_version,
         },
-        &json!({}),
+        &overrides,
     );
     let docs = rendered.iter().flat_map(|(_, text)| parse(text)).collect();
-    Some(shipped("the chart", docs))
+    Some(shipped(what, docs))
 }
 
 /// One pod write as the API server sees it.
@@ -128,6 +132,9 @@ enum Outcome {
     RefusedByWebhook(String),
     /// Refused by the ValidatingAdmissionPolicy.
     RefusedByPolicy,
+    /// Refused because the webhook had to be asked, did not answer, and its
+    /// `failurePolicy` is `Fail`.
+    RefusedWebhookUnreachable,
 }
 
 fn cel(value: &Value) -> CelValue {
@@ -288,8 +295,8 @@ fn policy_refuses(s: &Shipped, w: &Write) -> bool {
 
 /// The API server's admission of one pod write: mutating webhooks (the real
 /// review code behind `/mutate`), then the validating policies. `webhook_up`
-/// false plays an outage under `failurePolicy: Ignore`, where only the policy
-/// stands.
+/// false plays an outage: a write the webhook is asked about is then refused
+/// under `failurePolicy: Fail` and let through unmutated under `Ignore`.
 fn admit(s: &Shipped, w: &Write, webhook_up: bool) -> Outcome {
     let config = WebhookConfig {
         scheduler_name: "vgpu-scheduler".into(),
@@ -301,8 +308,14 @@ fn admit(s: &Shipped, w: &Write, webhook_up: bool) -> Outcome {
     };
     let mut asked = false;
     for webhook in &s.webhooks {
-        if !webhook_up || !webhook_is_asked(webhook, w) {
+        if !webhook_is_asked(webhook, w) {
             continue;
+        }
+        if !webhook_up {
+            if webhook["failurePolicy"] == "Ignore" {
+                continue;
+            }
+            return Outcome::RefusedWebhookUnreachable;
         }
         asked = true;
         let body = json!({
@@ -392,61 +405,96 @@ fn binding(user: &'static str, annotations: Value) -> Write {
     }
 }
 
-fn refused_both_ways(s: &Shipped, w: &Write, case: &str) {
+/// The forged write `w` is refused whether the webhook answers or not: by the
+/// policy where one is shipped, else by the webhook (and, while it is down, by
+/// its `failurePolicy: Fail`).
+fn refused(s: &Shipped, w: &Write, case: &str) {
     let what = s.what;
-    match admit(s, w, true) {
-        Outcome::RefusedByWebhook(message) => assert!(
-            message.contains("hami.io/vgpu-node"),
-            "{what}: {case}: {message}"
-        ),
-        other => panic!("{what}: {case}: the webhook let it through: {other:?}"),
+    if s.policies.is_empty() {
+        match admit(s, w, true) {
+            Outcome::RefusedByWebhook(message) => assert!(
+                message.contains("hami.io/vgpu-node"),
+                "{what}: {case}: {message}"
+            ),
+            other => panic!("{what}: {case}: the webhook let it through: {other:?}"),
+        }
+        assert_eq!(
+            admit(s, w, false),
+            Outcome::RefusedWebhookUnreachable,
+            "{what}: {case}: with the webhook down"
+        );
+    } else {
+        for up in [true, false] {
+            assert_eq!(
+                admit(s, w, up),
+                Outcome::RefusedByPolicy,
+                "{what}: {case} (webhook up: {up})"
+            );
+        }
     }
-    assert_eq!(
-        admit(s, w, false),
-        Outcome::RefusedByPolicy,
-        "{what}: {case}: with the webhook down"
-    );
 }
 
 fn check_guard(s: &Shipped) {
     let what = s.what;
+    let policy_guards = !s.policies.is_empty();
     assert!(!s.writers.scheduler.is_empty(), "{what}: --scheduler-users");
     assert!(
         !s.writers.device_plugin.is_empty(),
         "{what}: --device-plugin-users"
     );
+    assert!(
+        s.policies.len() <= 1,
+        "{what}: one ValidatingAdmissionPolicy"
+    );
 
-    // Created with a forged placement, opted out of the webhook by its own label.
+    // Created with a forged placement, opted out of routing by its own label.
     let pod = tenant_pod(opted_out(), forged());
-    refused_both_ways(
+    refused(
         s,
         &write("CREATE", TENANT, pod.clone(), None),
         "opted-out create",
     );
-    assert_eq!(s.policies.len(), 1, "{what}: one ValidatingAdmissionPolicy");
 
     // The same, pinned to the node too.
     let mut pinned = pod;
     pinned["spec"]["nodeName"] = json!("gpu-a");
-    refused_both_ways(s, &write("CREATE", TENANT, pinned, None), "pinned create");
+    refused(s, &write("CREATE", TENANT, pinned, None), "pinned create");
 
     // Labelled first, annotated afterwards.
     let labelled = tenant_pod(opted_out(), json!({}));
     let annotated = tenant_pod(opted_out(), forged());
-    refused_both_ways(
+    refused(
         s,
         &write("UPDATE", TENANT, annotated, Some(labelled.clone())),
         "annotated after opting out",
     );
 
-    // In a namespace opted out as a whole, the policy still holds.
-    let mut in_opted_out_namespace = write("CREATE", TENANT, tenant_pod(json!({}), forged()), None);
-    in_opted_out_namespace.namespace_labels = namespace("team-a", &[("vgpu.io/webhook", "ignore")]);
-    assert_eq!(
-        admit(s, &in_opted_out_namespace, true),
-        Outcome::RefusedByPolicy,
-        "{what}: opted-out namespace"
+    // Annotated by a tenant without opting out.
+    refused(
+        s,
+        &write(
+            "UPDATE",
+            TENANT,
+            tenant_pod(json!({}), forged()),
+            Some(tenant_pod(json!({}), json!({}))),
+        ),
+        "annotated",
     );
+
+    // In a namespace opted out as a whole, the policy still holds (the webhook
+    // is never sent such a namespace's pods: without the policy, nothing there
+    // guards them).
+    if policy_guards {
+        let mut in_opted_out_namespace =
+            write("CREATE", TENANT, tenant_pod(json!({}), forged()), None);
+        in_opted_out_namespace.namespace_labels =
+            namespace("team-a", &[("vgpu.io/webhook", "ignore")]);
+        assert_eq!(
+            admit(s, &in_opted_out_namespace, true),
+            Outcome::RefusedByPolicy,
+            "{what}: opted-out namespace"
+        );
+    }
 
     // The opt-out label still keeps a pod away from routing.
     assert_eq!(
@@ -469,7 +517,8 @@ fn check_guard(s: &Shipped) {
     );
 
     // The real writers keep writing: the scheduler its placement, the device
-    // plugin the bind phase.
+    // plugin the bind phase. Where the policy guards them, the webhook is not
+    // asked, so no placement write waits for it or fails while it is down.
     let scheduler = s.writers.scheduler[0].clone().leak();
     let device_plugin = s.writers.device_plugin[0].clone().leak();
     let placed = tenant_pod(json!({}), forged());
@@ -485,53 +534,69 @@ fn check_guard(s: &Shipped) {
             true
         ),
         Outcome::Admitted {
-            webhook_asked: true
+            webhook_asked: !policy_guards
         },
         "{what}: the scheduler places"
     );
     let mut allocated = placed.clone();
     allocated["metadata"]["annotations"]["hami.io/bind-phase"] = json!("success");
     allocated["metadata"]["annotations"]["hami.io/vgpu-devices-to-allocate"] = json!(";");
-    for up in [true, false] {
-        assert_eq!(
-            admit(
-                s,
-                &write(
-                    "UPDATE",
-                    device_plugin,
-                    allocated.clone(),
-                    Some(placed.clone())
-                ),
-                up
-            ),
-            Outcome::Admitted { webhook_asked: up },
-            "{what}: the device plugin records the allocation (webhook up: {up})"
-        );
-    }
-    let mut moved = placed.clone();
-    moved["metadata"]["annotations"]["hami.io/vgpu-node"] = json!("gpu-b");
-    assert_eq!(
+    let records = |up: bool| {
         admit(
             s,
-            &write("UPDATE", device_plugin, moved, Some(placed.clone())),
-            false
-        ),
-        Outcome::RefusedByPolicy,
-        "{what}: the device plugin never moves a pod"
+            &write(
+                "UPDATE",
+                device_plugin,
+                allocated.clone(),
+                Some(placed.clone()),
+            ),
+            up,
+        )
+    };
+    assert_eq!(
+        records(true),
+        Outcome::Admitted {
+            webhook_asked: !policy_guards
+        },
+        "{what}: the device plugin records the allocation"
+    );
+    assert_eq!(
+        records(false),
+        if policy_guards {
+            Outcome::Admitted {
+                webhook_asked: false,
+            }
+        } else {
+            Outcome::RefusedWebhookUnreachable
+        },
+        "{what}: the device plugin records the allocation with the webhook down"
+    );
+    let mut moved = placed.clone();
+    moved["metadata"]["annotations"]["hami.io/vgpu-node"] = json!("gpu-b");
+    refused(
+        s,
+        &write("UPDATE", device_plugin, moved, Some(placed.clone())),
+        "the device plugin never moves a pod",
     );
     // A Binding's annotations land on the pod: only the scheduler's may carry a
-    // placement; a plain Binding (kube-scheduler's own binder) passes.
+    // placement; a plain Binding (kube-scheduler's own binder) passes. The
+    // webhook is never sent Bindings: without the policy, only RBAC (who may
+    // create pods/binding) guards them.
+    if policy_guards {
+        for up in [true, false] {
+            assert_eq!(
+                admit(s, &binding(TENANT, forged()), up),
+                Outcome::RefusedByPolicy,
+                "{what}: a tenant's Binding with a placement (webhook up: {up})"
+            );
+            assert_eq!(
+                admit(s, &binding(device_plugin, forged()), up),
+                Outcome::RefusedByPolicy,
+                "{what}: the device plugin never binds (webhook up: {up})"
+            );
+        }
+    }
     for up in [true, false] {
-        assert_eq!(
-            admit(s, &binding(TENANT, forged()), up),
-            Outcome::RefusedByPolicy,
-            "{what}: a tenant's Binding with a placement (webhook up: {up})"
-        );
-        assert_eq!(
-            admit(s, &binding(device_plugin, forged()), up),
-            Outcome::RefusedByPolicy,
-            "{what}: the device plugin never binds (webhook up: {up})"
-        );
         assert_eq!(
             admit(s, &binding(scheduler, forged()), up),
             Outcome::Admitted {
@@ -547,26 +612,53 @@ fn check_guard(s: &Shipped) {
             "{what}: a Binding without a placement (webhook up: {up})"
         );
     }
-    // Updates that leave the placement alone pass, whoever makes them.
+    // Updates that leave the placement alone pass, whoever makes them, and are
+    // never sent to the webhook.
     let mut relabelled = placed.clone();
     relabelled["metadata"]["labels"] = opted_out();
-    assert_eq!(
-        admit(s, &write("UPDATE", TENANT, relabelled, Some(placed)), true),
-        Outcome::Admitted {
-            webhook_asked: false
-        },
-        "{what}: relabelling a placed pod"
-    );
+    for up in [true, false] {
+        assert_eq!(
+            admit(
+                s,
+                &write("UPDATE", TENANT, relabelled.clone(), Some(placed.clone())),
+                up
+            ),
+            Outcome::Admitted {
+                webhook_asked: false
+            },
+            "{what}: relabelling a placed pod (webhook up: {up})"
+        );
+    }
 }
 
 #[test]
 fn the_install_manifests_guard_placements_whatever_labels_a_pod_carries() {
-    check_guard(&install());
+    let install = install();
+    assert_eq!(install.policies.len(), 1, "the install ships the policy");
+    check_guard(&install);
 }
 
 #[test]
 fn the_chart_guards_placements_whatever_labels_a_pod_carries() {
-    if let Some(chart) = chart() {
+    if let Some(chart) = chart("the chart", "v1.33.0", json!({})) {
+        assert_eq!(chart.policies.len(), 1, "the chart renders the policy");
+        check_guard(&chart);
+    }
+}
+
+#[test]
+fn before_kubernetes_1_30_the_charts_webhook_guards_placements_itself() {
+    if let Some(chart) = chart("the chart on Kubernetes 1.29", "v1.29.4", json!({})) {
+        assert!(chart.policies.is_empty(), "no policy API before 1.30");
+        check_guard(&chart);
+    }
+}
+
+#[test]
+fn with_the_policy_turned_off_the_charts_webhook_guards_placements_itself() {
+    let off = json!({"scheduler": {"placementPolicy": {"enabled": false}}});
+    if let Some(chart) = chart("the chart without the policy", "v1.33.0", off) {
+        assert!(chart.policies.is_empty(), "placementPolicy.enabled: false");
         check_guard(&chart);
     }
 }

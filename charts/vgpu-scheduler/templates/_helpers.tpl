@@ -32,6 +32,16 @@ app.kubernetes.io/name: {{ include "vgpu-scheduler.fullname" . }}
 {{- printf "['%s', '%s', '%s', '%s']" .Values.resourceName .Values.resourceMem .Values.resourceMemPercentage .Values.resourceCores -}}
 {{- end }}
 
+{{/* "true" when the ValidatingAdmissionPolicy guarding placement annotations is
+rendered (enabled, and the API server serves admissionregistration.k8s.io/v1
+policies: Kubernetes 1.30+); empty otherwise. The webhook guards them itself
+only where the policy is not there. */}}
+{{- define "vgpu-scheduler.placementPolicyRendered" -}}
+{{- if and .Values.scheduler.placementPolicy.enabled (semverCompare ">=1.30-0" .Capabilities.KubeVersion.Version) -}}
+true
+{{- end -}}
+{{- end }}
+
 {{/* The spec of a Job running `vgpu-scheduler certs`: dict root, serviceAccount, allowMissingWebhook. */}}
 {{- define "vgpu-scheduler.certsJobSpec" -}}
 {{- $name := include "vgpu-scheduler.fullname" .root }}
