@@ -24,6 +24,8 @@ mod device_plugin;
 mod e2e;
 #[path = "../tests/fake_apiserver/mod.rs"]
 mod fake_apiserver;
+#[path = "loadgen/go_http2_clients.rs"]
+mod go_http2_clients;
 #[path = "loadgen/kube_scheduler.rs"]
 mod kube_scheduler;
 #[path = "loadgen/packing.rs"]
@@ -591,6 +593,7 @@ fn secs3(d: Duration) -> f64 {
 
 async fn run(options: Options) -> Result<bool, String> {
     stats::self_check();
+    go_http2_clients::self_check();
     let dir = tempfile::Builder::new()
         .prefix("vgpu-loadgen-")
         .tempdir()

@@ -26,6 +26,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
+use vgpu_scheduler::server::ServerLimits;
 
 /// Settings of the end-to-end burst.
 #[derive(Debug, Clone)]
@@ -148,12 +149,10 @@ async fn burst(o: &BurstOptions, delay: Option<Duration>) -> Result<BurstResult,
                 binary: o.server_binary.as_deref(),
                 extra_args: &args,
                 log_level: &o.server_log,
-                // Go's HTTP/2 client opens another connection when one is at
-                // its stream limit; reqwest's would queue the next /filter behind
-                // binds waiting for node locks. Connections of their own, as
-                // HTTP/1.1 gives, keep kube-scheduler's shape.
-                http: HttpVersion::Http1,
-                pool: 1024,
+                // Readiness only: kube-scheduler's calls go through
+                // `go_http2_clients` below.
+                http: HttpVersion::Http2,
+                pool: 1,
                 ready_timeout: Duration::from_secs(60),
                 cpu: None,
             })
@@ -164,7 +163,9 @@ async fn burst(o: &BurstOptions, delay: Option<Duration>) -> Result<BurstResult,
                 o.device_plugin_calls,
             ));
             let binder = Binder::Extender {
-                client: started.client.clone(),
+                // The server's default stream limit per connection.
+                clients: started
+                    .go_http2_clients(ServerLimits::default().max_streams_per_connection as usize),
                 filter_url: started.url("/filter"),
                 bind_url: started.url("/bind"),
             };

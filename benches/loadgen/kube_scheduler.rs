@@ -11,6 +11,7 @@
 //! limited like kube-scheduler's (`clientConnection.qps` 50, `burst` 100 by
 //! default): that limit is what bounds kube-scheduler alone.
 
+use super::go_http2_clients::GoHttp2Clients;
 use super::post;
 use super::scheduled_events::ScheduledEvents;
 use serde_json::{Value, json};
@@ -27,9 +28,14 @@ const BACKOFF: Duration = Duration::from_secs(1);
 /// the queue.
 const EXTENDER_HTTP_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// `post` cut off at kube-scheduler's extender timeout.
-async fn call_extender(client: &reqwest::Client, url: &str, body: String) -> Result<Value, String> {
-    match tokio::time::timeout(EXTENDER_HTTP_TIMEOUT, post(client, url, body)).await {
+/// `post` on a stream of kube-scheduler's connections, cut off at its extender
+/// timeout.
+async fn call_extender(clients: &GoHttp2Clients, url: &str, body: String) -> Result<Value, String> {
+    let stream = clients.stream()?;
+    match tokio::time::timeout(EXTENDER_HTTP_TIMEOUT, post(&stream.client, url, body)).await {
+        Ok(Ok((_, _, version))) if version != reqwest::Version::HTTP_2 => Err(format!(
+            "POST {url}: answered over {version:?}, not HTTP/2 as kube-scheduler's client speaks"
+        )),
         Ok(answer) => answer.map(|(answer, _, _)| answer),
         Err(_) => Err(format!(
             "POST {url}: no answer within {EXTENDER_HTTP_TIMEOUT:?} (httpTimeout)"
@@ -53,7 +59,7 @@ pub struct BurstPod {
 pub enum Binder {
     /// The extender's `/filter` and `/bind`.
     Extender {
-        client: reqwest::Client,
+        clients: GoHttp2Clients,
         filter_url: String,
         bind_url: String,
     },
@@ -176,11 +182,13 @@ pub async fn schedule_burst(
             .collect();
         let chosen = match &*binder {
             Binder::Extender {
-                client, filter_url, ..
+                clients,
+                filter_url,
+                ..
             } => {
                 let names: Vec<&str> = fits.iter().map(|&n| nodes[n].as_str()).collect();
                 let args = json!({"Pod": pods[i].object, "Nodes": null, "NodeNames": names});
-                match call_extender(client, filter_url, args.to_string()).await {
+                match call_extender(clients, filter_url, args.to_string()).await {
                     Ok(answer) => answer
                         .pointer("/NodeNames/0")
                         .and_then(Value::as_str)
@@ -220,11 +228,11 @@ pub async fn schedule_burst(
 async fn bind(binder: &Binder, namespace: &str, pod: &BurstPod, node: &str) -> Result<(), String> {
     match binder {
         Binder::Extender {
-            client, bind_url, ..
+            clients, bind_url, ..
         } => {
             let args = json!({"PodName": pod.name, "PodNamespace": namespace,
                               "PodUID": pod.uid, "Node": node});
-            let answer = call_extender(client, bind_url, args.to_string()).await?;
+            let answer = call_extender(clients, bind_url, args.to_string()).await?;
             match answer.get("Error").and_then(Value::as_str) {
                 Some(e) if !e.is_empty() => Err(e.to_string()),
                 _ => Ok(()),

@@ -1,6 +1,7 @@
 //! Starting the release `vgpu-scheduler serve` on a free loopback port and talking
 //! HTTPS to it with keep-alive.
 
+use super::go_http2_clients::GoHttp2Clients;
 use std::fs::File;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -25,6 +26,8 @@ pub struct ServerProcess {
     pub base: String,
     /// Keep-alive client trusting the server's self-signed certificate.
     pub client: reqwest::Client,
+    /// That certificate (PEM), for more clients.
+    root_pem: String,
     /// From spawning the process to the first 200 of /readyz.
     pub startup: Duration,
     log_path: PathBuf,
@@ -193,6 +196,7 @@ impl ServerProcess {
             child,
             base: format!("https://127.0.0.1:{port}"),
             client: reqwest::Client::new(),
+            root_pem: String::new(),
             startup: Duration::ZERO,
             log_path,
         };
@@ -216,6 +220,7 @@ impl ServerProcess {
                 && pem.contains("END CERTIFICATE")
             {
                 server.client = client(&pem, launch.http, launch.pool)?;
+                server.root_pem = pem;
                 have_client = true;
             }
             if have_client
@@ -227,6 +232,16 @@ impl ServerProcess {
             }
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
+    }
+
+    /// Clients as kube-scheduler's Go HTTP/2 transport connects to the server,
+    /// which allows `streams` requests at once on a connection.
+    pub fn go_http2_clients(&self, streams: usize) -> GoHttp2Clients {
+        let pem = self.root_pem.clone();
+        GoHttp2Clients::new(
+            Box::new(move || client(&pem, HttpVersion::Http2, 1)),
+            streams,
+        )
     }
 
     /// Full URL of `path`.
