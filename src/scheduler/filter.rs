@@ -20,6 +20,7 @@ use crate::volcano::framework::charge::{asks_share_of_card, largest_card_mib, re
 use chrono::{DateTime, Utc};
 use k8s_openapi::api::core::v1::Pod;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// Attempts at check-and-reserve before answering with an error: another filter may
 /// take the chosen GPUs between the decision and the reservation.
@@ -300,10 +301,12 @@ impl Scheduler {
     }
 
     /// `/filter`.
-    pub async fn filter(&self, args: ExtenderArgs) -> ExtenderFilterResult {
-        let Some(pod) = args.pod.as_ref() else {
+    pub async fn filter(&self, mut args: ExtenderArgs) -> ExtenderFilterResult {
+        // Shared, not cloned, with the copy `/bind` reads (`pod_copies`).
+        let Some(shared) = args.pod.take().map(Arc::new) else {
             return ExtenderFilterResult::error("extender args missing pod");
         };
+        let pod: &Pod = &shared;
         let ctx = match self.pod_context(pod) {
             Ok(Some(ctx)) => ctx,
             Ok(None) => {
@@ -337,7 +340,7 @@ impl Scheduler {
         }
         self.api.remember_pod(pod).await;
         self.pod_copies
-            .keep(pod, self.clock.now(), self.config.reservation_ttl);
+            .keep(&shared, self.clock.now(), self.config.reservation_ttl);
         self.trace_filtered(pod);
         // A pod that is bound (or being bound) keeps its GPUs: answer with its node
         // rather than dropping a booking the device plugin may already have used.

@@ -24,7 +24,7 @@ pub(crate) struct PodCopies {
 impl PodCopies {
     /// Keeps the pod `/filter` was sent at `now`; past the cap, copies older than
     /// `keep_for` go first, and if none is, the new one is not kept.
-    pub(crate) fn keep(&self, pod: &Pod, now: Instant, keep_for: Duration) {
+    pub(crate) fn keep(&self, pod: &Arc<Pod>, now: Instant, keep_for: Duration) {
         let Some(uid) = pod.metadata.uid.clone() else {
             return;
         };
@@ -35,7 +35,7 @@ impl PodCopies {
                 return;
             }
         }
-        pods.insert(uid, (Arc::new(pod.clone()), now));
+        pods.insert(uid, (Arc::clone(pod), now));
     }
 
     /// Replaces a kept copy with a newer one from the pod watch.
