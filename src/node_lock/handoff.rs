@@ -147,7 +147,8 @@ impl NodeHandoff {
 }
 
 /// When `namespace/pod` was answered, among the `answered` (namespace, pod,
-/// when) of a node.
+/// when) of a node. Newest first: the pod asked about is nearly always the one
+/// answered last (the lock's holder, or a watch event repeating the answer).
 fn answer_among(
     answered: &std::collections::VecDeque<(String, String, Instant)>,
     namespace: &str,
@@ -155,6 +156,7 @@ fn answer_among(
 ) -> Option<Instant> {
     answered
         .iter()
+        .rev()
         .find(|(ns, name, _)| ns == namespace && name == pod)
         .map(|(_, _, at)| *at)
 }
