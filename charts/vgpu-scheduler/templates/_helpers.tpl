@@ -32,6 +32,12 @@ app.kubernetes.io/name: {{ include "vgpu-scheduler.fullname" . }}
 {{- printf "['%s', '%s', '%s', '%s']" .Values.resourceName .Values.resourceMem .Values.resourceMemPercentage .Values.resourceCores -}}
 {{- end }}
 
+{{/* The placement annotations as a CEL list: only the scheduler, and HAMi's
+device plugin for what it writes, may set or change them. */}}
+{{- define "vgpu-scheduler.celPlacementAnnotations" -}}
+['hami.io/vgpu-node', 'hami.io/vgpu-devices-to-allocate', 'hami.io/vgpu-devices-allocated', 'hami.io/bind-phase', 'hami.io/vgpu-mig-allocations', 'vgpu-scheduler.io/gang-plan-deadline', 'vgpu-scheduler.io/pipelined-plan']
+{{- end }}
+
 {{/* "true" when the ValidatingAdmissionPolicy guarding placement annotations is
 rendered (enabled, and the API server serves admissionregistration.k8s.io/v1
 policies: Kubernetes 1.30+); empty otherwise. The webhook guards them itself
