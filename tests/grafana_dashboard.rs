@@ -38,7 +38,7 @@ fn read(path: &str) -> String {
 /// Every object `helm template` renders with `overrides`.
 fn render(namespace: &str, overrides: &Value) -> Vec<Value> {
     let files = helm::template(
-        &repo("charts/vgpu-scheduler"),
+        &helm::chart_dir(),
         &helm::Release {
             name: "vgpu-scheduler",
             namespace,
@@ -134,7 +134,7 @@ fn the_sidecar_label_namespace_and_annotations_are_values() {
         "labels": {"team": "gpu"},
         "annotations": {"grafana_folder": "GPU"}
     }});
-    helm::lint(&repo("charts/vgpu-scheduler"), &overrides);
+    helm::lint(&helm::chart_dir(), &overrides);
     let objects = render(NAMESPACE, &overrides);
     assert!(sidecar_config_maps(&objects, "grafana_dashboard", "1").is_empty());
     let (map, _) = dashboard_in(&objects, "example.com/dashboard", "vgpu");

@@ -248,15 +248,11 @@ fn install() -> Objects {
     load(documents(&files))
 }
 
-fn chart_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("charts/vgpu-scheduler")
-}
-
 /// `helm template <release> charts/vgpu-scheduler -n <namespace> --kube-version
 /// <version>` with `overrides` on top of values.yaml, parsed.
 fn render(release: &str, namespace: &str, kube_version: &str, overrides: &Value) -> Objects {
     let rendered = helm::template(
-        &chart_dir(),
+        &helm::chart_dir(),
         &helm::Release {
             name: release,
             namespace,
@@ -1588,8 +1584,8 @@ fn chart_lints_with_default_and_non_default_values() {
     if !helm::available("chart_lints_with_default_and_non_default_values") {
         return;
     }
-    helm::lint(&chart_dir(), &json!({}));
-    helm::lint(&chart_dir(), &non_default_values());
+    helm::lint(&helm::chart_dir(), &json!({}));
+    helm::lint(&helm::chart_dir(), &non_default_values());
 }
 
 #[test]
@@ -2007,9 +2003,10 @@ fn chart_default_render_is_the_plain_install() {
 
 #[test]
 fn chart_values_keep_hamis_names() {
-    let values: serde_yaml_ng::Value =
-        serde_yaml_ng::from_str(&std::fs::read_to_string(chart_dir().join("values.yaml")).unwrap())
-            .unwrap();
+    let values: serde_yaml_ng::Value = serde_yaml_ng::from_str(
+        &std::fs::read_to_string(helm::chart_dir().join("values.yaml")).unwrap(),
+    )
+    .unwrap();
     let values = serde_json::to_value(values).unwrap();
     for path in [
         "/schedulerName",
@@ -2046,7 +2043,7 @@ fn chart_values_keep_hamis_names() {
 
 #[tokio::test]
 async fn chart_crds_are_volcanos_as_the_fake_api_server_serves_them() {
-    let crds = load(documents(&yaml_files_in(&chart_dir().join("crds")))).crds;
+    let crds = load(documents(&yaml_files_in(&helm::chart_dir().join("crds")))).crds;
     assert_eq!(crds.len(), 3);
     let api = fake_apiserver::FakeApiServer::start().await;
     for crd in &crds {

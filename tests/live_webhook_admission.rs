@@ -7,7 +7,7 @@
 //! pod as stored, or the refusal.
 
 mod fake_apiserver;
-// Only `template` and `available` are used here.
+// Only `template`, `available` and `chart_dir` are used here.
 #[allow(dead_code)]
 mod helm;
 mod live_support;
@@ -54,9 +54,8 @@ fn chart_webhook_without_policy() -> Option<Value> {
     if !helm::available("the chart's webhook without the placement policy") {
         return None;
     }
-    let chart = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("charts/vgpu-scheduler");
     let rendered = helm::template(
-        &chart,
+        &helm::chart_dir(),
         &helm::Release {
             name: "vgpu-scheduler",
             namespace: "vgpu-system",
@@ -314,19 +313,12 @@ async fn the_device_plugins_answer_is_stored_without_the_webhook_even_while_it_i
 
 /// Merge-patches pod `name` over the API; the status and the answer.
 async fn patch_pod(c: &Cluster, name: &str, patch: &Value) -> (u16, Value) {
-    let resp = reqwest::Client::new()
-        .patch(format!(
-            "{}/api/v1/namespaces/{NS}/pods/{name}",
-            c.api.url()
-        ))
-        .bearer_auth(c.api.token())
-        .header("content-type", "application/merge-patch+json")
-        .body(patch.to_string())
-        .send()
-        .await
-        .expect("patch");
-    let status = resp.status().as_u16();
-    (status, resp.json().await.expect("answer"))
+    merge_patch_api(
+        &c.api,
+        &format!("/api/v1/namespaces/{NS}/pods/{name}"),
+        patch,
+    )
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -11,7 +11,7 @@
 //! replica answers); by the webhook where the policy cannot be shipped. The
 //! opt-out label keeps only its routing meaning.
 
-// Only `template` and `available` are used here.
+// Only `template`, `available` and `chart_dir` are used here.
 #[allow(dead_code)]
 mod helm;
 
@@ -98,9 +98,8 @@ fn chart(what: &'static str, kube_version: &str, overrides: Value) -> Option<Shi
     if !helm::available("placement guard of the chart") {
         return None;
     }
-    let chart = Path::new(env!("CARGO_MANIFEST_DIR")).join("charts/vgpu-scheduler");
     let rendered = helm::template(
-        &chart,
+        &helm::chart_dir(),
         &helm::Release {
             name: "vgpu-scheduler",
             namespace: "vgpu-system",

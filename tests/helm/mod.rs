@@ -13,6 +13,11 @@ use std::process::Command;
 /// Environment variable naming the helm binary to use.
 pub const HELM_ENV: &str = "VGPU_SCHEDULER_HELM";
 
+/// The project's chart, `charts/vgpu-scheduler/`.
+pub fn chart_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("charts/vgpu-scheduler")
+}
+
 /// The helm binary, if there is one.
 pub fn binary() -> Option<PathBuf> {
     let unpacked = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/helm/helm");

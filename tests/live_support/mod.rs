@@ -282,7 +282,7 @@ impl LiveServer {
 
     /// POSTs JSON; status and the decoded answer (`Null` if not JSON).
     pub async fn post_json(&self, path: &str, body: &Value) -> (u16, Value) {
-        send_json(self.client.post(self.url(path)), path, body).await
+        send_json(self.client.post(self.url(path)), path, JSON, body).await
     }
 
     /// `/filter` as kube-scheduler sends it (`Nodes: null`, `NodeNames`); asserts 200.
@@ -646,18 +646,35 @@ pub async fn post_to_api(api: &FakeApiServer, path: &str, object: &Value) -> (u1
     let request = reqwest::Client::new()
         .post(format!("{}{path}", api.url()))
         .bearer_auth(api.token());
-    send_json(request, path, object).await
+    send_json(request, path, JSON, object).await
 }
 
-/// Sends `body` as JSON with `request` (to `path`); the status and the decoded
-/// answer (`Null` if not JSON).
-async fn send_json(request: reqwest::RequestBuilder, path: &str, body: &Value) -> (u16, Value) {
+/// Merge-patches the fake's object at `path` (`/api/v1/...`) with `patch` over
+/// HTTP with its bearer token, as `kubectl patch --type merge` does, so
+/// admission runs; returns the status and the answer.
+pub async fn merge_patch_api(api: &FakeApiServer, path: &str, patch: &Value) -> (u16, Value) {
+    let request = reqwest::Client::new()
+        .patch(format!("{}{path}", api.url()))
+        .bearer_auth(api.token());
+    send_json(request, path, "application/merge-patch+json", patch).await
+}
+
+const JSON: &str = "application/json";
+
+/// Sends `body`, JSON of `content_type`, with `request` (to `path`); the status
+/// and the decoded answer (`Null` if not JSON).
+async fn send_json(
+    request: reqwest::RequestBuilder,
+    path: &str,
+    content_type: &str,
+    body: &Value,
+) -> (u16, Value) {
     let resp = request
-        .header("content-type", "application/json")
+        .header("content-type", content_type)
         .body(body.to_string())
         .send()
         .await
-        .unwrap_or_else(|e| panic!("POST {path}: {e}"));
+        .unwrap_or_else(|e| panic!("{path}: {e}"));
     let status = resp.status().as_u16();
     let text = resp.text().await.expect("response body");
     (status, serde_json::from_str(&text).unwrap_or(Value::Null))
