@@ -4,8 +4,9 @@
 //! retries the whole gang instead of starting part of it.
 
 use super::book::GangKey;
+use foldhash::HashMap;
 use parking_lot::Mutex;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::Notify;

@@ -15,8 +15,9 @@ use crate::volcano::objects::{PodGroupSpec, QueueSpec};
 use crate::volcano::resource_quota::NamespaceQuota;
 use crate::volcano::topology::HyperNode;
 use chrono::{DateTime, Utc};
+use foldhash::HashMap;
 use k8s_openapi::api::core::v1::Pod;
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -214,7 +215,7 @@ impl GangBook {
     }
 
     /// After a full pod list: drops members the list did not contain.
-    pub fn retain_pods(&mut self, existing: &HashSet<String>) {
+    pub fn retain_pods(&mut self, existing: &std::collections::HashSet<String>) {
         let changes = &mut self.changes;
         self.members.retain(|uid, _| {
             let keep = existing.contains(uid);

@@ -4,7 +4,7 @@
 //! the book goes through [`super::book::GangBook`]'s methods, which note it
 //! here, and the planner takes the notes when it copies the book.
 
-use std::collections::HashSet;
+use foldhash::HashSet;
 
 /// Members (by pod UID) and PodGroups (by namespace and name) added, changed or
 /// removed since the notes were last taken.

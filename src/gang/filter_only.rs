@@ -10,7 +10,8 @@
 //! it, the pods seen longest ago go first. Pods that hold GPUs are never dropped
 //! here (the caller says which): their reservation ends on its own clock.
 
-use std::collections::{BTreeSet, HashMap};
+use foldhash::HashMap;
+use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 /// Default of `--max-filter-only-pods`.

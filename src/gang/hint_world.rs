@@ -22,9 +22,10 @@ use crate::volcano::conf::SchedulerConf;
 use crate::volcano::framework::job_map::Jobs;
 use crate::volcano::framework::nodes::SessionNode;
 use crate::volcano::framework::{GangKey, JobInfo, QueueInfo, SessionState, TaskStatus};
+use foldhash::{HashMap, HashMapExt};
 use imbl::OrdMap;
 use std::cmp::Ordering;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 /// A node's GPUs and its CPU, memory, traits and bound pods.

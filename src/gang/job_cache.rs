@@ -18,7 +18,7 @@ use crate::volcano::framework::job_figures::JobFigures;
 use crate::volcano::framework::job_map::Jobs;
 use crate::volcano::framework::{GangKey, JobInfo, TaskInfo};
 use crate::volcano::objects::PodGroupSpec;
-use std::collections::HashMap;
+use foldhash::HashMap;
 use std::sync::Arc;
 
 /// What every job is built from besides its own members and PodGroup: when any

@@ -10,7 +10,8 @@ use crate::ledger::{JournalCursor, Ledger};
 use crate::placement::resource_fit::pod_footprint;
 use crate::resources::Resources;
 use crate::volcano::framework::job::TaskPlacement;
-use std::collections::{BTreeSet, HashMap, HashSet};
+use foldhash::{HashMap, HashSet, HashSetExt};
+use std::collections::BTreeSet;
 
 /// Holdings of members, and what members planned onto a node but not bound yet
 /// take of it.

@@ -18,8 +18,9 @@ use crate::node_load::NodeResources;
 use crate::resources::Resources;
 use crate::volcano::framework::nodes::{SessionNode, SharedNodes, position_index};
 use crate::volcano::framework::score_order::ScoreOrder;
+use foldhash::HashSet;
 use rustc_hash::FxHashMap;
-use std::collections::{BTreeSet, HashSet};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 /// The nodes of the last picture.

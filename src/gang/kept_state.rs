@@ -18,7 +18,8 @@ use super::snapshot::{Kept, LedgerPicture, SnapshotInput, build_state_with, shar
 use super::task_cache::TaskCache;
 use crate::ledger::Ledger;
 use crate::volcano::framework::SessionState;
-use std::collections::{BTreeSet, HashSet};
+use foldhash::HashSet;
+use std::collections::BTreeSet;
 
 /// The planner's state kept between cycles.
 #[derive(Default)]

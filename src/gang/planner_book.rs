@@ -7,7 +7,8 @@
 
 use super::book::{GangBook, GangKey, Member, member_order};
 use super::watched_members::WatchedMembers;
-use std::collections::{BTreeSet, HashMap, HashSet};
+use foldhash::{HashMap, HashSet};
+use std::collections::BTreeSet;
 
 /// What changed in the book since the last cycle.
 #[derive(Debug, Default)]

@@ -10,7 +10,8 @@
 use crate::resources::Dim;
 use crate::volcano::framework::QueueInfo;
 use crate::volcano::framework::job_figures::{JobFigures, QueueFigure};
-use std::collections::{BTreeMap, HashMap};
+use foldhash::HashMap;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// The kept jobs' figures summed by queue.

@@ -34,9 +34,10 @@ use crate::volcano::task_topology::TopologyAnnotations;
 use crate::volcano::topology::NetworkTopology;
 use crate::volcano::waiting_time::waiting_time;
 use chrono::{DateTime, Utc};
+use foldhash::{HashMap, HashMapExt, HashSet};
 use k8s_openapi::api::core::v1::Pod;
 use rustc_hash::FxHashMap;
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 /// Parses a pod's vGPU request (`None`: the pod asks for no vGPU).

@@ -14,7 +14,7 @@ use super::registered_gpus::same_registered_gpus;
 use crate::ledger::NodeEntry;
 use crate::volcano::framework::TaskInfo;
 use crate::volcano::framework::job::TaskPlacement;
-use std::collections::HashMap;
+use foldhash::HashMap;
 use std::sync::Arc;
 
 /// What a task was built from, besides the member's generation.

@@ -7,7 +7,7 @@
 
 use super::book::Member;
 use super::pin::waiting_pin;
-use std::collections::HashSet;
+use foldhash::HashSet;
 
 /// The indexes, by pod UID.
 #[derive(Debug, Default)]

@@ -26,8 +26,9 @@ use crate::usage::{collapse_pod_usage, usage_totals};
 use crate::volcano::framework::job::TaskPlacement;
 use crate::volcano::framework::session_memory::SessionMemory;
 use crate::volcano::framework::{GangPhase, SessionOutcome, Verdicts};
+use foldhash::HashMap;
 use k8s_openapi::api::core::v1::Pod;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 /// Why a planned gang did not commit although the session placed it.

@@ -14,7 +14,8 @@ use crate::scheduler::Scheduler;
 use crate::volcano::framework::EvictAction;
 use crate::volcano::framework::outcome::Eviction;
 use crate::volcano::plugins::capacity_card::ServiceType;
-use std::collections::{HashMap, VecDeque};
+use foldhash::HashMap;
+use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 /// How long after asking to evict a pod it is asked again when it has not gone

@@ -52,8 +52,9 @@ use crate::volcano::framework::{GangVerdict, Tiers};
 use crate::volcano::objects::QueueSpec;
 use crate::volcano::plugins::registry;
 use arc_swap::ArcSwap;
+use foldhash::{HashMap, HashSet, HashSetExt};
 use parking_lot::{Mutex, RwLock};
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 /// What the planner remembers between cycles.

@@ -6,7 +6,7 @@
 //! it is treated as a broken pin (`broken_pins`): evicted for its controller to
 //! recreate, and planned again with its gang.
 
-use std::collections::HashMap;
+use foldhash::HashMap;
 use std::time::{Duration, Instant};
 
 /// Since when each pinned member has found no room on its node.

@@ -7,8 +7,9 @@ use crate::gang::book::{GangKey, Member, MemberPhase};
 use crate::gang::planner_book::PlannerBook;
 use crate::scheduler::Scheduler;
 use crate::volcano::plugins::conformance;
+use foldhash::{HashMap, HashMapExt};
 use parking_lot::Mutex;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 /// Namespace, name and UID of a pod.
 type PodRef = (String, String, String);
