@@ -6,7 +6,7 @@
 //! it is treated as a broken pin (`broken_pins`): evicted for its controller to
 //! recreate, and planned again with its gang.
 
-use foldhash::HashMap;
+use foldhash::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 /// Since when each pinned member has found no room on its node.
@@ -33,7 +33,7 @@ impl PinsWithoutRoom {
     }
 
     /// Forgets every member not in `pinned` (bound, gone, or no longer pinned).
-    pub fn retain(&mut self, pinned: &std::collections::HashSet<String>) {
+    pub fn retain(&mut self, pinned: &HashSet<String>) {
         self.0.retain(|uid, _| pinned.contains(uid));
     }
 }
